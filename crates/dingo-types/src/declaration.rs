@@ -1,0 +1,71 @@
+//! Declarations: what a task will read, how much of it it needs, and by when.
+
+use crate::ids::{BlockId, DiskId};
+use crate::member::{Member, MemberBitmap};
+use crate::task::TaskKind;
+use crate::time::Timestamp;
+use serde::{Deserialize, Serialize};
+
+/// Members a task needs together (a stripe, a file, one block).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockSet {
+    pub members: Vec<Member>,
+}
+
+impl BlockSet {
+    pub fn new(members: Vec<Member>) -> Self {
+        BlockSet { members }
+    }
+
+    /// A set of the given blocks, any copy of each.
+    pub fn any_of(blocks: impl IntoIterator<Item = BlockId>) -> Self {
+        BlockSet { members: blocks.into_iter().map(Member::Any).collect() }
+    }
+}
+
+/// A half-open range of block ids `[start, start + len)`, read as one set
+/// with any copy of each block — the compact form of "all blocks of file F".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct BlockRange {
+    pub start: BlockId,
+    pub len: u32,
+}
+
+impl BlockRange {
+    pub fn end(self) -> u64 {
+        self.start.0 + u64::from(self.len)
+    }
+
+    pub fn blocks(self) -> impl Iterator<Item = BlockId> {
+        (self.start.0..self.end()).map(BlockId)
+    }
+}
+
+/// The sets a declaration names. Huge declarations use the compact forms:
+/// they cost bits per member, not a heap object per set.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReadSets {
+    /// Explicit sets, for small or irregular declarations (stripes to rebuild).
+    Sets(Vec<BlockSet>),
+    /// One set per range, any copy of each block (files). Ranges must be
+    /// sorted by start and must not overlap.
+    Ranges(Vec<BlockRange>),
+    /// One set per member (rebalancing candidates, fsck's first blocks).
+    EachMember(MemberBitmap),
+    /// One set per chunk stored on the disk, that exact copy (scrub a disk).
+    ChunksOnDisk(DiskId),
+    /// One set per chunk in the cluster, that exact copy (scrub everything).
+    AllChunks,
+}
+
+/// A request to read `read_sets` (all of them, or exactly `sets_needed` of
+/// them) before `deadline`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Declaration {
+    pub task: TaskKind,
+    pub read_sets: ReadSets,
+    /// `None`: every set is needed. `Some(n)`: exactly `n` sets, chosen by
+    /// the planner (data-flexibility).
+    pub sets_needed: Option<u64>,
+    pub deadline: Timestamp,
+}
