@@ -1,0 +1,314 @@
+//! The dispatcher (SPEC §5): cuts one quantum's schedule into small groups
+//! of sets that share redundancy groups, spaced evenly through the quantum,
+//! so the cache only has to hold one group's shared chunks at a time.
+//!
+//! Sets are joined through an index from redundancy group (stripe) to the
+//! first scheduled set touching it — a union-find over the schedule, linear
+//! in the number of scheduled reads, with no pairwise search. Connected
+//! components are then packed, in scheduling order (most urgent first), into
+//! dispatch groups of about `physical bytes / dispatch_rounds` each. A
+//! component whose shared chunks exceed the cache budget is split; a chunk
+//! whose readers end up in two groups is then read twice, which is counted
+//! as `split_loss_bytes`.
+
+use crate::config::PlannerConfig;
+use crate::scheduler::{ChunkRead, Schedule};
+use dingo_types::{ChunkRef, DeclarationId, DiskId, Member, TaskKind, Timestamp};
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+use std::ops::Range;
+
+/// Keep `chunk` on `disk`'s node in the reserved cache region, once read,
+/// until `until` or until `readers` reads have been served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheDirective {
+    pub chunk: ChunkRef,
+    pub disk: DiskId,
+    pub bytes: u64,
+    pub readers: u32,
+    pub until: Timestamp,
+}
+
+/// One dispatch round: callbacks for its sets, preceded by its directives.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DispatchGroup {
+    pub at: Timestamp,
+    /// Range of [`Dispatch::order`]: indexes into [`Schedule::sets`].
+    pub sets: Range<u32>,
+    /// Range of [`Dispatch::pins`].
+    pub pins: Range<u32>,
+    /// Bytes this group reads from disk.
+    pub disk_bytes: u64,
+    /// Bytes it pins in the cache.
+    pub pinned_bytes: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dispatch {
+    pub groups: Vec<DispatchGroup>,
+    pub order: Vec<u32>,
+    pub pins: Vec<CacheDirective>,
+    /// Extra disk bytes caused by splitting components over the cache budget.
+    pub split_loss_bytes: u64,
+    /// Largest `pinned_bytes` of any group: the cache the quantum needs.
+    pub max_pinned_bytes: u64,
+}
+
+/// One callback: some sets of one declaration, each resolved to the exact
+/// chunk reads to issue. Deleted members are left out.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Callback {
+    pub declaration: DeclarationId,
+    pub task: TaskKind,
+    pub overloaded: bool,
+    pub sets: Vec<DeliveredSet>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveredSet {
+    /// The set's key within its declaration.
+    pub key: u64,
+    pub reads: Vec<ChunkRead>,
+}
+
+impl Dispatch {
+    /// The callbacks of group `g`, one per declaration, in scheduling order.
+    pub fn callbacks(&self, schedule: &Schedule, g: usize) -> Vec<Callback> {
+        let group = &self.groups[g];
+        let mut set_indexes: Vec<u32> = self.order[group.sets.start as usize..group.sets.end as usize].to_vec();
+        set_indexes.sort_by_key(|&s| (schedule.sets[s as usize].decl, s));
+        let mut callbacks: Vec<Callback> = Vec::new();
+        for s in set_indexes {
+            let set = &schedule.sets[s as usize];
+            let decl = &schedule.decls[set.decl as usize];
+            let delivered = DeliveredSet { key: set.key, reads: schedule.reads_of(set).to_vec() };
+            match callbacks.last_mut() {
+                Some(cb) if cb.declaration == decl.id => cb.sets.push(delivered),
+                _ => callbacks.push(Callback {
+                    declaration: decl.id,
+                    task: decl.task,
+                    overloaded: decl.overloaded,
+                    sets: vec![delivered],
+                }),
+            }
+        }
+        callbacks
+    }
+
+    pub fn pins_of(&self, g: usize) -> &[CacheDirective] {
+        let r = &self.groups[g].pins;
+        &self.pins[r.start as usize..r.end as usize]
+    }
+}
+
+/// Union-find with path halving over set indexes.
+struct Components {
+    parent: Vec<u32>,
+}
+
+impl Components {
+    fn find(&mut self, mut x: u32) -> u32 {
+        while self.parent[x as usize] != x {
+            let grand = self.parent[self.parent[x as usize] as usize];
+            self.parent[x as usize] = grand;
+            x = grand;
+        }
+        x
+    }
+
+    /// Joins the two components, keeping the smaller index as the root so a
+    /// component's root is its first-scheduled set.
+    fn union(&mut self, a: u32, b: u32) {
+        let (ra, rb) = (self.find(a), self.find(b));
+        let (keep, join) = if ra < rb { (ra, rb) } else { (rb, ra) };
+        self.parent[join as usize] = keep;
+    }
+}
+
+/// Per-chunk state while packing one component.
+struct ChunkUse {
+    group: u32,
+    readers: u32,
+    disk: DiskId,
+    bytes: u64,
+}
+
+/// A dispatch group being packed.
+struct OpenGroup {
+    start: u32,
+    disk_bytes: u64,
+    pinned_bytes: u64,
+    /// Chunks first read in this group, to list its pins when it closes.
+    chunks: Vec<u64>,
+}
+
+/// Packs components into dispatch groups.
+struct Packer {
+    cache_budget: u64,
+    /// Chunks of the current component (never shared across components).
+    chunks: FxHashMap<u64, ChunkUse>,
+    open: OpenGroup,
+    closed: Vec<(Range<u32>, u64, u64)>,
+    /// Pins with the index of their group.
+    pins: Vec<(u32, CacheDirective)>,
+    split_loss_bytes: u64,
+}
+
+impl Packer {
+    fn group_index(&self) -> u32 {
+        self.closed.len() as u32
+    }
+
+    /// Lists the pins of the chunks the open group read since the last flush.
+    fn flush_pins(&mut self) {
+        let g = self.group_index();
+        for key in self.open.chunks.drain(..) {
+            let u = &self.chunks[&key];
+            if u.group == g && u.readers >= 2 {
+                let Member::Copy(chunk) = Member::from_key(key) else { unreachable!("chunk keys are copies") };
+                let pin =
+                    CacheDirective { chunk, disk: u.disk, bytes: u.bytes, readers: u.readers, until: Timestamp(0) };
+                self.pins.push((g, pin));
+            }
+        }
+    }
+
+    /// Ends the current component: its chunks cannot recur later.
+    fn end_component(&mut self) {
+        self.flush_pins();
+        self.chunks.clear();
+    }
+
+    fn close(&mut self, end: u32) {
+        self.flush_pins();
+        self.closed.push((self.open.start..end, self.open.disk_bytes, self.open.pinned_bytes));
+        self.open.start = end;
+        self.open.disk_bytes = 0;
+        self.open.pinned_bytes = 0;
+    }
+
+    /// Adds the set at position `pos` of the order, with its reads.
+    fn add(&mut self, pos: u32, reads: &[ChunkRead]) {
+        let g = self.group_index();
+        let added_pins: u64 = reads
+            .iter()
+            .filter(|r| self.chunks.get(&Member::Copy(r.chunk).key()).is_some_and(|u| u.group == g && u.readers == 1))
+            .map(|r| r.bytes)
+            .sum();
+        if pos > self.open.start && self.open.pinned_bytes + added_pins > self.cache_budget {
+            self.close(pos);
+        }
+        let g = self.group_index();
+        for r in reads {
+            let key = Member::Copy(r.chunk).key();
+            let entry =
+                self.chunks.entry(key).or_insert(ChunkUse { group: g, readers: 0, disk: r.disk, bytes: r.bytes });
+            if entry.group != g {
+                // Read in an earlier group of a split component: its pin has
+                // lapsed by now, so this group reads the chunk again.
+                self.split_loss_bytes += r.bytes;
+                self.open.disk_bytes += r.bytes;
+                *entry = ChunkUse { group: g, readers: 0, disk: r.disk, bytes: r.bytes };
+            } else if r.physical {
+                self.open.disk_bytes += r.bytes;
+            }
+            entry.readers += 1;
+            if entry.readers == 1 {
+                self.open.chunks.push(key);
+            } else if entry.readers == 2 {
+                self.open.pinned_bytes += r.bytes;
+            }
+        }
+    }
+}
+
+pub fn dispatch(schedule: &Schedule, config: &PlannerConfig) -> Dispatch {
+    let mut out = Dispatch::default();
+    if schedule.sets.is_empty() {
+        return out;
+    }
+    let order = component_order(schedule);
+    let rounds = u64::from(config.dispatch_rounds.max(1));
+    let target_bytes = schedule.physical_bytes().div_ceil(rounds).max(1);
+    let mut packer = Packer {
+        cache_budget: config.group_cache_bytes,
+        chunks: FxHashMap::default(),
+        open: OpenGroup { start: 0, disk_bytes: 0, pinned_bytes: 0, chunks: Vec::new() },
+        closed: Vec::new(),
+        pins: Vec::new(),
+        split_loss_bytes: 0,
+    };
+    let mut current_root = u32::MAX;
+    for (pos, &(root, s)) in order.iter().enumerate() {
+        let pos = pos as u32;
+        if root != current_root {
+            packer.end_component();
+            // A group that has its share of the quantum closes here.
+            if pos > packer.open.start && packer.open.disk_bytes >= target_bytes {
+                packer.close(pos);
+            }
+            current_root = root;
+        }
+        packer.add(pos, schedule.reads_of(&schedule.sets[s as usize]));
+    }
+    packer.close(order.len() as u32);
+
+    let spacing = u64::try_from(config.quantum.as_millis()).unwrap_or(u64::MAX) / packer.closed.len() as u64;
+    let group_time = |g: usize| Timestamp(schedule.start.0 + spacing * g as u64);
+    let grace = u64::try_from(config.pin_grace.as_millis()).unwrap_or(u64::MAX);
+    out.order = order.into_iter().map(|(_, s)| s).collect();
+    out.split_loss_bytes = packer.split_loss_bytes;
+    let mut pins = packer.pins.into_iter().peekable();
+    for (g, (sets, disk_bytes, pinned_bytes)) in packer.closed.into_iter().enumerate() {
+        let until = Timestamp(group_time(g + 1).0.saturating_add(grace));
+        let pin_start = out.pins.len() as u32;
+        while let Some((_, pin)) = pins.next_if(|(pg, _)| *pg == g as u32) {
+            out.pins.push(CacheDirective { until, ..pin });
+        }
+        out.max_pinned_bytes = out.max_pinned_bytes.max(pinned_bytes);
+        out.groups.push(DispatchGroup {
+            at: group_time(g),
+            sets,
+            pins: pin_start..out.pins.len() as u32,
+            disk_bytes,
+            pinned_bytes,
+        });
+    }
+    out
+}
+
+/// Scheduled set indexes as `(component root, set)`, grouped by component,
+/// components in the order of their first set. Linear: one hash lookup per
+/// read, then a counting sort.
+fn component_order(schedule: &Schedule) -> Vec<(u32, u32)> {
+    let n = schedule.sets.len();
+    let mut components = Components { parent: (0..n as u32).collect() };
+    let mut first_set_of_group: FxHashMap<u64, u32> = FxHashMap::default();
+    first_set_of_group.reserve(schedule.reads.len());
+    for (s, set) in schedule.sets.iter().enumerate() {
+        for r in schedule.reads_of(set) {
+            let first = *first_set_of_group.entry(r.group.0).or_insert(s as u32);
+            if first != s as u32 {
+                components.union(first, s as u32);
+            }
+        }
+    }
+    drop(first_set_of_group);
+    // Counting sort by root; roots are first sets, so ascending root order
+    // is the order in which components were first scheduled.
+    let roots: Vec<u32> = (0..n as u32).map(|s| components.find(s)).collect();
+    let mut counts = vec![0u32; n + 1];
+    for &r in &roots {
+        counts[r as usize + 1] += 1;
+    }
+    for i in 1..=n {
+        counts[i] += counts[i - 1];
+    }
+    let mut order = vec![(0u32, 0u32); n];
+    for (s, &r) in roots.iter().enumerate() {
+        let slot = &mut counts[r as usize];
+        order[*slot as usize] = (r, s as u32);
+        *slot += 1;
+    }
+    order
+}

@@ -1,0 +1,39 @@
+//! Errors returned to callers of the planner. Every rejected call leaves the
+//! planner unchanged.
+
+use dingo_types::{BlockProblem, DeclarationId, DiskId, Member, Timestamp};
+use thiserror::Error;
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum DeclareError {
+    #[error("the declaration names no sets")]
+    NoSets,
+    #[error("set {set} is empty; every set must name at least one block")]
+    EmptySet { set: u64 },
+    #[error("sets_needed is 0; omit it to need every set, or give a count of at least 1")]
+    ZeroSetsNeeded,
+    #[error("sets_needed is {needed} but the declaration names only {available} sets")]
+    TooManySetsNeeded { needed: u64, available: u64 },
+    #[error("deadline {deadline} is not after the current time {now}")]
+    DeadlineNotInFuture { deadline: Timestamp, now: Timestamp },
+    #[error("set {set}: {problem}")]
+    BadBlock { set: u64, problem: BlockProblem },
+    #[error("{0}")]
+    BadMember(BlockProblem),
+    #[error("set {set} names {member} twice")]
+    DuplicateMember { set: u64, member: Member },
+    #[error("ranges must be sorted by start and must not overlap: range {index} starts before the previous one ends")]
+    OverlappingRanges { index: u64 },
+    #[error("range {index} is empty")]
+    EmptyRange { index: u64 },
+    #[error("the declaration has {count} {what}; the limit is {limit}")]
+    TooLarge { what: &'static str, count: u64, limit: u64 },
+    #[error("{0} does not exist")]
+    UnknownDisk(DiskId),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum CancelError {
+    #[error("{0} is not outstanding (unknown, finished or cancelled)")]
+    UnknownDeclaration(DeclarationId),
+}

@@ -1,0 +1,434 @@
+//! The planner facade: declarations in, one plan per quantum out.
+
+use crate::accounting::QuantumReport;
+use crate::config::{Budget, PlannerConfig};
+use crate::declaration::{DeclState, DeclarationStatus};
+use crate::dispatcher::{Dispatch, dispatch};
+use crate::error::{CancelError, DeclareError};
+use crate::scheduler::{Schedule, schedule_quantum};
+use crate::validate::validate;
+use dingo_types::{BlockState, Declaration, DeclarationId, Timestamp, Topology};
+use roaring::RoaringTreemap;
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+
+/// Everything decided for one quantum.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuantumPlan {
+    pub schedule: Schedule,
+    pub dispatch: Dispatch,
+    pub report: QuantumReport,
+    /// Declarations that finished (everything needed delivered or elided)
+    /// in this quantum; they are no longer outstanding.
+    pub finished: Vec<DeclarationStatus>,
+}
+
+/// The IO Planner core. Holds outstanding declarations; never reads a clock
+/// or the cluster on its own — time, budget and topology are arguments.
+#[derive(Debug)]
+pub struct Planner {
+    config: PlannerConfig,
+    next_id: u64,
+    outstanding: BTreeMap<DeclarationId, DeclState>,
+    /// Elisions noticed between quanta, reported with the next quantum.
+    carried: QuantumReport,
+}
+
+impl Planner {
+    pub fn new(config: PlannerConfig) -> Self {
+        Planner { config, next_id: 1, outstanding: BTreeMap::new(), carried: QuantumReport::default() }
+    }
+
+    pub fn config(&self) -> &PlannerConfig {
+        &self.config
+    }
+
+    /// Validates and stores a declaration. On error nothing changes.
+    pub fn declare(
+        &mut self,
+        topo: &impl Topology,
+        now: Timestamp,
+        decl: &Declaration,
+    ) -> Result<DeclarationId, DeclareError> {
+        let sets = validate(decl, topo, now, &self.config.limits)?;
+        let id = DeclarationId(self.next_id);
+        self.next_id += 1;
+        self.outstanding.insert(id, DeclState::new(id, decl.task, decl.deadline, decl.sets_needed, sets, topo));
+        Ok(id)
+    }
+
+    /// Drops an outstanding declaration; nothing more is delivered for it.
+    pub fn cancel(&mut self, id: DeclarationId) -> Result<DeclarationStatus, CancelError> {
+        self.outstanding.remove(&id).map(|d| d.status()).ok_or(CancelError::UnknownDeclaration(id))
+    }
+
+    pub fn status(&self, id: DeclarationId) -> Option<DeclarationStatus> {
+        self.outstanding.get(&id).map(DeclState::status)
+    }
+
+    /// Outstanding declarations, by id.
+    pub fn outstanding(&self) -> impl Iterator<Item = DeclarationStatus> + '_ {
+        self.outstanding.values().map(DeclState::status)
+    }
+
+    /// Elides, right away, every outstanding set whose blocks are all
+    /// deleted now that `blocks` were deleted. The topology must already
+    /// show them deleted. Counted in the next quantum's report.
+    pub fn note_deleted(&mut self, topo: &impl Topology, blocks: &RoaringTreemap) {
+        let mut keys = Vec::new();
+        let mut members = Vec::new();
+        for d in self.outstanding.values_mut() {
+            d.sets.touching(blocks, None, &mut keys);
+            for &key in &keys {
+                members.clear();
+                d.sets.members(key, &mut members);
+                let mut bytes = 0;
+                let all_deleted = members.iter().all(|m| match topo.block(m.block()) {
+                    Some(info) if info.state == BlockState::Deleted => {
+                        bytes += info.size;
+                        true
+                    }
+                    Some(_) => false,
+                    None => true,
+                });
+                if all_deleted && d.sets.remove(key) {
+                    d.elided += 1;
+                    let stats = self.carried.task_mut(d.task);
+                    stats.sets_elided += 1;
+                    stats.elided_bytes += bytes;
+                }
+            }
+        }
+    }
+
+    /// Schedules the quantum starting at `now` within `budget`. Sets it
+    /// schedules count as delivered.
+    pub fn schedule(&mut self, topo: &impl Topology, now: Timestamp, budget: &Budget) -> (Schedule, QuantumReport) {
+        let mut report = std::mem::take(&mut self.carried);
+        // A declaration misses its deadline the first time a quantum starts
+        // at or after it with work left; late ones go first from then on.
+        for d in self.outstanding.values_mut() {
+            if !d.missed && now >= d.deadline && !d.is_done() {
+                d.missed = true;
+                report.task_mut(d.task).deadline_misses += 1;
+            }
+        }
+        let quantum = self.config.quantum;
+        let mut order: Vec<&mut DeclState> = self.outstanding.values_mut().filter(|d| !d.is_done()).collect();
+        order.sort_by_cached_key(|d| {
+            let rate_bytes = d.quota(now, quantum).saturating_mul(d.set_bytes_estimate);
+            (Reverse(d.missed), Reverse(rate_bytes), d.deadline, d.id)
+        });
+        let (schedule, scheduled) = schedule_quantum(&mut order, topo, now, &self.config, budget);
+        merge_reports(&mut report, &scheduled);
+        for d in self.outstanding.values() {
+            let stats = report.task_mut(d.task);
+            stats.queued_sets += d.needed_left();
+            stats.outstanding_declarations += u64::from(!d.is_done());
+        }
+        (schedule, report)
+    }
+
+    /// Cuts a schedule into dispatch groups with their cache directives.
+    pub fn dispatch(&self, schedule: &Schedule) -> Dispatch {
+        dispatch(schedule, &self.config)
+    }
+
+    /// Schedules and dispatches one quantum, and retires finished
+    /// declarations.
+    pub fn plan_quantum(&mut self, topo: &impl Topology, now: Timestamp, budget: &Budget) -> QuantumPlan {
+        let (schedule, report) = self.schedule(topo, now, budget);
+        let dispatch = self.dispatch(&schedule);
+        let finished = self.retire_finished();
+        QuantumPlan { schedule, dispatch, report, finished }
+    }
+
+    /// Removes and returns declarations with nothing left to deliver.
+    pub fn retire_finished(&mut self) -> Vec<DeclarationStatus> {
+        let done: Vec<DeclarationId> = self.outstanding.values().filter(|d| d.is_done()).map(|d| d.id).collect();
+        done.into_iter().filter_map(|id| self.outstanding.remove(&id)).map(|d| d.status()).collect()
+    }
+
+    /// Approximate memory held by outstanding declarations.
+    pub fn memory_bytes(&self) -> u64 {
+        self.outstanding.values().map(|d| d.sets.heap_bytes()).sum()
+    }
+}
+
+fn merge_reports(into: &mut QuantumReport, from: &QuantumReport) {
+    for (mine, theirs) in into.tasks.iter_mut().zip(&from.tasks) {
+        mine.add(theirs);
+    }
+    into.max_disk_head_time_us = into.max_disk_head_time_us.max(from.max_disk_head_time_us);
+    into.total_head_time_us += from.total_head_time_us;
+    into.budget_exhausted |= from.budget_exhausted;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{DiskBudget, LeftoverPolicy};
+    use crate::table::TableTopology;
+    use dingo_types::{
+        BlockId, BlockProblem, BlockRange, BlockSet, ChunkRef, DiskId, DiskModel, GroupId, Member, MemberBitmap,
+        ReadSets, TaskKind,
+    };
+    use std::time::Duration;
+
+    const MB: u64 = 1_000_000;
+    const HOUR: u64 = 3_600_000;
+
+    /// Six disks; blocks 0..20 replicated 3 ways on disks (b % 6, +1, +2);
+    /// blocks 100..106 one RS 4+2 stripe (group 100) on disks 0..6.
+    fn cluster() -> TableTopology {
+        let mut t = TableTopology::new(6, DiskModel::HDD);
+        for b in 0..20u64 {
+            let disks: Vec<DiskId> = (0..3).map(|i| DiskId(((b + i) % 6) as u32)).collect();
+            t.insert(BlockId(b), 10 * MB, GroupId(b), &disks);
+        }
+        for i in 0..6u64 {
+            t.insert(BlockId(100 + i), 10 * MB, GroupId(100), &[DiskId(i as u32)]);
+        }
+        t
+    }
+
+    fn planner() -> Planner {
+        Planner::new(PlannerConfig { quantum: Duration::from_millis(HOUR), ..PlannerConfig::default() })
+    }
+
+    fn decl(task: TaskKind, read_sets: ReadSets, deadline_quanta: u64) -> Declaration {
+        Declaration { task, read_sets, sets_needed: None, deadline: Timestamp(deadline_quanta * HOUR) }
+    }
+
+    fn singles(blocks: impl IntoIterator<Item = u64>) -> ReadSets {
+        ReadSets::Sets(blocks.into_iter().map(|b| BlockSet::any_of([BlockId(b)])).collect())
+    }
+
+    #[test]
+    fn bad_declarations_are_rejected_and_change_nothing() {
+        let mut topo = cluster();
+        topo.insert(BlockId(50), MB, GroupId(50), &[DiskId(0)]);
+        topo.set_state(BlockId(50), BlockState::Open);
+        let mut p = planner();
+        let now = Timestamp(HOUR);
+        let cases: Vec<(Declaration, DeclareError)> = vec![
+            (decl(TaskKind::Fsck, ReadSets::Sets(vec![]), 5), DeclareError::NoSets),
+            (decl(TaskKind::Fsck, ReadSets::Sets(vec![BlockSet::new(vec![])]), 5), DeclareError::EmptySet { set: 0 }),
+            (
+                decl(TaskKind::Fsck, singles([1]), 1),
+                DeclareError::DeadlineNotInFuture { deadline: Timestamp(HOUR), now },
+            ),
+            (
+                decl(TaskKind::Fsck, singles([999]), 5),
+                DeclareError::BadBlock { set: 0, problem: BlockProblem::Unknown(BlockId(999)) },
+            ),
+            (
+                decl(TaskKind::Fsck, singles([1, 50]), 5),
+                DeclareError::BadBlock { set: 1, problem: BlockProblem::Unsealed(BlockId(50)) },
+            ),
+            (
+                decl(TaskKind::Fsck, ReadSets::Sets(vec![BlockSet::any_of([BlockId(1), BlockId(1)])]), 5),
+                DeclareError::DuplicateMember { set: 0, member: Member::Any(BlockId(1)) },
+            ),
+            (
+                decl(
+                    TaskKind::Fsck,
+                    ReadSets::Ranges(vec![
+                        BlockRange { start: BlockId(0), len: 4 },
+                        BlockRange { start: BlockId(2), len: 4 },
+                    ]),
+                    5,
+                ),
+                DeclareError::OverlappingRanges { index: 1 },
+            ),
+            (decl(TaskKind::Scrubbing, ReadSets::ChunksOnDisk(DiskId(6)), 5), DeclareError::UnknownDisk(DiskId(6))),
+            (
+                Declaration { sets_needed: Some(0), ..decl(TaskKind::Rebalancing, singles([1]), 5) },
+                DeclareError::ZeroSetsNeeded,
+            ),
+            (
+                Declaration { sets_needed: Some(3), ..decl(TaskKind::Rebalancing, singles([1, 2]), 5) },
+                DeclareError::TooManySetsNeeded { needed: 3, available: 2 },
+            ),
+        ];
+        for (d, expected) in cases {
+            assert_eq!(p.declare(&topo, now, &d), Err(expected));
+        }
+        let copy9 = MemberBitmap::from_iter([Member::Copy(ChunkRef { block: BlockId(1), copy: 9 })]);
+        let err = p.declare(&topo, now, &decl(TaskKind::Scrubbing, ReadSets::EachMember(copy9), 5)).unwrap_err();
+        assert!(err.to_string().contains("fewer copies"), "{err}");
+        assert_eq!(p.outstanding().count(), 0);
+        assert_eq!(p.memory_bytes(), 0);
+    }
+
+    #[test]
+    fn overlapping_reads_in_one_quantum_cost_one_disk_read() {
+        let topo = cluster();
+        let mut p = planner();
+        // Urgent reconstruction of block 3 drives the schedule; garbage
+        // collection, with a long deadline, picks the block it reads anyway.
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Reconstruction, singles([3]), 1)).unwrap();
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::GarbageCollection, singles(0..10), 10)).unwrap();
+        let plan = p.plan_quantum(&topo, Timestamp(0), &Budget::UNLIMITED);
+        let recon = plan.report.task(TaskKind::Reconstruction);
+        let gc = plan.report.task(TaskKind::GarbageCollection);
+        assert_eq!(recon.disk_bytes, 10 * MB);
+        assert_eq!(gc.free_bytes, 10 * MB, "GC's copy of block 3 rides on reconstruction's read");
+        assert_eq!(gc.free_bytes_from[TaskKind::Reconstruction.index()], 10 * MB);
+        assert_eq!(gc.sets_delivered, 1, "its quota of one set, filled by the free one");
+        assert_eq!(gc.disk_bytes, 0);
+        let reads = &plan.schedule.reads;
+        assert_eq!(reads.iter().filter(|r| r.chunk.block == BlockId(3)).filter(|r| r.physical).count(), 1);
+    }
+
+    #[test]
+    fn quota_follows_the_rate_needed_for_the_deadline() {
+        let topo = cluster();
+        let mut p = planner();
+        let id = p.declare(&topo, Timestamp(0), &decl(TaskKind::Fsck, singles(0..8), 4)).unwrap();
+        for q in 0..4u64 {
+            let plan = p.plan_quantum(&topo, Timestamp(q * HOUR), &Budget::UNLIMITED);
+            assert_eq!(plan.report.task(TaskKind::Fsck).sets_delivered, 2, "quantum {q}");
+        }
+        assert!(p.status(id).is_none(), "finished declarations are retired");
+    }
+
+    #[test]
+    fn the_budget_is_never_exceeded_and_shortfalls_are_overloaded_then_missed() {
+        let topo = cluster();
+        let mut p = planner();
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Fsck, singles(0..10), 1)).unwrap();
+        let plan = p.plan_quantum(&topo, Timestamp(0), &Budget::cluster_bytes(35 * MB));
+        let fsck = plan.report.task(TaskKind::Fsck);
+        assert_eq!(fsck.disk_bytes, 30 * MB);
+        assert_eq!(fsck.overloaded_sets, 3);
+        assert!(plan.schedule.decls[0].overloaded);
+        let plan = p.plan_quantum(&topo, Timestamp(HOUR), &Budget::UNLIMITED);
+        let fsck = plan.report.task(TaskKind::Fsck);
+        assert_eq!(fsck.deadline_misses, 1);
+        assert_eq!(fsck.sets_delivered, 7, "late work is scheduled first, all of it");
+        assert_eq!(fsck.overloaded_sets, 7);
+    }
+
+    #[test]
+    fn a_hot_disk_is_never_overdriven_and_any_copy_goes_elsewhere() {
+        let topo = cluster();
+        let mut p = planner();
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Transcoding, singles(0..6), 1)).unwrap();
+        let one_read = DiskModel::HDD.head_time_us(10 * MB);
+        let mut per_disk = vec![one_read * 10; 6];
+        per_disk[0] = 0;
+        let budget = Budget { cluster_bytes: u64::MAX, disk_head_time_us: DiskBudget::PerDisk(per_disk) };
+        let plan = p.plan_quantum(&topo, Timestamp(0), &budget);
+        assert_eq!(plan.report.task(TaskKind::Transcoding).sets_delivered, 6);
+        assert!(plan.schedule.reads.iter().all(|r| r.disk != DiskId(0)));
+    }
+
+    #[test]
+    fn data_flexible_declarations_take_exactly_sets_needed_preferring_free_sets() {
+        let topo = cluster();
+        let mut p = planner();
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Reconstruction, singles([7, 8]), 1)).unwrap();
+        let rebalance = Declaration { sets_needed: Some(2), ..decl(TaskKind::Rebalancing, singles(0..20), 1) };
+        let id = p.declare(&topo, Timestamp(0), &rebalance).unwrap();
+        let plan = p.plan_quantum(&topo, Timestamp(0), &Budget::UNLIMITED);
+        let rb = plan.report.task(TaskKind::Rebalancing);
+        assert_eq!(rb.sets_delivered, 2);
+        assert_eq!(rb.disk_bytes, 0, "it picked the two blocks reconstruction reads anyway");
+        assert!(plan.finished.iter().any(|s| s.id == id && s.delivered_sets == 2));
+    }
+
+    #[test]
+    fn deleted_sets_are_elided_never_delivered() {
+        let mut topo = cluster();
+        let mut p = planner();
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Scrubbing, singles(0..4), 2)).unwrap();
+        topo.set_state(BlockId(0), BlockState::Deleted);
+        topo.set_state(BlockId(1), BlockState::Deleted);
+        p.note_deleted(&topo, &[0u64].into_iter().collect());
+        let plan = p.plan_quantum(&topo, Timestamp(0), &Budget::UNLIMITED);
+        let scrub = plan.report.task(TaskKind::Scrubbing);
+        assert_eq!(scrub.sets_elided, 2, "block 0 at note time, block 1 during the walk");
+        assert_eq!(scrub.elided_bytes, 20 * MB);
+        assert!(plan.schedule.reads.iter().all(|r| r.chunk.block.0 >= 2));
+    }
+
+    #[test]
+    fn cancel_stops_deliveries() {
+        let topo = cluster();
+        let mut p = planner();
+        let id = p.declare(&topo, Timestamp(0), &decl(TaskKind::Fsck, singles(0..4), 4)).unwrap();
+        assert_eq!(p.cancel(id).unwrap().id, id);
+        assert_eq!(p.cancel(id), Err(CancelError::UnknownDeclaration(id)));
+        let plan = p.plan_quantum(&topo, Timestamp(0), &Budget::UNLIMITED);
+        assert!(plan.schedule.sets.is_empty());
+    }
+
+    #[test]
+    fn fill_spends_leftover_budget_in_deadline_order() {
+        let topo = cluster();
+        let mut p = Planner::new(PlannerConfig {
+            quantum: Duration::from_millis(HOUR),
+            leftover: LeftoverPolicy::Fill,
+            ..PlannerConfig::default()
+        });
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Fsck, singles(0..10), 10)).unwrap();
+        let plan = p.plan_quantum(&topo, Timestamp(0), &Budget::cluster_bytes(50 * MB));
+        assert_eq!(plan.report.task(TaskKind::Fsck).disk_bytes, 50 * MB);
+    }
+
+    #[test]
+    fn exact_copy_scrubbing_of_a_disk_reads_that_disk() {
+        let topo = cluster();
+        let mut p = planner();
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Scrubbing, ReadSets::ChunksOnDisk(DiskId(2)), 1)).unwrap();
+        let plan = p.plan_quantum(&topo, Timestamp(0), &Budget::UNLIMITED);
+        assert_eq!(plan.schedule.sets.len(), 12, "11 replicas and one stripe member live on disk 2");
+        assert!(plan.schedule.reads.iter().all(|r| r.disk == DiskId(2)));
+    }
+
+    #[test]
+    fn dispatch_groups_sets_of_a_stripe_and_pins_shared_chunks() {
+        let topo = cluster();
+        let mut p = planner();
+        let stripe = ReadSets::Sets(vec![BlockSet::any_of((100..104).map(BlockId))]);
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Reconstruction, stripe, 1)).unwrap();
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::FileScrubbing, singles([101, 102]), 1)).unwrap();
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Fsck, singles([5]), 1)).unwrap();
+        let plan = p.plan_quantum(&topo, Timestamp(0), &Budget::UNLIMITED);
+        let d = &plan.dispatch;
+        let group_of = |set: usize| {
+            d.groups
+                .iter()
+                .position(|g| g.sets.contains(&(d.order.iter().position(|&s| s as usize == set).unwrap() as u32)))
+                .unwrap()
+        };
+        let stripe_sets: Vec<usize> = (0..plan.schedule.sets.len())
+            .filter(|&s| plan.schedule.reads_of(&plan.schedule.sets[s]).iter().any(|r| r.group == GroupId(100)))
+            .collect();
+        assert_eq!(stripe_sets.len(), 3);
+        assert!(stripe_sets.iter().all(|&s| group_of(s) == group_of(stripe_sets[0])));
+        let g = group_of(stripe_sets[0]);
+        let pinned: Vec<BlockId> = d.pins_of(g).iter().map(|p| p.chunk.block).collect();
+        assert_eq!(pinned, vec![BlockId(101), BlockId(102)]);
+        assert!(d.pins_of(g).iter().all(|p| p.readers == 2 && p.until > d.groups[g].at));
+        let callbacks = d.callbacks(&plan.schedule, g);
+        assert!(callbacks.iter().any(|c| c.task == TaskKind::FileScrubbing && c.sets.len() == 2));
+    }
+
+    #[test]
+    fn a_tight_cache_budget_splits_groups_and_counts_the_loss() {
+        let topo = cluster();
+        let mut p = Planner::new(PlannerConfig {
+            quantum: Duration::from_millis(HOUR),
+            group_cache_bytes: 10 * MB,
+            ..PlannerConfig::default()
+        });
+        let stripe = ReadSets::Sets(vec![BlockSet::any_of((100..104).map(BlockId))]);
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Reconstruction, stripe, 1)).unwrap();
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::FileScrubbing, singles([101, 102]), 1)).unwrap();
+        let plan = p.plan_quantum(&topo, Timestamp(0), &Budget::UNLIMITED);
+        assert!(plan.dispatch.groups.iter().all(|g| g.pinned_bytes <= 10 * MB));
+        assert_eq!(plan.dispatch.split_loss_bytes, 10 * MB);
+    }
+}

@@ -1,0 +1,438 @@
+//! The rate-based scheduler (SPEC §5): decides which outstanding sets to
+//! serve in one quantum without exceeding its budget.
+//!
+//! Pass 1 walks declarations by priority (late first, then highest rate in
+//! bytes per quantum) and gives each its quota — the sets it needs this
+//! quantum to stay on pace — preferring sets with the most blocks already
+//! scheduled. Pass 2 adds every set that has become entirely free. An
+//! optional fill pass spends leftover budget in deadline order.
+//!
+//! Invariants (checked by the property tests):
+//! - only physical reads (a copy's first scheduling this quantum) count
+//!   against the budget, and no disk and no cluster total ever exceeds it;
+//! - a set is delivered at most once, and a declaration never gets more
+//!   than its `sets_needed`;
+//! - a set whose blocks are all deleted is elided, never delivered.
+
+use crate::accounting::QuantumReport;
+use crate::config::{Budget, LeftoverPolicy, PlannerConfig};
+use crate::declaration::DeclState;
+use crate::sets::Sets;
+use dingo_types::{
+    BlockId, BlockInfo, BlockState, ChunkRef, DeclarationId, DiskId, GroupId, Member, TaskKind, Timestamp, Topology,
+};
+use roaring::RoaringTreemap;
+use serde::{Deserialize, Serialize};
+
+/// A walk through one declaration gives up after this many sets in a row
+/// that did not fit (a hot disk, a lost copy), so one quantum's work stays
+/// bounded even for declarations of billions of sets.
+const MAX_CONSECUTIVE_MISFITS: u32 = 4096;
+
+/// Keys fetched from a declaration per step of a walk.
+const WALK_BATCH: usize = 1024;
+
+/// One physical or free read of one chunk, as delivered to a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkRead {
+    pub chunk: ChunkRef,
+    pub disk: DiskId,
+    pub group: GroupId,
+    pub bytes: u64,
+    /// True for the one read per chunk that goes to disk this quantum;
+    /// false when another set already scheduled the chunk (a free read).
+    pub physical: bool,
+}
+
+/// A declaration as scheduled in one quantum.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduledDecl {
+    pub id: DeclarationId,
+    pub task: TaskKind,
+    pub deadline: Timestamp,
+    /// Sets it needed this quantum to stay on pace.
+    pub quota: u64,
+    /// Sets it got.
+    pub taken: u64,
+    /// It got less than its quota, or its deadline has passed: its
+    /// deliveries carry `overloaded = true`.
+    pub overloaded: bool,
+}
+
+/// One delivered set: declaration `decl` (an index into
+/// [`Schedule::decls`]), set `key`, and its reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduledSet {
+    pub decl: u32,
+    pub key: u64,
+    pub first_read: u32,
+    pub read_count: u32,
+}
+
+/// The sets chosen for one quantum, in the order they were chosen.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Schedule {
+    pub start: Timestamp,
+    pub decls: Vec<ScheduledDecl>,
+    pub sets: Vec<ScheduledSet>,
+    pub reads: Vec<ChunkRead>,
+}
+
+impl Schedule {
+    pub fn reads_of(&self, set: &ScheduledSet) -> &[ChunkRead] {
+        let first = set.first_read as usize;
+        &self.reads[first..first + set.read_count as usize]
+    }
+
+    pub fn physical_bytes(&self) -> u64 {
+        self.reads.iter().filter(|r| r.physical).map(|r| r.bytes).sum()
+    }
+
+    pub fn free_bytes(&self) -> u64 {
+        self.reads.iter().filter(|r| !r.physical).map(|r| r.bytes).sum()
+    }
+}
+
+/// Outcome of trying to take one set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Take {
+    Taken,
+    /// Every block of the set is deleted: elided, never delivered.
+    Elided,
+    /// A needed copy is lost or the set would overdrive a disk.
+    Misfit,
+    /// The cluster-wide budget cannot pay for it.
+    OverClusterBudget,
+}
+
+/// Working state of one quantum.
+struct QuantumState<'a, T: Topology> {
+    topo: &'a T,
+    budget: &'a Budget,
+    /// Blocks with at least one copy scheduled.
+    blocks: RoaringTreemap,
+    /// `copies[c]`: blocks whose copy `c` is scheduled.
+    copies: Vec<RoaringTreemap>,
+    /// Chunks (as [`Member::key`] of the copy) each task scheduled from disk,
+    /// to attribute free reads to the task that paid for them.
+    owners: [RoaringTreemap; TaskKind::COUNT],
+    disk_used_us: Vec<u64>,
+    cluster_left: u64,
+    exhausted: bool,
+    schedule: Schedule,
+    report: QuantumReport,
+    // Scratch buffers reused across sets.
+    members: Vec<Member>,
+    staged: Vec<ChunkRead>,
+    pending_us: Vec<(DiskId, u64)>,
+    keys: Vec<u64>,
+}
+
+/// Schedules one quantum starting at `now`. `decls` must already be in
+/// priority order. Marks what it schedules as delivered in `decls`.
+pub(crate) fn schedule_quantum<T: Topology>(
+    decls: &mut [&mut DeclState],
+    topo: &T,
+    now: Timestamp,
+    config: &PlannerConfig,
+    budget: &Budget,
+) -> (Schedule, QuantumReport) {
+    let mut q = QuantumState {
+        topo,
+        budget,
+        blocks: RoaringTreemap::new(),
+        copies: Vec::new(),
+        owners: Default::default(),
+        disk_used_us: vec![0; topo.disk_count() as usize],
+        cluster_left: budget.cluster_bytes,
+        exhausted: false,
+        schedule: Schedule { start: now, ..Schedule::default() },
+        report: QuantumReport::default(),
+        members: Vec::new(),
+        staged: Vec::new(),
+        pending_us: Vec::new(),
+        keys: Vec::new(),
+    };
+    for d in decls.iter() {
+        q.schedule.decls.push(ScheduledDecl {
+            id: d.id,
+            task: d.task,
+            deadline: d.deadline,
+            quota: d.quota(now, config.quantum),
+            taken: 0,
+            overloaded: false,
+        });
+    }
+
+    // Pass 1: every declaration's quota, by priority, free sets first.
+    for (i, d) in decls.iter_mut().enumerate() {
+        let quota = q.schedule.decls[i].quota;
+        let mut taken = q.take_touching(d, i as u32, quota, false);
+        if taken < quota && !q.exhausted {
+            taken += q.walk(d, i as u32, quota - taken);
+        }
+        q.schedule.decls[i].taken = taken;
+    }
+    // Pass 2: every set that became entirely free, regardless of budget.
+    for (i, d) in decls.iter_mut().enumerate() {
+        let left = d.needed_left();
+        q.schedule.decls[i].taken += q.take_touching(d, i as u32, left, true);
+    }
+    if config.leftover == LeftoverPolicy::Fill {
+        let mut by_deadline: Vec<usize> = (0..decls.len()).collect();
+        by_deadline.sort_by_key(|&i| (decls[i].deadline, decls[i].id));
+        for i in by_deadline {
+            if q.exhausted {
+                break;
+            }
+            let left = decls[i].needed_left();
+            q.schedule.decls[i].taken += q.walk(decls[i], i as u32, left);
+        }
+    }
+    for (sd, d) in q.schedule.decls.iter_mut().zip(decls.iter()) {
+        sd.overloaded = d.missed || (sd.taken < sd.quota);
+    }
+    let overloaded: Vec<bool> = q.schedule.decls.iter().map(|d| d.overloaded).collect();
+    for set in &q.schedule.sets {
+        let decl = &q.schedule.decls[set.decl as usize];
+        if overloaded[set.decl as usize] {
+            q.report.task_mut(decl.task).overloaded_sets += 1;
+        }
+    }
+    q.report.max_disk_head_time_us = q.disk_used_us.iter().copied().max().unwrap_or(0);
+    q.report.total_head_time_us = q.disk_used_us.iter().sum();
+    q.report.budget_exhausted = q.exhausted;
+    (q.schedule, q.report)
+}
+
+impl<T: Topology> QuantumState<'_, T> {
+    /// Takes up to `limit` outstanding sets of `d` that share a block with
+    /// what is already scheduled, most free blocks first. With `only_free`,
+    /// takes only sets whose live blocks are all scheduled already (these
+    /// cost nothing and ignore the budget).
+    fn take_touching(&mut self, d: &mut DeclState, decl: u32, limit: u64, only_free: bool) -> u64 {
+        if limit == 0 || self.blocks.is_empty() {
+            return 0;
+        }
+        let mut keys = std::mem::take(&mut self.keys);
+        let singletons = matches!(d.sets, Sets::Singletons { .. });
+        d.sets.touching(&self.blocks, Some(&self.copies), &mut keys);
+        if !singletons {
+            // Rank by free blocks, most first; singletons found here are
+            // entirely free already.
+            let mut ranked: Vec<(u64, u64, bool)> = keys
+                .iter()
+                .map(|&key| {
+                    let (free, live) = self.free_members(&d.sets, key);
+                    (key, free, free == live)
+                })
+                .filter(|&(_, _, all_free)| !only_free || all_free)
+                .collect();
+            ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            keys.clear();
+            keys.extend(ranked.into_iter().map(|(key, _, _)| key));
+        }
+        let mut taken = 0;
+        for &key in &keys {
+            if taken == limit {
+                break;
+            }
+            if self.try_take(d, decl, key, !only_free) == Take::Taken {
+                taken += 1;
+            }
+        }
+        self.keys = keys;
+        taken
+    }
+
+    /// Free and live member counts of set `key`.
+    fn free_members(&mut self, sets: &Sets, key: u64) -> (u64, u64) {
+        self.members.clear();
+        sets.members(key, &mut self.members);
+        let (mut free, mut live) = (0, 0);
+        for &m in &self.members {
+            if self.topo.block(m.block()).is_none_or(|info| info.state == BlockState::Deleted) {
+                continue;
+            }
+            live += 1;
+            let scheduled = match m {
+                Member::Any(b) => self.blocks.contains(b.0),
+                Member::Copy(c) => self.copies.get(usize::from(c.copy)).is_some_and(|s| s.contains(c.block.0)),
+            };
+            free += u64::from(scheduled);
+        }
+        (free, live)
+    }
+
+    /// Takes up to `limit` sets of `d` in key order, within budget.
+    fn walk(&mut self, d: &mut DeclState, decl: u32, limit: u64) -> u64 {
+        let mut taken = 0;
+        let mut misfits = 0;
+        let mut cursor = 0;
+        let mut batch = Vec::with_capacity(WALK_BATCH);
+        while taken < limit {
+            batch.clear();
+            d.sets.next_keys(cursor, WALK_BATCH, &mut batch);
+            let Some(&last) = batch.last() else { break };
+            for &key in &batch {
+                if taken == limit {
+                    return taken;
+                }
+                match self.try_take(d, decl, key, true) {
+                    Take::Taken => {
+                        taken += 1;
+                        misfits = 0;
+                    }
+                    Take::Elided => {}
+                    Take::Misfit => {
+                        misfits += 1;
+                        if misfits >= MAX_CONSECUTIVE_MISFITS {
+                            return taken;
+                        }
+                    }
+                    Take::OverClusterBudget => {
+                        self.exhausted = true;
+                        return taken;
+                    }
+                }
+            }
+            cursor = last + 1;
+        }
+        taken
+    }
+
+    /// The copy of `b` already scheduled this quantum, if any.
+    fn scheduled_copy(&self, b: BlockId) -> Option<u8> {
+        if !self.blocks.contains(b.0) {
+            return None;
+        }
+        self.copies.iter().position(|s| s.contains(b.0)).map(|c| c as u8)
+    }
+
+    /// For an "any copy" member not yet scheduled: the live copy on the disk
+    /// with the most head-time budget left (lowest copy number on ties).
+    fn pick_copy(&self, b: BlockId, info: &BlockInfo) -> Option<(u8, DiskId)> {
+        (0..info.copies)
+            .filter_map(|copy| self.topo.copy_disk(ChunkRef { block: b, copy }).map(|disk| (copy, disk)))
+            .max_by_key(|&(copy, disk)| {
+                let left = self.budget.disk_limit_us(disk.0).saturating_sub(self.disk_used_us[disk.0 as usize]);
+                (left, std::cmp::Reverse(copy))
+            })
+    }
+
+    /// Resolves set `key` of `d` to chunk reads and takes it if it fits
+    /// (always, when `enforce` is false or it costs nothing).
+    fn try_take(&mut self, d: &mut DeclState, decl: u32, key: u64, enforce: bool) -> Take {
+        self.members.clear();
+        d.sets.members(key, &mut self.members);
+        self.staged.clear();
+        self.pending_us.clear();
+        let mut new_bytes = 0u64;
+        let mut deleted_bytes = 0u64;
+        for &m in &self.members {
+            let b = m.block();
+            let info = match self.topo.block(b) {
+                Some(info) if info.state != BlockState::Deleted => info,
+                deleted => {
+                    deleted_bytes += deleted.map_or(0, |info| info.size);
+                    continue;
+                }
+            };
+            let (copy, disk, free) = match m {
+                Member::Copy(c) => {
+                    let Some(disk) = self.topo.copy_disk(c) else { return Take::Misfit };
+                    let free = self.copies.get(usize::from(c.copy)).is_some_and(|s| s.contains(b.0));
+                    (c.copy, disk, free)
+                }
+                Member::Any(_) => match self.scheduled_copy(b) {
+                    Some(copy) => {
+                        let Some(disk) = self.topo.copy_disk(ChunkRef { block: b, copy }) else {
+                            return Take::Misfit;
+                        };
+                        (copy, disk, true)
+                    }
+                    None => {
+                        let Some((copy, disk)) = self.pick_copy(b, &info) else { return Take::Misfit };
+                        (copy, disk, false)
+                    }
+                },
+            };
+            if !free {
+                new_bytes += info.size;
+                let us = self.topo.disk_model(disk).head_time_us(info.size);
+                match self.pending_us.iter_mut().find(|(d, _)| *d == disk) {
+                    Some((_, total)) => *total += us,
+                    None => self.pending_us.push((disk, us)),
+                }
+            }
+            self.staged.push(ChunkRead {
+                chunk: ChunkRef { block: b, copy },
+                disk,
+                group: info.group,
+                bytes: info.size,
+                physical: !free,
+            });
+        }
+        if self.staged.is_empty() {
+            d.sets.remove(key);
+            d.elided += 1;
+            let stats = self.report.task_mut(d.task);
+            stats.sets_elided += 1;
+            stats.elided_bytes += deleted_bytes;
+            return Take::Elided;
+        }
+        if enforce && new_bytes > 0 {
+            if new_bytes > self.cluster_left {
+                return Take::OverClusterBudget;
+            }
+            let over_disk = self.pending_us.iter().any(|&(disk, us)| {
+                self.disk_used_us[disk.0 as usize].saturating_add(us) > self.budget.disk_limit_us(disk.0)
+            });
+            if over_disk {
+                return Take::Misfit;
+            }
+        }
+        self.commit(d, decl, key, deleted_bytes);
+        Take::Taken
+    }
+
+    /// Records the staged reads of set `key` as scheduled and delivered.
+    fn commit(&mut self, d: &mut DeclState, decl: u32, key: u64, deleted_bytes: u64) {
+        let removed = d.sets.remove(key);
+        assert!(removed, "set {key} of {} scheduled twice", d.id);
+        d.delivered += 1;
+        debug_assert!(d.sets_needed.is_none_or(|n| d.delivered <= n), "{} over-delivered", d.id);
+        let first_read = u32::try_from(self.schedule.reads.len()).expect("over 4G reads in one quantum");
+        let task = d.task;
+        let mut stats = std::mem::take(self.report.task_mut(task));
+        for read in &mut self.staged {
+            let (b, copy) = (read.chunk.block.0, usize::from(read.chunk.copy));
+            stats.logical_bytes += read.bytes;
+            if read.physical {
+                if self.copies.len() <= copy {
+                    self.copies.resize_with(copy + 1, RoaringTreemap::new);
+                }
+                // A set naming the same chunk twice reads it once.
+                read.physical = self.copies[copy].insert(b);
+            }
+            let chunk_key = Member::Copy(read.chunk).key();
+            if read.physical {
+                self.blocks.insert(b);
+                self.owners[task.index()].insert(chunk_key);
+                let us = self.topo.disk_model(read.disk).head_time_us(read.bytes);
+                self.disk_used_us[read.disk.0 as usize] += us;
+                self.cluster_left = self.cluster_left.saturating_sub(read.bytes);
+                stats.disk_bytes += read.bytes;
+            } else {
+                stats.free_bytes += read.bytes;
+                let owner = self.owners.iter().position(|o| o.contains(chunk_key)).unwrap_or(task.index());
+                stats.free_bytes_from[owner] += read.bytes;
+            }
+        }
+        stats.sets_delivered += 1;
+        stats.elided_bytes += deleted_bytes;
+        *self.report.task_mut(task) = stats;
+        self.schedule.reads.extend_from_slice(&self.staged);
+        self.schedule.sets.push(ScheduledSet { decl, key, first_read, read_count: self.staged.len() as u32 });
+    }
+}

@@ -1,0 +1,286 @@
+//! Compact storage of a declaration's outstanding sets.
+//!
+//! A set is named by a `u64` *key* whose meaning depends on the form:
+//! - [`Sets::Singletons`]: the key is the member's [`Member::key`];
+//! - [`Sets::Ranges`] and [`Sets::Explicit`]: the key is the set's index.
+//!
+//! Invariant: a key is in `remaining` exactly while its set is outstanding
+//! (neither delivered nor elided); `remaining_blocks` is the union of the
+//! blocks of the remaining sets.
+
+use dingo_types::{BlockId, BlockRange, BlockSet, ChunkRef, Member, MemberBitmap};
+use roaring::RoaringTreemap;
+
+#[derive(Debug)]
+pub(crate) enum Sets {
+    /// One set per member. `remaining` doubles as the member list.
+    Singletons { remaining: MemberBitmap },
+    /// One set per block range, any copy of each block.
+    Ranges { starts: Vec<u64>, lens: Vec<u32>, remaining: RoaringTreemap, remaining_blocks: RoaringTreemap },
+    /// Arbitrary small sets, with a block → set index sorted by block.
+    Explicit {
+        sets: Vec<Box<[Member]>>,
+        block_index: Vec<(u64, u32)>,
+        remaining: RoaringTreemap,
+        remaining_blocks: RoaringTreemap,
+    },
+}
+
+impl Sets {
+    pub(crate) fn singletons(members: MemberBitmap) -> Sets {
+        Sets::Singletons { remaining: members }
+    }
+
+    /// `ranges` must be sorted by start and disjoint (checked by validation).
+    pub(crate) fn ranges(ranges: &[BlockRange]) -> Sets {
+        let mut remaining_blocks = RoaringTreemap::new();
+        for r in ranges {
+            remaining_blocks.insert_range(r.start.0..r.end());
+        }
+        remaining_blocks.optimize();
+        let mut remaining = RoaringTreemap::new();
+        remaining.insert_range(0..ranges.len() as u64);
+        Sets::Ranges {
+            starts: ranges.iter().map(|r| r.start.0).collect(),
+            lens: ranges.iter().map(|r| r.len).collect(),
+            remaining,
+            remaining_blocks,
+        }
+    }
+
+    pub(crate) fn explicit(sets: Vec<BlockSet>) -> Sets {
+        let mut block_index: Vec<(u64, u32)> = Vec::new();
+        let mut remaining_blocks = RoaringTreemap::new();
+        for (i, set) in sets.iter().enumerate() {
+            for m in &set.members {
+                block_index.push((m.block().0, i as u32));
+                remaining_blocks.insert(m.block().0);
+            }
+        }
+        block_index.sort_unstable();
+        block_index.dedup();
+        let mut remaining = RoaringTreemap::new();
+        remaining.insert_range(0..sets.len() as u64);
+        Sets::Explicit {
+            sets: sets.into_iter().map(|s| s.members.into_boxed_slice()).collect(),
+            block_index,
+            remaining,
+            remaining_blocks,
+        }
+    }
+
+    pub(crate) fn remaining_count(&self) -> u64 {
+        match self {
+            Sets::Singletons { remaining } => remaining.len(),
+            Sets::Ranges { remaining, .. } | Sets::Explicit { remaining, .. } => remaining.len(),
+        }
+    }
+
+    /// Appends the members of set `key` to `out`.
+    pub(crate) fn members(&self, key: u64, out: &mut Vec<Member>) {
+        match self {
+            Sets::Singletons { .. } => out.push(Member::from_key(key)),
+            Sets::Ranges { starts, lens, .. } => {
+                let (start, len) = (starts[key as usize], lens[key as usize]);
+                out.extend((start..start + u64::from(len)).map(|b| Member::Any(BlockId(b))));
+            }
+            Sets::Explicit { sets, .. } => out.extend_from_slice(&sets[key as usize]),
+        }
+    }
+
+    /// Keys of remaining sets with at least one block in `blocks`, ascending.
+    /// With `copies`, an exact-copy singleton counts only if its copy is in
+    /// `copies[copy]`; without, any member on one of `blocks` counts. Cost is
+    /// linear in the intersection, not in the declaration.
+    pub(crate) fn touching(&self, blocks: &RoaringTreemap, copies: Option<&[RoaringTreemap]>, out: &mut Vec<u64>) {
+        out.clear();
+        match self {
+            Sets::Singletons { remaining } => {
+                for copy in 0..remaining.copy_slots() {
+                    let mine = remaining.copy(copy).expect("slot below copy_slots");
+                    let Some(sched) = copies.map_or(Some(blocks), |c| c.get(usize::from(copy))) else {
+                        continue;
+                    };
+                    out.extend((mine & sched).iter().map(|b| Member::Copy(ChunkRef { block: BlockId(b), copy }).key()));
+                }
+                out.extend((remaining.any() & blocks).iter().map(|b| Member::Any(BlockId(b)).key()));
+            }
+            Sets::Ranges { starts, remaining_blocks, .. } => {
+                for b in (remaining_blocks & blocks).iter() {
+                    let idx = starts.partition_point(|&s| s <= b) as u64 - 1;
+                    if out.last() != Some(&idx) {
+                        out.push(idx);
+                    }
+                }
+            }
+            Sets::Explicit { block_index, remaining, remaining_blocks, .. } => {
+                for b in (remaining_blocks & blocks).iter() {
+                    let from = block_index.partition_point(|&(blk, _)| blk < b);
+                    out.extend(
+                        block_index[from..]
+                            .iter()
+                            .take_while(|&&(blk, _)| blk == b)
+                            .map(|&(_, set)| u64::from(set))
+                            .filter(|&set| remaining.contains(set)),
+                    );
+                }
+                out.sort_unstable();
+                out.dedup();
+            }
+        }
+    }
+
+    /// Appends up to `max` remaining keys that are `>= from` in walk order
+    /// (ascending key) to `out`.
+    pub(crate) fn next_keys(&self, from: u64, max: usize, out: &mut Vec<u64>) {
+        match self {
+            Sets::Singletons { remaining } => {
+                // Keys order exact copies (top byte = copy number) before
+                // "any copy" members (top byte 0xFF).
+                let from_member = Member::from_key(from);
+                let from_slot = from >> 56;
+                for copy in 0..remaining.copy_slots() {
+                    if u64::from(copy) < from_slot {
+                        continue;
+                    }
+                    let start = if u64::from(copy) == from_slot { from_member.block().0 } else { 0 };
+                    let mut it = remaining.copy(copy).expect("slot below copy_slots").iter();
+                    it.advance_to(start);
+                    for b in it {
+                        if out.len() >= max {
+                            return;
+                        }
+                        out.push(Member::Copy(ChunkRef { block: BlockId(b), copy }).key());
+                    }
+                }
+                let start = if matches!(from_member, Member::Any(_)) { from_member.block().0 } else { 0 };
+                let mut it = remaining.any().iter();
+                it.advance_to(start);
+                out.extend(it.take(max.saturating_sub(out.len())).map(|b| Member::Any(BlockId(b)).key()));
+            }
+            Sets::Ranges { remaining, .. } | Sets::Explicit { remaining, .. } => {
+                let mut it = remaining.iter();
+                it.advance_to(from);
+                out.extend(it.take(max.saturating_sub(out.len())));
+            }
+        }
+    }
+
+    /// Removes set `key` from the outstanding sets (it was delivered or
+    /// elided). Returns false if it was not outstanding.
+    pub(crate) fn remove(&mut self, key: u64) -> bool {
+        match self {
+            Sets::Singletons { remaining } => remaining.remove(Member::from_key(key)),
+            Sets::Ranges { starts, lens, remaining, remaining_blocks } => {
+                if !remaining.remove(key) {
+                    return false;
+                }
+                let start = starts[key as usize];
+                remaining_blocks.remove_range(start..start + u64::from(lens[key as usize]));
+                true
+            }
+            Sets::Explicit { sets, block_index, remaining, remaining_blocks } => {
+                if !remaining.remove(key) {
+                    return false;
+                }
+                for m in sets[key as usize].iter() {
+                    let b = m.block().0;
+                    let from = block_index.partition_point(|&(blk, _)| blk < b);
+                    let still_needed = block_index[from..]
+                        .iter()
+                        .take_while(|&&(blk, _)| blk == b)
+                        .any(|&(_, set)| remaining.contains(u64::from(set)));
+                    if !still_needed {
+                        remaining_blocks.remove(b);
+                    }
+                }
+                true
+            }
+        }
+    }
+
+    /// Approximate memory held, for the planner's own accounting.
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        match self {
+            Sets::Singletons { remaining } => remaining.heap_bytes(),
+            Sets::Ranges { starts, lens, remaining, remaining_blocks } => {
+                (starts.capacity() * 8 + lens.capacity() * 4) as u64
+                    + remaining.serialized_size() as u64
+                    + remaining_blocks.serialized_size() as u64
+            }
+            Sets::Explicit { sets, block_index, remaining, remaining_blocks } => {
+                sets.iter().map(|s| s.len() as u64 * 16 + 16).sum::<u64>()
+                    + block_index.capacity() as u64 * 16
+                    + remaining.serialized_size() as u64
+                    + remaining_blocks.serialized_size() as u64
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(start: u64, len: u32) -> BlockRange {
+        BlockRange { start: BlockId(start), len }
+    }
+
+    #[test]
+    fn ranges_find_sets_touching_scheduled_blocks() {
+        let mut sets = Sets::ranges(&[range(0, 4), range(10, 4), range(20, 4)]);
+        let scheduled: RoaringTreemap = [2, 3, 21].into_iter().collect();
+        let mut out = Vec::new();
+        sets.touching(&scheduled, None, &mut out);
+        assert_eq!(out, vec![0, 2]);
+        assert!(sets.remove(0));
+        assert!(!sets.remove(0), "a set is removed once");
+        sets.touching(&scheduled, None, &mut out);
+        assert_eq!(out, vec![2]);
+        assert_eq!(sets.remaining_count(), 2);
+    }
+
+    #[test]
+    fn explicit_sets_keep_shared_blocks_until_the_last_set_goes() {
+        let a = BlockSet::any_of([BlockId(1), BlockId(2)]);
+        let b = BlockSet::any_of([BlockId(2), BlockId(3)]);
+        let mut sets = Sets::explicit(vec![a, b]);
+        let scheduled: RoaringTreemap = [2].into_iter().collect();
+        let mut out = Vec::new();
+        sets.touching(&scheduled, None, &mut out);
+        assert_eq!(out, vec![0, 1]);
+        sets.remove(0);
+        sets.touching(&scheduled, None, &mut out);
+        assert_eq!(out, vec![1], "block 2 is still needed by set 1");
+    }
+
+    #[test]
+    fn singletons_walk_copies_before_any_members_and_resume_from_a_key() {
+        let mut members = MemberBitmap::new();
+        members.insert_any_range(0..3);
+        members.insert_copy_range(1, 5..7);
+        let sets = Sets::singletons(members);
+        let mut out = Vec::new();
+        sets.next_keys(0, 100, &mut out);
+        let walked: Vec<Member> = out.iter().map(|&k| Member::from_key(k)).collect();
+        assert_eq!(walked[0], Member::Copy(ChunkRef { block: BlockId(5), copy: 1 }));
+        assert_eq!(walked[2], Member::Any(BlockId(0)));
+        assert_eq!(walked.len(), 5);
+        out.clear();
+        sets.next_keys(Member::Copy(ChunkRef { block: BlockId(6), copy: 1 }).key(), 2, &mut out);
+        assert_eq!(out.len(), 2);
+        assert_eq!(Member::from_key(out[1]), Member::Any(BlockId(0)));
+    }
+
+    #[test]
+    fn singleton_copies_are_free_only_when_that_exact_copy_is_scheduled() {
+        let mut members = MemberBitmap::new();
+        members.insert_copy_range(1, 0..4);
+        let sets = Sets::singletons(members);
+        let scheduled_blocks: RoaringTreemap = [0, 1].into_iter().collect();
+        let copies = vec![scheduled_blocks.clone(), [1].into_iter().collect()];
+        let mut out = Vec::new();
+        sets.touching(&scheduled_blocks, Some(&copies), &mut out);
+        assert_eq!(out, vec![Member::Copy(ChunkRef { block: BlockId(1), copy: 1 }).key()]);
+    }
+}

@@ -1,0 +1,111 @@
+//! Declaration validation: every check runs before the planner changes
+//! anything, so a rejected declaration leaves no trace.
+
+use crate::config::Limits;
+use crate::error::DeclareError;
+use crate::sets::Sets;
+use dingo_types::{BlockProblem, BlockRange, BlockSet, Declaration, MAX_BLOCK_ID, ReadSets, Timestamp, Topology};
+use rustc_hash::FxHashSet;
+
+/// Checks `decl` against the topology and limits and builds its compact
+/// set store. `ChunksOnDisk` and `AllChunks` are resolved here: a
+/// declaration is a snapshot of the blocks that exist when it is made.
+pub(crate) fn validate(
+    decl: &Declaration,
+    topo: &impl Topology,
+    now: Timestamp,
+    limits: &Limits,
+) -> Result<Sets, DeclareError> {
+    if decl.deadline <= now {
+        return Err(DeclareError::DeadlineNotInFuture { deadline: decl.deadline, now });
+    }
+    let sets = match &decl.read_sets {
+        ReadSets::Sets(sets) => {
+            check_explicit(sets, topo, limits)?;
+            Sets::explicit(sets.clone())
+        }
+        ReadSets::Ranges(ranges) => {
+            check_ranges(ranges, topo, limits)?;
+            Sets::ranges(ranges)
+        }
+        ReadSets::EachMember(members) => {
+            if let Some(max) = members.blocks().max().filter(|&b| b > MAX_BLOCK_ID) {
+                return Err(DeclareError::BadMember(BlockProblem::Unknown(dingo_types::BlockId(max))));
+            }
+            topo.check_members(members).map_err(DeclareError::BadMember)?;
+            Sets::singletons(members.clone())
+        }
+        ReadSets::ChunksOnDisk(disk) => {
+            if disk.0 >= topo.disk_count() {
+                return Err(DeclareError::UnknownDisk(*disk));
+            }
+            Sets::singletons(topo.chunks_on_disk(*disk))
+        }
+        ReadSets::AllChunks => Sets::singletons(topo.all_chunks()),
+    };
+    let available = sets.remaining_count();
+    if available == 0 {
+        return Err(DeclareError::NoSets);
+    }
+    match decl.sets_needed {
+        Some(0) => Err(DeclareError::ZeroSetsNeeded),
+        Some(needed) if needed > available => Err(DeclareError::TooManySetsNeeded { needed, available }),
+        _ => Ok(sets),
+    }
+}
+
+fn too_large(what: &'static str, count: u64, limit: u64) -> Result<(), DeclareError> {
+    if count > limit { Err(DeclareError::TooLarge { what, count, limit }) } else { Ok(()) }
+}
+
+fn check_explicit(sets: &[BlockSet], topo: &impl Topology, limits: &Limits) -> Result<(), DeclareError> {
+    if sets.is_empty() {
+        return Err(DeclareError::NoSets);
+    }
+    too_large("sets", sets.len() as u64, limits.max_explicit_sets)?;
+    let total: u64 = sets.iter().map(|s| s.members.len() as u64).sum();
+    too_large("members", total, limits.max_explicit_members)?;
+    let mut seen = FxHashSet::default();
+    for (i, set) in sets.iter().enumerate() {
+        let set_index = i as u64;
+        if set.members.is_empty() {
+            return Err(DeclareError::EmptySet { set: set_index });
+        }
+        too_large("members in one set", set.members.len() as u64, limits.max_set_members)?;
+        seen.clear();
+        for &member in &set.members {
+            if !seen.insert(member) {
+                return Err(DeclareError::DuplicateMember { set: set_index, member });
+            }
+            if member.block().0 > MAX_BLOCK_ID {
+                return Err(DeclareError::BadBlock { set: set_index, problem: BlockProblem::Unknown(member.block()) });
+            }
+            topo.check_member(member).map_err(|problem| DeclareError::BadBlock { set: set_index, problem })?;
+        }
+    }
+    Ok(())
+}
+
+fn check_ranges(ranges: &[BlockRange], topo: &impl Topology, limits: &Limits) -> Result<(), DeclareError> {
+    if ranges.is_empty() {
+        return Err(DeclareError::NoSets);
+    }
+    too_large("ranges", ranges.len() as u64, limits.max_ranges)?;
+    let mut previous_end = 0;
+    for (i, range) in ranges.iter().enumerate() {
+        let index = i as u64;
+        if range.len == 0 {
+            return Err(DeclareError::EmptyRange { index });
+        }
+        too_large("blocks in one range", u64::from(range.len), limits.max_set_members)?;
+        if i > 0 && range.start.0 < previous_end {
+            return Err(DeclareError::OverlappingRanges { index });
+        }
+        if range.end() - 1 > MAX_BLOCK_ID {
+            return Err(DeclareError::BadBlock { set: index, problem: BlockProblem::Unknown(range.start) });
+        }
+        topo.check_range(*range).map_err(|problem| DeclareError::BadBlock { set: index, problem })?;
+        previous_end = range.end();
+    }
+    Ok(())
+}
