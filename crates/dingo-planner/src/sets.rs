@@ -17,10 +17,14 @@ pub(crate) enum Sets {
     Singletons { remaining: MemberBitmap },
     /// One set per block range, any copy of each block.
     Ranges { starts: Vec<u64>, lens: Vec<u32>, remaining: RoaringTreemap, remaining_blocks: RoaringTreemap },
-    /// Arbitrary small sets, with a block → set index sorted by block.
+    /// Arbitrary sets, flattened: set `i` is `member_keys[offsets[i]..offsets[i + 1]]`.
+    /// `index_blocks`/`index_sets` map each block to the sets naming it,
+    /// sorted by block (two vectors: 12 bytes per member, no padding).
     Explicit {
-        sets: Vec<Box<[Member]>>,
-        block_index: Vec<(u64, u32)>,
+        member_keys: Vec<u64>,
+        offsets: Vec<u32>,
+        index_blocks: Vec<u64>,
+        index_sets: Vec<u32>,
         remaining: RoaringTreemap,
         remaining_blocks: RoaringTreemap,
     },
@@ -48,25 +52,36 @@ impl Sets {
         }
     }
 
-    pub(crate) fn explicit(sets: Vec<BlockSet>) -> Sets {
-        let mut block_index: Vec<(u64, u32)> = Vec::new();
-        let mut remaining_blocks = RoaringTreemap::new();
+    /// Validation guarantees fewer than 4G members in all.
+    pub(crate) fn explicit(sets: &[BlockSet]) -> Sets {
+        let mut member_keys = Vec::with_capacity(sets.iter().map(|s| s.members.len()).sum());
+        let mut offsets = Vec::with_capacity(sets.len() + 1);
+        let mut block_index: Vec<(u64, u32)> = Vec::with_capacity(member_keys.capacity());
+        offsets.push(0);
         for (i, set) in sets.iter().enumerate() {
             for m in &set.members {
+                member_keys.push(m.key());
                 block_index.push((m.block().0, i as u32));
-                remaining_blocks.insert(m.block().0);
             }
+            offsets.push(u32::try_from(member_keys.len()).expect("validated member count"));
         }
         block_index.sort_unstable();
         block_index.dedup();
+        let mut remaining_blocks = RoaringTreemap::new();
+        for &(b, _) in &block_index {
+            remaining_blocks.insert(b);
+        }
         let mut remaining = RoaringTreemap::new();
         remaining.insert_range(0..sets.len() as u64);
-        Sets::Explicit {
-            sets: sets.into_iter().map(|s| s.members.into_boxed_slice()).collect(),
-            block_index,
-            remaining,
-            remaining_blocks,
-        }
+        let (index_blocks, index_sets) = block_index.into_iter().unzip();
+        Sets::Explicit { member_keys, offsets, index_blocks, index_sets, remaining, remaining_blocks }
+    }
+
+    /// Sets of an explicit store that name block `b`.
+    fn explicit_sets_of<'a>(index_blocks: &[u64], index_sets: &'a [u32], b: u64) -> &'a [u32] {
+        let from = index_blocks.partition_point(|&blk| blk < b);
+        let to = from + index_blocks[from..].partition_point(|&blk| blk == b);
+        &index_sets[from..to]
     }
 
     pub(crate) fn remaining_count(&self) -> u64 {
@@ -84,7 +99,10 @@ impl Sets {
                 let (start, len) = (starts[key as usize], lens[key as usize]);
                 out.extend((start..start + u64::from(len)).map(|b| Member::Any(BlockId(b))));
             }
-            Sets::Explicit { sets, .. } => out.extend_from_slice(&sets[key as usize]),
+            Sets::Explicit { member_keys, offsets, .. } => {
+                let (from, to) = (offsets[key as usize] as usize, offsets[key as usize + 1] as usize);
+                out.extend(member_keys[from..to].iter().map(|&k| Member::from_key(k)));
+            }
         }
     }
 
@@ -113,14 +131,12 @@ impl Sets {
                     }
                 }
             }
-            Sets::Explicit { block_index, remaining, remaining_blocks, .. } => {
+            Sets::Explicit { index_blocks, index_sets, remaining, remaining_blocks, .. } => {
                 for b in (remaining_blocks & blocks).iter() {
-                    let from = block_index.partition_point(|&(blk, _)| blk < b);
                     out.extend(
-                        block_index[from..]
+                        Self::explicit_sets_of(index_blocks, index_sets, b)
                             .iter()
-                            .take_while(|&&(blk, _)| blk == b)
-                            .map(|&(_, set)| u64::from(set))
+                            .map(|&set| u64::from(set))
                             .filter(|&set| remaining.contains(set)),
                     );
                 }
@@ -179,17 +195,16 @@ impl Sets {
                 remaining_blocks.remove_range(start..start + u64::from(lens[key as usize]));
                 true
             }
-            Sets::Explicit { sets, block_index, remaining, remaining_blocks } => {
+            Sets::Explicit { member_keys, offsets, index_blocks, index_sets, remaining, remaining_blocks } => {
                 if !remaining.remove(key) {
                     return false;
                 }
-                for m in sets[key as usize].iter() {
-                    let b = m.block().0;
-                    let from = block_index.partition_point(|&(blk, _)| blk < b);
-                    let still_needed = block_index[from..]
+                let (from, to) = (offsets[key as usize] as usize, offsets[key as usize + 1] as usize);
+                for &k in &member_keys[from..to] {
+                    let b = Member::from_key(k).block().0;
+                    let still_needed = Self::explicit_sets_of(index_blocks, index_sets, b)
                         .iter()
-                        .take_while(|&&(blk, _)| blk == b)
-                        .any(|&(_, set)| remaining.contains(u64::from(set)));
+                        .any(|&set| remaining.contains(u64::from(set)));
                     if !still_needed {
                         remaining_blocks.remove(b);
                     }
@@ -208,9 +223,9 @@ impl Sets {
                     + remaining.serialized_size() as u64
                     + remaining_blocks.serialized_size() as u64
             }
-            Sets::Explicit { sets, block_index, remaining, remaining_blocks } => {
-                sets.iter().map(|s| s.len() as u64 * 16 + 16).sum::<u64>()
-                    + block_index.capacity() as u64 * 16
+            Sets::Explicit { member_keys, offsets, index_blocks, index_sets, remaining, remaining_blocks } => {
+                (member_keys.capacity() * 8 + offsets.capacity() * 4 + index_blocks.capacity() * 8) as u64
+                    + index_sets.capacity() as u64 * 4
                     + remaining.serialized_size() as u64
                     + remaining_blocks.serialized_size() as u64
             }
@@ -244,7 +259,7 @@ mod tests {
     fn explicit_sets_keep_shared_blocks_until_the_last_set_goes() {
         let a = BlockSet::any_of([BlockId(1), BlockId(2)]);
         let b = BlockSet::any_of([BlockId(2), BlockId(3)]);
-        let mut sets = Sets::explicit(vec![a, b]);
+        let mut sets = Sets::explicit(&[a, b]);
         let scheduled: RoaringTreemap = [2].into_iter().collect();
         let mut out = Vec::new();
         sets.touching(&scheduled, None, &mut out);

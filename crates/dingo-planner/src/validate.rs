@@ -22,7 +22,7 @@ pub(crate) fn validate(
     let sets = match &decl.read_sets {
         ReadSets::Sets(sets) => {
             check_explicit(sets, topo, limits)?;
-            Sets::explicit(sets.clone())
+            Sets::explicit(sets)
         }
         ReadSets::Ranges(ranges) => {
             check_ranges(ranges, topo, limits)?;

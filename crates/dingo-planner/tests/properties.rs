@@ -1,12 +1,12 @@
 //! Property tests of the planner's invariants over random clusters,
 //! declarations, deletions and budgets.
 
+use dingo_planner::table::TableTopology;
 use dingo_planner::{Budget, DiskBudget, Planner, PlannerConfig, QuantumPlan};
 use dingo_types::{
     BlockId, BlockRange, BlockSet, BlockState, ChunkRef, Declaration, DeclarationId, DiskId, DiskModel, GroupId,
     Member, MemberBitmap, ReadSets, TaskKind, Timestamp, Topology,
 };
-use dingo_planner::table::TableTopology;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -82,8 +82,12 @@ fn decl_spec() -> impl Strategy<Value = DeclSpec> {
 fn read_sets(shape: &Shape) -> ReadSets {
     match shape {
         Shape::Singles(bs) => ReadSets::Sets(bs.iter().map(|&b| BlockSet::any_of([BlockId(b)])).collect()),
-        Shape::Sets(sets) => ReadSets::Sets(sets.iter().map(|s| BlockSet::any_of(s.iter().map(|&b| BlockId(b)))).collect()),
-        Shape::Ranges(rs) => ReadSets::Ranges(rs.iter().map(|&(s, len)| BlockRange { start: BlockId(s), len }).collect()),
+        Shape::Sets(sets) => {
+            ReadSets::Sets(sets.iter().map(|s| BlockSet::any_of(s.iter().map(|&b| BlockId(b)))).collect())
+        }
+        Shape::Ranges(rs) => {
+            ReadSets::Ranges(rs.iter().map(|&(s, len)| BlockRange { start: BlockId(s), len }).collect())
+        }
         Shape::Copies(cs) => ReadSets::EachMember(MemberBitmap::from_iter(
             cs.iter().map(|&(b, copy)| Member::Copy(ChunkRef { block: BlockId(b), copy })),
         )),
