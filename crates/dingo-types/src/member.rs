@@ -170,6 +170,16 @@ impl MemberBitmap {
         before - self.len()
     }
 
+    /// Removes every member of `other`; returns how many went.
+    pub fn subtract(&mut self, other: &MemberBitmap) -> u64 {
+        let before = self.len();
+        self.any -= &other.any;
+        for (mine, theirs) in self.copies.iter_mut().zip(&other.copies) {
+            *mine -= theirs;
+        }
+        before - self.len()
+    }
+
     /// Approximate memory held, from the bitmaps' serialized size.
     pub fn heap_bytes(&self) -> u64 {
         self.any.serialized_size() as u64 + self.copies.iter().map(|c| c.serialized_size() as u64).sum::<u64>()

@@ -1,0 +1,13 @@
+//! DINGO's datacenter model.
+//!
+//! [`ClusterModel`] is a cluster of 100 PB-1 EB whose placement is computed
+//! (Ceph-like placement groups), not stored, so it costs megabytes however
+//! many blocks it holds. [`workload`] turns a maintenance demand and a task
+//! mix into the declarations the eight maintenance tasks make. The planner
+//! benchmark and the datacenter simulator both run on this one model.
+
+pub mod model;
+pub mod rng;
+pub mod workload;
+
+pub use model::{ClusterModel, ClusterSpec, ModelError, Redundancy};

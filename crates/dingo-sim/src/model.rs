@@ -1,0 +1,628 @@
+//! A computed-placement cluster model.
+//!
+//! Block ids are laid out in *regions*, one per redundancy scheme: a region
+//! holds whole files of `file_blocks` data blocks, then, for erasure-coded
+//! regions, the parity blocks of its stripes. A file is therefore a
+//! contiguous id range, and the stripe of a data block is arithmetic.
+//!
+//! Placement is Ceph-like: stripe `s` of a scheme goes to placement group
+//! `s mod pgs`, and each placement group names `width` disks on distinct
+//! nodes. Member `i` of a stripe (copy `i` of a replicated block) lives on
+//! the group's `i`-th disk. The inverse — every chunk on a disk — walks the
+//! disk's placement groups, so both directions cost no per-block memory.
+
+use crate::rng::SplitMix64;
+use dingo_types::{
+    BlockId, BlockInfo, BlockProblem, BlockRange, BlockState, ChunkRef, DiskId, DiskModel, GroupId, MemberBitmap,
+    Topology,
+};
+use roaring::RoaringTreemap;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// How a scheme stores data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Redundancy {
+    Replicated { copies: u8 },
+    ErasureCoded { data: u8, parity: u8 },
+}
+
+impl Redundancy {
+    pub const REPLICATED_3: Redundancy = Redundancy::Replicated { copies: 3 };
+    pub const RS_6_9: Redundancy = Redundancy::ErasureCoded { data: 6, parity: 3 };
+    pub const RS_30_33: Redundancy = Redundancy::ErasureCoded { data: 30, parity: 3 };
+
+    /// Disks one stripe (or one replicated block) spans.
+    pub fn width(self) -> u32 {
+        match self {
+            Redundancy::Replicated { copies } => u32::from(copies),
+            Redundancy::ErasureCoded { data, parity } => u32::from(data) + u32::from(parity),
+        }
+    }
+
+    /// Data blocks per stripe (1 for replication).
+    pub fn data_per_stripe(self) -> u64 {
+        match self {
+            Redundancy::Replicated { .. } => 1,
+            Redundancy::ErasureCoded { data, .. } => u64::from(data),
+        }
+    }
+
+    /// Raw bytes stored per logical byte.
+    pub fn overhead(self) -> f64 {
+        f64::from(self.width()) / self.data_per_stripe() as f64
+    }
+}
+
+/// Parameters of a model cluster. Defaults follow the paper's simulator.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClusterSpec {
+    pub raw_capacity: u64,
+    pub drive_bytes: u64,
+    pub disks_per_node: u32,
+    /// Fraction of raw capacity in use.
+    pub fill: f64,
+    pub block_bytes: u64,
+    /// Data blocks per file (7.5 GB files of 256 MB blocks: 30).
+    pub file_blocks: u32,
+    /// Schemes with their share of the used raw capacity.
+    pub layout: Vec<(Redundancy, f64)>,
+    pub disk_model: DiskModel,
+    /// Placement groups each disk takes part in (more: smoother balance).
+    pub pgs_per_disk: u32,
+    pub seed: u64,
+}
+
+impl Default for ClusterSpec {
+    fn default() -> Self {
+        ClusterSpec {
+            raw_capacity: 100_000_000_000_000_000,
+            drive_bytes: 24_000_000_000_000,
+            disks_per_node: 36,
+            fill: 0.8,
+            block_bytes: 256_000_000,
+            file_blocks: 30,
+            layout: vec![(Redundancy::REPLICATED_3, 0.25), (Redundancy::RS_6_9, 0.375), (Redundancy::RS_30_33, 0.375)],
+            disk_model: DiskModel::HDD,
+            pgs_per_disk: 64,
+            seed: 1,
+        }
+    }
+}
+
+#[derive(Debug, Error, PartialEq)]
+pub enum ModelError {
+    #[error("the cluster needs at least {needed} nodes for a stripe of width {needed}, but has {nodes}")]
+    TooFewNodes { needed: u32, nodes: u32 },
+    #[error("files of {file_blocks} blocks do not fill whole stripes of {data} data blocks")]
+    FileNotWholeStripes { file_blocks: u32, data: u64 },
+    #[error("{0}")]
+    Invalid(&'static str),
+}
+
+#[derive(Clone, Debug)]
+struct Scheme {
+    redundancy: Redundancy,
+    pgs: u64,
+    /// `pgs × width` disk ids: placement group `p`'s member `i` is at `p * width + i`.
+    pg_disks: Vec<u32>,
+    /// Stripes placed so far: the next region's first global stripe index.
+    stripes_so_far: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Region {
+    first: u64,
+    scheme: usize,
+    first_file: u64,
+    files: u64,
+    data_blocks: u64,
+    stripes: u64,
+    /// Global index (within the scheme) of the region's first stripe.
+    stripe_base: u64,
+    end: u64,
+}
+
+impl Region {
+    fn parity_first(&self) -> u64 {
+        self.first + self.data_blocks
+    }
+}
+
+/// One placement-group slot of a disk: member `position` of group `pg` of
+/// scheme `scheme`.
+#[derive(Clone, Copy, Debug)]
+struct PgSlot {
+    scheme: u8,
+    position: u8,
+    pg: u32,
+}
+
+/// Where a block sits: its region, stripe within the region, and member
+/// position within the stripe.
+#[derive(Clone, Copy, Debug)]
+struct Locator {
+    region: usize,
+    stripe: u64,
+    position: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct ClusterModel {
+    spec: ClusterSpec,
+    disks: u32,
+    nodes: u32,
+    schemes: Vec<Scheme>,
+    regions: Vec<Region>,
+    /// CSR index disk → placement-group slots.
+    disk_slot_offsets: Vec<u32>,
+    disk_slots: Vec<PgSlot>,
+    /// `with_copy[c]`: blocks that have a copy number `c` (c ≥ 1).
+    with_copy: Vec<RoaringTreemap>,
+    deleted: RoaringTreemap,
+    failed: Vec<bool>,
+}
+
+impl ClusterModel {
+    pub fn new(spec: ClusterSpec) -> Result<Self, ModelError> {
+        if spec.block_bytes == 0 || spec.drive_bytes == 0 || spec.disks_per_node == 0 || spec.file_blocks == 0 {
+            return Err(ModelError::Invalid("block size, drive size, disks per node and file blocks must be positive"));
+        }
+        if !(0.0..=1.0).contains(&spec.fill) {
+            return Err(ModelError::Invalid("fill must be between 0 and 1"));
+        }
+        let disks = u32::try_from(spec.raw_capacity / spec.drive_bytes)
+            .map_err(|_| ModelError::Invalid("too many disks"))?
+            .max(1);
+        let nodes = disks.div_ceil(spec.disks_per_node);
+        let disks = nodes * spec.disks_per_node;
+        let mut rng = SplitMix64::new(spec.seed);
+        let mut schemes = Vec::new();
+        for &(redundancy, _) in &spec.layout {
+            let width = redundancy.width();
+            if width > nodes {
+                return Err(ModelError::TooFewNodes { needed: width, nodes });
+            }
+            if u64::from(spec.file_blocks) % redundancy.data_per_stripe() != 0 {
+                return Err(ModelError::FileNotWholeStripes {
+                    file_blocks: spec.file_blocks,
+                    data: redundancy.data_per_stripe(),
+                });
+            }
+            let pgs = (u64::from(disks) * u64::from(spec.pgs_per_disk) / u64::from(width)).max(1);
+            let mut pg_disks = Vec::with_capacity((pgs * u64::from(width)) as usize);
+            let mut chosen_nodes = Vec::with_capacity(width as usize);
+            for _ in 0..pgs {
+                chosen_nodes.clear();
+                while chosen_nodes.len() < width as usize {
+                    let node = rng.below(u64::from(nodes)) as u32;
+                    if !chosen_nodes.contains(&node) {
+                        chosen_nodes.push(node);
+                    }
+                }
+                for &node in &chosen_nodes {
+                    pg_disks.push(node * spec.disks_per_node + rng.below(u64::from(spec.disks_per_node)) as u32);
+                }
+            }
+            schemes.push(Scheme { redundancy, pgs, pg_disks, stripes_so_far: 0 });
+        }
+        let mut model = ClusterModel {
+            disks,
+            nodes,
+            schemes,
+            regions: Vec::new(),
+            disk_slot_offsets: Vec::new(),
+            disk_slots: Vec::new(),
+            with_copy: Vec::new(),
+            deleted: RoaringTreemap::new(),
+            failed: vec![false; disks as usize],
+            spec,
+        };
+        model.index_disk_slots();
+        let used = model.spec.raw_capacity as f64 * model.spec.fill;
+        let file_bytes = model.spec.block_bytes as f64 * f64::from(model.spec.file_blocks);
+        for scheme in 0..model.schemes.len() {
+            let (redundancy, share) = model.spec.layout[scheme];
+            let files = (used * share / redundancy.overhead() / file_bytes) as u64;
+            model.add_files(scheme, files);
+        }
+        Ok(model)
+    }
+
+    fn index_disk_slots(&mut self) {
+        let mut per_disk: Vec<Vec<PgSlot>> = vec![Vec::new(); self.disks as usize];
+        for (s, scheme) in self.schemes.iter().enumerate() {
+            let width = scheme.redundancy.width() as usize;
+            for (i, &disk) in scheme.pg_disks.iter().enumerate() {
+                per_disk[disk as usize].push(PgSlot {
+                    scheme: s as u8,
+                    position: (i % width) as u8,
+                    pg: (i / width) as u32,
+                });
+            }
+        }
+        self.disk_slot_offsets = Vec::with_capacity(per_disk.len() + 1);
+        self.disk_slot_offsets.push(0);
+        for slots in per_disk {
+            self.disk_slots.extend(slots);
+            self.disk_slot_offsets.push(self.disk_slots.len() as u32);
+        }
+    }
+
+    /// Appends a region of `files` new files stored with scheme `scheme`;
+    /// returns the range of the new files' indexes.
+    pub fn add_files(&mut self, scheme: usize, files: u64) -> std::ops::Range<u64> {
+        let first_file = self.file_count();
+        if files == 0 {
+            return first_file..first_file;
+        }
+        let redundancy = self.schemes[scheme].redundancy;
+        let data_blocks = files * u64::from(self.spec.file_blocks);
+        let stripes = data_blocks / redundancy.data_per_stripe();
+        let parity_blocks = match redundancy {
+            Redundancy::Replicated { copies } => {
+                for c in 1..copies {
+                    let c = usize::from(c);
+                    if self.with_copy.len() <= c {
+                        self.with_copy.resize_with(c + 1, RoaringTreemap::new);
+                    }
+                }
+                0
+            }
+            Redundancy::ErasureCoded { parity, .. } => stripes * u64::from(parity),
+        };
+        let first = self.block_count();
+        if let Redundancy::Replicated { copies } = redundancy {
+            for c in 1..copies {
+                self.with_copy[usize::from(c)].insert_range(first..first + data_blocks);
+            }
+        }
+        let stripe_base = self.schemes[scheme].stripes_so_far;
+        self.schemes[scheme].stripes_so_far += stripes;
+        self.regions.push(Region {
+            first,
+            scheme,
+            first_file,
+            files,
+            data_blocks,
+            stripes,
+            stripe_base,
+            end: first + data_blocks + parity_blocks,
+        });
+        first_file..first_file + files
+    }
+
+    pub fn spec(&self) -> &ClusterSpec {
+        &self.spec
+    }
+
+    pub fn nodes(&self) -> u32 {
+        self.nodes
+    }
+
+    /// Blocks ever created (data and parity), live or deleted.
+    pub fn block_count(&self) -> u64 {
+        self.regions.last().map_or(0, |r| r.end)
+    }
+
+    pub fn file_count(&self) -> u64 {
+        self.regions.last().map_or(0, |r| r.first_file + r.files)
+    }
+
+    /// Chunks stored (all copies and stripe members), live or deleted.
+    pub fn chunk_count(&self) -> u64 {
+        self.regions
+            .iter()
+            .map(|r| match self.schemes[r.scheme].redundancy {
+                Redundancy::Replicated { copies } => r.data_blocks * u64::from(copies),
+                Redundancy::ErasureCoded { .. } => r.end - r.first,
+            })
+            .sum()
+    }
+
+    /// The data blocks of file `file`.
+    pub fn file_blocks(&self, file: u64) -> BlockRange {
+        let r = &self.regions[self.regions.partition_point(|r| r.first_file <= file) - 1];
+        debug_assert!(file < r.first_file + r.files, "file {file} does not exist");
+        let len = self.spec.file_blocks;
+        BlockRange { start: BlockId(r.first + (file - r.first_file) * u64::from(len)), len }
+    }
+
+    /// The scheme index of file `file`.
+    pub fn file_scheme(&self, file: u64) -> usize {
+        self.regions[self.regions.partition_point(|r| r.first_file <= file) - 1].scheme
+    }
+
+    pub fn scheme_count(&self) -> usize {
+        self.schemes.len()
+    }
+
+    pub fn scheme(&self, scheme: usize) -> Redundancy {
+        self.schemes[scheme].redundancy
+    }
+
+    pub fn fail_disk(&mut self, disk: DiskId) {
+        self.failed[disk.0 as usize] = true;
+    }
+
+    pub fn is_failed(&self, disk: DiskId) -> bool {
+        self.failed[disk.0 as usize]
+    }
+
+    /// Marks blocks deleted (files rewritten by GC or transcoding).
+    pub fn delete_blocks(&mut self, blocks: &RoaringTreemap) {
+        self.deleted |= blocks;
+    }
+
+    pub fn deleted(&self) -> &RoaringTreemap {
+        &self.deleted
+    }
+
+    fn locate(&self, b: u64) -> Option<Locator> {
+        let region = self.regions.partition_point(|r| r.first <= b).checked_sub(1)?;
+        let r = &self.regions[region];
+        if b >= r.end {
+            return None;
+        }
+        let redundancy = self.schemes[r.scheme].redundancy;
+        let local = b - r.first;
+        let (stripe, position) = if local < r.data_blocks {
+            let k = redundancy.data_per_stripe();
+            (local / k, (local % k) as u32)
+        } else {
+            let Redundancy::ErasureCoded { data, parity } = redundancy else {
+                unreachable!("replicated has no parity")
+            };
+            let p = local - r.data_blocks;
+            (p / u64::from(parity), u32::from(data) + (p % u64::from(parity)) as u32)
+        };
+        Some(Locator { region, stripe, position })
+    }
+
+    /// The block at member `position` of stripe `stripe` of `region`.
+    fn member_block(&self, region: &Region, stripe: u64, position: u32) -> u64 {
+        match self.schemes[region.scheme].redundancy {
+            Redundancy::Replicated { .. } => region.first + stripe,
+            Redundancy::ErasureCoded { data, parity } => {
+                if position < u32::from(data) {
+                    region.first + stripe * u64::from(data) + u64::from(position)
+                } else {
+                    region.parity_first() + stripe * u64::from(parity) + u64::from(position - u32::from(data))
+                }
+            }
+        }
+    }
+
+    fn placement_disk(&self, region: &Region, stripe: u64, position: u32) -> u32 {
+        let scheme = &self.schemes[region.scheme];
+        let pg = (region.stripe_base + stripe) % scheme.pgs;
+        scheme.pg_disks[(pg * u64::from(scheme.redundancy.width()) + u64::from(position)) as usize]
+    }
+
+    /// Every block of the stripe (redundancy group) holding `block`, data
+    /// members first; a replicated block is its own group.
+    pub fn group_blocks(&self, block: BlockId) -> Vec<BlockId> {
+        let Some(loc) = self.locate(block.0) else { return Vec::new() };
+        let region = &self.regions[loc.region];
+        match self.schemes[region.scheme].redundancy {
+            Redundancy::Replicated { .. } => vec![block],
+            r @ Redundancy::ErasureCoded { .. } => {
+                (0..r.width()).map(|p| BlockId(self.member_block(region, loc.stripe, p))).collect()
+            }
+        }
+    }
+
+    /// Live chunks placed on `disk`, whether or not it has failed.
+    fn placed_chunks(&self, disk: DiskId) -> MemberBitmap {
+        let mut out = MemberBitmap::new();
+        let slots = &self.disk_slots
+            [self.disk_slot_offsets[disk.0 as usize] as usize..self.disk_slot_offsets[disk.0 as usize + 1] as usize];
+        let mut blocks_by_copy: Vec<Vec<u64>> = Vec::new();
+        for slot in slots {
+            let scheme = &self.schemes[usize::from(slot.scheme)];
+            let copy = match scheme.redundancy {
+                Redundancy::Replicated { .. } => slot.position,
+                Redundancy::ErasureCoded { .. } => 0,
+            };
+            if blocks_by_copy.len() <= usize::from(copy) {
+                blocks_by_copy.resize_with(usize::from(copy) + 1, Vec::new);
+            }
+            for region in self.regions.iter().filter(|r| r.scheme == usize::from(slot.scheme)) {
+                let pg = u64::from(slot.pg);
+                let first = (pg + scheme.pgs - region.stripe_base % scheme.pgs) % scheme.pgs;
+                let mut stripe = first;
+                while stripe < region.stripes {
+                    let b = self.member_block(region, stripe, u32::from(slot.position));
+                    blocks_by_copy[usize::from(copy)].push(b);
+                    stripe += scheme.pgs;
+                }
+            }
+        }
+        for (copy, mut blocks) in blocks_by_copy.into_iter().enumerate() {
+            blocks.sort_unstable();
+            blocks.dedup();
+            let bitmap = RoaringTreemap::from_sorted_iter(blocks).expect("sorted and deduplicated");
+            out.insert_copies(copy as u8, &bitmap);
+        }
+        out.remove_blocks(&self.deleted);
+        out
+    }
+
+    /// Exact-copy members of every live chunk of live blocks in `blocks`.
+    fn chunks_of_blocks(&self, blocks: std::ops::Range<u64>) -> MemberBitmap {
+        let mut out = MemberBitmap::new();
+        for r in &self.regions {
+            let (from, to) = (r.first.max(blocks.start), r.end.min(blocks.end));
+            if from >= to {
+                continue;
+            }
+            match self.schemes[r.scheme].redundancy {
+                Redundancy::Replicated { copies } => {
+                    for c in 0..copies {
+                        out.insert_copy_range(c, from..to);
+                    }
+                }
+                Redundancy::ErasureCoded { .. } => out.insert_copy_range(0, from..to),
+            }
+        }
+        out.remove_blocks(&self.deleted);
+        out
+    }
+}
+
+impl Topology for ClusterModel {
+    fn block(&self, id: BlockId) -> Option<BlockInfo> {
+        let loc = self.locate(id.0)?;
+        let region = &self.regions[loc.region];
+        let (copies, group) = match self.schemes[region.scheme].redundancy {
+            Redundancy::Replicated { copies } => (copies, GroupId(id.0)),
+            Redundancy::ErasureCoded { .. } => (1, GroupId(self.member_block(region, loc.stripe, 0))),
+        };
+        let state = if self.deleted.contains(id.0) { BlockState::Deleted } else { BlockState::Sealed };
+        Some(BlockInfo { size: self.spec.block_bytes, copies, group, state })
+    }
+
+    fn copy_disk(&self, chunk: ChunkRef) -> Option<DiskId> {
+        let loc = self.locate(chunk.block.0)?;
+        let region = &self.regions[loc.region];
+        let position = match self.schemes[region.scheme].redundancy {
+            Redundancy::Replicated { copies } if chunk.copy < copies => u32::from(chunk.copy),
+            Redundancy::ErasureCoded { .. } if chunk.copy == 0 => loc.position,
+            _ => return None,
+        };
+        let disk = self.placement_disk(region, loc.stripe, position);
+        (!self.failed[disk as usize]).then_some(DiskId(disk))
+    }
+
+    fn disk_count(&self) -> u32 {
+        self.disks
+    }
+
+    fn disk_model(&self, _disk: DiskId) -> DiskModel {
+        self.spec.disk_model
+    }
+
+    fn chunks_on_disk(&self, disk: DiskId) -> MemberBitmap {
+        if self.failed[disk.0 as usize] { MemberBitmap::new() } else { self.placed_chunks(disk) }
+    }
+
+    fn all_chunks(&self) -> MemberBitmap {
+        let mut out = self.chunks_of_blocks(0..self.block_count());
+        for d in (0..self.disks).filter(|&d| self.failed[d as usize]) {
+            out.subtract(&self.placed_chunks(DiskId(d)));
+        }
+        out
+    }
+
+    fn check_range(&self, range: BlockRange) -> Result<(), BlockProblem> {
+        if range.end() > self.block_count() {
+            return Err(BlockProblem::Unknown(BlockId(range.start.0.max(self.block_count()))));
+        }
+        if self.deleted.range_cardinality(range.start.0..range.end()) > 0 {
+            let mut it = self.deleted.iter();
+            it.advance_to(range.start.0);
+            return Err(BlockProblem::Deleted(BlockId(it.next().unwrap_or(range.start.0))));
+        }
+        Ok(())
+    }
+
+    fn check_members(&self, members: &MemberBitmap) -> Result<(), BlockProblem> {
+        let blocks = members.blocks();
+        if let Some(max) = blocks.max().filter(|&m| m >= self.block_count()) {
+            return Err(BlockProblem::Unknown(BlockId(max)));
+        }
+        if let Some(b) = (&blocks & &self.deleted).min() {
+            return Err(BlockProblem::Deleted(BlockId(b)));
+        }
+        for copy in 1..members.copy_slots() {
+            let named = members.copy(copy).expect("below copy_slots");
+            let missing = match self.with_copy.get(usize::from(copy)) {
+                Some(have) => named - have,
+                None => named.clone(),
+            };
+            if let Some(b) = missing.min() {
+                return Err(BlockProblem::NoSuchCopy(ChunkRef { block: BlockId(b), copy }));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dingo_types::Member;
+
+    fn small() -> ClusterModel {
+        // 2 PB of 24 TB drives, 2 per node: 84 disks on 42 nodes.
+        let spec = ClusterSpec { raw_capacity: 2_000_000_000_000_000, disks_per_node: 2, ..ClusterSpec::default() };
+        ClusterModel::new(spec).unwrap()
+    }
+
+    #[test]
+    fn fill_and_layout_follow_the_spec() {
+        let m = small();
+        let raw_used = m.chunk_count() as f64 * m.spec().block_bytes as f64;
+        let target = m.spec().raw_capacity as f64 * m.spec().fill;
+        assert!((raw_used - target).abs() / target < 0.01, "{raw_used} vs {target}");
+        assert_eq!(m.disk_count(), 84);
+    }
+
+    #[test]
+    fn chunks_on_a_disk_are_exactly_the_chunks_placed_there() {
+        let m = small();
+        let mut seen = 0;
+        for d in 0..m.disk_count() {
+            for member in m.chunks_on_disk(DiskId(d)).iter() {
+                let Member::Copy(chunk) = member else { panic!("disk chunks are exact copies") };
+                assert_eq!(m.copy_disk(chunk), Some(DiskId(d)));
+                seen += 1;
+            }
+        }
+        assert_eq!(seen, m.chunk_count());
+        assert_eq!(m.all_chunks().len(), m.chunk_count());
+    }
+
+    #[test]
+    fn members_of_a_group_sit_on_distinct_nodes() {
+        let m = small();
+        let per_node = m.spec().disks_per_node;
+        for b in (0..m.block_count()).step_by(97) {
+            let block = BlockId(b);
+            let info = m.block(block).unwrap();
+            let mut nodes: Vec<u32> = if info.copies > 1 {
+                (0..info.copies).map(|c| m.copy_disk(ChunkRef { block, copy: c }).unwrap().0 / per_node).collect()
+            } else {
+                let group = m.group_blocks(block);
+                assert!(group.iter().all(|&g| m.block(g).unwrap().group == info.group));
+                group.iter().map(|&g| m.copy_disk(ChunkRef { block: g, copy: 0 }).unwrap().0 / per_node).collect()
+            };
+            let n = nodes.len();
+            nodes.sort_unstable();
+            nodes.dedup();
+            assert_eq!(nodes.len(), n, "{block} shares a node within its group");
+        }
+    }
+
+    #[test]
+    fn failed_disks_and_deletions_hide_chunks_and_checks_catch_them() {
+        let mut m = small();
+        let before = m.all_chunks().len();
+        let on_disk = m.chunks_on_disk(DiskId(5)).len();
+        m.fail_disk(DiskId(5));
+        assert_eq!(m.all_chunks().len(), before - on_disk);
+        let file = m.file_blocks(0);
+        m.delete_blocks(&(file.start.0..file.end()).collect());
+        assert_eq!(m.check_range(file), Err(BlockProblem::Deleted(file.start)));
+        assert_eq!(m.block(file.start).unwrap().state, BlockState::Deleted);
+        let past_end = BlockRange { start: BlockId(m.block_count()), len: 1 };
+        assert!(matches!(m.check_range(past_end), Err(BlockProblem::Unknown(_))));
+    }
+
+    #[test]
+    fn too_few_nodes_for_a_stripe_is_a_clear_error() {
+        let spec = ClusterSpec { raw_capacity: 100_000_000_000_000, ..ClusterSpec::default() };
+        let err = ClusterModel::new(spec).unwrap_err();
+        assert!(err.to_string().contains("at least 3 nodes"), "{err}");
+    }
+}
