@@ -412,32 +412,38 @@ impl ClusterModel {
         }
     }
 
-    /// Live chunks placed on `disk`, whether or not it has failed.
-    fn placed_chunks(&self, disk: DiskId) -> MemberBitmap {
-        let mut out = MemberBitmap::new();
-        let slots = &self.disk_slots
-            [self.disk_slot_offsets[disk.0 as usize] as usize..self.disk_slot_offsets[disk.0 as usize + 1] as usize];
+    /// Live chunks placed on `disks`, whether or not they have failed.
+    /// Collects block ids per copy number and builds each bitmap once
+    /// (repeated unions of scattered ids would be quadratic).
+    pub fn placed_chunks(&self, disks: &[DiskId]) -> MemberBitmap {
         let mut blocks_by_copy: Vec<Vec<u64>> = Vec::new();
-        for slot in slots {
-            let scheme = &self.schemes[usize::from(slot.scheme)];
-            let copy = match scheme.redundancy {
-                Redundancy::Replicated { .. } => slot.position,
-                Redundancy::ErasureCoded { .. } => 0,
-            };
-            if blocks_by_copy.len() <= usize::from(copy) {
-                blocks_by_copy.resize_with(usize::from(copy) + 1, Vec::new);
-            }
-            for region in self.regions.iter().filter(|r| r.scheme == usize::from(slot.scheme)) {
-                let pg = u64::from(slot.pg);
-                let first = (pg + scheme.pgs - region.stripe_base % scheme.pgs) % scheme.pgs;
-                let mut stripe = first;
-                while stripe < region.stripes {
-                    let b = self.member_block(region, stripe, u32::from(slot.position));
-                    blocks_by_copy[usize::from(copy)].push(b);
-                    stripe += scheme.pgs;
+        for disk in disks {
+            let d = disk.0 as usize;
+            let slots = &self.disk_slots[self.disk_slot_offsets[d] as usize..self.disk_slot_offsets[d + 1] as usize];
+            for slot in slots {
+                let scheme = &self.schemes[usize::from(slot.scheme)];
+                let copy = match scheme.redundancy {
+                    Redundancy::Replicated { .. } => slot.position,
+                    Redundancy::ErasureCoded { .. } => 0,
+                };
+                if blocks_by_copy.len() <= usize::from(copy) {
+                    blocks_by_copy.resize_with(usize::from(copy) + 1, Vec::new);
+                }
+                for region in self.regions.iter().filter(|r| r.scheme == usize::from(slot.scheme)) {
+                    let pg = u64::from(slot.pg);
+                    let mut stripe = (pg + scheme.pgs - region.stripe_base % scheme.pgs) % scheme.pgs;
+                    while stripe < region.stripes {
+                        blocks_by_copy[usize::from(copy)].push(self.member_block(
+                            region,
+                            stripe,
+                            u32::from(slot.position),
+                        ));
+                        stripe += scheme.pgs;
+                    }
                 }
             }
         }
+        let mut out = MemberBitmap::new();
         for (copy, mut blocks) in blocks_by_copy.into_iter().enumerate() {
             blocks.sort_unstable();
             blocks.dedup();
@@ -503,14 +509,13 @@ impl Topology for ClusterModel {
     }
 
     fn chunks_on_disk(&self, disk: DiskId) -> MemberBitmap {
-        if self.failed[disk.0 as usize] { MemberBitmap::new() } else { self.placed_chunks(disk) }
+        if self.failed[disk.0 as usize] { MemberBitmap::new() } else { self.placed_chunks(&[disk]) }
     }
 
     fn all_chunks(&self) -> MemberBitmap {
         let mut out = self.chunks_of_blocks(0..self.block_count());
-        for d in (0..self.disks).filter(|&d| self.failed[d as usize]) {
-            out.subtract(&self.placed_chunks(DiskId(d)));
-        }
+        let failed: Vec<DiskId> = (0..self.disks).filter(|&d| self.failed[d as usize]).map(DiskId).collect();
+        out.subtract(&self.placed_chunks(&failed));
         out
     }
 

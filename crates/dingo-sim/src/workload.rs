@@ -5,8 +5,7 @@
 use crate::model::{ClusterModel, Redundancy};
 use crate::rng::SplitMix64;
 use dingo_types::{
-    BlockId, BlockRange, BlockSet, ChunkRef, Declaration, DiskId, Member, MemberBitmap, ReadSets, TaskKind, Timestamp,
-    Topology,
+    BlockId, BlockRange, BlockSet, ChunkRef, Declaration, DiskId, Member, ReadSets, TaskKind, Timestamp, Topology,
 };
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -119,7 +118,9 @@ impl SteadyLoad {
                     TaskKind::Scrubbing => {
                         let mut all = model.all_chunks();
                         let done = ((1.0 - left) * model.block_count() as f64) as u64;
-                        all.remove_blocks(&(0..done).collect());
+                        let mut scrubbed = roaring::RoaringTreemap::new();
+                        scrubbed.insert_range(0..done);
+                        all.remove_blocks(&scrubbed);
                         (ReadSets::EachMember(all), None)
                     }
                     TaskKind::Rebalancing => self.rebalancing(model, bytes / block, &mut rng),
@@ -151,13 +152,11 @@ impl SteadyLoad {
         let needed = blocks as u64;
         let per_disk = (model.chunk_count() / u64::from(model.disk_count())).max(1);
         let disks = (needed * 4).div_ceil(per_disk).clamp(1, u64::from(model.disk_count()) / 4 + 1);
-        let mut candidates = MemberBitmap::new();
-        for _ in 0..disks {
-            let disk = DiskId(rng.below(u64::from(model.disk_count())) as u32);
-            for m in model.chunks_on_disk(disk).iter() {
-                candidates.insert(m);
-            }
-        }
+        let chosen: Vec<DiskId> = (0..disks)
+            .map(|_| DiskId(rng.below(u64::from(model.disk_count())) as u32))
+            .filter(|&d| !model.is_failed(d))
+            .collect();
+        let candidates = model.placed_chunks(&chosen);
         let needed = needed.clamp(1, candidates.len().max(1));
         (ReadSets::EachMember(candidates), Some(needed))
     }

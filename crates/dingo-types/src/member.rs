@@ -228,6 +228,19 @@ mod tests {
     }
 
     #[test]
+    fn subtract_removes_exactly_the_other_members() {
+        let mut a = MemberBitmap::new();
+        a.insert_any_range(0..10);
+        let original = a.clone();
+        let mut b = MemberBitmap::new();
+        b.insert_copy_range(3, 100..110);
+        a.insert_copies(3, b.copy(3).unwrap());
+        assert_eq!(a.len(), 20);
+        assert_eq!(a.subtract(&b), 10);
+        assert_eq!(a.iter().collect::<Vec<_>>(), original.iter().collect::<Vec<_>>());
+    }
+
+    #[test]
     fn remove_blocks_drops_every_kind_of_member() {
         let mut bitmap = MemberBitmap::new();
         bitmap.insert_any_range(0..10);
