@@ -125,6 +125,9 @@ impl Components {
     }
 }
 
+/// Chunk count up to which a component's table is cleared and reused.
+const SMALL_COMPONENT_CHUNKS: usize = 1024;
+
 /// Per-chunk state while packing one component.
 struct ChunkUse {
     group: u32,
@@ -176,7 +179,14 @@ impl Packer {
     /// Ends the current component: its chunks cannot recur later.
     fn end_component(&mut self) {
         self.flush_pins();
-        self.chunks.clear();
+        // `clear` costs the map's capacity, not its length: after a large
+        // component, drop the table instead of clearing it for every one
+        // of the millions of small components that follow.
+        if self.chunks.capacity() > SMALL_COMPONENT_CHUNKS {
+            self.chunks = FxHashMap::default();
+        } else {
+            self.chunks.clear();
+        }
     }
 
     fn close(&mut self, end: u32) {
@@ -277,23 +287,47 @@ pub fn dispatch(schedule: &Schedule, config: &PlannerConfig) -> Dispatch {
     out
 }
 
+/// Group-index partitions: each partition's hash table stays small enough
+/// for the cache, where one table over all reads would miss on every probe.
+const GROUP_PARTITIONS: usize = 1024;
+
 /// Scheduled set indexes as `(component root, set)`, grouped by component,
-/// components in the order of their first set. Linear: one hash lookup per
-/// read, then a counting sort.
+/// components in the order of their first set. Linear: reads are bucketed
+/// by redundancy group (a counting sort), each bucket indexed with a small
+/// hash table group → first set, then sets are counting-sorted by root.
 fn component_order(schedule: &Schedule) -> Vec<(u32, u32)> {
     let n = schedule.sets.len();
     let mut components = Components { parent: (0..n as u32).collect() };
-    let mut first_set_of_group: FxHashMap<u64, u32> = FxHashMap::default();
-    first_set_of_group.reserve(schedule.reads.len());
+    let max_group = schedule.reads.iter().map(|r| r.group.0).max().unwrap_or(0);
+    let partition_width = max_group / GROUP_PARTITIONS as u64 + 1;
+    let partition = |group: u64| (group / partition_width) as usize;
+    let mut starts = vec![0usize; GROUP_PARTITIONS + 1];
+    for r in &schedule.reads {
+        starts[partition(r.group.0) + 1] += 1;
+    }
+    for p in 1..=GROUP_PARTITIONS {
+        starts[p] += starts[p - 1];
+    }
+    let mut bucketed = vec![(0u64, 0u32); schedule.reads.len()];
+    let mut cursor = starts.clone();
     for (s, set) in schedule.sets.iter().enumerate() {
         for r in schedule.reads_of(set) {
-            let first = *first_set_of_group.entry(r.group.0).or_insert(s as u32);
-            if first != s as u32 {
-                components.union(first, s as u32);
+            let slot = &mut cursor[partition(r.group.0)];
+            bucketed[*slot] = (r.group.0, s as u32);
+            *slot += 1;
+        }
+    }
+    let mut first_set_of_group: FxHashMap<u64, u32> = FxHashMap::default();
+    for p in 0..GROUP_PARTITIONS {
+        first_set_of_group.clear();
+        for &(group, s) in &bucketed[starts[p]..starts[p + 1]] {
+            let first = *first_set_of_group.entry(group).or_insert(s);
+            if first != s {
+                components.union(first, s);
             }
         }
     }
-    drop(first_set_of_group);
+    drop(bucketed);
     // Counting sort by root; roots are first sets, so ascending root order
     // is the order in which components were first scheduled.
     let roots: Vec<u32> = (0..n as u32).map(|s| components.find(s)).collect();

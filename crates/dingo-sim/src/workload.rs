@@ -178,16 +178,9 @@ impl SteadyLoad {
             let lost = model.chunks_on_disk(disk);
             model.fail_disk(disk);
             let age_fraction = rng.unit();
-            let mut sets: Vec<BlockSet> = Vec::new();
-            for (i, m) in lost.iter().enumerate() {
-                // The first `age_fraction` of the work is done already.
-                if (i as f64) < age_fraction * lost.len() as f64 {
-                    continue;
-                }
-                if let Some(set) = surviving_set(model, m.block()) {
-                    sets.push(set);
-                }
-            }
+            // The first `age_fraction` of the work is done already.
+            let done = (age_fraction * lost.len() as f64) as usize;
+            let sets: Vec<BlockSet> = lost.iter().skip(done).filter_map(|m| surviving_set(model, m.block())).collect();
             let bytes: f64 = sets.iter().map(|s| s.members.len() as f64).sum::<f64>() * model.spec().block_bytes as f64;
             outstanding -= bytes.max(1.0);
             if !sets.is_empty() {
