@@ -30,7 +30,7 @@ pub const SEGMENT: u64 = 64 * 1024;
 const HEADER: u64 = ALIGN as u64;
 const MAGIC: &[u8; 8] = b"DINGOCK1";
 /// Bytes buffered before each direct write.
-const WRITE_BUF: usize = 1 << 20;
+pub const WRITE_BUF: usize = 1 << 20;
 
 /// Where things are in a chunk file holding `data_len` bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

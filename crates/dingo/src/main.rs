@@ -1,0 +1,62 @@
+//! The `dingo` command. A thin dispatcher: each subcommand's logic lives in
+//! its own module or library crate.
+
+mod bench_io;
+mod storage_cmd;
+mod storage_config;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "dingo", version, about = "DINGO: declarative IO for distributed storage")]
+struct Cli {
+    #[command(subcommand)]
+    command: Commands,
+}
+
+#[derive(Subcommand)]
+enum Commands {
+    /// Run the metadata service.
+    Meta(storage_cmd::MetaArgs),
+    /// Run a storage node.
+    Node(storage_cmd::NodeArgs),
+    /// Run or inspect a local cluster.
+    #[command(subcommand)]
+    Cluster(storage_cmd::ClusterCommand),
+    /// File operations.
+    #[command(subcommand)]
+    Fs(storage_cmd::FsCommand),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Client and raw disk throughput, EC encode/decode speed.
+    Io(bench_io::BenchIoArgs),
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,h2=warn,tower=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match Cli::parse().command {
+        Commands::Meta(a) => storage_cmd::run_meta(a).await,
+        Commands::Node(a) => storage_cmd::run_node(a).await,
+        Commands::Cluster(c) => storage_cmd::run_cluster(c).await,
+        Commands::Fs(c) => storage_cmd::run_fs(c).await,
+        Commands::Bench(BenchCommand::Io(a)) => bench_io::run(a).await,
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
