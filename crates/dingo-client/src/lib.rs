@@ -210,8 +210,10 @@ impl Client {
             return Err(ClientError::PastEnd { path: file.path.clone(), offset, len, size: file.size });
         }
         let extents = extents(file, offset, len)?;
-        let pieces: Vec<Result<Bytes>> =
-            futures::stream::iter(extents.into_iter().map(|e| self.read_extent(e, tag))).buffered(READ_PARALLELISM).collect().await;
+        let pieces: Vec<Result<Bytes>> = futures::stream::iter(extents.into_iter().map(|e| self.read_extent(e, tag)))
+            .buffered(READ_PARALLELISM)
+            .collect()
+            .await;
         let pieces = pieces.into_iter().collect::<Result<Vec<_>>>()?;
         Ok(if pieces.len() == 1 { pieces.into_iter().next().expect("one") } else { pieces.concat().into() })
     }
@@ -235,7 +237,11 @@ impl Client {
         }
         if let Some(stripe) = e.stripe {
             let full = self.rebuild_member(stripe, e.member, tag).await.map_err(|err| {
-                ClientError::Unreadable(format!("block {} unreadable ({}) and not rebuildable: {err}", b.id, errors.join("; ")))
+                ClientError::Unreadable(format!(
+                    "block {} unreadable ({}) and not rebuildable: {err}",
+                    b.id,
+                    errors.join("; ")
+                ))
             })?;
             return Ok(full.slice(e.offset as usize..(e.offset + e.len) as usize));
         }
@@ -268,7 +274,9 @@ impl Client {
             }
         }
         if have < k {
-            return Err(ClientError::Unreadable(format!("only {have} of the {k} members needed are readable; {last_err}")));
+            return Err(ClientError::Unreadable(format!(
+                "only {have} of the {k} members needed are readable; {last_err}"
+            )));
         }
         let view: Vec<Option<&[u8]>> = members.iter().map(|m| m.as_deref()).collect();
         let out = ec::reconstruct(&view, k, m, shard, want, stripe[want].size as usize)?;
@@ -294,7 +302,7 @@ fn extents(file: &FileInfo, offset: u64, len: u64) -> Result<Vec<Extent<'_>>> {
         Redundancy::Replicated(_) => file.blocks.iter().map(|b| (b, None, 0)).collect(),
         Redundancy::Ec { data, parity } => {
             let width = usize::from(data) + usize::from(parity);
-            if file.blocks.len() % width != 0 {
+            if !file.blocks.len().is_multiple_of(width) {
                 return Err(ClientError::Unreadable(format!("{} has an incomplete stripe", file.path)));
             }
             file.blocks
@@ -426,16 +434,25 @@ impl<'c> Writer<'c> {
             chunk_bytes,
             exclude_nodes: exclude.clone(),
         };
-        let blocks = self.client.meta().allocate_blocks(req).await.map_err(|s| UnitError::Meta(s.into()))?.into_inner().blocks;
+        let blocks =
+            self.client.meta().allocate_blocks(req).await.map_err(|s| UnitError::Meta(s.into()))?.into_inner().blocks;
         // (block index, location) of every chunk to write.
         let writes = blocks.iter().enumerate().flat_map(|(i, b)| b.chunks.iter().map(move |c| (i, b, c)));
         let results = futures::future::join_all(writes.map(|(i, b, c)| {
             let chunk = ChunkRef { block: dingo_types::BlockId(b.id), copy: c.copy as u8 };
             let data = if matches!(self.redundancy, Redundancy::Replicated(_)) { &chunks[0] } else { &chunks[i] };
-            async move { (c.node, self.write_chunk(&c.addr, chunk, c.disk, data.clone()).await.map_err(|e| format!("{chunk} on {}: {e}", c.addr))) }
+            async move {
+                (
+                    c.node,
+                    self.write_chunk(&c.addr, chunk, c.disk, data.clone())
+                        .await
+                        .map_err(|e| format!("{chunk} on {}: {e}", c.addr)),
+                )
+            }
         }))
         .await;
-        let failed: Vec<(u32, String)> = results.into_iter().filter_map(|(node, r)| r.err().map(|e| (node, e))).collect();
+        let failed: Vec<(u32, String)> =
+            results.into_iter().filter_map(|(node, r)| r.err().map(|e| (node, e))).collect();
         if !failed.is_empty() {
             let ids = blocks.iter().map(|b| b.id).collect();
             let req = AbandonBlocksRequest { path: self.path.clone(), lease: self.lease, blocks: ids };

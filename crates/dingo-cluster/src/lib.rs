@@ -130,6 +130,8 @@ pub struct LocalCluster {
     meta_addr: String,
     nodes: Vec<Daemon>,
     node_addrs: Vec<String>,
+    /// `/metrics` addresses: the metadata service's, then each node's.
+    metrics_addrs: Vec<String>,
 }
 
 fn free_port() -> Result<u16, ClusterError> {
@@ -141,13 +143,15 @@ impl LocalCluster {
     /// Starts the metadata service, waits for it to listen, then starts the
     /// nodes. Call [`LocalCluster::wait_ready`] before using the cluster.
     pub fn start(spec: ClusterSpec) -> Result<Self, ClusterError> {
-        let mkdir = |p: &Path| fs::create_dir_all(p).map_err(|source| ClusterError::Prepare { path: p.to_path_buf(), source });
+        let mkdir =
+            |p: &Path| fs::create_dir_all(p).map_err(|source| ClusterError::Prepare { path: p.to_path_buf(), source });
         let logs = spec.data.join("logs");
         mkdir(&logs)?;
         let meta_dir = spec.data.join("meta");
         mkdir(&meta_dir)?;
         let port = |offset: u16| if spec.base_port == 0 { free_port() } else { Ok(spec.base_port + offset) };
         let meta_addr = format!("127.0.0.1:{}", port(0)?);
+        let mut metrics_addrs = vec![format!("127.0.0.1:{}", port(1)?)];
         let mut meta_args: Vec<String> = vec![
             "meta".into(),
             "--data".into(),
@@ -155,7 +159,7 @@ impl LocalCluster {
             "--listen".into(),
             meta_addr.clone(),
             "--metrics".into(),
-            format!("127.0.0.1:{}", port(1)?),
+            metrics_addrs[0].clone(),
         ];
         let mut node_common = Vec::new();
         if let Some(c) = &spec.config {
@@ -166,8 +170,10 @@ impl LocalCluster {
         let mut node_addrs = Vec::new();
         for i in 0..spec.nodes {
             let addr = format!("127.0.0.1:{}", port(10 + 2 * i as u16)?);
-            let mut args: Vec<String> = vec!["node".into(), "--meta".into(), meta_addr.clone(), "--listen".into(), addr.clone()];
-            args.extend(["--metrics".into(), format!("127.0.0.1:{}", port(11 + 2 * i as u16)?)]);
+            let mut args: Vec<String> =
+                vec!["node".into(), "--meta".into(), meta_addr.clone(), "--listen".into(), addr.clone()];
+            metrics_addrs.push(format!("127.0.0.1:{}", port(11 + 2 * i as u16)?));
+            args.extend(["--metrics".into(), metrics_addrs[i as usize + 1].clone()]);
             for d in 0..spec.disks_per_node {
                 args.extend(["--disk".into(), spec.data.join(format!("node{i}/disk{d}")).display().to_string()]);
             }
@@ -177,7 +183,7 @@ impl LocalCluster {
             node_addrs.push(addr);
         }
         let meta = Daemon { name: "metadata service".into(), args: meta_args, log: logs.join("meta.log"), child: None };
-        let mut cluster = LocalCluster { spec, meta, meta_addr, nodes, node_addrs };
+        let mut cluster = LocalCluster { spec, meta, meta_addr, nodes, node_addrs, metrics_addrs };
         cluster.start_meta()?;
         for i in 0..cluster.nodes.len() {
             cluster.start_node(i)?;
@@ -191,6 +197,11 @@ impl LocalCluster {
 
     pub fn node_addr(&self, i: usize) -> &str {
         &self.node_addrs[i]
+    }
+
+    /// `/metrics` address of the metadata service (`None`) or of node `i`.
+    pub fn metrics_addr(&self, node: Option<usize>) -> &str {
+        &self.metrics_addrs[node.map_or(0, |i| i + 1)]
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -210,7 +221,10 @@ impl LocalCluster {
         while !addr_file.exists() {
             self.meta.check_running()?;
             if Instant::now() > deadline {
-                return Err(ClusterError::Timeout(Duration::from_secs(30), "metadata service did not start listening".into()));
+                return Err(ClusterError::Timeout(
+                    Duration::from_secs(30),
+                    "metadata service did not start listening".into(),
+                ));
             }
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -139,7 +139,8 @@ impl MetaDb {
         let node = match existing {
             Some(id) => id,
             None => {
-                let id = u32::try_from(next_id(&tx, "next_node")?).map_err(|_| MetaError::Internal("too many nodes".into()))?;
+                let id = u32::try_from(next_id(&tx, "next_node")?)
+                    .map_err(|_| MetaError::Internal("too many nodes".into()))?;
                 tx.open_table(NODE_ADDRS)?.insert(addr, id)?;
                 id
             }
@@ -151,7 +152,8 @@ impl MetaDb {
             let id = match known {
                 Some(id) => id,
                 None => {
-                    let id = u32::try_from(next_id(&tx, "next_disk")?).map_err(|_| MetaError::Internal("too many disks".into()))?;
+                    let id = u32::try_from(next_id(&tx, "next_disk")?)
+                        .map_err(|_| MetaError::Internal("too many disks".into()))?;
                     tx.open_table(DISK_UUIDS)?.insert(d.uuid.as_str(), id)?;
                     id
                 }
@@ -179,7 +181,8 @@ impl MetaDb {
                 nodes.insert(id, n.encode_to_vec().as_slice())?;
             }
         }
-        let status = NodeStatus { id: node, addr: addr.to_string(), alive: false, heartbeat_age_ms: 0, disks: statuses };
+        let status =
+            NodeStatus { id: node, addr: addr.to_string(), alive: false, heartbeat_age_ms: 0, disks: statuses };
         nodes.insert(node, status.encode_to_vec().as_slice())?;
         drop(nodes);
         tx.commit()?;
@@ -278,7 +281,14 @@ impl MetaDb {
     }
 
     /// Appends written blocks to the file; the acknowledgement point of a write.
-    pub fn commit(&self, path: &str, lease: u64, now_ms: u64, ttl_ms: u64, sizes: &[(u64, u64)]) -> Result<u64, MetaError> {
+    pub fn commit(
+        &self,
+        path: &str,
+        lease: u64,
+        now_ms: u64,
+        ttl_ms: u64,
+        sizes: &[(u64, u64)],
+    ) -> Result<u64, MetaError> {
         let tx = self.db.begin_write()?;
         let mut f = leased_file(&tx, path, lease, now_ms, ttl_ms)?;
         let data_members = match Redundancy::try_from(f.redundancy.as_ref()).map_err(MetaError::Internal)? {
@@ -380,7 +390,11 @@ impl MetaDb {
 
     /// Confirms deletions a node made, and returns those still pending on
     /// `disks`.
-    pub fn sync_deletes(&self, confirmed: &[(u32, u64, u32)], disks: &[u32]) -> Result<Vec<(u32, u64, u32)>, MetaError> {
+    pub fn sync_deletes(
+        &self,
+        confirmed: &[(u32, u64, u32)],
+        disks: &[u32],
+    ) -> Result<Vec<(u32, u64, u32)>, MetaError> {
         if !confirmed.is_empty() {
             let tx = self.db.begin_write()?;
             let mut t = tx.open_table(PENDING_DELETES)?;

@@ -53,11 +53,13 @@ pub async fn run(cfg: MetaConfig, shutdown: impl Future<Output = ()> + Send + 's
         .await
         .map_err(|e| MetaError::Internal(e.to_string()))??;
     let service = Arc::new(service::MetaService::new(db, cfg.dead_after, cfg.lease_ttl)?);
-    let listener =
-        tokio::net::TcpListener::bind(cfg.listen).await.map_err(|source| RunError::Listen { addr: cfg.listen, source })?;
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| RunError::Listen { addr: cfg.listen, source })?;
     let bound = listener.local_addr().map_err(|source| RunError::Listen { addr: cfg.listen, source })?;
     let addr_file = cfg.data_dir.join("meta.addr");
-    std::fs::write(&addr_file, format!("{bound}\n")).map_err(|source| RunError::AddrFile { path: addr_file, source })?;
+    std::fs::write(&addr_file, format!("{bound}\n"))
+        .map_err(|source| RunError::AddrFile { path: addr_file, source })?;
     let metrics_task = match cfg.metrics {
         Some(addr) => {
             let s = service.clone();

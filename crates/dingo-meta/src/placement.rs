@@ -22,7 +22,12 @@ pub struct Candidate {
 }
 
 /// Picks `n` `(node, disk)` slots for chunks of `chunk_bytes` each.
-pub fn place(mut nodes: Vec<Candidate>, n: usize, chunk_bytes: u64, distinct_nodes: bool) -> Result<Vec<(u32, u32)>, MetaError> {
+pub fn place(
+    mut nodes: Vec<Candidate>,
+    n: usize,
+    chunk_bytes: u64,
+    distinct_nodes: bool,
+) -> Result<Vec<(u32, u32)>, MetaError> {
     let mut out: Vec<(u32, u32)> = Vec::with_capacity(n);
     let mut round: Vec<u32> = Vec::new();
     while out.len() < n {
@@ -47,10 +52,13 @@ pub fn place(mut nodes: Vec<Candidate>, n: usize, chunk_bytes: u64, distinct_nod
         }
         let total: f64 = eligible.iter().map(|e| e.1 as f64).sum();
         let mut pick = fastrand::f64() * total;
-        let &(i, _) = eligible.iter().find(|e| {
-            pick -= e.1 as f64;
-            pick <= 0.0
-        }).unwrap_or(eligible.last().expect("non-empty"));
+        let &(i, _) = eligible
+            .iter()
+            .find(|e| {
+                pick -= e.1 as f64;
+                pick <= 0.0
+            })
+            .unwrap_or(eligible.last().expect("non-empty"));
         let node = &mut nodes[i];
         let used: Vec<u32> = out.iter().map(|o| o.1).collect();
         let disk = node

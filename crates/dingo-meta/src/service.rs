@@ -85,7 +85,11 @@ impl MetaService {
         m.sample("dingo_meta_nodes", &[("state", "alive")], alive);
         m.sample("dingo_meta_nodes", &[("state", "dead")], soft.len() - alive);
         for (name, help, get) in [
-            ("dingo_meta_disk_capacity_bytes", "Disk capacity as last reported.", (|u: &DiskUsage| u.capacity) as fn(&DiskUsage) -> u64),
+            (
+                "dingo_meta_disk_capacity_bytes",
+                "Disk capacity as last reported.",
+                (|u: &DiskUsage| u.capacity) as fn(&DiskUsage) -> u64,
+            ),
             ("dingo_meta_disk_used_bytes", "Disk bytes used as last reported.", |u| u.used),
             ("dingo_meta_disk_chunks", "Chunks on the disk as last reported.", |u| u.chunks),
         ] {
@@ -99,7 +103,11 @@ impl MetaService {
         drop(soft);
         if let Ok((files, blocks)) = self.db.counts() {
             m.family("dingo_meta_files", "gauge", "Files in the namespace.").sample("dingo_meta_files", &[], files);
-            m.family("dingo_meta_blocks", "gauge", "Block records (including deleted).").sample("dingo_meta_blocks", &[], blocks);
+            m.family("dingo_meta_blocks", "gauge", "Block records (including deleted).").sample(
+                "dingo_meta_blocks",
+                &[],
+                blocks,
+            );
         }
         m.finish()
     }
@@ -107,7 +115,10 @@ impl MetaService {
 
 #[tonic::async_trait]
 impl Meta for MetaService {
-    async fn register_node(&self, request: Request<RegisterNodeRequest>) -> Result<Response<RegisterNodeReply>, Status> {
+    async fn register_node(
+        &self,
+        request: Request<RegisterNodeRequest>,
+    ) -> Result<Response<RegisterNodeReply>, Status> {
         let r = request.into_inner();
         if r.addr.is_empty() || r.disks.is_empty() {
             return Err(Status::invalid_argument("a node registers with an address and at least one disk"));
@@ -137,11 +148,8 @@ impl Meta for MetaService {
             }
             s.usage.keys().copied().collect()
         };
-        let confirmed: Vec<(u32, u64, u32)> = r
-            .deleted
-            .iter()
-            .filter_map(|d| d.chunk.as_ref().map(|c| (d.disk, c.block, c.copy)))
-            .collect();
+        let confirmed: Vec<(u32, u64, u32)> =
+            r.deleted.iter().filter_map(|d| d.chunk.as_ref().map(|c| (d.disk, c.block, c.copy))).collect();
         let db = self.db.clone();
         let pending = blocking(move || db.sync_deletes(&confirmed, &disks)).await?;
         let delete = pending
@@ -168,7 +176,10 @@ impl Meta for MetaService {
         Ok(Response::new(OpenFileReply { file: Some(file), lease: lease.id }))
     }
 
-    async fn allocate_blocks(&self, request: Request<AllocateBlocksRequest>) -> Result<Response<AllocateBlocksReply>, Status> {
+    async fn allocate_blocks(
+        &self,
+        request: Request<AllocateBlocksRequest>,
+    ) -> Result<Response<AllocateBlocksReply>, Status> {
         let r = request.into_inner();
         let db = self.db.clone();
         let path = r.path.clone();
@@ -193,9 +204,10 @@ impl Meta for MetaService {
                     .map(|(copy, &(node, disk))| ChunkLocation { copy: copy as u32, disk, node, addr: String::new() })
                     .collect(),
             ],
-            Redundancy::Ec { .. } => {
-                slots.iter().map(|&(node, disk)| vec![ChunkLocation { copy: 0, disk, node, addr: String::new() }]).collect()
-            }
+            Redundancy::Ec { .. } => slots
+                .iter()
+                .map(|&(node, disk)| vec![ChunkLocation { copy: 0, disk, node, addr: String::new() }])
+                .collect(),
         };
         let db = self.db.clone();
         let ttl = self.ttl_ms();
@@ -204,7 +216,10 @@ impl Meta for MetaService {
         Ok(Response::new(AllocateBlocksReply { blocks }))
     }
 
-    async fn commit_blocks(&self, request: Request<CommitBlocksRequest>) -> Result<Response<CommitBlocksReply>, Status> {
+    async fn commit_blocks(
+        &self,
+        request: Request<CommitBlocksRequest>,
+    ) -> Result<Response<CommitBlocksReply>, Status> {
         let r = request.into_inner();
         let db = self.db.clone();
         let ttl = self.ttl_ms();
@@ -213,7 +228,10 @@ impl Meta for MetaService {
         Ok(Response::new(CommitBlocksReply { file_size }))
     }
 
-    async fn abandon_blocks(&self, request: Request<AbandonBlocksRequest>) -> Result<Response<AbandonBlocksReply>, Status> {
+    async fn abandon_blocks(
+        &self,
+        request: Request<AbandonBlocksRequest>,
+    ) -> Result<Response<AbandonBlocksReply>, Status> {
         let r = request.into_inner();
         let db = self.db.clone();
         let ttl = self.ttl_ms();

@@ -179,7 +179,11 @@ impl BlockCache {
         } else {
             None
         };
-        if found.is_some() { c.stats.hits += 1 } else { c.stats.misses += 1 }
+        if found.is_some() {
+            c.stats.hits += 1
+        } else {
+            c.stats.misses += 1
+        }
         found
     }
 

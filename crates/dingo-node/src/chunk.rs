@@ -216,7 +216,7 @@ impl<'d> ChunkWriter<'d> {
             self.buf_fill += n;
             self.received += n as u64;
             data = rest;
-            if self.received % SEGMENT == 0 {
+            if self.received.is_multiple_of(SEGMENT) {
                 self.crcs.push(std::mem::take(&mut self.seg_crc));
             }
             if self.buf_fill == WRITE_BUF {
@@ -246,7 +246,7 @@ impl<'d> ChunkWriter<'d> {
                 self.chunk, self.received, self.layout.data_len
             )));
         }
-        if self.received % SEGMENT != 0 {
+        if !self.received.is_multiple_of(SEGMENT) {
             self.crcs.push(self.seg_crc);
         }
         if self.buf_fill > 0 {
@@ -327,8 +327,9 @@ mod tests {
     fn round_trips_odd_sizes_and_piece_sizes() {
         let dir = tempfile::tempdir().unwrap();
         let (disk, _) = Disk::open(dir.path(), None, None).unwrap();
-        for (i, (n, piece)) in
-            [(0, 1), (1, 1), (4095, 1000), (65536, 65536), (65537, 3000), (3 << 20 | 17, 1 << 20)].into_iter().enumerate()
+        for (i, (n, piece)) in [(0, 1), (1, 1), (4095, 1000), (65536, 65536), (65537, 3000), (3 << 20 | 17, 1 << 20)]
+            .into_iter()
+            .enumerate()
         {
             let data = pattern(n);
             let len = write(&disk, chunk(i as u64), &data, piece);

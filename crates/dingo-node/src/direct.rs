@@ -92,7 +92,9 @@ impl DirectFile {
                 // The filesystem refuses O_DIRECT. `create_new` may already
                 // have created the file before failing, so retry as plain open.
                 let file = match opts.open(path) {
-                    Err(e2) if e2.kind() == io::ErrorKind::AlreadyExists => OpenOptions::new().read(true).write(true).open(path)?,
+                    Err(e2) if e2.kind() == io::ErrorKind::AlreadyExists => {
+                        OpenOptions::new().read(true).write(true).open(path)?
+                    }
                     other => other?,
                 };
                 Ok(DirectFile { file, direct: false })
@@ -117,7 +119,7 @@ impl DirectFile {
 
     /// Writes all of `buf` at `offset`.
     pub fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        debug_assert!(offset % ALIGN as u64 == 0 && buf.len() % ALIGN == 0);
+        debug_assert!(offset.is_multiple_of(ALIGN as u64) && buf.len().is_multiple_of(ALIGN));
         debug_assert_eq!(buf.as_ptr().align_offset(ALIGN), 0);
         self.file.write_all_at(buf, offset)
     }
@@ -136,7 +138,12 @@ impl DirectFile {
     fn drop_cached(&self, offset: u64, len: u64) {
         // SAFETY: plain syscall on a valid, open file descriptor.
         unsafe {
-            libc::posix_fadvise(self.file.as_raw_fd(), offset as libc::off_t, len as libc::off_t, libc::POSIX_FADV_DONTNEED);
+            libc::posix_fadvise(
+                self.file.as_raw_fd(),
+                offset as libc::off_t,
+                len as libc::off_t,
+                libc::POSIX_FADV_DONTNEED,
+            );
         }
     }
 }

@@ -236,7 +236,9 @@ fn read_or_write_label(dir: &Path) -> io::Result<String> {
             .strip_prefix(LABEL_PREFIX)
             .filter(|u| u.len() == 32 && u.bytes().all(|b| b.is_ascii_hexdigit()))
             .map(str::to_string)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, format!("{} is not a DINGO disk label", path.display()))),
+            .ok_or_else(|| {
+                io::Error::new(io::ErrorKind::InvalidData, format!("{} is not a DINGO disk label", path.display()))
+            }),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             let mut raw = [0u8; 16];
             fs::File::open("/dev/urandom")?.read_exact(&mut raw)?;

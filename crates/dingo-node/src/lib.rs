@@ -19,7 +19,9 @@ pub use store::{DiskSpec, Store};
 
 use dingo_proto::v1::meta_client::MetaClient;
 use dingo_proto::v1::node_server::NodeServer;
-use dingo_proto::v1::{ChunkOnDisk, DiskModel as WireModel, DiskRegistration, DiskUsage, HeartbeatRequest, RegisterNodeRequest};
+use dingo_proto::v1::{
+    ChunkOnDisk, DiskModel as WireModel, DiskRegistration, DiskUsage, HeartbeatRequest, RegisterNodeRequest,
+};
 use dingo_proto::{MAX_MESSAGE_BYTES, chunk_ref};
 use dingo_types::DiskId;
 use std::future::Future;
@@ -66,8 +68,9 @@ pub enum NodeError {
 /// Runs a node until `shutdown` resolves.
 pub async fn run(cfg: NodeConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), NodeError> {
     let store = Arc::new(tokio::task::block_in_place(|| Store::open(&cfg.disks, cfg.cache_bytes, cfg.pinned_bytes))?);
-    let listener =
-        tokio::net::TcpListener::bind(cfg.listen).await.map_err(|source| NodeError::Listen { addr: cfg.listen, source })?;
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| NodeError::Listen { addr: cfg.listen, source })?;
     let bound = listener.local_addr().map_err(|source| NodeError::Listen { addr: cfg.listen, source })?;
     let advertise = cfg.advertise.clone().unwrap_or_else(|| bound.to_string());
     let _metrics = match cfg.metrics {
@@ -83,11 +86,20 @@ pub async fn run(cfg: NodeConfig, shutdown: impl Future<Output = ()> + Send + 's
     };
 
     let meta = MetaClient::new(
-        Channel::from_shared(format!("http://{}", cfg.meta)).map_err(|_| NodeError::MetaAddr(cfg.meta.clone()))?.connect_lazy(),
+        Channel::from_shared(format!("http://{}", cfg.meta))
+            .map_err(|_| NodeError::MetaAddr(cfg.meta.clone()))?
+            .connect_lazy(),
     );
     let node = register(&meta, &cfg.meta, &advertise, &store).await?;
     tracing::info!(node, %advertise, disks = store.disks.len(), "node registered");
-    let _heartbeat = AbortOnDrop(tokio::spawn(heartbeat_loop(meta, cfg.meta.clone(), advertise, store.clone(), node, cfg.heartbeat)));
+    let _heartbeat = AbortOnDrop(tokio::spawn(heartbeat_loop(
+        meta,
+        cfg.meta.clone(),
+        advertise,
+        store.clone(),
+        node,
+        cfg.heartbeat,
+    )));
 
     tonic::transport::Server::builder()
         .add_service(
@@ -110,7 +122,12 @@ impl Drop for AbortOnDrop {
 
 /// Registers the node, retrying while the metadata service is unreachable
 /// (it may start after the node). Assigns the disk ids it returns.
-async fn register(meta: &MetaClient<Channel>, meta_addr: &str, advertise: &str, store: &Store) -> Result<u32, NodeError> {
+async fn register(
+    meta: &MetaClient<Channel>,
+    meta_addr: &str,
+    advertise: &str,
+    store: &Store,
+) -> Result<u32, NodeError> {
     let req = RegisterNodeRequest {
         addr: advertise.to_string(),
         disks: store
@@ -121,7 +138,10 @@ async fn register(meta: &MetaClient<Channel>, meta_addr: &str, advertise: &str, 
                 path: d.path.display().to_string(),
                 capacity: d.capacity,
                 used: d.used(),
-                model: d.model.map(|m| WireModel { positioning_us: m.positioning_us, transfer_bytes_per_sec: m.transfer_bytes_per_sec }),
+                model: d.model.map(|m| WireModel {
+                    positioning_us: m.positioning_us,
+                    transfer_bytes_per_sec: m.transfer_bytes_per_sec,
+                }),
             })
             .collect(),
     };

@@ -160,11 +160,14 @@ pub fn stats(store: &Store) -> NodeStatsReply {
     }
 }
 
+/// A per-disk metric family: name, kind, help and how to read its value.
+type DiskFamily = (&'static str, &'static str, &'static str, fn(&DiskStats) -> u64);
+
 /// The node's Prometheus page.
 pub fn render_metrics(store: &Store) -> String {
     let s = stats(store);
     let mut m = MetricsText::new();
-    let per_disk: [(&str, &str, &str, fn(&DiskStats) -> u64); 7] = [
+    let per_disk: [DiskFamily; 7] = [
         ("dingo_disk_read_bytes_total", "counter", "Bytes read from the device.", |d| d.bytes_read),
         ("dingo_disk_read_requests_total", "counter", "Read requests sent to the device.", |d| d.read_requests),
         ("dingo_disk_written_bytes_total", "counter", "Bytes written to the device.", |d| d.bytes_written),
@@ -173,7 +176,9 @@ pub fn render_metrics(store: &Store) -> String {
             d.head_time_us
         }),
         ("dingo_disk_checksum_errors_total", "counter", "Checksum mismatches found on reads.", |d| d.checksum_errors),
-        ("dingo_disk_direct_io", "gauge", "1 if reads bypass the page cache with O_DIRECT.", |d| u64::from(d.direct_io)),
+        ("dingo_disk_direct_io", "gauge", "1 if reads bypass the page cache with O_DIRECT.", |d| {
+            u64::from(d.direct_io)
+        }),
     ];
     for (name, kind, help, get) in per_disk {
         m.family(name, kind, help);
@@ -198,7 +203,12 @@ pub fn render_metrics(store: &Store) -> String {
         ("dingo_cache_hits_total", "counter", "Cache page hits.", c.hits),
         ("dingo_cache_misses_total", "counter", "Cache page misses.", c.misses),
         ("dingo_cache_pinned_hits_total", "counter", "Hits served by the pinned region.", c.pinned_hits),
-        ("dingo_cache_overflow_evictions_total", "counter", "Pinned pages evicted early on overflow.", c.overflow_evictions),
+        (
+            "dingo_cache_overflow_evictions_total",
+            "counter",
+            "Pinned pages evicted early on overflow.",
+            c.overflow_evictions,
+        ),
         ("dingo_cache_general_bytes", "gauge", "Bytes in the general region.", c.general_bytes),
         ("dingo_cache_pinned_bytes", "gauge", "Bytes in the pinned region.", c.pinned_bytes),
     ] {

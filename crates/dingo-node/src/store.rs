@@ -73,7 +73,10 @@ impl Store {
     }
 
     fn disk_index(&self, id: DiskId) -> Result<usize, StoreError> {
-        self.disks.iter().position(|d| d.id() == Some(id)).ok_or_else(|| StoreError::Invalid(format!("{id} is not on this node")))
+        self.disks
+            .iter()
+            .position(|d| d.id() == Some(id))
+            .ok_or_else(|| StoreError::Invalid(format!("{id} is not on this node")))
     }
 
     fn lookup(&self, chunk: ChunkRef) -> Result<Arc<Stored>, StoreError> {
@@ -298,7 +301,13 @@ mod tests {
         let mut once = Some(Bytes::from_static(b"abc"));
         let e = store.write_chunk(C, DiskId(5), 3, || Ok(once.take()), || false).unwrap_err();
         assert!(e.to_string().contains("without seal"), "{e}");
-        assert!(store.write_chunk(C, DiskId(6), 3, || Ok(None), || true).unwrap_err().to_string().contains("not on this node"));
+        assert!(
+            store
+                .write_chunk(C, DiskId(6), 3, || Ok(None), || true)
+                .unwrap_err()
+                .to_string()
+                .contains("not on this node")
+        );
         assert!(store.inventory()[0].is_empty());
         assert_eq!(store.disks[0].used(), 0);
     }

@@ -70,7 +70,9 @@ impl Redundancy {
         match self {
             Redundancy::Replicated(r) if (1..=dingo_types::MAX_COPIES).contains(&r) => Ok(self),
             Redundancy::Replicated(r) => Err(format!("replication factor {r} must be 1..={}", dingo_types::MAX_COPIES)),
-            Redundancy::Ec { data, parity } if data >= 1 && parity >= 1 && usize::from(data) + usize::from(parity) <= 64 => {
+            Redundancy::Ec { data, parity }
+                if data >= 1 && parity >= 1 && usize::from(data) + usize::from(parity) <= 64 =>
+            {
                 Ok(self)
             }
             Redundancy::Ec { data, parity } => {
@@ -95,7 +97,9 @@ impl FromStr for Redundancy {
 
     fn from_str(s: &str) -> Result<Self, String> {
         let bad = || format!("invalid redundancy `{s}`; expected e.g. replicated:3 or ec:6+3");
-        let parsed = if let Some(r) = s.strip_prefix("replicated:").or_else(|| s.strip_prefix('r').filter(|r| !r.starts_with('s'))) {
+        let parsed = if let Some(r) =
+            s.strip_prefix("replicated:").or_else(|| s.strip_prefix('r').filter(|r| !r.starts_with('s')))
+        {
             Redundancy::Replicated(r.parse().map_err(|_| bad())?)
         } else if let Some(km) = s.strip_prefix("ec:").or_else(|| s.strip_prefix("rs")) {
             let (k, m) = km.split_once('+').ok_or_else(bad)?;
@@ -139,7 +143,10 @@ impl TryFrom<Option<&v1::Redundancy>> for Redundancy {
 pub enum IoTag {
     #[default]
     Foreground,
-    Maintenance { task: TaskKind, declaration: DeclarationId },
+    Maintenance {
+        task: TaskKind,
+        declaration: DeclarationId,
+    },
 }
 
 impl IoTag {

@@ -74,11 +74,12 @@ pub async fn serve(addr: SocketAddr, render: Render) -> std::io::Result<(SocketA
                 }
                 let head = String::from_utf8_lossy(&buf[..n]);
                 let path = head.split_whitespace().nth(1).unwrap_or("");
-                let (status, body) = if head.starts_with("GET ") && (path == "/metrics" || path.starts_with("/metrics?")) {
-                    ("200 OK", render())
-                } else {
-                    ("404 Not Found", "only GET /metrics is served\n".to_string())
-                };
+                let (status, body) =
+                    if head.starts_with("GET ") && (path == "/metrics" || path.starts_with("/metrics?")) {
+                        ("200 OK", render())
+                    } else {
+                        ("404 Not Found", "only GET /metrics is served\n".to_string())
+                    };
                 let resp = format!(
                     "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                     body.len()

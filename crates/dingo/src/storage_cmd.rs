@@ -246,7 +246,11 @@ async fn cluster_status(meta: &str) -> Result<()> {
     println!("{} file(s), {} block record(s)", s.files, s.blocks);
     println!("{:<5} {:<22} {:<6} {:>8}  disks", "node", "address", "state", "hb age");
     for n in &s.nodes {
-        let age = if n.heartbeat_age_ms == u64::MAX { "-".into() } else { format!("{:.1}s", n.heartbeat_age_ms as f64 / 1000.0) };
+        let age = if n.heartbeat_age_ms == u64::MAX {
+            "-".into()
+        } else {
+            format!("{:.1}s", n.heartbeat_age_ms as f64 / 1000.0)
+        };
         println!("{:<5} {:<22} {:<6} {:>8}", n.id, n.addr, if n.alive { "alive" } else { "dead" }, age);
         for d in &n.disks {
             println!(
@@ -300,10 +304,24 @@ pub async fn run_fs(cmd: FsCommand) -> Result<()> {
         FsCommand::Stat { path, meta } => {
             let f = Client::new(&meta)?.stat(&path).await?;
             let r = Redundancy::try_from(f.redundancy.as_ref()).map(|r| r.to_string()).unwrap_or_default();
-            println!("{}: {} bytes, {r}, block size {}, {}", f.path, f.size, f.block_size, if f.sealed { "sealed" } else { "open" });
+            println!(
+                "{}: {} bytes, {r}, block size {}, {}",
+                f.path,
+                f.size,
+                f.block_size,
+                if f.sealed { "sealed" } else { "open" }
+            );
             for b in &f.blocks {
-                let chunks: Vec<String> = b.chunks.iter().map(|c| format!("copy {} disk {} @ {}", c.copy, c.disk, c.addr)).collect();
-                println!("  block {} group {} member {} size {}: {}", b.id, b.group, b.ec_index, b.size, chunks.join(", "));
+                let chunks: Vec<String> =
+                    b.chunks.iter().map(|c| format!("copy {} disk {} @ {}", c.copy, c.disk, c.addr)).collect();
+                println!(
+                    "  block {} group {} member {} size {}: {}",
+                    b.id,
+                    b.group,
+                    b.ec_index,
+                    b.size,
+                    chunks.join(", ")
+                );
             }
         }
     }

@@ -72,8 +72,10 @@ impl StorageConfig {
     /// Loads `path`, or the defaults when there is none.
     pub fn load(path: Option<&Path>) -> Result<Self> {
         let Some(path) = path else { return Ok(Self::default()) };
-        let text = std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?;
-        let cfg: StorageConfig = toml::from_str(&text).with_context(|| format!("malformed config file {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?;
+        let cfg: StorageConfig =
+            toml::from_str(&text).with_context(|| format!("malformed config file {}", path.display()))?;
         cfg.node.validate().with_context(|| format!("invalid config file {}", path.display()))?;
         Ok(cfg)
     }
@@ -108,7 +110,7 @@ impl NodeSection {
 }
 
 fn size(value: Option<&str>, key: &str, default: u64) -> Result<u64> {
-    value.map_or(Ok(default), |v| parse_bytes(v).with_context(|| format!("{key}")))
+    value.map_or(Ok(default), |v| parse_bytes(v).with_context(|| key.to_string()))
 }
 
 #[cfg(test)]
