@@ -6,6 +6,7 @@
 //! trailing members may be short or empty, and are zero-padded back to
 //! `shard_len` for coding. Parity members store `shard_len` bytes each.
 
+use reed_solomon_simd::{ReedSolomonDecoder, ReedSolomonEncoder};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -24,18 +25,45 @@ pub fn member_range(len: usize, k: usize, i: usize) -> std::ops::Range<usize> {
     (i * s).min(len)..((i + 1) * s).min(len)
 }
 
-fn padded(data: &[u8], len: usize) -> Vec<u8> {
-    let mut v = Vec::with_capacity(len);
-    v.extend_from_slice(data);
-    v.resize(len, 0);
-    v
+/// Shards are coded in independent slices of this many bytes (a multiple of
+/// 64, the codec's unit), so the codec's working set stays in cache however
+/// large the shards are. Encoding and decoding slice identically.
+const SLICE: usize = 32 * 1024;
+
+/// Bytes `off..off + n` of a member stored as `data`, zero-padded past its end.
+fn slice_of<'a>(data: &'a [u8], off: usize, n: usize, pad: &'a mut Vec<u8>) -> &'a [u8] {
+    if data.len() >= off + n {
+        return &data[off..off + n];
+    }
+    pad.clear();
+    pad.extend_from_slice(data.get(off..).unwrap_or(&[]));
+    pad.resize(n, 0);
+    pad
+}
+
+fn err(e: reed_solomon_simd::Error) -> EcError {
+    EcError(e.to_string())
 }
 
 /// Parity shards of a stripe.
 pub fn encode(stripe: &[u8], k: usize, m: usize) -> Result<Vec<Vec<u8>>, EcError> {
     let s = shard_len(stripe.len(), k);
-    let shards: Vec<Vec<u8>> = (0..k).map(|i| padded(&stripe[member_range(stripe.len(), k, i)], s)).collect();
-    reed_solomon_simd::encode(k, m, &shards).map_err(|e| EcError(e.to_string()))
+    let members: Vec<&[u8]> = (0..k).map(|i| &stripe[member_range(stripe.len(), k, i)]).collect();
+    let mut parity = vec![vec![0u8; s]; m];
+    let mut enc = ReedSolomonEncoder::new(k, m, SLICE.min(s)).map_err(err)?;
+    let mut pad = Vec::new();
+    for off in (0..s).step_by(SLICE) {
+        let n = SLICE.min(s - off);
+        enc.reset(k, m, n).map_err(err)?;
+        for d in &members {
+            enc.add_original_shard(slice_of(d, off, n, &mut pad)).map_err(err)?;
+        }
+        let result = enc.encode().map_err(err)?;
+        for (p, r) in parity.iter_mut().zip(result.recovery_iter()) {
+            p[off..off + n].copy_from_slice(r);
+        }
+    }
+    Ok(parity)
 }
 
 /// Rebuilds data member `want` from any `k` members. `members[j]` is member
@@ -52,10 +80,26 @@ pub fn reconstruct(
     if let Some(Some(have)) = members.get(want) {
         return Ok(have.to_vec());
     }
-    let original = (0..k).filter_map(|i| members[i].map(|d| (i, padded(d, shard))));
-    let recovery = (0..m).filter_map(|j| members[k + j].map(|d| (j, d.to_vec())));
-    let mut restored = reed_solomon_simd::decode(k, m, original, recovery).map_err(|e| EcError(e.to_string()))?;
-    let mut out = restored.remove(&want).ok_or_else(|| EcError(format!("member {want} was not restored")))?;
+    let available = members.iter().filter(|x| x.is_some()).count();
+    if available < k {
+        return Err(EcError(format!("{available} members available, {k} needed")));
+    }
+    let mut out = vec![0u8; shard];
+    let mut dec = ReedSolomonDecoder::new(k, m, SLICE.min(shard)).map_err(err)?;
+    let mut pad = Vec::new();
+    for off in (0..shard).step_by(SLICE) {
+        let n = SLICE.min(shard - off);
+        dec.reset(k, m, n).map_err(err)?;
+        for (j, d) in members.iter().enumerate() {
+            let Some(d) = d else { continue };
+            let piece = slice_of(d, off, n, &mut pad);
+            if j < k { dec.add_original_shard(j, piece) } else { dec.add_recovery_shard(j - k, piece) }.map_err(err)?;
+        }
+        let result = dec.decode().map_err(err)?;
+        let restored =
+            result.restored_original(want).ok_or_else(|| EcError(format!("member {want} was not restored")))?;
+        out[off..off + n].copy_from_slice(restored);
+    }
     out.truncate(member_len);
     Ok(out)
 }
@@ -67,7 +111,7 @@ mod tests {
     #[test]
     fn any_k_members_rebuild_any_data_member() {
         let (k, m) = (4, 2);
-        for len in [1, 7, 1000, 4096 + 3] {
+        for len in [1, 7, 1000, 4096 + 3, 4 * SLICE + 130] {
             let stripe: Vec<u8> = (0..len).map(|i| (i * 31 % 256) as u8).collect();
             let parity = encode(&stripe, k, m).unwrap();
             let s = shard_len(len, k);

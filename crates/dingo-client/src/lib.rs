@@ -19,10 +19,10 @@ pub mod ec;
 pub use dingo_proto::{IoTag, Redundancy};
 
 use bytes::Bytes;
-use dingo_proto::MAX_MESSAGE_BYTES;
 use dingo_proto::v1::meta_client::MetaClient;
 use dingo_proto::v1::node_client::NodeClient;
 use dingo_proto::v1::*;
+use dingo_proto::{CONNECTION_WINDOW, MAX_MESSAGE_BYTES, STREAM_WINDOW};
 use dingo_types::ChunkRef;
 use futures::StreamExt;
 use std::collections::HashMap;
@@ -78,7 +78,13 @@ pub type Result<T, E = ClientError> = std::result::Result<T, E>;
 
 fn channel(addr: &str) -> Result<Channel> {
     let ep = Endpoint::from_shared(format!("http://{addr}")).map_err(|_| ClientError::Address(addr.to_string()))?;
-    Ok(ep.connect_timeout(Duration::from_secs(3)).timeout(Duration::from_secs(60)).tcp_nodelay(true).connect_lazy())
+    Ok(ep
+        .connect_timeout(Duration::from_secs(3))
+        .timeout(Duration::from_secs(60))
+        .tcp_nodelay(true)
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .connect_lazy())
 }
 
 /// A handle on the cluster. Cheap to share by reference; node connections

@@ -73,6 +73,8 @@ pub async fn run(cfg: MetaConfig, shutdown: impl Future<Output = ()> + Send + 's
     };
     tracing::info!(%bound, data = %cfg.data_dir.display(), "metadata service listening");
     let result = tonic::transport::Server::builder()
+        .initial_stream_window_size(dingo_proto::STREAM_WINDOW)
+        .initial_connection_window_size(dingo_proto::CONNECTION_WINDOW)
         .add_service(
             MetaServer::from_arc(service)
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)

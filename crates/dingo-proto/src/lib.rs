@@ -22,6 +22,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// plus framing.
 pub const MAX_MESSAGE_BYTES: usize = 17 << 20;
 
+/// HTTP/2 flow-control windows for every channel and server. The 64 KiB
+/// default would make each multi-megabyte chunk transfer wait on dozens of
+/// window updates.
+pub const STREAM_WINDOW: u32 = 16 << 20;
+pub const CONNECTION_WINDOW: u32 = 64 << 20;
+
 /// Unix time in milliseconds.
 pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
