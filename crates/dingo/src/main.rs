@@ -1,25 +1,67 @@
-//! `dingo`: one command for everything DINGO runs.
+//! The `dingo` command. A thin dispatcher: each subcommand's logic lives in
+//! its own module or library crate.
 
 mod bench;
+mod bench_io;
+mod storage_cmd;
+mod storage_config;
 
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "dingo", version, about = "Declarative IO for distributed storage")]
+#[command(name = "dingo", version, about = "DINGO: declarative IO for distributed storage")]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Commands,
 }
 
 #[derive(Subcommand)]
-enum Command {
-    /// Measure a component and print its figures.
+enum Commands {
+    /// Run the metadata service.
+    Meta(storage_cmd::MetaArgs),
+    /// Run a storage node.
+    Node(storage_cmd::NodeArgs),
+    /// Run or inspect a local cluster.
     #[command(subcommand)]
-    Bench(bench::BenchCommand),
+    Cluster(storage_cmd::ClusterCommand),
+    /// File operations.
+    #[command(subcommand)]
+    Fs(storage_cmd::FsCommand),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCommand),
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
-        Command::Bench(cmd) => bench::run(cmd),
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// Client and raw disk throughput, EC encode/decode speed.
+    Io(bench_io::BenchIoArgs),
+    /// Schedule and dispatch one quantum of a steady-state load on a
+    /// synthetic cluster of the given capacity.
+    Planner(bench::planner::PlannerBenchArgs),
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,h2=warn,tower=warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match Cli::parse().command {
+        Commands::Meta(a) => storage_cmd::run_meta(a).await,
+        Commands::Node(a) => storage_cmd::run_node(a).await,
+        Commands::Cluster(c) => storage_cmd::run_cluster(c).await,
+        Commands::Fs(c) => storage_cmd::run_fs(c).await,
+        Commands::Bench(BenchCommand::Io(a)) => bench_io::run(a).await,
+        Commands::Bench(BenchCommand::Planner(a)) => bench::planner::run(&a),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
     }
 }

@@ -1,22 +1,7 @@
 //! `dingo bench ...`: benchmarks that print their figures (and JSON with
 //! `--json`), so targets are checked by measurement, not by timed tests.
 
-mod planner;
-
-use clap::Subcommand;
-
-#[derive(Subcommand)]
-pub enum BenchCommand {
-    /// Schedule and dispatch one quantum of a steady-state load on a
-    /// synthetic cluster of the given capacity.
-    Planner(planner::PlannerBenchArgs),
-}
-
-pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
-    match cmd {
-        BenchCommand::Planner(args) => planner::run(&args),
-    }
-}
+pub mod planner;
 
 /// Peak resident set size of this process, from /proc (Linux); 0 elsewhere.
 pub fn peak_rss_bytes() -> u64 {

@@ -1,0 +1,499 @@
+//! DINGO storage client.
+//!
+//! Files are written through a [`Writer`] holding the file's single-writer
+//! lease. Data is cut into write units — one block for a replicated file, one
+//! stripe of `k` data blocks plus `m` parity blocks for an erasure-coded one —
+//! and each unit is written to every chunk location the metadata service
+//! assigns, sealed on the nodes, and only then committed to the file. A
+//! commit is the acknowledgement: committed bytes are on `r` nodes (or on
+//! `k + m` members) and fsynced. If a node fails during a unit, the unit is
+//! abandoned and rewritten elsewhere.
+//!
+//! Reads ([`Client::read`]) pick a replica at random and fall back to the
+//! others on any error, including a checksum error reported by the node; an
+//! unreadable EC data member is rebuilt from any `k` other members of its
+//! stripe. Every read carries an [`IoTag`].
+
+pub mod ec;
+
+pub use dingo_proto::{IoTag, Redundancy};
+
+use bytes::Bytes;
+use dingo_proto::v1::meta_client::MetaClient;
+use dingo_proto::v1::node_client::NodeClient;
+use dingo_proto::v1::*;
+use dingo_proto::{CONNECTION_WINDOW, MAX_MESSAGE_BYTES, STREAM_WINDOW};
+use dingo_types::ChunkRef;
+use futures::StreamExt;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+use thiserror::Error;
+use tonic::transport::{Channel, Endpoint};
+
+/// Largest piece of a chunk sent or requested in one message.
+const PIECE: usize = 8 << 20;
+/// Stream pieces of a chunk write.
+const WRITE_PIECE: usize = 1 << 20;
+/// Attempts at writing one unit on fresh placements.
+const WRITE_ATTEMPTS: usize = 3;
+/// Extents read concurrently by one [`Client::read`].
+const READ_PARALLELISM: usize = 8;
+
+#[derive(Debug, Error)]
+pub enum ClientError {
+    /// An error status from the metadata service or a node; the message
+    /// already says what went wrong.
+    #[error("{}", .0.message())]
+    Rpc(tonic::Status),
+    #[error("invalid address `{0}`")]
+    Address(String),
+    #[error("read of {len} bytes at offset {offset} is past the end of {path} ({size} bytes)")]
+    PastEnd { path: String, offset: u64, len: u64, size: u64 },
+    #[error("{0}")]
+    Unreadable(String),
+    #[error("write of {path} failed after {WRITE_ATTEMPTS} attempts: {last}")]
+    WriteFailed { path: String, last: String },
+    #[error(transparent)]
+    Ec(#[from] ec::EcError),
+}
+
+impl From<tonic::Status> for ClientError {
+    fn from(s: tonic::Status) -> Self {
+        ClientError::Rpc(s)
+    }
+}
+
+impl ClientError {
+    /// The gRPC code, if the error came from a service.
+    pub fn code(&self) -> Option<tonic::Code> {
+        match self {
+            ClientError::Rpc(s) => Some(s.code()),
+            _ => None,
+        }
+    }
+}
+
+pub type Result<T, E = ClientError> = std::result::Result<T, E>;
+
+fn channel(addr: &str) -> Result<Channel> {
+    let ep = Endpoint::from_shared(format!("http://{addr}")).map_err(|_| ClientError::Address(addr.to_string()))?;
+    Ok(ep
+        .connect_timeout(Duration::from_secs(3))
+        .timeout(Duration::from_secs(60))
+        .tcp_nodelay(true)
+        .initial_stream_window_size(STREAM_WINDOW)
+        .initial_connection_window_size(CONNECTION_WINDOW)
+        .connect_lazy())
+}
+
+/// A handle on the cluster. Cheap to share by reference; node connections
+/// are opened on first use and kept.
+pub struct Client {
+    meta: MetaClient<Channel>,
+    nodes: Mutex<HashMap<String, NodeClient<Channel>>>,
+}
+
+impl Client {
+    /// A client of the metadata service at `host:port`. Connects lazily: the
+    /// first call reports an unreachable service.
+    pub fn new(meta_addr: &str) -> Result<Client> {
+        let meta = MetaClient::new(channel(meta_addr)?)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        Ok(Client { meta, nodes: Mutex::new(HashMap::new()) })
+    }
+
+    fn meta(&self) -> MetaClient<Channel> {
+        self.meta.clone()
+    }
+
+    /// The gRPC client of the node at `addr`.
+    pub fn node(&self, addr: &str) -> Result<NodeClient<Channel>> {
+        let mut nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = nodes.get(addr) {
+            return Ok(c.clone());
+        }
+        let c = NodeClient::new(channel(addr)?)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        nodes.insert(addr.to_string(), c.clone());
+        Ok(c)
+    }
+
+    /// Creates a file and returns its writer.
+    pub async fn create(&self, path: &str, redundancy: Redundancy, block_size: u64) -> Result<Writer<'_>> {
+        let req = CreateFileRequest { path: path.to_string(), redundancy: Some(redundancy.into()), block_size };
+        let r = self.meta().create_file(req).await?.into_inner();
+        Writer::new(self, r)
+    }
+
+    /// Takes the lease of an existing unsealed file to append to it.
+    pub async fn open_append(&self, path: &str) -> Result<Writer<'_>> {
+        let r = self.meta().open_for_append(OpenForAppendRequest { path: path.to_string() }).await?.into_inner();
+        Writer::new(self, r)
+    }
+
+    /// Creates, writes and seals a file in one go; returns its size.
+    pub async fn put(&self, path: &str, redundancy: Redundancy, block_size: u64, data: Bytes) -> Result<u64> {
+        let mut w = self.create(path, redundancy, block_size).await?;
+        w.append(data).await?;
+        w.seal().await
+    }
+
+    pub async fn stat(&self, path: &str) -> Result<FileInfo> {
+        Ok(self.meta().stat(StatRequest { path: path.to_string() }).await?.into_inner())
+    }
+
+    pub async fn list(&self, prefix: &str) -> Result<Vec<FileInfo>> {
+        Ok(self.meta().list(ListRequest { prefix: prefix.to_string() }).await?.into_inner().files)
+    }
+
+    /// Deletes a file; its chunks are removed by their nodes shortly after.
+    pub async fn delete(&self, path: &str) -> Result<u64> {
+        Ok(self.meta().delete(DeleteRequest { path: path.to_string() }).await?.into_inner().blocks)
+    }
+
+    pub async fn cluster_status(&self) -> Result<ClusterStatusReply> {
+        Ok(self.meta().cluster_status(ClusterStatusRequest {}).await?.into_inner())
+    }
+
+    /// One page of the block table, from block id `start`.
+    pub async fn block_table(&self, start: u64, limit: u32) -> Result<BlockTableReply> {
+        Ok(self.meta().block_table(BlockTableRequest { start, limit }).await?.into_inner())
+    }
+
+    /// Reads a range of one exact chunk copy from the node at `addr`: no
+    /// fallback, as scrubbing a specific copy needs.
+    pub async fn read_chunk(&self, addr: &str, chunk: ChunkRef, offset: u64, len: u64, tag: IoTag) -> Result<Bytes> {
+        let mut out = bytes::BytesMut::new();
+        let mut pos = offset;
+        loop {
+            let n = (offset + len - pos).min(PIECE as u64);
+            let req = ReadChunkRequest { chunk: Some(chunk.into()), offset: pos, len: n, io_class: Some(tag.into()) };
+            let data = self.node(addr)?.read_chunk(req).await?.into_inner().data;
+            if n == len {
+                return Ok(data);
+            }
+            out.extend_from_slice(&data);
+            pos += n;
+            if pos == offset + len {
+                return Ok(out.freeze());
+            }
+        }
+    }
+
+    /// Sends cache directives to the node at `addr`.
+    pub async fn cache_directive(&self, addr: &str, pins: Vec<(ChunkRef, u64)>, unpins: Vec<ChunkRef>) -> Result<()> {
+        let req = CacheDirectiveRequest {
+            pins: pins.into_iter().map(|(c, until_ms)| Pin { chunk: Some(c.into()), until_ms }).collect(),
+            unpins: unpins.into_iter().map(Into::into).collect(),
+        };
+        self.node(addr)?.cache_directive(req).await?;
+        Ok(())
+    }
+
+    pub async fn node_stats(&self, addr: &str) -> Result<NodeStatsReply> {
+        Ok(self.node(addr)?.node_stats(NodeStatsRequest {}).await?.into_inner())
+    }
+
+    /// Reads `len` bytes at `offset` of a file.
+    pub async fn read(&self, path: &str, offset: u64, len: u64, tag: IoTag) -> Result<Bytes> {
+        let file = self.stat(path).await?;
+        self.read_file(&file, offset, len, tag).await
+    }
+
+    /// Reads the whole file.
+    pub async fn read_all(&self, path: &str, tag: IoTag) -> Result<Bytes> {
+        let file = self.stat(path).await?;
+        self.read_file(&file, 0, file.size, tag).await
+    }
+
+    /// Reads a range of a file already looked up with [`Client::stat`].
+    pub async fn read_file(&self, file: &FileInfo, offset: u64, len: u64, tag: IoTag) -> Result<Bytes> {
+        let end = offset.checked_add(len).filter(|&e| e <= file.size);
+        if end.is_none() {
+            return Err(ClientError::PastEnd { path: file.path.clone(), offset, len, size: file.size });
+        }
+        let extents = extents(file, offset, len)?;
+        let pieces: Vec<Result<Bytes>> = futures::stream::iter(extents.into_iter().map(|e| self.read_extent(e, tag)))
+            .buffered(READ_PARALLELISM)
+            .collect()
+            .await;
+        let pieces = pieces.into_iter().collect::<Result<Vec<_>>>()?;
+        Ok(if pieces.len() == 1 { pieces.into_iter().next().expect("one") } else { pieces.concat().into() })
+    }
+
+    async fn read_extent(&self, e: Extent<'_>, tag: IoTag) -> Result<Bytes> {
+        let b = e.block;
+        // Start at a random copy to spread load; fall back in order.
+        let n = b.chunks.len();
+        let start = if n > 1 { fastrand::usize(..n) } else { 0 };
+        let mut errors = Vec::new();
+        for i in 0..n {
+            let c = &b.chunks[(start + i) % n];
+            let chunk = ChunkRef { block: dingo_types::BlockId(b.id), copy: c.copy as u8 };
+            match self.read_chunk(&c.addr, chunk, e.offset, e.len, tag).await {
+                Ok(d) => return Ok(d),
+                Err(err) => {
+                    tracing::warn!(%chunk, node = %c.addr, "read failed, trying redundancy: {err}");
+                    errors.push(format!("{chunk} on {}: {err}", c.addr));
+                }
+            }
+        }
+        if let Some(stripe) = e.stripe {
+            let full = self.rebuild_member(stripe, e.member, tag).await.map_err(|err| {
+                ClientError::Unreadable(format!(
+                    "block {} unreadable ({}) and not rebuildable: {err}",
+                    b.id,
+                    errors.join("; ")
+                ))
+            })?;
+            return Ok(full.slice(e.offset as usize..(e.offset + e.len) as usize));
+        }
+        Err(ClientError::Unreadable(format!("block {} has no readable copy: {}", b.id, errors.join("; "))))
+    }
+
+    /// Degraded read: rebuilds data member `want` of a stripe from any `k`
+    /// other members.
+    async fn rebuild_member(&self, stripe: &[BlockRecord], want: usize, tag: IoTag) -> Result<Bytes> {
+        let (k, m) = match Redundancy::try_from(stripe[0].redundancy.as_ref()) {
+            Ok(Redundancy::Ec { data, parity }) => (usize::from(data), usize::from(parity)),
+            _ => return Err(ClientError::Unreadable("stripe without an erasure code".into())),
+        };
+        let shard = stripe[k].size as usize;
+        let mut members: Vec<Option<Bytes>> = vec![None; k + m];
+        let mut have = 0;
+        let mut last_err = String::new();
+        for (j, b) in stripe.iter().enumerate() {
+            if j == want || have == k {
+                continue;
+            }
+            let c = &b.chunks[0];
+            let chunk = ChunkRef { block: dingo_types::BlockId(b.id), copy: 0 };
+            match self.read_chunk(&c.addr, chunk, 0, b.size, tag).await {
+                Ok(d) => {
+                    members[j] = Some(d);
+                    have += 1;
+                }
+                Err(err) => last_err = format!("{chunk}: {err}"),
+            }
+        }
+        if have < k {
+            return Err(ClientError::Unreadable(format!(
+                "only {have} of the {k} members needed are readable; {last_err}"
+            )));
+        }
+        let view: Vec<Option<&[u8]>> = members.iter().map(|m| m.as_deref()).collect();
+        let out = ec::reconstruct(&view, k, m, shard, want, stripe[want].size as usize)?;
+        Ok(out.into())
+    }
+}
+
+/// A piece of a read: `len` bytes at `offset` of one block. EC data members
+/// carry their stripe (all `k + m` blocks) for degraded reads.
+struct Extent<'f> {
+    block: &'f BlockRecord,
+    offset: u64,
+    len: u64,
+    stripe: Option<&'f [BlockRecord]>,
+    member: usize,
+}
+
+/// Splits a file range into per-block extents of at most [`PIECE`] bytes.
+fn extents(file: &FileInfo, offset: u64, len: u64) -> Result<Vec<Extent<'_>>> {
+    let redundancy = Redundancy::try_from(file.redundancy.as_ref()).map_err(ClientError::Unreadable)?;
+    // (block, its stripe, member index) in logical order.
+    let data_blocks: Vec<(&BlockRecord, Option<&[BlockRecord]>, usize)> = match redundancy {
+        Redundancy::Replicated(_) => file.blocks.iter().map(|b| (b, None, 0)).collect(),
+        Redundancy::Ec { data, parity } => {
+            let width = usize::from(data) + usize::from(parity);
+            if !file.blocks.len().is_multiple_of(width) {
+                return Err(ClientError::Unreadable(format!("{} has an incomplete stripe", file.path)));
+            }
+            file.blocks
+                .chunks(width)
+                .flat_map(|s| s[..usize::from(data)].iter().enumerate().map(move |(i, b)| (b, Some(s), i)))
+                .collect()
+        }
+    };
+    let mut out = Vec::new();
+    let (mut pos, end) = (0u64, offset + len);
+    for (block, stripe, member) in data_blocks {
+        let (b_start, b_end) = (pos, pos + block.size);
+        pos = b_end;
+        let (s, e) = (offset.max(b_start), end.min(b_end));
+        let mut at = s;
+        while at < e {
+            let n = (e - at).min(PIECE as u64);
+            out.push(Extent { block, offset: at - b_start, len: n, stripe, member });
+            at += n;
+        }
+    }
+    Ok(out)
+}
+
+/// Writes one file. Data is acknowledged unit by unit (see the crate docs);
+/// [`Writer::seal`] writes the remainder and makes the file immutable.
+pub struct Writer<'c> {
+    client: &'c Client,
+    path: String,
+    lease: u64,
+    redundancy: Redundancy,
+    block_size: u64,
+    buf: Vec<u8>,
+    size: u64,
+}
+
+impl<'c> Writer<'c> {
+    fn new(client: &'c Client, r: OpenFileReply) -> Result<Self> {
+        let file = r.file.unwrap_or_default();
+        let redundancy = Redundancy::try_from(file.redundancy.as_ref()).map_err(ClientError::Unreadable)?;
+        Ok(Writer {
+            client,
+            path: file.path,
+            lease: r.lease,
+            redundancy,
+            block_size: file.block_size,
+            buf: Vec::new(),
+            size: file.size,
+        })
+    }
+
+    /// Bytes in one write unit.
+    fn unit(&self) -> usize {
+        let k = match self.redundancy {
+            Redundancy::Replicated(_) => 1,
+            Redundancy::Ec { data, .. } => u64::from(data),
+        };
+        (self.block_size * k) as usize
+    }
+
+    /// Acknowledged file size.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Buffers data and writes every complete unit.
+    pub async fn append(&mut self, data: impl AsRef<[u8]>) -> Result<()> {
+        let mut data = data.as_ref();
+        let unit = self.unit();
+        while !data.is_empty() {
+            let n = (unit - self.buf.len()).min(data.len());
+            self.buf.extend_from_slice(&data[..n]);
+            data = &data[n..];
+            if self.buf.len() == unit {
+                self.flush().await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes buffered data as a (possibly short) unit and commits it.
+    pub async fn flush(&mut self) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let data = Bytes::from(std::mem::take(&mut self.buf));
+        let mut exclude = Vec::new();
+        let mut last = String::new();
+        for _ in 0..WRITE_ATTEMPTS {
+            match self.write_unit(&data, &mut exclude).await {
+                Ok(size) => {
+                    self.size = size;
+                    return Ok(());
+                }
+                // The metadata service's refusals (sealed, lease, no space)
+                // will not change on retry.
+                Err(UnitError::Meta(e)) => return Err(e),
+                Err(UnitError::Nodes(e)) => last = e,
+            }
+        }
+        Err(ClientError::WriteFailed { path: self.path.clone(), last })
+    }
+
+    /// Writes buffered data, then seals the file. Returns its size.
+    pub async fn seal(mut self) -> Result<u64> {
+        self.flush().await?;
+        let req = SealFileRequest { path: self.path.clone(), lease: self.lease };
+        Ok(self.client.meta().seal_file(req).await?.into_inner().file_size)
+    }
+
+    /// One attempt at a unit: allocate, write all chunks, commit. Nodes that
+    /// fail are added to `exclude` for the next attempt.
+    async fn write_unit(&self, data: &Bytes, exclude: &mut Vec<u32>) -> Result<u64, UnitError> {
+        let (chunks, sizes): (Vec<Bytes>, Vec<u64>) = match self.redundancy {
+            Redundancy::Replicated(_) => (vec![data.clone()], vec![data.len() as u64]),
+            Redundancy::Ec { data: k, parity: m } => {
+                let (k, m) = (usize::from(k), usize::from(m));
+                let parity = ec::encode(data, k, m).map_err(|e| UnitError::Meta(e.into()))?;
+                let mut c: Vec<Bytes> = (0..k).map(|i| data.slice(ec::member_range(data.len(), k, i))).collect();
+                c.extend(parity.into_iter().map(Bytes::from));
+                let sizes = c.iter().map(|b| b.len() as u64).collect();
+                (c, sizes)
+            }
+        };
+        let chunk_bytes = sizes.iter().copied().max().unwrap_or(0);
+        let req = AllocateBlocksRequest {
+            path: self.path.clone(),
+            lease: self.lease,
+            chunk_bytes,
+            exclude_nodes: exclude.clone(),
+        };
+        let blocks =
+            self.client.meta().allocate_blocks(req).await.map_err(|s| UnitError::Meta(s.into()))?.into_inner().blocks;
+        // (block index, location) of every chunk to write.
+        let writes = blocks.iter().enumerate().flat_map(|(i, b)| b.chunks.iter().map(move |c| (i, b, c)));
+        let results = futures::future::join_all(writes.map(|(i, b, c)| {
+            let chunk = ChunkRef { block: dingo_types::BlockId(b.id), copy: c.copy as u8 };
+            let data = if matches!(self.redundancy, Redundancy::Replicated(_)) { &chunks[0] } else { &chunks[i] };
+            async move {
+                (
+                    c.node,
+                    self.write_chunk(&c.addr, chunk, c.disk, data.clone())
+                        .await
+                        .map_err(|e| format!("{chunk} on {}: {e}", c.addr)),
+                )
+            }
+        }))
+        .await;
+        let failed: Vec<(u32, String)> =
+            results.into_iter().filter_map(|(node, r)| r.err().map(|e| (node, e))).collect();
+        if !failed.is_empty() {
+            let ids = blocks.iter().map(|b| b.id).collect();
+            let req = AbandonBlocksRequest { path: self.path.clone(), lease: self.lease, blocks: ids };
+            self.client.meta().abandon_blocks(req).await.map_err(|s| UnitError::Meta(s.into()))?;
+            exclude.extend(failed.iter().map(|f| f.0));
+            let msg = failed.into_iter().map(|f| f.1).collect::<Vec<_>>().join("; ");
+            tracing::warn!(path = %self.path, "write unit failed, retrying elsewhere: {msg}");
+            return Err(UnitError::Nodes(msg));
+        }
+        let sizes = blocks.iter().zip(&sizes).map(|(b, &size)| BlockSize { block: b.id, size }).collect();
+        let req = CommitBlocksRequest { path: self.path.clone(), lease: self.lease, blocks: sizes };
+        Ok(self.client.meta().commit_blocks(req).await.map_err(|s| UnitError::Meta(s.into()))?.into_inner().file_size)
+    }
+
+    /// Streams one chunk to a node and has it sealed.
+    async fn write_chunk(&self, addr: &str, chunk: ChunkRef, disk: u32, data: Bytes) -> Result<()> {
+        let total_len = data.len() as u64;
+        let pieces = data.len().div_ceil(WRITE_PIECE).max(1);
+        let msgs: Vec<WriteChunkRequest> = (0..pieces)
+            .map(|i| WriteChunkRequest {
+                chunk: (i == 0).then(|| chunk.into()),
+                disk,
+                data: data.slice(i * WRITE_PIECE..((i + 1) * WRITE_PIECE).min(data.len())),
+                seal: i + 1 == pieces,
+                total_len,
+            })
+            .collect();
+        self.client.node(addr)?.write_chunk(tokio_stream::iter(msgs)).await?;
+        Ok(())
+    }
+}
+
+enum UnitError {
+    /// The metadata service refused: final.
+    Meta(ClientError),
+    /// Some node writes failed: retry on other nodes.
+    Nodes(String),
+}

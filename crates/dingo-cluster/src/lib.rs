@@ -1,0 +1,305 @@
+//! A local DINGO storage cluster: one `dingo meta` and N `dingo node`
+//! processes on loopback, each a real child process that can be killed and
+//! restarted. Used by `dingo cluster up`, `dingo bench io` and the fault
+//! tests.
+//!
+//! Layout under the data directory:
+//! `meta/` (redb and `meta.addr`), `node<i>/disk<j>/` (disks), `logs/`.
+//!
+//! Children get `PR_SET_PDEATHSIG`, so they die with the thread that started
+//! them even if it is killed; [`LocalCluster`] stops them (SIGTERM, then
+//! SIGKILL) when dropped.
+
+use dingo_client::Client;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ClusterError {
+    #[error("cannot prepare {path}: {source}")]
+    Prepare { path: PathBuf, source: std::io::Error },
+    #[error("cannot start {what}: {source}")]
+    Spawn { what: String, source: std::io::Error },
+    #[error("{what} exited with {status} during startup; log {log}:\n{tail}")]
+    Died { what: String, status: std::process::ExitStatus, log: PathBuf, tail: String },
+    #[error("cluster not ready after {0:?}: {1}")]
+    Timeout(Duration, String),
+    #[error("no free port: {0}")]
+    Port(std::io::Error),
+}
+
+/// What to start.
+#[derive(Clone, Debug)]
+pub struct ClusterSpec {
+    /// The `dingo` executable.
+    pub exe: PathBuf,
+    pub data: PathBuf,
+    pub nodes: u32,
+    pub disks_per_node: u32,
+    /// Meta gRPC on `base_port`, its metrics on `+1`; node `i` on
+    /// `+10+2i` and metrics `+11+2i`. 0: free ports chosen at start.
+    pub base_port: u16,
+    /// Passed to every daemon as `--config`.
+    pub config: Option<PathBuf>,
+    /// Extra arguments for every `dingo node`.
+    pub node_args: Vec<String>,
+}
+
+struct Daemon {
+    name: String,
+    args: Vec<String>,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl Daemon {
+    fn start(&mut self, exe: &Path) -> Result<(), ClusterError> {
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .map_err(|source| ClusterError::Prepare { path: self.log.clone(), source })?;
+        let err_log = log.try_clone().map_err(|source| ClusterError::Prepare { path: self.log.clone(), source })?;
+        let mut cmd = Command::new(exe);
+        cmd.args(&self.args).stdin(Stdio::null()).stdout(log).stderr(err_log);
+        // SAFETY: prctl is async-signal-safe; nothing else runs in the child
+        // between fork and exec.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        self.child = Some(cmd.spawn().map_err(|source| ClusterError::Spawn { what: self.name.clone(), source })?);
+        Ok(())
+    }
+
+    /// Fails if the process has exited.
+    fn check_running(&mut self) -> Result<(), ClusterError> {
+        if let Some(c) = self.child.as_mut()
+            && let Ok(Some(status)) = c.try_wait()
+        {
+            self.child = None;
+            let text = fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(15).collect();
+            let tail = tail.into_iter().rev().collect::<Vec<_>>().join("\n");
+            return Err(ClusterError::Died { what: self.name.clone(), status, log: self.log.clone(), tail });
+        }
+        Ok(())
+    }
+
+    fn signal(&self, sig: libc::c_int) {
+        if let Some(c) = &self.child {
+            // SAFETY: plain syscall on our own child's pid.
+            unsafe {
+                libc::kill(c.id() as libc::pid_t, sig);
+            }
+        }
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM, then SIGKILL if it has not exited within `grace`.
+    fn stop(&mut self, grace: Duration) {
+        self.signal(libc::SIGTERM);
+        let Some(mut c) = self.child.take() else { return };
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = c.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+pub struct LocalCluster {
+    spec: ClusterSpec,
+    meta: Daemon,
+    meta_addr: String,
+    nodes: Vec<Daemon>,
+    node_addrs: Vec<String>,
+    /// `/metrics` addresses: the metadata service's, then each node's.
+    metrics_addrs: Vec<String>,
+}
+
+fn free_port() -> Result<u16, ClusterError> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(ClusterError::Port)?;
+    Ok(l.local_addr().map_err(ClusterError::Port)?.port())
+}
+
+impl LocalCluster {
+    /// Starts the metadata service, waits for it to listen, then starts the
+    /// nodes. Call [`LocalCluster::wait_ready`] before using the cluster.
+    pub fn start(spec: ClusterSpec) -> Result<Self, ClusterError> {
+        let mkdir =
+            |p: &Path| fs::create_dir_all(p).map_err(|source| ClusterError::Prepare { path: p.to_path_buf(), source });
+        let logs = spec.data.join("logs");
+        mkdir(&logs)?;
+        let meta_dir = spec.data.join("meta");
+        mkdir(&meta_dir)?;
+        let port = |offset: u16| if spec.base_port == 0 { free_port() } else { Ok(spec.base_port + offset) };
+        let meta_addr = format!("127.0.0.1:{}", port(0)?);
+        let mut metrics_addrs = vec![format!("127.0.0.1:{}", port(1)?)];
+        let mut meta_args: Vec<String> = vec![
+            "meta".into(),
+            "--data".into(),
+            meta_dir.display().to_string(),
+            "--listen".into(),
+            meta_addr.clone(),
+            "--metrics".into(),
+            metrics_addrs[0].clone(),
+        ];
+        let mut node_common = Vec::new();
+        if let Some(c) = &spec.config {
+            meta_args.extend(["--config".into(), c.display().to_string()]);
+            node_common.extend(["--config".into(), c.display().to_string()]);
+        }
+        let mut nodes = Vec::new();
+        let mut node_addrs = Vec::new();
+        for i in 0..spec.nodes {
+            let addr = format!("127.0.0.1:{}", port(10 + 2 * i as u16)?);
+            let mut args: Vec<String> =
+                vec!["node".into(), "--meta".into(), meta_addr.clone(), "--listen".into(), addr.clone()];
+            metrics_addrs.push(format!("127.0.0.1:{}", port(11 + 2 * i as u16)?));
+            args.extend(["--metrics".into(), metrics_addrs[i as usize + 1].clone()]);
+            for d in 0..spec.disks_per_node {
+                args.extend(["--disk".into(), spec.data.join(format!("node{i}/disk{d}")).display().to_string()]);
+            }
+            args.extend(node_common.iter().cloned());
+            args.extend(spec.node_args.iter().cloned());
+            nodes.push(Daemon { name: format!("node {i}"), args, log: logs.join(format!("node{i}.log")), child: None });
+            node_addrs.push(addr);
+        }
+        let meta = Daemon { name: "metadata service".into(), args: meta_args, log: logs.join("meta.log"), child: None };
+        let mut cluster = LocalCluster { spec, meta, meta_addr, nodes, node_addrs, metrics_addrs };
+        cluster.start_meta()?;
+        for i in 0..cluster.nodes.len() {
+            cluster.start_node(i)?;
+        }
+        Ok(cluster)
+    }
+
+    pub fn meta_addr(&self) -> &str {
+        &self.meta_addr
+    }
+
+    pub fn node_addr(&self, i: usize) -> &str {
+        &self.node_addrs[i]
+    }
+
+    /// `/metrics` address of the metadata service (`None`) or of node `i`.
+    pub fn metrics_addr(&self, node: Option<usize>) -> &str {
+        &self.metrics_addrs[node.map_or(0, |i| i + 1)]
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.spec.data
+    }
+
+    pub fn log_dir(&self) -> PathBuf {
+        self.spec.data.join("logs")
+    }
+
+    /// Starts the metadata service and waits until it listens.
+    pub fn start_meta(&mut self) -> Result<(), ClusterError> {
+        let addr_file = self.spec.data.join("meta/meta.addr");
+        let _ = fs::remove_file(&addr_file);
+        self.meta.start(&self.spec.exe)?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !addr_file.exists() {
+            self.meta.check_running()?;
+            if Instant::now() > deadline {
+                return Err(ClusterError::Timeout(
+                    Duration::from_secs(30),
+                    "metadata service did not start listening".into(),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    pub fn start_node(&mut self, i: usize) -> Result<(), ClusterError> {
+        self.nodes[i].start(&self.spec.exe)
+    }
+
+    /// SIGKILLs node `i`: a crash, with no chance to clean up.
+    pub fn kill_node(&mut self, i: usize) {
+        self.nodes[i].kill();
+    }
+
+    /// SIGKILLs the metadata service.
+    pub fn kill_meta(&mut self) {
+        self.meta.kill();
+    }
+
+    /// Waits until `n` nodes are alive and every started daemon still runs.
+    pub async fn wait_alive(&mut self, n: usize, timeout: Duration) -> Result<(), ClusterError> {
+        let client = Client::new(&self.meta_addr).map_err(|e| ClusterError::Timeout(timeout, e.to_string()))?;
+        let deadline = Instant::now() + timeout;
+        let mut last;
+        loop {
+            self.meta.check_running()?;
+            for d in &mut self.nodes {
+                d.check_running()?;
+            }
+            match client.cluster_status().await {
+                Ok(s) => {
+                    let alive = s.nodes.iter().filter(|n| n.alive).count();
+                    if alive == n {
+                        return Ok(());
+                    }
+                    last = format!("{alive} of {n} nodes alive");
+                }
+                Err(e) => last = e.to_string(),
+            }
+            if Instant::now() > deadline {
+                return Err(ClusterError::Timeout(timeout, last));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until every running node is alive.
+    pub async fn wait_ready(&mut self, timeout: Duration) -> Result<(), ClusterError> {
+        let running = self.nodes.iter().filter(|d| d.child.is_some()).count();
+        self.wait_alive(running, timeout).await
+    }
+
+    /// Reports daemons that exited on their own, as errors.
+    pub fn check_running(&mut self) -> Vec<ClusterError> {
+        let mut out = Vec::new();
+        out.extend(self.meta.check_running().err());
+        out.extend(self.nodes.iter_mut().filter_map(|d| d.check_running().err()));
+        out
+    }
+
+    /// Stops nodes, then the metadata service: SIGTERM, SIGKILL after a grace period.
+    pub fn stop(&mut self) {
+        for d in &self.nodes {
+            d.signal(libc::SIGTERM);
+        }
+        for d in &mut self.nodes {
+            d.stop(Duration::from_secs(5));
+        }
+        self.meta.stop(Duration::from_secs(5));
+    }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,0 +1,528 @@
+//! The durable state of the metadata service, in one redb database.
+//!
+//! Tables (values are prost-encoded `dingo_proto::v1` messages):
+//! - `counters`: `&str → u64`: `next_block`, `next_file`, `next_node`, `next_disk`.
+//! - `files`: path → `FileInfo` (with `block_ids`, without `blocks`).
+//! - `blocks`: block id → `BlockRecord`. Ids are dense; deleted blocks keep
+//!   their record (state `DELETED`) so the block table stays dense.
+//! - `nodes`: node id → `NodeStatus` (address and disks; liveness is not stored).
+//! - `node_addrs`: address → node id; `disk_uuids`: disk label → disk id.
+//! - `pending_deletes`: `(disk, block, copy) → ()`: chunks the disk's node
+//!   must delete; removed when the node confirms.
+//!
+//! Every mutation is one write transaction committed with redb's default
+//! immediate durability before the RPC answers, so an acknowledged change
+//! survives a crash at any point.
+
+use crate::error::MetaError;
+use dingo_proto::Redundancy;
+use dingo_proto::v1::{BlockRecord, BlockState, ChunkLocation, DiskRegistration, DiskStatus, FileInfo, NodeStatus};
+use prost::Message;
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
+use std::path::Path;
+
+const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
+const FILES: TableDefinition<&str, &[u8]> = TableDefinition::new("files");
+const BLOCKS: TableDefinition<u64, &[u8]> = TableDefinition::new("blocks");
+const NODES: TableDefinition<u32, &[u8]> = TableDefinition::new("nodes");
+const NODE_ADDRS: TableDefinition<&str, u32> = TableDefinition::new("node_addrs");
+const DISK_UUIDS: TableDefinition<&str, u32> = TableDefinition::new("disk_uuids");
+const PENDING_DELETES: TableDefinition<(u32, u64, u32), ()> = TableDefinition::new("pending_deletes");
+
+/// A writer's lease on a file.
+#[derive(Clone, Copy, Debug)]
+pub struct Lease {
+    pub id: u64,
+    pub expiry_ms: u64,
+}
+
+pub struct MetaDb {
+    db: Database,
+}
+
+fn decode<M: Message + Default>(bytes: &[u8]) -> Result<M, MetaError> {
+    M::decode(bytes).map_err(|e| MetaError::Internal(format!("undecodable record: {e}")))
+}
+
+fn next_id(tx: &WriteTransaction, name: &str) -> Result<u64, MetaError> {
+    let mut t = tx.open_table(COUNTERS)?;
+    let id = t.get(name)?.map_or(0, |v| v.value());
+    t.insert(name, id + 1)?;
+    Ok(id)
+}
+
+fn get_file(tx: &WriteTransaction, path: &str) -> Result<FileInfo, MetaError> {
+    let t = tx.open_table(FILES)?;
+    let v = t.get(path)?.ok_or_else(|| MetaError::NotFound(path.to_string()))?;
+    decode(v.value())
+}
+
+fn put_file(tx: &WriteTransaction, f: &FileInfo) -> Result<(), MetaError> {
+    tx.open_table(FILES)?.insert(f.path.as_str(), f.encode_to_vec().as_slice())?;
+    Ok(())
+}
+
+fn get_block(tx: &WriteTransaction, id: u64) -> Result<BlockRecord, MetaError> {
+    let t = tx.open_table(BLOCKS)?;
+    let v = t.get(id)?.ok_or_else(|| MetaError::Invalid(format!("block {id} does not exist")))?;
+    decode(v.value())
+}
+
+fn put_block(tx: &WriteTransaction, b: &BlockRecord) -> Result<(), MetaError> {
+    tx.open_table(BLOCKS)?.insert(b.id, b.encode_to_vec().as_slice())?;
+    Ok(())
+}
+
+/// Marks a block deleted and queues its chunks for deletion.
+fn delete_block(tx: &WriteTransaction, mut b: BlockRecord) -> Result<(), MetaError> {
+    b.set_state(BlockState::Deleted);
+    let mut pending = tx.open_table(PENDING_DELETES)?;
+    for c in &b.chunks {
+        pending.insert((c.disk, b.id, c.copy), ())?;
+    }
+    drop(pending);
+    put_block(tx, &b)
+}
+
+/// Checks the lease and that the file is still open; renews the lease.
+fn leased_file(tx: &WriteTransaction, path: &str, lease: u64, now_ms: u64, ttl_ms: u64) -> Result<FileInfo, MetaError> {
+    let mut f = get_file(tx, path)?;
+    if f.sealed {
+        return Err(MetaError::Sealed(path.to_string()));
+    }
+    if f.lease != lease || f.lease_expiry_ms < now_ms {
+        return Err(MetaError::LeaseLost(path.to_string()));
+    }
+    f.lease_expiry_ms = now_ms + ttl_ms;
+    Ok(f)
+}
+
+/// Checks a path: absolute, no empty, `.` or `..` components, bounded length.
+pub fn check_path(path: &str) -> Result<(), MetaError> {
+    let bad = |why: &str| Err(MetaError::InvalidPath(format!("`{path}`: {why}")));
+    if !path.starts_with('/') || path.len() < 2 {
+        return bad("must be absolute, like /dir/file");
+    }
+    if path.len() > 4096 {
+        return bad("longer than 4096 bytes");
+    }
+    if path[1..].split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+        return bad("empty, `.` or `..` component");
+    }
+    Ok(())
+}
+
+impl MetaDb {
+    pub fn open(dir: &Path) -> Result<Self, MetaError> {
+        let ctx = |e: &dyn std::fmt::Display| MetaError::Internal(format!("metadata directory {}: {e}", dir.display()));
+        std::fs::create_dir_all(dir).map_err(|e| ctx(&e))?;
+        let db = Database::create(dir.join("meta.redb")).map_err(|e| ctx(&e))?;
+        // Create every table so that readers never meet a missing one.
+        let tx = db.begin_write()?;
+        tx.open_table(COUNTERS)?;
+        tx.open_table(FILES)?;
+        tx.open_table(BLOCKS)?;
+        tx.open_table(NODES)?;
+        tx.open_table(NODE_ADDRS)?;
+        tx.open_table(DISK_UUIDS)?;
+        tx.open_table(PENDING_DELETES)?;
+        tx.commit()?;
+        Ok(MetaDb { db })
+    }
+
+    /// Registers (or re-registers) the node at `addr` and its disks; returns
+    /// the node id and one disk id per disk. Ids are stable across restarts:
+    /// the node by address, each disk by its label.
+    pub fn register_node(&self, addr: &str, disks: &[DiskRegistration]) -> Result<(u32, Vec<u32>), MetaError> {
+        let tx = self.db.begin_write()?;
+        let existing = tx.open_table(NODE_ADDRS)?.get(addr)?.map(|v| v.value());
+        let node = match existing {
+            Some(id) => id,
+            None => {
+                let id = u32::try_from(next_id(&tx, "next_node")?)
+                    .map_err(|_| MetaError::Internal("too many nodes".into()))?;
+                tx.open_table(NODE_ADDRS)?.insert(addr, id)?;
+                id
+            }
+        };
+        let mut ids = Vec::new();
+        let mut statuses = Vec::new();
+        for d in disks {
+            let known = tx.open_table(DISK_UUIDS)?.get(d.uuid.as_str())?.map(|v| v.value());
+            let id = match known {
+                Some(id) => id,
+                None => {
+                    let id = u32::try_from(next_id(&tx, "next_disk")?)
+                        .map_err(|_| MetaError::Internal("too many disks".into()))?;
+                    tx.open_table(DISK_UUIDS)?.insert(d.uuid.as_str(), id)?;
+                    id
+                }
+            };
+            ids.push(id);
+            statuses.push(DiskStatus {
+                id,
+                path: d.path.clone(),
+                capacity: d.capacity,
+                used: d.used,
+                chunks: 0,
+                model: d.model,
+                uuid: d.uuid.clone(),
+            });
+        }
+        // A disk that moved here from another node leaves that node's record.
+        let mut nodes = tx.open_table(NODES)?;
+        let others: Vec<(u32, NodeStatus)> = nodes
+            .iter()?
+            .map(|e| e.map_err(MetaError::from).and_then(|(k, v)| Ok((k.value(), decode::<NodeStatus>(v.value())?))))
+            .collect::<Result<_, _>>()?;
+        for (id, mut n) in others {
+            if id != node && n.disks.iter().any(|d| ids.contains(&d.id)) {
+                n.disks.retain(|d| !ids.contains(&d.id));
+                nodes.insert(id, n.encode_to_vec().as_slice())?;
+            }
+        }
+        let status =
+            NodeStatus { id: node, addr: addr.to_string(), alive: false, heartbeat_age_ms: 0, disks: statuses };
+        nodes.insert(node, status.encode_to_vec().as_slice())?;
+        drop(nodes);
+        tx.commit()?;
+        Ok((node, ids))
+    }
+
+    pub fn nodes(&self) -> Result<Vec<NodeStatus>, MetaError> {
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(NODES)?;
+        t.iter()?.map(|e| decode(e?.1.value())).collect()
+    }
+
+    pub fn create_file(
+        &self,
+        path: &str,
+        redundancy: Redundancy,
+        block_size: u64,
+        lease: Lease,
+        now_ms: u64,
+    ) -> Result<FileInfo, MetaError> {
+        check_path(path)?;
+        if block_size == 0 || block_size > 1 << 30 {
+            return Err(MetaError::Invalid(format!("block size {block_size} must be 1 byte .. 1 GiB")));
+        }
+        let tx = self.db.begin_write()?;
+        if tx.open_table(FILES)?.get(path)?.is_some() {
+            return Err(MetaError::Exists(path.to_string()));
+        }
+        let f = FileInfo {
+            id: next_id(&tx, "next_file")?,
+            path: path.to_string(),
+            redundancy: Some(redundancy.into()),
+            block_size,
+            lease: lease.id,
+            lease_expiry_ms: lease.expiry_ms,
+            created_ms: now_ms,
+            ..Default::default()
+        };
+        put_file(&tx, &f)?;
+        tx.commit()?;
+        Ok(f)
+    }
+
+    /// Hands the single-writer lease of an unsealed file to a new writer, if
+    /// no other writer holds a live one.
+    pub fn open_for_append(&self, path: &str, lease: Lease, now_ms: u64) -> Result<FileInfo, MetaError> {
+        let tx = self.db.begin_write()?;
+        let mut f = get_file(&tx, path)?;
+        if f.sealed {
+            return Err(MetaError::Sealed(path.to_string()));
+        }
+        if f.lease_expiry_ms >= now_ms {
+            return Err(MetaError::LeaseHeld { path: path.to_string(), ms_left: f.lease_expiry_ms - now_ms });
+        }
+        f.lease = lease.id;
+        f.lease_expiry_ms = lease.expiry_ms;
+        put_file(&tx, &f)?;
+        tx.commit()?;
+        Ok(f)
+    }
+
+    /// Creates the blocks of one write unit (a replicated block, or an EC
+    /// stripe) at the given placement: `placement[i]` lists the
+    /// `(copy, disk, node)` chunks of block `i`.
+    pub fn allocate(
+        &self,
+        path: &str,
+        lease: u64,
+        now_ms: u64,
+        ttl_ms: u64,
+        placement: &[Vec<ChunkLocation>],
+    ) -> Result<Vec<BlockRecord>, MetaError> {
+        let tx = self.db.begin_write()?;
+        let f = leased_file(&tx, path, lease, now_ms, ttl_ms)?;
+        let redundancy = Redundancy::try_from(f.redundancy.as_ref()).map_err(MetaError::Internal)?;
+        let mut blocks = Vec::new();
+        for (i, chunks) in placement.iter().enumerate() {
+            let id = next_id(&tx, "next_block")?;
+            let group = blocks.first().map_or(id, |b: &BlockRecord| b.id);
+            let mut b = BlockRecord {
+                id,
+                file: f.id,
+                group,
+                ec_index: if matches!(redundancy, Redundancy::Ec { .. }) { i as u32 } else { 0 },
+                redundancy: f.redundancy,
+                chunks: chunks.iter().map(|c| ChunkLocation { addr: String::new(), ..c.clone() }).collect(),
+                ..Default::default()
+            };
+            b.set_state(BlockState::Open);
+            put_block(&tx, &b)?;
+            blocks.push(b);
+        }
+        put_file(&tx, &f)?;
+        tx.commit()?;
+        Ok(blocks)
+    }
+
+    /// Appends written blocks to the file; the acknowledgement point of a write.
+    pub fn commit(
+        &self,
+        path: &str,
+        lease: u64,
+        now_ms: u64,
+        ttl_ms: u64,
+        sizes: &[(u64, u64)],
+    ) -> Result<u64, MetaError> {
+        let tx = self.db.begin_write()?;
+        let mut f = leased_file(&tx, path, lease, now_ms, ttl_ms)?;
+        let data_members = match Redundancy::try_from(f.redundancy.as_ref()).map_err(MetaError::Internal)? {
+            Redundancy::Replicated(_) => u32::MAX,
+            Redundancy::Ec { data, .. } => u32::from(data),
+        };
+        for &(id, size) in sizes {
+            let mut b = get_block(&tx, id)?;
+            if b.file != f.id || b.state() != BlockState::Open {
+                return Err(MetaError::Invalid(format!("block {id} is not an open block of {path}")));
+            }
+            b.size = size;
+            b.set_state(BlockState::Sealed);
+            if b.ec_index < data_members {
+                f.size += size;
+            }
+            put_block(&tx, &b)?;
+            f.block_ids.push(id);
+        }
+        put_file(&tx, &f)?;
+        tx.commit()?;
+        Ok(f.size)
+    }
+
+    /// Gives up open blocks whose write failed; their chunks get deleted.
+    pub fn abandon(&self, path: &str, lease: u64, now_ms: u64, ttl_ms: u64, ids: &[u64]) -> Result<(), MetaError> {
+        let tx = self.db.begin_write()?;
+        let f = leased_file(&tx, path, lease, now_ms, ttl_ms)?;
+        for &id in ids {
+            let b = get_block(&tx, id)?;
+            if b.file != f.id || b.state() != BlockState::Open {
+                return Err(MetaError::Invalid(format!("block {id} is not an open block of {path}")));
+            }
+            delete_block(&tx, b)?;
+        }
+        put_file(&tx, &f)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    pub fn seal(&self, path: &str, lease: u64, now_ms: u64) -> Result<u64, MetaError> {
+        let tx = self.db.begin_write()?;
+        let mut f = leased_file(&tx, path, lease, now_ms, 0)?;
+        f.sealed = true;
+        f.lease = 0;
+        f.lease_expiry_ms = 0;
+        put_file(&tx, &f)?;
+        tx.commit()?;
+        Ok(f.size)
+    }
+
+    /// The file record alone, without its blocks.
+    pub fn file(&self, path: &str) -> Result<FileInfo, MetaError> {
+        let tx = self.db.begin_read()?;
+        let files = tx.open_table(FILES)?;
+        decode(files.get(path)?.ok_or_else(|| MetaError::NotFound(path.to_string()))?.value())
+    }
+
+    /// The file with its blocks in order (chunk addresses not yet filled).
+    pub fn stat(&self, path: &str) -> Result<FileInfo, MetaError> {
+        let tx = self.db.begin_read()?;
+        let files = tx.open_table(FILES)?;
+        let mut f: FileInfo = decode(files.get(path)?.ok_or_else(|| MetaError::NotFound(path.to_string()))?.value())?;
+        let blocks = tx.open_table(BLOCKS)?;
+        for id in &f.block_ids {
+            let b = blocks.get(*id)?.ok_or_else(|| MetaError::Internal(format!("block {id} of {path} missing")))?;
+            f.blocks.push(decode(b.value())?);
+        }
+        Ok(f)
+    }
+
+    /// Files whose path starts with `prefix`, in path order.
+    pub fn list(&self, prefix: &str) -> Result<Vec<FileInfo>, MetaError> {
+        let tx = self.db.begin_read()?;
+        let files = tx.open_table(FILES)?;
+        let mut out = Vec::new();
+        for e in files.range(prefix..)? {
+            let (k, v) = e?;
+            if !k.value().starts_with(prefix) {
+                break;
+            }
+            out.push(decode(v.value())?);
+        }
+        Ok(out)
+    }
+
+    /// Removes a file; its blocks become `DELETED` and their chunks are
+    /// queued for deletion on their nodes. Returns the number of blocks.
+    pub fn delete(&self, path: &str) -> Result<u64, MetaError> {
+        let tx = self.db.begin_write()?;
+        let f = get_file(&tx, path)?;
+        for id in &f.block_ids {
+            delete_block(&tx, get_block(&tx, *id)?)?;
+        }
+        tx.open_table(FILES)?.remove(path)?;
+        tx.commit()?;
+        Ok(f.block_ids.len() as u64)
+    }
+
+    /// Confirms deletions a node made, and returns those still pending on
+    /// `disks`.
+    pub fn sync_deletes(
+        &self,
+        confirmed: &[(u32, u64, u32)],
+        disks: &[u32],
+    ) -> Result<Vec<(u32, u64, u32)>, MetaError> {
+        if !confirmed.is_empty() {
+            let tx = self.db.begin_write()?;
+            let mut t = tx.open_table(PENDING_DELETES)?;
+            for k in confirmed {
+                t.remove(k)?;
+            }
+            drop(t);
+            tx.commit()?;
+        }
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(PENDING_DELETES)?;
+        let mut out = Vec::new();
+        for &d in disks {
+            for e in t.range((d, 0, 0)..=(d, u64::MAX, u32::MAX))? {
+                out.push(e?.0.value());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Blocks with ids in `start..start + limit`, and the next id to assign.
+    pub fn blocks(&self, start: u64, limit: u32) -> Result<(Vec<BlockRecord>, u64), MetaError> {
+        let tx = self.db.begin_read()?;
+        let end = tx.open_table(COUNTERS)?.get("next_block")?.map_or(0, |v| v.value());
+        let t = tx.open_table(BLOCKS)?;
+        let stop = start.saturating_add(u64::from(limit)).min(end);
+        let mut out = Vec::new();
+        for e in t.range(start..stop)? {
+            out.push(decode(e?.1.value())?);
+        }
+        Ok((out, end))
+    }
+
+    /// Number of files and of block records.
+    pub fn counts(&self) -> Result<(u64, u64), MetaError> {
+        let tx = self.db.begin_read()?;
+        Ok((tx.open_table(FILES)?.len()?, tx.open_table(BLOCKS)?.len()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const R3: Redundancy = Redundancy::Replicated(3);
+
+    fn lease(id: u64) -> Lease {
+        Lease { id, expiry_ms: 10_000 }
+    }
+
+    fn loc(copy: u32, disk: u32) -> ChunkLocation {
+        ChunkLocation { copy, disk, node: disk, addr: String::new() }
+    }
+
+    #[test]
+    fn namespace_survives_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = MetaDb::open(dir.path()).unwrap();
+            db.create_file("/a/b", R3, 1 << 20, lease(7), 0).unwrap();
+            let blocks = db.allocate("/a/b", 7, 1, 60_000, &[vec![loc(0, 0), loc(1, 1), loc(2, 2)]]).unwrap();
+            assert_eq!(db.commit("/a/b", 7, 2, 60_000, &[(blocks[0].id, 123)]).unwrap(), 123);
+            db.seal("/a/b", 7, 3).unwrap();
+        }
+        let db = MetaDb::open(dir.path()).unwrap();
+        let f = db.stat("/a/b").unwrap();
+        assert!(f.sealed);
+        assert_eq!((f.size, f.blocks.len(), f.blocks[0].chunks.len()), (123, 1, 3));
+        assert_eq!(f.blocks[0].state(), BlockState::Sealed);
+        assert_eq!(db.list("/a/").unwrap().len(), 1);
+        assert_eq!(db.list("/b").unwrap().len(), 0);
+    }
+
+    #[test]
+    fn leases_and_sealing_are_enforced() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = MetaDb::open(dir.path()).unwrap();
+        db.create_file("/f", R3, 100, lease(1), 0).unwrap();
+        assert!(matches!(db.create_file("/f", R3, 100, lease(2), 0), Err(MetaError::Exists(_))));
+        assert!(matches!(db.allocate("/f", 2, 0, 1000, &[vec![]]), Err(MetaError::LeaseLost(_))));
+        assert!(matches!(db.open_for_append("/f", lease(2), 5), Err(MetaError::LeaseHeld { .. })));
+        // Once the lease expires another writer may take over.
+        db.open_for_append("/f", Lease { id: 2, expiry_ms: 50_000 }, 20_000).unwrap();
+        assert!(matches!(db.seal("/f", 1, 20_001), Err(MetaError::LeaseLost(_))));
+        db.seal("/f", 2, 20_001).unwrap();
+        assert!(matches!(db.open_for_append("/f", lease(3), 0), Err(MetaError::Sealed(_))));
+        assert!(matches!(db.allocate("/f", 2, 0, 1000, &[vec![]]), Err(MetaError::Sealed(_))));
+    }
+
+    #[test]
+    fn deletion_queues_chunk_deletes_until_confirmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = MetaDb::open(dir.path()).unwrap();
+        db.create_file("/f", R3, 100, lease(1), 0).unwrap();
+        let b = db.allocate("/f", 1, 0, 1000, &[vec![loc(0, 4), loc(1, 5)]]).unwrap();
+        db.commit("/f", 1, 0, 1000, &[(b[0].id, 10)]).unwrap();
+        let b2 = db.allocate("/f", 1, 0, 1000, &[vec![loc(0, 4)]]).unwrap();
+        db.abandon("/f", 1, 0, 1000, &[b2[0].id]).unwrap();
+        assert_eq!(db.sync_deletes(&[], &[4]).unwrap(), vec![(4, b2[0].id, 0)]);
+        assert_eq!(db.delete("/f").unwrap(), 1);
+        assert!(matches!(db.stat("/f"), Err(MetaError::NotFound(_))));
+        let pending = db.sync_deletes(&[(4, b2[0].id, 0)], &[4, 5]).unwrap();
+        assert_eq!(pending, vec![(4, b[0].id, 0), (5, b[0].id, 1)]);
+        let (rows, end) = db.blocks(0, 10).unwrap();
+        assert_eq!(end, 2);
+        assert!(rows.iter().all(|r| r.state() == BlockState::Deleted));
+    }
+
+    #[test]
+    fn node_and_disk_ids_are_stable() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = MetaDb::open(dir.path()).unwrap();
+        let disk = |u: &str| DiskRegistration { uuid: u.into(), ..Default::default() };
+        let (n1, d1) = db.register_node("h:1", &[disk("a"), disk("b")]).unwrap();
+        let (n2, d2) = db.register_node("h:2", &[disk("c")]).unwrap();
+        assert_eq!((n1, n2, d1, d2), (0, 1, vec![0, 1], vec![2]));
+        assert_eq!(db.register_node("h:1", &[disk("b"), disk("a")]).unwrap(), (0, vec![1, 0]));
+        // Disk "c" moves to node 0.
+        db.register_node("h:1", &[disk("a"), disk("c")]).unwrap();
+        let nodes = db.nodes().unwrap();
+        assert!(nodes[1].disks.is_empty());
+    }
+
+    #[test]
+    fn bad_paths_are_refused() {
+        for p in ["", "/", "a/b", "/a//b", "/a/../b", "/a/./b", "/a/"] {
+            assert!(matches!(check_path(p), Err(MetaError::InvalidPath(_))), "{p}");
+        }
+        check_path("/a/b.txt").unwrap();
+    }
+}

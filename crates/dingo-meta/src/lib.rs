@@ -1,0 +1,90 @@
+//! DINGO metadata service (`dingo meta`).
+//!
+//! Owns the namespace (paths → ordered blocks), the dense block table (size,
+//! state, redundancy group, chunk locations), nodes and disks, chunk
+//! placement, single-writer leases and deletion. Durable state lives in redb
+//! ([`db`]); liveness comes from node heartbeats ([`service`]).
+
+pub mod db;
+mod error;
+pub mod placement;
+pub mod service;
+
+pub use error::MetaError;
+
+use dingo_proto::MAX_MESSAGE_BYTES;
+use dingo_proto::v1::meta_server::MetaServer;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Everything the metadata service needs to run.
+#[derive(Clone, Debug)]
+pub struct MetaConfig {
+    /// gRPC listen address; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// Directory of `meta.redb`; the bound address is written to `meta.addr`.
+    pub data_dir: PathBuf,
+    pub metrics: Option<SocketAddr>,
+    /// A node is dead after this long without a heartbeat.
+    pub dead_after: Duration,
+    /// How long a writer's lease lasts without activity.
+    pub lease_ttl: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Meta(#[from] MetaError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: SocketAddr, source: std::io::Error },
+    #[error("cannot write {path}: {source}")]
+    AddrFile { path: PathBuf, source: std::io::Error },
+    #[error("gRPC server failed: {0}")]
+    Serve(#[from] tonic::transport::Error),
+}
+
+/// Runs the metadata service until `shutdown` resolves.
+pub async fn run(cfg: MetaConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), RunError> {
+    let dir = cfg.data_dir.clone();
+    let db = tokio::task::spawn_blocking(move || db::MetaDb::open(&dir))
+        .await
+        .map_err(|e| MetaError::Internal(e.to_string()))??;
+    let service = Arc::new(service::MetaService::new(db, cfg.dead_after, cfg.lease_ttl)?);
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| RunError::Listen { addr: cfg.listen, source })?;
+    let bound = listener.local_addr().map_err(|source| RunError::Listen { addr: cfg.listen, source })?;
+    let addr_file = cfg.data_dir.join("meta.addr");
+    std::fs::write(&addr_file, format!("{bound}\n"))
+        .map_err(|source| RunError::AddrFile { path: addr_file, source })?;
+    let metrics_task = match cfg.metrics {
+        Some(addr) => {
+            let s = service.clone();
+            let (at, task) = dingo_proto::metrics::serve(addr, Arc::new(move || s.render_metrics()))
+                .await
+                .map_err(|source| RunError::Listen { addr, source })?;
+            tracing::info!(%at, "metrics");
+            Some(task)
+        }
+        None => None,
+    };
+    tracing::info!(%bound, data = %cfg.data_dir.display(), "metadata service listening");
+    let result = tonic::transport::Server::builder()
+        .initial_stream_window_size(dingo_proto::STREAM_WINDOW)
+        .initial_connection_window_size(dingo_proto::CONNECTION_WINDOW)
+        .add_service(
+            MetaServer::from_arc(service)
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        )
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
+        .await;
+    if let Some(task) = metrics_task {
+        task.abort();
+    }
+    result?;
+    Ok(())
+}

@@ -1,0 +1,123 @@
+//! Chunk placement: which disks receive the chunks of a new block or stripe.
+//!
+//! Rules, in order:
+//! 1. Only live nodes not excluded by the caller, and only disks with room
+//!    for the chunk.
+//! 2. Chunks go to distinct nodes. Replicas must (a second copy on the same
+//!    node protects nothing against a node loss); EC members may wrap around
+//!    when the stripe is wider than the cluster, and then spread evenly: each
+//!    round uses every eligible node at most once.
+//! 3. Among eligible nodes, choice is random, weighted by free space, so
+//!    fuller nodes fill more slowly; on the node, the disk with most free
+//!    space not yet used by this block or stripe.
+
+use crate::error::MetaError;
+use dingo_types::format_bytes;
+
+/// A live node and the free bytes of each of its disks.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    pub node: u32,
+    pub disks: Vec<(u32, u64)>,
+}
+
+/// Picks `n` `(node, disk)` slots for chunks of `chunk_bytes` each.
+pub fn place(
+    mut nodes: Vec<Candidate>,
+    n: usize,
+    chunk_bytes: u64,
+    distinct_nodes: bool,
+) -> Result<Vec<(u32, u32)>, MetaError> {
+    let mut out: Vec<(u32, u32)> = Vec::with_capacity(n);
+    let mut round: Vec<u32> = Vec::new();
+    while out.len() < n {
+        let room = |c: &Candidate| c.disks.iter().map(|d| d.1).filter(|&f| f >= chunk_bytes).max();
+        let eligible: Vec<(usize, u64)> = nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !round.contains(&c.node))
+            .filter_map(|(i, c)| room(c).map(|free| (i, free)))
+            .collect();
+        if eligible.is_empty() {
+            let qualifying = nodes.iter().filter(|c| room(c).is_some()).count();
+            if round.is_empty() || distinct_nodes || qualifying == 0 {
+                return Err(MetaError::NoPlacement(format!(
+                    "need {n} chunk(s) of {} on {}distinct live nodes, but only {qualifying} live node(s) have room",
+                    format_bytes(chunk_bytes),
+                    if distinct_nodes { "" } else { "preferably " }
+                )));
+            }
+            round.clear();
+            continue;
+        }
+        let total: f64 = eligible.iter().map(|e| e.1 as f64).sum();
+        let mut pick = fastrand::f64() * total;
+        let &(i, _) = eligible
+            .iter()
+            .find(|e| {
+                pick -= e.1 as f64;
+                pick <= 0.0
+            })
+            .unwrap_or(eligible.last().expect("non-empty"));
+        let node = &mut nodes[i];
+        let used: Vec<u32> = out.iter().map(|o| o.1).collect();
+        let disk = node
+            .disks
+            .iter_mut()
+            .filter(|d| d.1 >= chunk_bytes)
+            .max_by_key(|d| (!used.contains(&d.0), d.1))
+            .expect("node has room");
+        disk.1 -= chunk_bytes;
+        out.push((node.node, disk.0));
+        round.push(node.node);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    fn cluster(nodes: u32, disks: u32, free: u64) -> Vec<Candidate> {
+        (0..nodes).map(|n| Candidate { node: n, disks: (0..disks).map(|d| (n * disks + d, free)).collect() }).collect()
+    }
+
+    #[test]
+    fn replicas_land_on_distinct_nodes() {
+        for _ in 0..50 {
+            let p = place(cluster(5, 2, 100), 3, 10, true).unwrap();
+            let nodes: HashSet<_> = p.iter().map(|x| x.0).collect();
+            assert_eq!(nodes.len(), 3);
+        }
+        let e = place(cluster(2, 4, 100), 3, 10, true).unwrap_err().to_string();
+        assert!(e.contains("only 2 live node(s)"), "{e}");
+    }
+
+    #[test]
+    fn wide_stripes_wrap_evenly_on_distinct_disks() {
+        let p = place(cluster(4, 3, 100), 9, 10, false).unwrap();
+        let mut per_node = [0; 4];
+        p.iter().for_each(|x| per_node[x.0 as usize] += 1);
+        per_node.sort();
+        assert_eq!(per_node, [2, 2, 2, 3]);
+        let disks: HashSet<_> = p.iter().map(|x| x.1).collect();
+        assert_eq!(disks.len(), 9);
+    }
+
+    #[test]
+    fn full_disks_are_skipped_and_free_space_weighs() {
+        let mut c = cluster(3, 1, 100);
+        c[0].disks[0].1 = 5;
+        for _ in 0..20 {
+            assert!(place(c.clone(), 2, 10, true).unwrap().iter().all(|x| x.0 != 0));
+        }
+        assert!(place(c.clone(), 3, 10, true).is_err());
+        let mut counts = [0; 2];
+        let skew = vec![Candidate { node: 0, disks: vec![(0, 900)] }, Candidate { node: 1, disks: vec![(1, 100)] }];
+        for _ in 0..1000 {
+            counts[place(skew.clone(), 1, 1, true).unwrap()[0].0 as usize] += 1;
+        }
+        assert!(counts[0] > 800 && counts[1] > 50, "{counts:?}");
+    }
+}

@@ -1,0 +1,336 @@
+//! The node's block cache: verified chunk segments kept in memory.
+//!
+//! Two regions:
+//! - **general**: segmented LRU (SLRU). New pages enter *probation*; a hit
+//!   there promotes to *protected*. Eviction takes from probation first, so a
+//!   one-pass scan can only flush probation, never the re-used working set.
+//!   Only foreground reads fill it: unpinned maintenance reads do not.
+//! - **pinned**: pages of chunks under a `pin(chunk, until)` directive, filled
+//!   when such a chunk is read from disk by anyone. A pinned page stays until
+//!   its pin expires or is lifted; only if the region overflows is its least
+//!   recently used page evicted (counted in `overflow_evictions`).
+//!
+//! Pages are [`SEGMENT`](crate::chunk::SEGMENT)-sized and keyed by chunk and
+//! segment index. Counters are per page looked up.
+
+use bytes::Bytes;
+use dingo_proto::IoTag;
+use dingo_types::ChunkRef;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Mutex;
+
+/// A cache page: segment `.1` of chunk `.0`.
+pub type PageKey = (ChunkRef, u64);
+
+/// Share of the general region reserved for protected (re-used) pages.
+const PROTECTED_SHARE: f64 = 0.8;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    /// Hits served from the pinned region (also counted in `hits`).
+    pub pinned_hits: u64,
+    /// Pinned pages evicted before their deadline because the region overflowed.
+    pub overflow_evictions: u64,
+    pub general_bytes: u64,
+    pub pinned_bytes: u64,
+}
+
+/// Byte-bounded LRU list. Invariant: `order` and `map` hold the same keys and
+/// `bytes` is the sum of the values' lengths.
+#[derive(Default)]
+struct Lru {
+    map: HashMap<PageKey, (Bytes, u64)>,
+    order: BTreeMap<u64, PageKey>,
+    bytes: u64,
+    tick: u64,
+}
+
+impl Lru {
+    fn insert(&mut self, key: PageKey, data: Bytes) {
+        self.remove(&key);
+        self.tick += 1;
+        self.bytes += data.len() as u64;
+        self.order.insert(self.tick, key);
+        self.map.insert(key, (data, self.tick));
+    }
+
+    fn remove(&mut self, key: &PageKey) -> Option<Bytes> {
+        let (data, tick) = self.map.remove(key)?;
+        self.order.remove(&tick);
+        self.bytes -= data.len() as u64;
+        Some(data)
+    }
+
+    /// Marks as most recently used.
+    fn touch(&mut self, key: &PageKey) -> Option<Bytes> {
+        let data = self.remove(key)?;
+        self.insert(*key, data.clone());
+        Some(data)
+    }
+
+    fn pop_lru(&mut self) -> Option<(PageKey, Bytes)> {
+        let (_, key) = self.order.pop_first()?;
+        let (data, _) = self.map.remove(&key).expect("order and map agree");
+        self.bytes -= data.len() as u64;
+        Some((key, data))
+    }
+
+    fn remove_chunk(&mut self, chunk: ChunkRef) {
+        let keys: Vec<PageKey> = self.map.keys().filter(|k| k.0 == chunk).copied().collect();
+        for k in keys {
+            self.remove(&k);
+        }
+    }
+}
+
+struct Inner {
+    general_cap: u64,
+    pinned_cap: u64,
+    probation: Lru,
+    protected: Lru,
+    pinned: Lru,
+    /// Live pins: chunk → deadline (Unix ms), and the same ordered by deadline.
+    pins: HashMap<ChunkRef, u64>,
+    deadlines: BTreeSet<(u64, ChunkRef)>,
+    stats: CacheStats,
+}
+
+impl Inner {
+    /// Drops pins whose deadline has passed, with their pages.
+    fn expire(&mut self, now_ms: u64) {
+        while let Some(&(until, chunk)) = self.deadlines.first() {
+            if until > now_ms {
+                break;
+            }
+            self.deadlines.pop_first();
+            self.pins.remove(&chunk);
+            self.pinned.remove_chunk(chunk);
+        }
+    }
+
+    fn unpin(&mut self, chunk: ChunkRef) {
+        if let Some(until) = self.pins.remove(&chunk) {
+            self.deadlines.remove(&(until, chunk));
+        }
+        self.pinned.remove_chunk(chunk);
+    }
+
+    fn general_bytes(&self) -> u64 {
+        self.probation.bytes + self.protected.bytes
+    }
+
+    fn shrink_general(&mut self) {
+        let protected_cap = (self.general_cap as f64 * PROTECTED_SHARE) as u64;
+        while self.protected.bytes > protected_cap {
+            // Demote rather than drop: a page leaving protected gets one more
+            // chance in probation.
+            let Some((k, v)) = self.protected.pop_lru() else { break };
+            self.probation.insert(k, v);
+        }
+        while self.general_bytes() > self.general_cap {
+            if self.probation.pop_lru().is_none() && self.protected.pop_lru().is_none() {
+                break;
+            }
+        }
+    }
+}
+
+pub struct BlockCache {
+    inner: Mutex<Inner>,
+}
+
+impl BlockCache {
+    pub fn new(general_bytes: u64, pinned_bytes: u64) -> Self {
+        BlockCache {
+            inner: Mutex::new(Inner {
+                general_cap: general_bytes,
+                pinned_cap: pinned_bytes,
+                probation: Lru::default(),
+                protected: Lru::default(),
+                pinned: Lru::default(),
+                pins: HashMap::new(),
+                deadlines: BTreeSet::new(),
+                stats: CacheStats::default(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Looks a page up, counting a hit or a miss.
+    pub fn get(&self, key: PageKey, now_ms: u64) -> Option<Bytes> {
+        let mut c = self.lock();
+        c.expire(now_ms);
+        if let Some(v) = c.pinned.touch(&key) {
+            c.stats.hits += 1;
+            c.stats.pinned_hits += 1;
+            return Some(v);
+        }
+        let found = if let Some(v) = c.protected.touch(&key) {
+            Some(v)
+        } else if let Some(v) = c.probation.remove(&key) {
+            c.protected.insert(key, v.clone());
+            c.shrink_general();
+            Some(v)
+        } else {
+            None
+        };
+        if found.is_some() {
+            c.stats.hits += 1
+        } else {
+            c.stats.misses += 1
+        }
+        found
+    }
+
+    /// Offers a page just read from disk by an IO of class `tag`.
+    pub fn insert(&self, key: PageKey, data: Bytes, tag: IoTag, now_ms: u64) {
+        let mut c = self.lock();
+        c.expire(now_ms);
+        if c.pins.contains_key(&key.0) {
+            c.pinned.insert(key, data);
+            while c.pinned.bytes > c.pinned_cap {
+                if c.pinned.pop_lru().is_none() {
+                    break;
+                }
+                c.stats.overflow_evictions += 1;
+            }
+        } else if tag == IoTag::Foreground && c.general_cap > 0 {
+            c.probation.insert(key, data);
+            c.shrink_general();
+        }
+    }
+
+    /// Pins `chunk` until `until_ms` (Unix ms); a later pin replaces it.
+    /// Pages already in the general region move to the pinned region.
+    pub fn pin(&self, chunk: ChunkRef, until_ms: u64, now_ms: u64) {
+        let mut c = self.lock();
+        c.expire(now_ms);
+        if until_ms <= now_ms {
+            return;
+        }
+        if let Some(old) = c.pins.insert(chunk, until_ms) {
+            c.deadlines.remove(&(old, chunk));
+        }
+        c.deadlines.insert((until_ms, chunk));
+        let keys: Vec<PageKey> =
+            c.probation.map.keys().chain(c.protected.map.keys()).filter(|k| k.0 == chunk).copied().collect();
+        for k in keys {
+            let v = c.probation.remove(&k).or_else(|| c.protected.remove(&k)).expect("listed above");
+            c.pinned.insert(k, v);
+        }
+    }
+
+    pub fn unpin(&self, chunk: ChunkRef) {
+        self.lock().unpin(chunk);
+    }
+
+    /// Forgets every page and pin of a deleted chunk.
+    pub fn remove_chunk(&self, chunk: ChunkRef) {
+        let mut c = self.lock();
+        c.unpin(chunk);
+        c.probation.remove_chunk(chunk);
+        c.protected.remove_chunk(chunk);
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        let c = self.lock();
+        CacheStats { general_bytes: c.general_bytes(), pinned_bytes: c.pinned.bytes, ..c.stats }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dingo_types::{BlockId, DeclarationId, TaskKind};
+
+    const SCRUB: IoTag = IoTag::Maintenance { task: TaskKind::Scrubbing, declaration: DeclarationId(1) };
+
+    fn key(b: u64, s: u64) -> PageKey {
+        (ChunkRef { block: BlockId(b), copy: 0 }, s)
+    }
+
+    fn page() -> Bytes {
+        Bytes::from(vec![0u8; 100])
+    }
+
+    #[test]
+    fn a_scan_does_not_flush_the_working_set() {
+        let cache = BlockCache::new(1000, 0);
+        // Working set: two pages, each read twice, so they are protected.
+        for s in 0..2 {
+            cache.insert(key(1, s), page(), IoTag::Foreground, 0);
+            assert!(cache.get(key(1, s), 0).is_some());
+        }
+        // A scan of 50 one-time pages.
+        for b in 100..150 {
+            assert!(cache.get(key(b, 0), 0).is_none());
+            cache.insert(key(b, 0), page(), IoTag::Foreground, 0);
+        }
+        assert!(cache.get(key(1, 0), 0).is_some() && cache.get(key(1, 1), 0).is_some());
+        assert!(cache.stats().general_bytes <= 1000);
+    }
+
+    #[test]
+    fn unpinned_maintenance_reads_do_not_fill_the_cache() {
+        let cache = BlockCache::new(1000, 1000);
+        cache.insert(key(1, 0), page(), SCRUB, 0);
+        assert!(cache.get(key(1, 0), 0).is_none());
+        let s = cache.stats();
+        assert_eq!((s.hits, s.misses, s.general_bytes, s.pinned_bytes), (0, 1, 0, 0));
+    }
+
+    #[test]
+    fn pinned_pages_stay_until_deadline_or_unpin() {
+        let cache = BlockCache::new(200, 1000);
+        let c1 = key(1, 0).0;
+        cache.pin(c1, 5_000, 0);
+        cache.insert(key(1, 0), page(), SCRUB, 10);
+        // Heavy foreground traffic cannot push the pinned page out.
+        for b in 100..200 {
+            cache.insert(key(b, 0), page(), IoTag::Foreground, 20);
+        }
+        assert!(cache.get(key(1, 0), 30).is_some());
+        assert_eq!(cache.stats().pinned_hits, 1);
+        // After the deadline it is gone.
+        assert!(cache.get(key(1, 0), 5_000).is_none());
+        assert_eq!(cache.stats().pinned_bytes, 0);
+        // Unpin drops it at once.
+        cache.pin(c1, 50_000, 6_000);
+        cache.insert(key(1, 0), page(), SCRUB, 6_000);
+        cache.unpin(c1);
+        assert!(cache.get(key(1, 0), 6_001).is_none());
+        assert_eq!(cache.stats().overflow_evictions, 0);
+    }
+
+    #[test]
+    fn overflow_evicts_lru_pinned_pages_and_counts_it() {
+        let cache = BlockCache::new(0, 250);
+        for b in 1..=3 {
+            cache.pin(key(b, 0).0, 10_000, 0);
+        }
+        for b in 1..=3 {
+            cache.insert(key(b, 0), page(), SCRUB, 1);
+        }
+        let s = cache.stats();
+        assert_eq!((s.overflow_evictions, s.pinned_bytes), (1, 200));
+        assert!(cache.get(key(1, 0), 2).is_none(), "the least recently used pinned page went");
+        assert!(cache.get(key(3, 0), 2).is_some());
+    }
+
+    #[test]
+    fn pinning_adopts_pages_already_cached() {
+        let cache = BlockCache::new(1000, 1000);
+        cache.insert(key(1, 0), page(), IoTag::Foreground, 0);
+        cache.pin(key(1, 0).0, 100, 0);
+        assert_eq!(cache.stats().pinned_bytes, 100);
+        assert!(cache.get(key(1, 0), 1).is_some());
+        assert_eq!(cache.stats().pinned_hits, 1);
+        cache.remove_chunk(key(1, 0).0);
+        assert_eq!(cache.stats().pinned_bytes + cache.stats().general_bytes, 0);
+    }
+}

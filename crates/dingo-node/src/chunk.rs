@@ -1,0 +1,399 @@
+//! The chunk file format.
+//!
+//! ```text
+//! offset 0        header, 4096 bytes (little endian):
+//!                   0..8   magic "DINGOCK1"
+//!                   8..12  segment size (65536)
+//!                   12..20 block id      20..24 copy
+//!                   24..32 data length   32..36 crc32c of the checksum table
+//!                   36..40 crc32c of header bytes 0..36; the rest is zero
+//! offset 4096     checksum table: crc32c of each data segment, u32 LE,
+//!                 zero-padded to a multiple of 4096
+//! data_offset     data, zero-padded to a multiple of 4096
+//! ```
+//!
+//! Every boundary is 4096-aligned so that all IO can be direct. A chunk is
+//! written into `tmp/`, then header, fsync, and rename into `chunks/`: a file
+//! in `chunks/` is always complete and immutable. Every read verifies the
+//! crc32c of each segment it touches.
+
+use crate::direct::{ALIGN, AlignedBuf, DirectFile, align_up};
+use crate::disk::Disk;
+use crate::error::StoreError;
+use dingo_proto::IoTag;
+use dingo_types::{BlockId, ChunkRef};
+use std::fs;
+use std::path::PathBuf;
+
+/// Bytes covered by one checksum; also the block cache's page size.
+pub const SEGMENT: u64 = 64 * 1024;
+const HEADER: u64 = ALIGN as u64;
+const MAGIC: &[u8; 8] = b"DINGOCK1";
+/// Bytes buffered before each direct write.
+pub const WRITE_BUF: usize = 1 << 20;
+
+/// Where things are in a chunk file holding `data_len` bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    pub data_len: u64,
+}
+
+impl Layout {
+    pub fn segments(self) -> u64 {
+        self.data_len.div_ceil(SEGMENT)
+    }
+
+    pub fn data_offset(self) -> u64 {
+        HEADER + align_up(self.segments() * 4)
+    }
+
+    pub fn file_len(self) -> u64 {
+        self.data_offset() + align_up(self.data_len)
+    }
+
+    /// Data bytes in segment `s`.
+    pub fn segment_len(self, s: u64) -> u64 {
+        SEGMENT.min(self.data_len - s * SEGMENT)
+    }
+}
+
+/// What a read needs to know about a sealed chunk: its layout and checksums.
+pub struct ChunkMeta {
+    pub layout: Layout,
+    pub crcs: Vec<u32>,
+}
+
+fn encode_header(chunk: ChunkRef, layout: Layout, table_crc: u32) -> AlignedBuf {
+    let mut h = AlignedBuf::zeroed(HEADER as usize);
+    h[0..8].copy_from_slice(MAGIC);
+    h[8..12].copy_from_slice(&(SEGMENT as u32).to_le_bytes());
+    h[12..20].copy_from_slice(&chunk.block.0.to_le_bytes());
+    h[20..24].copy_from_slice(&u32::from(chunk.copy).to_le_bytes());
+    h[24..32].copy_from_slice(&layout.data_len.to_le_bytes());
+    h[32..36].copy_from_slice(&table_crc.to_le_bytes());
+    let crc = crc32c::crc32c(&h[0..36]);
+    h[36..40].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+fn le_u32(b: &[u8]) -> u32 {
+    u32::from_le_bytes(b.try_into().expect("4 bytes"))
+}
+
+fn le_u64(b: &[u8]) -> u64 {
+    u64::from_le_bytes(b.try_into().expect("8 bytes"))
+}
+
+/// Reads and checks the header and checksum table of the chunk file at
+/// `path`, which must hold `chunk` and be `file_len` bytes long.
+pub fn load_meta(disk: &Disk, chunk: ChunkRef, path: &std::path::Path, file_len: u64) -> Result<ChunkMeta, StoreError> {
+    let corrupt = |detail: String| StoreError::Corrupt { chunk, detail };
+    let file = DirectFile::open(path).map_err(StoreError::io(path.display()))?;
+    if file_len < HEADER {
+        return Err(corrupt(format!("file is {file_len} bytes, shorter than its header")));
+    }
+    let mut h = AlignedBuf::zeroed(HEADER as usize);
+    disk.read_at(&file, &mut h, 0, IoTag::Foreground).map_err(StoreError::io(path.display()))?;
+    if &h[0..8] != MAGIC || le_u32(&h[36..40]) != crc32c::crc32c(&h[0..36]) {
+        disk.counters.checksum_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return Err(corrupt("bad header magic or checksum".into()));
+    }
+    let found = ChunkRef { block: BlockId(le_u64(&h[12..20])), copy: le_u32(&h[20..24]) as u8 };
+    if found != chunk || u64::from(le_u32(&h[8..12])) != SEGMENT {
+        return Err(corrupt(format!("header names {found} with segment size {}", le_u32(&h[8..12]))));
+    }
+    let layout = Layout { data_len: le_u64(&h[24..32]) };
+    if layout.file_len() != file_len {
+        return Err(corrupt(format!("file is {file_len} bytes, header implies {}", layout.file_len())));
+    }
+    let mut table = AlignedBuf::zeroed((layout.data_offset() - HEADER) as usize);
+    if !table.is_empty() {
+        disk.read_at(&file, &mut table, HEADER, IoTag::Foreground).map_err(StoreError::io(path.display()))?;
+    }
+    let table = &table[..layout.segments() as usize * 4];
+    if crc32c::crc32c(table) != le_u32(&h[32..36]) {
+        disk.counters.checksum_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        return Err(corrupt("checksum table does not match its checksum".into()));
+    }
+    Ok(ChunkMeta { layout, crcs: table.chunks_exact(4).map(le_u32).collect() })
+}
+
+/// Reads data segments `first..end` of a chunk from disk and verifies each
+/// against its checksum. Returns the data, one buffer for the whole run.
+pub fn read_segments(
+    disk: &Disk,
+    chunk: ChunkRef,
+    path: &std::path::Path,
+    meta: &ChunkMeta,
+    first: u64,
+    end: u64,
+    tag: IoTag,
+) -> Result<bytes::Bytes, StoreError> {
+    let layout = meta.layout;
+    let start = first * SEGMENT;
+    let data_end = (end * SEGMENT).min(layout.data_len);
+    let file = DirectFile::open(path).map_err(StoreError::io(path.display()))?;
+    let mut buf = AlignedBuf::zeroed((align_up(data_end) - start) as usize);
+    disk.read_at(&file, &mut buf, layout.data_offset() + start, tag).map_err(StoreError::io(path.display()))?;
+    for s in first..end {
+        let off = ((s - first) * SEGMENT) as usize;
+        let seg = &buf[off..off + layout.segment_len(s) as usize];
+        if crc32c::crc32c(seg) != meta.crcs[s as usize] {
+            disk.counters.checksum_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Err(StoreError::Corrupt { chunk, detail: format!("checksum mismatch in segment {s}") });
+        }
+    }
+    Ok(buf.into_bytes((data_end - start) as usize))
+}
+
+/// A chunk being written. Dropping it without [`ChunkWriter::seal`] removes
+/// the partial file and returns the space reservation.
+pub struct ChunkWriter<'d> {
+    disk: &'d Disk,
+    chunk: ChunkRef,
+    layout: Layout,
+    file: Option<DirectFile>,
+    tmp: PathBuf,
+    buf: AlignedBuf,
+    buf_fill: usize,
+    /// Data bytes received so far.
+    received: u64,
+    /// File offset where `buf` goes.
+    file_off: u64,
+    crcs: Vec<u32>,
+    seg_crc: u32,
+}
+
+impl<'d> ChunkWriter<'d> {
+    /// Starts writing `chunk` of exactly `data_len` bytes, reserving its
+    /// space on the disk.
+    pub fn create(disk: &'d Disk, chunk: ChunkRef, data_len: u64) -> Result<Self, StoreError> {
+        let layout = Layout { data_len };
+        disk.reserve(layout.file_len())?;
+        let tmp = disk.tmp_path(chunk);
+        let file = match DirectFile::create_new(&tmp) {
+            Ok(f) => f,
+            Err(e) => {
+                disk.release(layout.file_len(), None);
+                return Err(StoreError::io(tmp.display())(e));
+            }
+        };
+        Ok(ChunkWriter {
+            disk,
+            chunk,
+            layout,
+            file: Some(file),
+            tmp,
+            buf: AlignedBuf::zeroed(WRITE_BUF),
+            buf_fill: 0,
+            received: 0,
+            file_off: layout.data_offset(),
+            crcs: Vec::with_capacity(layout.segments() as usize),
+            seg_crc: 0,
+        })
+    }
+
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// Appends data; fails if it would exceed the declared length.
+    pub fn append(&mut self, mut data: &[u8]) -> Result<(), StoreError> {
+        if self.received + data.len() as u64 > self.layout.data_len {
+            return Err(StoreError::Invalid(format!(
+                "{}: more than the declared {} bytes sent",
+                self.chunk, self.layout.data_len
+            )));
+        }
+        while !data.is_empty() {
+            // Never let one copy straddle a segment boundary, so that the
+            // running crc can be closed exactly at each boundary.
+            let seg_room = (SEGMENT - self.received % SEGMENT) as usize;
+            let n = data.len().min(seg_room).min(WRITE_BUF - self.buf_fill);
+            let (piece, rest) = data.split_at(n);
+            self.buf[self.buf_fill..self.buf_fill + n].copy_from_slice(piece);
+            self.seg_crc = crc32c::crc32c_append(self.seg_crc, piece);
+            self.buf_fill += n;
+            self.received += n as u64;
+            data = rest;
+            if self.received.is_multiple_of(SEGMENT) {
+                self.crcs.push(std::mem::take(&mut self.seg_crc));
+            }
+            if self.buf_fill == WRITE_BUF {
+                self.flush()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), StoreError> {
+        let len = align_up(self.buf_fill as u64) as usize;
+        // The tail of a final partial buffer must be zero padding.
+        self.buf[self.buf_fill..len].fill(0);
+        let file = self.file.as_ref().expect("file open until sealed");
+        self.disk.write_at(file, &self.buf[..len], self.file_off).map_err(StoreError::io(self.tmp.display()))?;
+        self.file_off += len as u64;
+        self.buf_fill = 0;
+        Ok(())
+    }
+
+    /// Writes the checksum table and header, makes the file durable and
+    /// moves it into `chunks/`. Returns the file length.
+    pub fn seal(mut self) -> Result<u64, StoreError> {
+        if self.received != self.layout.data_len {
+            return Err(StoreError::Invalid(format!(
+                "{}: sealed after {} of {} declared bytes",
+                self.chunk, self.received, self.layout.data_len
+            )));
+        }
+        if !self.received.is_multiple_of(SEGMENT) {
+            self.crcs.push(self.seg_crc);
+        }
+        if self.buf_fill > 0 {
+            self.flush()?;
+        }
+        let file = self.file.take().expect("file open until sealed");
+        let err = StoreError::io(self.tmp.display());
+        let mut table = AlignedBuf::zeroed((self.layout.data_offset() - HEADER) as usize);
+        for (i, crc) in self.crcs.iter().enumerate() {
+            table[i * 4..i * 4 + 4].copy_from_slice(&crc.to_le_bytes());
+        }
+        let table_crc = crc32c::crc32c(&table[..self.crcs.len() * 4]);
+        if !table.is_empty() {
+            self.disk.write_at(&file, &table, HEADER).map_err(StoreError::io(self.tmp.display()))?;
+        }
+        let header = encode_header(self.chunk, self.layout, table_crc);
+        self.disk.write_at(&file, &header, 0).map_err(StoreError::io(self.tmp.display()))?;
+        file.sync().map_err(err)?;
+        drop(file);
+        let dest = self.disk.chunk_path(self.chunk);
+        // A hard link, unlike rename, fails if the destination exists: a
+        // sealed chunk is never replaced.
+        match fs::hard_link(&self.tmp, &dest) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(StoreError::Exists(self.chunk)),
+            other => other.map_err(StoreError::io(dest.display()))?,
+        }
+        // A leftover temporary name is harmless: tmp/ is emptied at startup.
+        let _ = fs::remove_file(&self.tmp);
+        let dir = dest.parent().expect("chunks/ dir");
+        fs::File::open(dir).and_then(|d| d.sync_all()).map_err(StoreError::io(dir.display()))?;
+        let len = self.layout.file_len();
+        self.disk.release(len, Some(len));
+        self.tmp = PathBuf::new();
+        Ok(len)
+    }
+}
+
+impl Drop for ChunkWriter<'_> {
+    fn drop(&mut self) {
+        // Sealing clears `tmp`; anything else is an abandoned write.
+        if !self.tmp.as_os_str().is_empty() {
+            let _ = fs::remove_file(&self.tmp);
+            self.disk.release(self.layout.file_len(), None);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Seek, SeekFrom, Write};
+
+    fn pattern(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
+    }
+
+    fn write(disk: &Disk, chunk: ChunkRef, data: &[u8], piece: usize) -> u64 {
+        let mut w = ChunkWriter::create(disk, chunk, data.len() as u64).unwrap();
+        for p in data.chunks(piece.max(1)) {
+            w.append(p).unwrap();
+        }
+        w.seal().unwrap()
+    }
+
+    fn read_all(disk: &Disk, chunk: ChunkRef) -> Result<Vec<u8>, StoreError> {
+        let path = disk.chunk_path(chunk);
+        let len = fs::metadata(&path).unwrap().len();
+        let meta = load_meta(disk, chunk, &path, len)?;
+        let segs = meta.layout.segments();
+        Ok(read_segments(disk, chunk, &path, &meta, 0, segs, IoTag::Foreground)?.to_vec())
+    }
+
+    fn chunk(b: u64) -> ChunkRef {
+        ChunkRef { block: BlockId(b), copy: 1 }
+    }
+
+    #[test]
+    fn round_trips_odd_sizes_and_piece_sizes() {
+        let dir = tempfile::tempdir().unwrap();
+        let (disk, _) = Disk::open(dir.path(), None, None).unwrap();
+        for (i, (n, piece)) in [(0, 1), (1, 1), (4095, 1000), (65536, 65536), (65537, 3000), (3 << 20 | 17, 1 << 20)]
+            .into_iter()
+            .enumerate()
+        {
+            let data = pattern(n);
+            let len = write(&disk, chunk(i as u64), &data, piece);
+            assert_eq!(len, Layout { data_len: n as u64 }.file_len());
+            assert_eq!(read_all(&disk, chunk(i as u64)).unwrap(), data, "size {n}");
+        }
+        assert_eq!(disk.chunk_count(), 6);
+    }
+
+    #[test]
+    fn a_flipped_byte_is_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let (disk, _) = Disk::open(dir.path(), None, None).unwrap();
+        let data = pattern(200_000);
+        write(&disk, chunk(1), &data, 70_000);
+        let path = disk.chunk_path(chunk(1));
+        let layout = Layout { data_len: data.len() as u64 };
+        let mut f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.seek(SeekFrom::Start(layout.data_offset() + 150_000)).unwrap();
+        f.write_all(&[data[150_000] ^ 0x40]).unwrap();
+        f.sync_all().unwrap();
+        let e = read_all(&disk, chunk(1)).unwrap_err();
+        assert!(matches!(e, StoreError::Corrupt { .. }), "{e}");
+        assert!(e.to_string().contains("segment 2"), "{e}");
+        assert_eq!(disk.counters.checksum_errors.load(std::sync::atomic::Ordering::Relaxed), 1);
+        // Segments before the damage still verify.
+        let meta = load_meta(&disk, chunk(1), &path, layout.file_len()).unwrap();
+        let ok = read_segments(&disk, chunk(1), &path, &meta, 0, 2, IoTag::Foreground).unwrap();
+        assert_eq!(&ok[..], &data[..2 * SEGMENT as usize]);
+    }
+
+    #[test]
+    fn header_damage_and_truncation_are_detected() {
+        let dir = tempfile::tempdir().unwrap();
+        let (disk, _) = Disk::open(dir.path(), None, None).unwrap();
+        write(&disk, chunk(1), &pattern(10_000), 10_000);
+        write(&disk, chunk(2), &pattern(10_000), 10_000);
+        let p1 = disk.chunk_path(chunk(1));
+        let mut f = fs::OpenOptions::new().write(true).open(&p1).unwrap();
+        f.seek(SeekFrom::Start(25)).unwrap();
+        f.write_all(&[0xff]).unwrap();
+        assert!(read_all(&disk, chunk(1)).unwrap_err().to_string().contains("header"));
+        let p2 = disk.chunk_path(chunk(2));
+        let f = fs::OpenOptions::new().write(true).open(&p2).unwrap();
+        f.set_len(8192).unwrap();
+        assert!(read_all(&disk, chunk(2)).unwrap_err().to_string().contains("header implies"));
+    }
+
+    #[test]
+    fn unsealed_writes_leave_nothing_and_lengths_are_enforced() {
+        let dir = tempfile::tempdir().unwrap();
+        let (disk, _) = Disk::open(dir.path(), Some(1 << 20), None).unwrap();
+        {
+            let mut w = ChunkWriter::create(&disk, chunk(1), 100).unwrap();
+            w.append(&[1; 50]).unwrap();
+            assert!(w.append(&[1; 51]).is_err());
+        }
+        assert_eq!(fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0);
+        assert!(!disk.chunk_path(chunk(1)).exists());
+        let mut w = ChunkWriter::create(&disk, chunk(1), 100).unwrap();
+        w.append(&[1; 99]).unwrap();
+        assert!(w.seal().unwrap_err().to_string().contains("99 of 100"));
+        // All reservations were returned: the whole capacity is usable again.
+        assert!(ChunkWriter::create(&disk, chunk(2), (1 << 20) - 3 * 4096).is_ok());
+        assert!(matches!(ChunkWriter::create(&disk, chunk(3), 2 << 20), Err(StoreError::DiskFull { .. })));
+    }
+}

@@ -1,0 +1,218 @@
+//! DINGO storage node (`dingo node --disk DIR ...`).
+//!
+//! A node stores chunks (copies of blocks) as checksummed files on one or
+//! more disks ([`chunk`], [`disk`]), reads them with direct IO through a block
+//! cache with a pinned region ([`cache`]), serves the `Node` gRPC service
+//! ([`service`]), and registers with and heartbeats to the metadata service,
+//! which tells it which chunks to delete.
+
+pub mod cache;
+pub mod chunk;
+pub mod direct;
+pub mod disk;
+mod error;
+pub mod service;
+pub mod store;
+
+pub use error::StoreError;
+pub use store::{DiskSpec, Store};
+
+use dingo_proto::v1::meta_client::MetaClient;
+use dingo_proto::v1::node_server::NodeServer;
+use dingo_proto::v1::{
+    ChunkOnDisk, DiskModel as WireModel, DiskRegistration, DiskUsage, HeartbeatRequest, RegisterNodeRequest,
+};
+use dingo_proto::{MAX_MESSAGE_BYTES, chunk_ref};
+use dingo_types::DiskId;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use thiserror::Error;
+use tonic::transport::Channel;
+
+/// Everything a node needs to run.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    /// gRPC listen address; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// Address clients and the metadata service use for this node; default:
+    /// the bound listen address.
+    pub advertise: Option<String>,
+    /// Metadata service address (`host:port`).
+    pub meta: String,
+    /// Prometheus `/metrics` address, if any.
+    pub metrics: Option<SocketAddr>,
+    pub disks: Vec<DiskSpec>,
+    /// General cache region, bytes.
+    pub cache_bytes: u64,
+    /// Pinned cache region, bytes.
+    pub pinned_bytes: u64,
+    pub heartbeat: Duration,
+}
+
+#[derive(Debug, Error)]
+pub enum NodeError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: SocketAddr, source: std::io::Error },
+    #[error("metadata service at {meta} refused registration: {status}")]
+    Register { meta: String, status: tonic::Status },
+    #[error("invalid metadata service address `{0}`")]
+    MetaAddr(String),
+    #[error("gRPC server failed: {0}")]
+    Serve(#[from] tonic::transport::Error),
+}
+
+/// Runs a node until `shutdown` resolves.
+pub async fn run(cfg: NodeConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), NodeError> {
+    let store = Arc::new(tokio::task::block_in_place(|| Store::open(&cfg.disks, cfg.cache_bytes, cfg.pinned_bytes))?);
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| NodeError::Listen { addr: cfg.listen, source })?;
+    let bound = listener.local_addr().map_err(|source| NodeError::Listen { addr: cfg.listen, source })?;
+    let advertise = cfg.advertise.clone().unwrap_or_else(|| bound.to_string());
+    let _metrics = match cfg.metrics {
+        Some(addr) => {
+            let s = store.clone();
+            let (at, task) = dingo_proto::metrics::serve(addr, Arc::new(move || service::render_metrics(&s)))
+                .await
+                .map_err(|source| NodeError::Listen { addr, source })?;
+            tracing::info!(%at, "metrics");
+            Some(AbortOnDrop(task))
+        }
+        None => None,
+    };
+
+    let meta = MetaClient::new(
+        Channel::from_shared(format!("http://{}", cfg.meta))
+            .map_err(|_| NodeError::MetaAddr(cfg.meta.clone()))?
+            .connect_lazy(),
+    );
+    let node = register(&meta, &cfg.meta, &advertise, &store).await?;
+    tracing::info!(node, %advertise, disks = store.disks.len(), "node registered");
+    let _heartbeat = AbortOnDrop(tokio::spawn(heartbeat_loop(
+        meta,
+        cfg.meta.clone(),
+        advertise,
+        store.clone(),
+        node,
+        cfg.heartbeat,
+    )));
+
+    tonic::transport::Server::builder()
+        .initial_stream_window_size(dingo_proto::STREAM_WINDOW)
+        .initial_connection_window_size(dingo_proto::CONNECTION_WINDOW)
+        .add_service(
+            NodeServer::new(service::NodeService { store })
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES),
+        )
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
+        .await?;
+    Ok(())
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Registers the node, retrying while the metadata service is unreachable
+/// (it may start after the node). Assigns the disk ids it returns.
+async fn register(
+    meta: &MetaClient<Channel>,
+    meta_addr: &str,
+    advertise: &str,
+    store: &Store,
+) -> Result<u32, NodeError> {
+    let req = RegisterNodeRequest {
+        addr: advertise.to_string(),
+        disks: store
+            .disks
+            .iter()
+            .map(|d| DiskRegistration {
+                uuid: d.uuid.clone(),
+                path: d.path.display().to_string(),
+                capacity: d.capacity,
+                used: d.used(),
+                model: d.model.map(|m| WireModel {
+                    positioning_us: m.positioning_us,
+                    transfer_bytes_per_sec: m.transfer_bytes_per_sec,
+                }),
+            })
+            .collect(),
+    };
+    let mut warned = false;
+    loop {
+        match meta.clone().register_node(req.clone()).await {
+            Ok(r) => {
+                let r = r.into_inner();
+                for (disk, id) in store.disks.iter().zip(&r.disks) {
+                    disk.set_id(DiskId(*id));
+                }
+                return Ok(r.node);
+            }
+            Err(s) if s.code() == tonic::Code::Unavailable => {
+                if !warned {
+                    tracing::warn!(meta = meta_addr, "metadata service unreachable; retrying");
+                    warned = true;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(status) => return Err(NodeError::Register { meta: meta_addr.to_string(), status }),
+        }
+    }
+}
+
+/// Reports usage every `every`, carries out the deletions the metadata
+/// service asks for, and confirms them in the next heartbeat.
+async fn heartbeat_loop(
+    meta: MetaClient<Channel>,
+    meta_addr: String,
+    advertise: String,
+    store: Arc<Store>,
+    mut node: u32,
+    every: Duration,
+) {
+    let mut deleted: Vec<ChunkOnDisk> = Vec::new();
+    let mut ticker = tokio::time::interval(every);
+    loop {
+        ticker.tick().await;
+        let req = HeartbeatRequest {
+            node,
+            disks: store
+                .disks
+                .iter()
+                .filter_map(|d| {
+                    Some(DiskUsage { disk: d.id()?.0, capacity: d.capacity, used: d.used(), chunks: d.chunk_count() })
+                })
+                .collect(),
+            deleted: deleted.clone(),
+        };
+        match meta.clone().heartbeat(req).await {
+            Ok(reply) => {
+                deleted.clear();
+                for c in reply.into_inner().delete {
+                    let Ok(chunk) = chunk_ref(c.chunk.as_ref()) else { continue };
+                    match tokio::task::block_in_place(|| store.delete(chunk)) {
+                        Ok(_) => deleted.push(c),
+                        Err(e) => tracing::warn!(%chunk, "delete failed: {e}"),
+                    }
+                }
+            }
+            Err(s) if s.code() == tonic::Code::NotFound => {
+                // The metadata service no longer knows this node: join again.
+                match register(&meta, &meta_addr, &advertise, &store).await {
+                    Ok(id) => node = id,
+                    Err(e) => tracing::warn!("re-registration failed: {e}"),
+                }
+            }
+            Err(s) => tracing::debug!("heartbeat failed: {}", s.message()),
+        }
+    }
+}

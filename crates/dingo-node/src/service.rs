@@ -1,0 +1,218 @@
+//! The `Node` gRPC service over a [`Store`], and the node's metrics page.
+
+use crate::error::StoreError;
+use crate::store::Store;
+use dingo_proto::metrics::MetricsText;
+use dingo_proto::v1::node_server::Node;
+use dingo_proto::v1::*;
+use dingo_proto::{IoTag, chunk_ref, now_ms};
+use dingo_types::DiskId;
+use std::cell::Cell;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use tokio::task::block_in_place;
+use tonic::{Request, Response, Status, Streaming};
+
+/// Largest single read a client may ask for.
+pub const MAX_READ: u64 = 16 << 20;
+
+pub struct NodeService {
+    pub store: Arc<Store>,
+}
+
+#[tonic::async_trait]
+impl Node for NodeService {
+    async fn write_chunk(
+        &self,
+        request: Request<Streaming<WriteChunkRequest>>,
+    ) -> Result<Response<WriteChunkReply>, Status> {
+        let mut stream = request.into_inner();
+        let first = stream.message().await?.ok_or_else(|| Status::invalid_argument("empty write stream"))?;
+        let chunk = chunk_ref(first.chunk.as_ref())?;
+        let handle = tokio::runtime::Handle::current();
+        let sealed = Cell::new(first.seal);
+        let mut done = first.seal;
+        let mut pending = Some(first.data);
+        let next = || {
+            if let Some(d) = pending.take() {
+                return Ok(Some(d));
+            }
+            if done {
+                return Ok(None);
+            }
+            match handle.block_on(stream.message()) {
+                Ok(Some(m)) => {
+                    done = m.seal;
+                    sealed.set(m.seal);
+                    Ok(Some(m.data))
+                }
+                Ok(None) => {
+                    done = true;
+                    Ok(None)
+                }
+                Err(s) => Err(StoreError::Invalid(format!("write stream of {chunk} broke: {}", s.message()))),
+            }
+        };
+        let len = block_in_place(|| {
+            self.store.write_chunk(chunk, DiskId(first.disk), first.total_len, next, || sealed.get())
+        })?;
+        tracing::debug!(%chunk, len, "chunk sealed");
+        Ok(Response::new(WriteChunkReply { len }))
+    }
+
+    async fn read_chunk(&self, request: Request<ReadChunkRequest>) -> Result<Response<ReadChunkReply>, Status> {
+        let r = request.into_inner();
+        let chunk = chunk_ref(r.chunk.as_ref())?;
+        let tag = IoTag::try_from(r.io_class.as_ref()).map_err(Status::invalid_argument)?;
+        if r.len > MAX_READ {
+            return Err(Status::invalid_argument(format!("read of {} bytes exceeds the {MAX_READ}-byte limit", r.len)));
+        }
+        let (data, cache_hit) = block_in_place(|| self.store.read(chunk, r.offset, r.len, tag)).inspect_err(|e| {
+            if matches!(e, StoreError::Corrupt { .. }) {
+                tracing::error!("{e}");
+            }
+        })?;
+        Ok(Response::new(ReadChunkReply { data, cache_hit }))
+    }
+
+    async fn delete_chunk(&self, request: Request<DeleteChunkRequest>) -> Result<Response<DeleteChunkReply>, Status> {
+        let chunk = chunk_ref(request.get_ref().chunk.as_ref())?;
+        let existed = block_in_place(|| self.store.delete(chunk))?;
+        Ok(Response::new(DeleteChunkReply { existed }))
+    }
+
+    async fn inventory(&self, _: Request<InventoryRequest>) -> Result<Response<InventoryReply>, Status> {
+        let disks = self
+            .store
+            .inventory()
+            .into_iter()
+            .zip(&self.store.disks)
+            .map(|(chunks, disk)| DiskInventory {
+                disk: disk.id().map_or(u32::MAX, |d| d.0),
+                chunks: chunks.into_iter().map(|(c, len)| ChunkInfo { chunk: Some(c.into()), len }).collect(),
+            })
+            .collect();
+        Ok(Response::new(InventoryReply { disks }))
+    }
+
+    async fn cache_directive(
+        &self,
+        request: Request<CacheDirectiveRequest>,
+    ) -> Result<Response<CacheDirectiveReply>, Status> {
+        let r = request.into_inner();
+        let now = now_ms();
+        for pin in &r.pins {
+            self.store.cache.pin(chunk_ref(pin.chunk.as_ref())?, pin.until_ms, now);
+        }
+        for c in &r.unpins {
+            self.store.cache.unpin(chunk_ref(Some(c))?);
+        }
+        Ok(Response::new(CacheDirectiveReply {}))
+    }
+
+    async fn node_stats(&self, _: Request<NodeStatsRequest>) -> Result<Response<NodeStatsReply>, Status> {
+        Ok(Response::new(stats(&self.store)))
+    }
+}
+
+pub fn stats(store: &Store) -> NodeStatsReply {
+    let disks = store
+        .disks
+        .iter()
+        .map(|d| {
+            let c = &d.counters;
+            DiskStats {
+                disk: d.id().map_or(u32::MAX, |id| id.0),
+                path: d.path.display().to_string(),
+                bytes_read: c.bytes_read.load(Relaxed),
+                read_requests: c.read_requests.load(Relaxed),
+                bytes_written: c.bytes_written.load(Relaxed),
+                write_requests: c.write_requests.load(Relaxed),
+                head_time_us: c.head_time_us.load(Relaxed),
+                checksum_errors: c.checksum_errors.load(Relaxed),
+                direct_io: d.is_direct(),
+                classes: (0..IoTag::CLASSES)
+                    .map(|i| ClassCounter {
+                        class: IoTag::class_name_of(i).to_string(),
+                        bytes: c.class_bytes[i].load(Relaxed),
+                        requests: c.class_requests[i].load(Relaxed),
+                    })
+                    .collect(),
+            }
+        })
+        .collect();
+    let s = store.cache.stats();
+    NodeStatsReply {
+        disks,
+        cache: Some(CacheStats {
+            hits: s.hits,
+            misses: s.misses,
+            pinned_hits: s.pinned_hits,
+            overflow_evictions: s.overflow_evictions,
+            general_bytes: s.general_bytes,
+            pinned_bytes: s.pinned_bytes,
+        }),
+        declarations: store
+            .declaration_bytes()
+            .into_iter()
+            .map(|(declaration_id, bytes)| DeclarationCounter { declaration_id, bytes })
+            .collect(),
+    }
+}
+
+/// A per-disk metric family: name, kind, help and how to read its value.
+type DiskFamily = (&'static str, &'static str, &'static str, fn(&DiskStats) -> u64);
+
+/// The node's Prometheus page.
+pub fn render_metrics(store: &Store) -> String {
+    let s = stats(store);
+    let mut m = MetricsText::new();
+    let per_disk: [DiskFamily; 7] = [
+        ("dingo_disk_read_bytes_total", "counter", "Bytes read from the device.", |d| d.bytes_read),
+        ("dingo_disk_read_requests_total", "counter", "Read requests sent to the device.", |d| d.read_requests),
+        ("dingo_disk_written_bytes_total", "counter", "Bytes written to the device.", |d| d.bytes_written),
+        ("dingo_disk_write_requests_total", "counter", "Write requests sent to the device.", |d| d.write_requests),
+        ("dingo_disk_head_time_us_total", "counter", "Device busy time (modelled for emulated HDDs).", |d| {
+            d.head_time_us
+        }),
+        ("dingo_disk_checksum_errors_total", "counter", "Checksum mismatches found on reads.", |d| d.checksum_errors),
+        ("dingo_disk_direct_io", "gauge", "1 if reads bypass the page cache with O_DIRECT.", |d| {
+            u64::from(d.direct_io)
+        }),
+    ];
+    for (name, kind, help, get) in per_disk {
+        m.family(name, kind, help);
+        for d in &s.disks {
+            m.sample(name, &[("disk", &d.disk.to_string())], get(d));
+        }
+    }
+    for (name, help, bytes) in [
+        ("dingo_disk_class_read_bytes_total", "Bytes read from the device per IO class.", true),
+        ("dingo_disk_class_read_requests_total", "Read requests per IO class.", false),
+    ] {
+        m.family(name, "counter", help);
+        for d in &s.disks {
+            for c in &d.classes {
+                let v = if bytes { c.bytes } else { c.requests };
+                m.sample(name, &[("disk", &d.disk.to_string()), ("class", &c.class)], v);
+            }
+        }
+    }
+    let c = s.cache.unwrap_or_default();
+    for (name, kind, help, v) in [
+        ("dingo_cache_hits_total", "counter", "Cache page hits.", c.hits),
+        ("dingo_cache_misses_total", "counter", "Cache page misses.", c.misses),
+        ("dingo_cache_pinned_hits_total", "counter", "Hits served by the pinned region.", c.pinned_hits),
+        (
+            "dingo_cache_overflow_evictions_total",
+            "counter",
+            "Pinned pages evicted early on overflow.",
+            c.overflow_evictions,
+        ),
+        ("dingo_cache_general_bytes", "gauge", "Bytes in the general region.", c.general_bytes),
+        ("dingo_cache_pinned_bytes", "gauge", "Bytes in the pinned region.", c.pinned_bytes),
+    ] {
+        m.family(name, kind, help).sample(name, &[], v);
+    }
+    m.finish()
+}

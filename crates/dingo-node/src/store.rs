@@ -1,0 +1,314 @@
+//! A node's chunks across its disks: the in-memory index, reads through the
+//! block cache, writes, deletes and the IO accounting behind `NodeStats`.
+//!
+//! All methods block on disk IO; async callers wrap them in
+//! `block_in_place`.
+
+use crate::cache::BlockCache;
+use crate::chunk::{self, ChunkMeta, ChunkWriter, SEGMENT};
+use crate::disk::Disk;
+use crate::error::StoreError;
+use bytes::{Bytes, BytesMut};
+use dingo_proto::{IoTag, now_ms};
+use dingo_types::{ChunkRef, DiskId, DiskModel};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+/// Where one sealed chunk lives. Its header and checksum table are read on
+/// first access and kept, since sealed chunks never change.
+struct Stored {
+    disk: usize,
+    file_len: u64,
+    meta: OnceLock<Arc<ChunkMeta>>,
+}
+
+/// Settings of one disk.
+#[derive(Clone, Debug)]
+pub struct DiskSpec {
+    pub path: PathBuf,
+    /// Bytes the node may store there; default: the filesystem's size.
+    pub capacity: Option<u64>,
+    /// Emulate an HDD with this service-time model.
+    pub hdd: Option<DiskModel>,
+}
+
+pub struct Store {
+    pub disks: Vec<Disk>,
+    index: RwLock<HashMap<ChunkRef, Arc<Stored>>>,
+    pub cache: BlockCache,
+    /// Bytes read per planner declaration (maintenance IO only).
+    declarations: Mutex<HashMap<u64, u64>>,
+}
+
+impl Store {
+    /// Opens every disk. A chunk found on two disks is kept on the first and
+    /// reported, since the metadata service knows only one location.
+    pub fn open(disks: &[DiskSpec], cache_general: u64, cache_pinned: u64) -> Result<Store, StoreError> {
+        if disks.is_empty() {
+            return Err(StoreError::Invalid("a node needs at least one --disk".into()));
+        }
+        let mut opened = Vec::new();
+        let mut index = HashMap::new();
+        for (i, spec) in disks.iter().enumerate() {
+            let (disk, chunks) = Disk::open(&spec.path, spec.capacity, spec.hdd)?;
+            for (chunk, file_len) in chunks {
+                if index.contains_key(&chunk) {
+                    tracing::warn!(%chunk, disk = %spec.path.display(), "duplicate chunk ignored");
+                    continue;
+                }
+                index.insert(chunk, Arc::new(Stored { disk: i, file_len, meta: OnceLock::new() }));
+            }
+            if opened.iter().any(|d: &Disk| d.uuid == disk.uuid) {
+                return Err(StoreError::Invalid(format!("disk {} is listed twice", spec.path.display())));
+            }
+            opened.push(disk);
+        }
+        Ok(Store {
+            disks: opened,
+            index: RwLock::new(index),
+            cache: BlockCache::new(cache_general, cache_pinned),
+            declarations: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn disk_index(&self, id: DiskId) -> Result<usize, StoreError> {
+        self.disks
+            .iter()
+            .position(|d| d.id() == Some(id))
+            .ok_or_else(|| StoreError::Invalid(format!("{id} is not on this node")))
+    }
+
+    fn lookup(&self, chunk: ChunkRef) -> Result<Arc<Stored>, StoreError> {
+        self.index.read().unwrap_or_else(|p| p.into_inner()).get(&chunk).cloned().ok_or(StoreError::NotFound(chunk))
+    }
+
+    /// Writes a whole chunk of `len` bytes on disk `disk`, pulling data from
+    /// `next` until it returns `None`; the chunk is sealed only if `seal()`
+    /// says so after the last piece.
+    pub fn write_chunk(
+        &self,
+        chunk: ChunkRef,
+        disk: DiskId,
+        len: u64,
+        mut next: impl FnMut() -> Result<Option<Bytes>, StoreError>,
+        seal: impl FnOnce() -> bool,
+    ) -> Result<u64, StoreError> {
+        if self.index.read().unwrap_or_else(|p| p.into_inner()).contains_key(&chunk) {
+            return Err(StoreError::Exists(chunk));
+        }
+        let d = self.disk_index(disk)?;
+        let mut w = ChunkWriter::create(&self.disks[d], chunk, len)?;
+        while let Some(piece) = next()? {
+            w.append(&piece)?;
+        }
+        if !seal() {
+            return Err(StoreError::Invalid(format!(
+                "{chunk}: stream ended after {} bytes without seal; nothing kept",
+                w.received()
+            )));
+        }
+        // Sealing refuses to replace an existing chunk file, so two racing
+        // writers of one chunk cannot both win.
+        let file_len = w.seal()?;
+        let stored = Arc::new(Stored { disk: d, file_len, meta: OnceLock::new() });
+        self.index.write().unwrap_or_else(|p| p.into_inner()).insert(chunk, stored);
+        Ok(file_len)
+    }
+
+    /// Reads `len` bytes at `offset` of a chunk's data, from the cache where
+    /// possible, verifying checksums of everything read from disk. Returns
+    /// the data and whether the cache served all of it.
+    pub fn read(&self, chunk: ChunkRef, offset: u64, len: u64, tag: IoTag) -> Result<(Bytes, bool), StoreError> {
+        let stored = self.lookup(chunk)?;
+        let disk = &self.disks[stored.disk];
+        let path = disk.chunk_path(chunk);
+        let meta = match stored.meta.get() {
+            Some(m) => m.clone(),
+            None => {
+                let m = Arc::new(chunk::load_meta(disk, chunk, &path, stored.file_len)?);
+                stored.meta.get_or_init(|| m).clone()
+            }
+        };
+        let data_len = meta.layout.data_len;
+        let end = offset.checked_add(len).filter(|&e| e <= data_len);
+        let Some(end) = end else {
+            return Err(StoreError::OutOfRange { chunk, offset, len, data_len });
+        };
+        if len == 0 {
+            return Ok((Bytes::new(), true));
+        }
+        let (first, last) = (offset / SEGMENT, end.div_ceil(SEGMENT));
+        let now = now_ms();
+        let mut pages: Vec<Option<Bytes>> = (first..last).map(|s| self.cache.get((chunk, s), now)).collect();
+        let all_hit = pages.iter().all(Option::is_some);
+        // Read each maximal run of missing pages with one disk request.
+        let mut s = first;
+        while s < last {
+            if pages[(s - first) as usize].is_some() {
+                s += 1;
+                continue;
+            }
+            let run_end = (s..last).find(|&e| pages[(e - first) as usize].is_some()).unwrap_or(last);
+            let data = chunk::read_segments(disk, chunk, &path, &meta, s, run_end, tag)?;
+            for p in s..run_end {
+                let off = ((p - s) * SEGMENT) as usize;
+                let page = data.slice(off..off + meta.layout.segment_len(p) as usize);
+                self.cache.insert((chunk, p), page.clone(), tag, now);
+                pages[(p - first) as usize] = Some(page);
+            }
+            s = run_end;
+        }
+        if let IoTag::Maintenance { declaration, .. } = tag {
+            *self.declarations.lock().unwrap_or_else(|p| p.into_inner()).entry(declaration.0).or_default() += len;
+        }
+        let skip = (offset - first * SEGMENT) as usize;
+        Ok((assemble(pages.into_iter().map(|p| p.expect("filled above")).collect(), skip, len as usize), all_hit))
+    }
+
+    /// Removes a chunk; returns whether it existed.
+    pub fn delete(&self, chunk: ChunkRef) -> Result<bool, StoreError> {
+        let Some(stored) = self.index.write().unwrap_or_else(|p| p.into_inner()).remove(&chunk) else {
+            return Ok(false);
+        };
+        self.cache.remove_chunk(chunk);
+        let disk = &self.disks[stored.disk];
+        let path = disk.chunk_path(chunk);
+        std::fs::remove_file(&path).map_err(StoreError::io(path.display()))?;
+        disk.forget(stored.file_len);
+        Ok(true)
+    }
+
+    /// Every chunk per disk index, with its file length.
+    pub fn inventory(&self) -> Vec<Vec<(ChunkRef, u64)>> {
+        let mut out = vec![Vec::new(); self.disks.len()];
+        for (chunk, s) in self.index.read().unwrap_or_else(|p| p.into_inner()).iter() {
+            out[s.disk].push((*chunk, s.file_len));
+        }
+        out.iter_mut().for_each(|v| v.sort_unstable());
+        out
+    }
+
+    /// Bytes read per declaration id, sorted by id.
+    pub fn declaration_bytes(&self) -> Vec<(u64, u64)> {
+        let mut v: Vec<_> =
+            self.declarations.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(k, v)| (*k, *v)).collect();
+        v.sort_unstable();
+        v
+    }
+}
+
+/// The `len` bytes starting `skip` bytes into the concatenation of `pages`,
+/// without copying when one page covers them.
+fn assemble(pages: Vec<Bytes>, skip: usize, len: usize) -> Bytes {
+    if let [one] = pages.as_slice() {
+        return one.slice(skip..skip + len);
+    }
+    let mut out = BytesMut::with_capacity(len);
+    let mut skip = skip;
+    for p in pages {
+        let take = (p.len() - skip).min(len - out.len());
+        out.extend_from_slice(&p[skip..skip + take]);
+        skip = 0;
+    }
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dingo_types::{BlockId, DeclarationId, TaskKind};
+    use std::sync::atomic::Ordering::Relaxed;
+
+    fn open(dir: &std::path::Path, general: u64, pinned: u64) -> Store {
+        let specs = vec![DiskSpec { path: dir.join("d0"), capacity: None, hdd: None }];
+        let store = Store::open(&specs, general, pinned).unwrap();
+        store.disks[0].set_id(DiskId(5));
+        store
+    }
+
+    fn put(store: &Store, chunk: ChunkRef, data: &[u8]) {
+        let mut pieces = data.chunks(100_000).map(Bytes::copy_from_slice).collect::<Vec<_>>().into_iter();
+        store.write_chunk(chunk, DiskId(5), data.len() as u64, || Ok(pieces.next()), || true).unwrap();
+    }
+
+    const C: ChunkRef = ChunkRef { block: BlockId(9), copy: 2 };
+
+    #[test]
+    fn ranged_reads_return_exact_bytes_and_survive_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+        {
+            let store = open(dir.path(), 1 << 20, 0);
+            put(&store, C, &data);
+            for (off, len) in [(0, 300_000), (1, 10), (65_535, 2), (70_000, 200_000), (299_999, 1), (300_000, 0)] {
+                let (got, _) = store.read(C, off, len, IoTag::Foreground).unwrap();
+                assert_eq!(&got[..], &data[off as usize..(off + len) as usize], "{off}+{len}");
+            }
+            let e = store.read(C, 299_999, 2, IoTag::Foreground).unwrap_err();
+            assert!(matches!(e, StoreError::OutOfRange { .. }), "{e}");
+            assert!(matches!(put_again(&store), Err(StoreError::Exists(_))));
+        }
+        let store = open(dir.path(), 0, 0);
+        assert_eq!(store.inventory()[0].len(), 1);
+        assert_eq!(&store.read(C, 0, 300_000, IoTag::Foreground).unwrap().0[..], &data[..]);
+        assert!(store.delete(C).unwrap());
+        assert!(!store.delete(C).unwrap());
+        assert!(matches!(store.read(C, 0, 1, IoTag::Foreground), Err(StoreError::NotFound(_))));
+        assert_eq!(store.disks[0].used(), 0);
+    }
+
+    fn put_again(store: &Store) -> Result<u64, StoreError> {
+        store.write_chunk(C, DiskId(5), 1, || Ok(None), || true)
+    }
+
+    #[test]
+    fn counters_see_real_disk_reads_and_cache_hits() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), 1 << 20, 0);
+        put(&store, C, &[7u8; 200_000]);
+        let d = &store.disks[0].counters;
+        let before = d.bytes_read.load(Relaxed);
+        let (_, hit) = store.read(C, 0, 200_000, IoTag::Foreground).unwrap();
+        assert!(!hit);
+        let disk_bytes = d.bytes_read.load(Relaxed) - before;
+        assert!(disk_bytes >= 200_000, "{disk_bytes}");
+        let (_, hit) = store.read(C, 0, 200_000, IoTag::Foreground).unwrap();
+        assert!(hit);
+        assert_eq!(d.bytes_read.load(Relaxed) - before, disk_bytes, "second read served from cache");
+        assert_eq!(store.cache.stats().hits, 4);
+    }
+
+    #[test]
+    fn maintenance_reads_are_tagged_and_bypass_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), 1 << 20, 0);
+        put(&store, C, &[7u8; 100_000]);
+        let tag = IoTag::Maintenance { task: TaskKind::Scrubbing, declaration: DeclarationId(42) };
+        store.read(C, 0, 100_000, tag).unwrap();
+        store.read(C, 0, 100_000, tag).unwrap();
+        let c = &store.disks[0].counters;
+        assert_eq!(c.class_requests[tag.class_index()].load(Relaxed), 2);
+        assert!(c.class_bytes[tag.class_index()].load(Relaxed) >= 200_000);
+        assert_eq!(store.declaration_bytes(), vec![(42, 200_000)]);
+        assert_eq!(store.cache.stats().hits, 0);
+    }
+
+    #[test]
+    fn a_write_without_seal_or_to_an_unknown_disk_keeps_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), 0, 0);
+        let mut once = Some(Bytes::from_static(b"abc"));
+        let e = store.write_chunk(C, DiskId(5), 3, || Ok(once.take()), || false).unwrap_err();
+        assert!(e.to_string().contains("without seal"), "{e}");
+        assert!(
+            store
+                .write_chunk(C, DiskId(6), 3, || Ok(None), || true)
+                .unwrap_err()
+                .to_string()
+                .contains("not on this node")
+        );
+        assert!(store.inventory()[0].is_empty());
+        assert_eq!(store.disks[0].used(), 0);
+    }
+}

@@ -1,0 +1,193 @@
+//! `dingo bench io`: on a fresh local 4-node cluster, client write and read
+//! throughput for 3-way replication and RS 6+3 with 8 MB blocks, the disk
+//! bytes the nodes wrote per second meanwhile, and — in the same run, on the
+//! same filesystem, with the same direct IO — raw sequential write and read
+//! throughput. Also Reed-Solomon encode and decode speed on one core.
+
+use anyhow::{Context, Result, ensure};
+use bytes::Bytes;
+use clap::Args;
+use dingo_client::{Client, IoTag, Redundancy, ec};
+use dingo_cluster::{ClusterSpec, LocalCluster};
+use dingo_node::direct::{AlignedBuf, DirectFile};
+use dingo_types::parse_bytes;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+const BLOCK: u64 = 8_000_000;
+const NODES: u32 = 4;
+/// Raw reads use the size of a client's block read request.
+const RAW_READ: usize = 8 << 20;
+
+#[derive(Args, Debug)]
+pub struct BenchIoArgs {
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Bytes written and read per redundancy kind and for the raw test.
+    #[arg(long, default_value = "256MB", value_parser = |s: &str| parse_bytes(s).map_err(|e| e.to_string()))]
+    pub size: u64,
+    /// Directory (on the filesystem to test) for the cluster's data.
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+}
+
+struct Figures {
+    client_write_mb_s: f64,
+    client_read_mb_s: f64,
+    disk_write_mb_s: f64,
+}
+
+fn mb_s(bytes: u64, t: Duration) -> f64 {
+    bytes as f64 / 1e6 / t.as_secs_f64()
+}
+
+/// Sequential direct write (in the node's write-request size, then fsync),
+/// then direct read, of one file of `size` bytes.
+fn raw_throughput(dir: &Path, size: u64) -> Result<(f64, f64)> {
+    let path = dir.join("raw-bench");
+    let f = DirectFile::create_new(&path).with_context(|| format!("cannot create {}", path.display()))?;
+    let mut buf = AlignedBuf::zeroed(dingo_node::chunk::WRITE_BUF);
+    buf.iter_mut().enumerate().for_each(|(i, b)| *b = (i % 251) as u8);
+    let n = size.div_ceil(buf.len() as u64);
+    let t = Instant::now();
+    for i in 0..n {
+        f.write_all_at(&buf, i * buf.len() as u64)?;
+    }
+    f.sync()?;
+    let write = mb_s(n * buf.len() as u64, t.elapsed());
+    drop(f);
+    let f = DirectFile::open(&path)?;
+    let mut rbuf = AlignedBuf::zeroed(RAW_READ);
+    let total = n * buf.len() as u64;
+    let t = Instant::now();
+    let mut off = 0;
+    while off < total {
+        if total - off < rbuf.len() as u64 {
+            rbuf = AlignedBuf::zeroed((total - off) as usize);
+        }
+        f.read_exact_at(&mut rbuf, off)?;
+        off += rbuf.len() as u64;
+    }
+    let read = mb_s(total, t.elapsed());
+    std::fs::remove_file(&path)?;
+    Ok((write, read))
+}
+
+async fn disk_bytes_written(client: &Client, cluster: &LocalCluster) -> Result<u64> {
+    let mut total = 0;
+    for i in 0..NODES as usize {
+        total += client.node_stats(cluster.node_addr(i)).await?.disks.iter().map(|d| d.bytes_written).sum::<u64>();
+    }
+    Ok(total)
+}
+
+async fn client_throughput(client: &Client, cluster: &LocalCluster, r: Redundancy, data: &Bytes) -> Result<Figures> {
+    let path = format!("/bench/{}", r.to_string().replace(':', "-"));
+    let before = disk_bytes_written(client, cluster).await?;
+    let t = Instant::now();
+    client.put(&path, r, BLOCK, data.clone()).await?;
+    let wt = t.elapsed();
+    let disk = disk_bytes_written(client, cluster).await? - before;
+    let t = Instant::now();
+    let back = client.read_all(&path, IoTag::Foreground).await?;
+    let rt = t.elapsed();
+    ensure!(back == *data, "{r}: data read back differs from data written");
+    client.delete(&path).await?;
+    let n = data.len() as u64;
+    Ok(Figures { client_write_mb_s: mb_s(n, wt), client_read_mb_s: mb_s(n, rt), disk_write_mb_s: mb_s(disk, wt) })
+}
+
+/// Encode and decode GB/s of RS 6+3 over 8 MB stripes' worth of shards.
+fn ec_speed() -> Result<(f64, f64)> {
+    let (k, m) = (6, 3);
+    let stripe: Vec<u8> = (0..48_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let rounds = 5;
+    let t = Instant::now();
+    let mut parity = Vec::new();
+    for _ in 0..rounds {
+        parity = ec::encode(&stripe, k, m)?;
+    }
+    let encode = (stripe.len() * rounds) as f64 / 1e9 / t.elapsed().as_secs_f64();
+    let shard = ec::shard_len(stripe.len(), k);
+    // Lose three data members: the worst case for a 6+3 decode.
+    let mut members: Vec<Option<&[u8]>> = (0..k).map(|i| Some(&stripe[ec::member_range(stripe.len(), k, i)])).collect();
+    members.extend(parity.iter().map(|p| Some(p.as_slice())));
+    for lost in [0, 2, 4] {
+        members[lost] = None;
+    }
+    let t = Instant::now();
+    for _ in 0..rounds {
+        let r = ec::member_range(stripe.len(), k, 0);
+        let back = ec::reconstruct(&members, k, m, shard, 0, r.len())?;
+        ensure!(back == stripe[r], "EC decode produced wrong data");
+    }
+    let decode = (stripe.len() * rounds) as f64 / 1e9 / t.elapsed().as_secs_f64();
+    Ok((encode, decode))
+}
+
+pub async fn run(a: BenchIoArgs) -> Result<()> {
+    std::fs::create_dir_all(&a.dir).with_context(|| format!("cannot create {}", a.dir.display()))?;
+    let tmp = tempfile::Builder::new().prefix("dingo-bench-").tempdir_in(&a.dir)?;
+    // No node cache: every client read must reach a disk.
+    let config = tmp.path().join("bench.toml");
+    std::fs::write(&config, "[node]\ncache = \"0\"\npinned = \"0\"\n")?;
+    let (raw_write, raw_read) = raw_throughput(tmp.path(), a.size)?;
+    let mut cluster = LocalCluster::start(ClusterSpec {
+        exe: std::env::current_exe()?,
+        data: tmp.path().join("cluster"),
+        nodes: NODES,
+        disks_per_node: 1,
+        base_port: 0,
+        config: Some(config),
+        node_args: Vec::new(),
+    })?;
+    cluster.wait_ready(Duration::from_secs(30)).await?;
+    let client = Client::new(cluster.meta_addr())?;
+    let data: Bytes = (0..a.size).map(|i| (i.wrapping_mul(0x9E37_79B9) >> 13) as u8).collect::<Vec<u8>>().into();
+    let rep = client_throughput(&client, &cluster, Redundancy::Replicated(3), &data).await?;
+    let ec = client_throughput(&client, &cluster, Redundancy::Ec { data: 6, parity: 3 }, &data).await?;
+    drop(cluster);
+    let (enc, dec) = ec_speed()?;
+    let figures = |f: &Figures| {
+        json!({
+            "client_read_mb_s": round(f.client_read_mb_s),
+            "client_write_mb_s": round(f.client_write_mb_s),
+            "disk_write_mb_s": round(f.disk_write_mb_s),
+        })
+    };
+    if a.json {
+        let out = json!({
+            "replicated": figures(&rep),
+            "ec": figures(&ec),
+            "raw_read_mb_s": round(raw_read),
+            "raw_write_mb_s": round(raw_write),
+            "ec_encode_gb_s": round(enc),
+            "ec_decode_gb_s": round(dec),
+            "bytes": a.size,
+            "block_bytes": BLOCK,
+            "nodes": NODES,
+        });
+        println!("{out}");
+    } else {
+        println!("{} MB per test, {NODES} nodes, 8 MB blocks", a.size / 1_000_000);
+        println!("raw filesystem (direct IO): write {raw_write:.0} MB/s, read {raw_read:.0} MB/s");
+        for (name, f) in [("replicated:3", &rep), ("ec:6+3", &ec)] {
+            println!(
+                "{name:<13} client write {:.0} MB/s (disks {:.0} MB/s = {:.0}% of raw), client read {:.0} MB/s ({:.0}% of raw)",
+                f.client_write_mb_s,
+                f.disk_write_mb_s,
+                100.0 * f.disk_write_mb_s / raw_write,
+                f.client_read_mb_s,
+                100.0 * f.client_read_mb_s / raw_read
+            );
+        }
+        println!("RS 6+3 on one core: encode {enc:.2} GB/s, decode {dec:.2} GB/s");
+    }
+    Ok(())
+}
+
+fn round(x: f64) -> f64 {
+    (x * 100.0).round() / 100.0
+}
