@@ -41,7 +41,7 @@ const WRITE_ATTEMPTS: usize = 3;
 /// Write units of one writer in flight at once; they commit in order.
 const WRITES_IN_FLIGHT: usize = 3;
 /// Extents read concurrently by one [`Client::read`].
-const READ_PARALLELISM: usize = 8;
+const READ_PARALLELISM: usize = 12;
 
 #[derive(Debug, Error)]
 pub enum ClientError {
