@@ -39,7 +39,7 @@ const WRITE_PIECE: usize = 1 << 20;
 /// Attempts at writing one unit on fresh placements.
 const WRITE_ATTEMPTS: usize = 3;
 /// Write units of one writer in flight at once; they commit in order.
-const WRITES_IN_FLIGHT: usize = 3;
+const WRITES_IN_FLIGHT: usize = 4;
 /// Extents read concurrently by one [`Client::read`].
 const READ_PARALLELISM: usize = 12;
 
