@@ -22,11 +22,12 @@ use bytes::Bytes;
 use dingo_proto::v1::meta_client::MetaClient;
 use dingo_proto::v1::node_client::NodeClient;
 use dingo_proto::v1::*;
-use dingo_proto::{CONNECTION_WINDOW, MAX_MESSAGE_BYTES, STREAM_WINDOW};
+use dingo_proto::{CONNECTION_WINDOW, MAX_FRAME, MAX_MESSAGE_BYTES, STREAM_WINDOW};
 use dingo_types::ChunkRef;
 use futures::StreamExt;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use thiserror::Error;
 use tonic::transport::{Channel, Endpoint};
@@ -37,8 +38,10 @@ const PIECE: usize = 8 << 20;
 const WRITE_PIECE: usize = 1 << 20;
 /// Attempts at writing one unit on fresh placements.
 const WRITE_ATTEMPTS: usize = 3;
+/// Write units of one writer in flight at once; they commit in order.
+const WRITES_IN_FLIGHT: usize = 4;
 /// Extents read concurrently by one [`Client::read`].
-const READ_PARALLELISM: usize = 8;
+const READ_PARALLELISM: usize = 12;
 
 #[derive(Debug, Error)]
 pub enum ClientError {
@@ -84,14 +87,16 @@ fn channel(addr: &str) -> Result<Channel> {
         .tcp_nodelay(true)
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_frame_size(MAX_FRAME)
         .connect_lazy())
 }
 
-/// A handle on the cluster. Cheap to share by reference; node connections
-/// are opened on first use and kept.
+/// A handle on the cluster. Cheap to clone (clones share connections); node
+/// connections are opened on first use and kept.
+#[derive(Clone)]
 pub struct Client {
     meta: MetaClient<Channel>,
-    nodes: Mutex<HashMap<String, NodeClient<Channel>>>,
+    nodes: Arc<Mutex<HashMap<String, NodeClient<Channel>>>>,
 }
 
 impl Client {
@@ -101,7 +106,7 @@ impl Client {
         let meta = MetaClient::new(channel(meta_addr)?)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        Ok(Client { meta, nodes: Mutex::new(HashMap::new()) })
+        Ok(Client { meta, nodes: Arc::new(Mutex::new(HashMap::new())) })
     }
 
     fn meta(&self) -> MetaClient<Channel> {
@@ -333,76 +338,118 @@ fn extents(file: &FileInfo, offset: u64, len: u64) -> Result<Vec<Extent<'_>>> {
     Ok(out)
 }
 
-/// Writes one file. Data is acknowledged unit by unit (see the crate docs);
+/// Writes one file. Data is acknowledged unit by unit (see the crate docs):
+/// up to [`WRITES_IN_FLIGHT`] units are written at once, and they are
+/// committed strictly in order, so the file never has holes.
 /// [`Writer::seal`] writes the remainder and makes the file immutable.
 pub struct Writer<'c> {
     client: &'c Client,
-    path: String,
-    lease: u64,
-    redundancy: Redundancy,
-    block_size: u64,
+    unit: UnitWriter,
     buf: Vec<u8>,
     size: u64,
+    in_flight: VecDeque<tokio::task::JoinHandle<Result<Vec<BlockSize>>>>,
 }
 
 impl<'c> Writer<'c> {
     fn new(client: &'c Client, r: OpenFileReply) -> Result<Self> {
         let file = r.file.unwrap_or_default();
         let redundancy = Redundancy::try_from(file.redundancy.as_ref()).map_err(ClientError::Unreadable)?;
-        Ok(Writer {
-            client,
+        let unit = UnitWriter {
+            client: client.clone(),
             path: file.path,
             lease: r.lease,
             redundancy,
             block_size: file.block_size,
-            buf: Vec::new(),
-            size: file.size,
-        })
+        };
+        Ok(Writer { client, unit, buf: Vec::new(), size: file.size, in_flight: VecDeque::new() })
     }
 
     /// Bytes in one write unit.
-    fn unit(&self) -> usize {
-        let k = match self.redundancy {
+    fn unit_len(&self) -> usize {
+        let k = match self.unit.redundancy {
             Redundancy::Replicated(_) => 1,
             Redundancy::Ec { data, .. } => u64::from(data),
         };
-        (self.block_size * k) as usize
+        (self.unit.block_size * k) as usize
     }
 
-    /// Acknowledged file size.
+    /// Acknowledged (committed) file size.
     pub fn size(&self) -> u64 {
         self.size
     }
 
-    /// Buffers data and writes every complete unit.
+    /// Buffers data and starts writing every complete unit.
     pub async fn append(&mut self, data: impl AsRef<[u8]>) -> Result<()> {
         let mut data = data.as_ref();
-        let unit = self.unit();
+        let unit = self.unit_len();
         while !data.is_empty() {
             let n = (unit - self.buf.len()).min(data.len());
             self.buf.extend_from_slice(&data[..n]);
             data = &data[n..];
             if self.buf.len() == unit {
-                self.flush().await?;
+                self.start_unit().await?;
             }
         }
         Ok(())
     }
 
-    /// Writes buffered data as a (possibly short) unit and commits it.
-    pub async fn flush(&mut self) -> Result<()> {
-        if self.buf.is_empty() {
-            return Ok(());
+    async fn start_unit(&mut self) -> Result<()> {
+        if self.in_flight.len() >= WRITES_IN_FLIGHT {
+            self.commit_next().await?;
         }
         let data = Bytes::from(std::mem::take(&mut self.buf));
+        self.in_flight.push_back(tokio::spawn(self.unit.clone().write(data)));
+        Ok(())
+    }
+
+    /// Waits for the oldest unit in flight and commits it.
+    async fn commit_next(&mut self) -> Result<()> {
+        let Some(task) = self.in_flight.pop_front() else { return Ok(()) };
+        let blocks = task.await.map_err(|e| ClientError::Unreadable(format!("write task failed: {e}")))??;
+        let req = CommitBlocksRequest { path: self.unit.path.clone(), lease: self.unit.lease, blocks };
+        self.size = self.client.meta().commit_blocks(req).await?.into_inner().file_size;
+        Ok(())
+    }
+
+    /// Writes buffered data as a (possibly short) unit and commits every
+    /// unit: on return, everything appended is acknowledged.
+    pub async fn flush(&mut self) -> Result<()> {
+        if !self.buf.is_empty() {
+            self.start_unit().await?;
+        }
+        while !self.in_flight.is_empty() {
+            self.commit_next().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes buffered data, then seals the file. Returns its size.
+    pub async fn seal(mut self) -> Result<u64> {
+        self.flush().await?;
+        let req = SealFileRequest { path: self.unit.path.clone(), lease: self.unit.lease };
+        Ok(self.client.meta().seal_file(req).await?.into_inner().file_size)
+    }
+}
+
+/// What a write-unit task needs; owned so the task can run on its own.
+#[derive(Clone)]
+struct UnitWriter {
+    client: Client,
+    path: String,
+    lease: u64,
+    redundancy: Redundancy,
+    block_size: u64,
+}
+
+impl UnitWriter {
+    /// Writes one unit's chunks, retrying on fresh placements if nodes fail.
+    /// Returns the blocks to commit.
+    async fn write(self, data: Bytes) -> Result<Vec<BlockSize>> {
         let mut exclude = Vec::new();
         let mut last = String::new();
         for _ in 0..WRITE_ATTEMPTS {
-            match self.write_unit(&data, &mut exclude).await {
-                Ok(size) => {
-                    self.size = size;
-                    return Ok(());
-                }
+            match self.attempt(&data, &mut exclude).await {
+                Ok(blocks) => return Ok(blocks),
                 // The metadata service's refusals (sealed, lease, no space)
                 // will not change on retry.
                 Err(UnitError::Meta(e)) => return Err(e),
@@ -412,21 +459,18 @@ impl<'c> Writer<'c> {
         Err(ClientError::WriteFailed { path: self.path.clone(), last })
     }
 
-    /// Writes buffered data, then seals the file. Returns its size.
-    pub async fn seal(mut self) -> Result<u64> {
-        self.flush().await?;
-        let req = SealFileRequest { path: self.path.clone(), lease: self.lease };
-        Ok(self.client.meta().seal_file(req).await?.into_inner().file_size)
-    }
-
-    /// One attempt at a unit: allocate, write all chunks, commit. Nodes that
-    /// fail are added to `exclude` for the next attempt.
-    async fn write_unit(&self, data: &Bytes, exclude: &mut Vec<u32>) -> Result<u64, UnitError> {
+    /// One attempt: allocate and write all chunks. Nodes that fail are added
+    /// to `exclude` for the next attempt.
+    async fn attempt(&self, data: &Bytes, exclude: &mut Vec<u32>) -> Result<Vec<BlockSize>, UnitError> {
         let (chunks, sizes): (Vec<Bytes>, Vec<u64>) = match self.redundancy {
             Redundancy::Replicated(_) => (vec![data.clone()], vec![data.len() as u64]),
             Redundancy::Ec { data: k, parity: m } => {
                 let (k, m) = (usize::from(k), usize::from(m));
-                let parity = ec::encode(data, k, m).map_err(|e| UnitError::Meta(e.into()))?;
+                let d = data.clone();
+                let parity = tokio::task::spawn_blocking(move || ec::encode(&d, k, m))
+                    .await
+                    .map_err(|e| UnitError::Meta(ClientError::Unreadable(e.to_string())))?
+                    .map_err(|e| UnitError::Meta(e.into()))?;
                 let mut c: Vec<Bytes> = (0..k).map(|i| data.slice(ec::member_range(data.len(), k, i))).collect();
                 c.extend(parity.into_iter().map(Bytes::from));
                 let sizes = c.iter().map(|b| b.len() as u64).collect();
@@ -448,12 +492,8 @@ impl<'c> Writer<'c> {
             let chunk = ChunkRef { block: dingo_types::BlockId(b.id), copy: c.copy as u8 };
             let data = if matches!(self.redundancy, Redundancy::Replicated(_)) { &chunks[0] } else { &chunks[i] };
             async move {
-                (
-                    c.node,
-                    self.write_chunk(&c.addr, chunk, c.disk, data.clone())
-                        .await
-                        .map_err(|e| format!("{chunk} on {}: {e}", c.addr)),
-                )
+                let r = self.write_chunk(&c.addr, chunk, c.disk, data.clone()).await;
+                (c.node, r.map_err(|e| format!("{chunk} on {}: {e}", c.addr)))
             }
         }))
         .await;
@@ -468,9 +508,7 @@ impl<'c> Writer<'c> {
             tracing::warn!(path = %self.path, "write unit failed, retrying elsewhere: {msg}");
             return Err(UnitError::Nodes(msg));
         }
-        let sizes = blocks.iter().zip(&sizes).map(|(b, &size)| BlockSize { block: b.id, size }).collect();
-        let req = CommitBlocksRequest { path: self.path.clone(), lease: self.lease, blocks: sizes };
-        Ok(self.client.meta().commit_blocks(req).await.map_err(|s| UnitError::Meta(s.into()))?.into_inner().file_size)
+        Ok(blocks.iter().zip(&sizes).map(|(b, &size)| BlockSize { block: b.id, size }).collect())
     }
 
     /// Streams one chunk to a node and has it sealed.

@@ -117,6 +117,11 @@ impl Inner {
         self.pinned.remove_chunk(chunk);
     }
 
+    /// Only foreground reads fill the general region.
+    fn general_takes(&self, tag: IoTag) -> bool {
+        tag == IoTag::Foreground && self.general_cap > 0
+    }
+
     fn general_bytes(&self) -> u64 {
         self.probation.bytes + self.protected.bytes
     }
@@ -187,20 +192,29 @@ impl BlockCache {
         found
     }
 
+    /// Whether a page of `chunk` read by an IO of class `tag` would be kept.
+    pub fn wants(&self, chunk: ChunkRef, tag: IoTag, now_ms: u64) -> bool {
+        let mut c = self.lock();
+        c.expire(now_ms);
+        c.pins.contains_key(&chunk) || c.general_takes(tag)
+    }
+
     /// Offers a page just read from disk by an IO of class `tag`.
     pub fn insert(&self, key: PageKey, data: Bytes, tag: IoTag, now_ms: u64) {
         let mut c = self.lock();
         c.expire(now_ms);
         if c.pins.contains_key(&key.0) {
-            c.pinned.insert(key, data);
+            // Copy out of the disk buffer so a pinned page does not keep the
+            // whole multi-megabyte read buffer alive.
+            c.pinned.insert(key, Bytes::copy_from_slice(&data));
             while c.pinned.bytes > c.pinned_cap {
                 if c.pinned.pop_lru().is_none() {
                     break;
                 }
                 c.stats.overflow_evictions += 1;
             }
-        } else if tag == IoTag::Foreground && c.general_cap > 0 {
-            c.probation.insert(key, data);
+        } else if c.general_takes(tag) {
+            c.probation.insert(key, Bytes::copy_from_slice(&data));
             c.shrink_general();
         }
     }

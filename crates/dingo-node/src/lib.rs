@@ -104,6 +104,7 @@ pub async fn run(cfg: NodeConfig, shutdown: impl Future<Output = ()> + Send + 's
     tonic::transport::Server::builder()
         .initial_stream_window_size(dingo_proto::STREAM_WINDOW)
         .initial_connection_window_size(dingo_proto::CONNECTION_WINDOW)
+        .max_frame_size(dingo_proto::MAX_FRAME)
         .add_service(
             NodeServer::new(service::NodeService { store })
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)

@@ -151,6 +151,13 @@ impl Store {
             }
             let run_end = (s..last).find(|&e| pages[(e - first) as usize].is_some()).unwrap_or(last);
             let data = chunk::read_segments(disk, chunk, &path, &meta, s, run_end, tag)?;
+            if s == first && run_end == last && !self.cache.wants(chunk, tag, now) {
+                // Nothing was cached and nothing will be: hand out the disk
+                // buffer itself instead of copying it page by page.
+                self.count_declaration(tag, len);
+                let skip = (offset - first * SEGMENT) as usize;
+                return Ok((data.slice(skip..skip + len as usize), false));
+            }
             for p in s..run_end {
                 let off = ((p - s) * SEGMENT) as usize;
                 let page = data.slice(off..off + meta.layout.segment_len(p) as usize);
@@ -159,11 +166,15 @@ impl Store {
             }
             s = run_end;
         }
+        self.count_declaration(tag, len);
+        let skip = (offset - first * SEGMENT) as usize;
+        Ok((assemble(pages.into_iter().map(|p| p.expect("filled above")).collect(), skip, len as usize), all_hit))
+    }
+
+    fn count_declaration(&self, tag: IoTag, len: u64) {
         if let IoTag::Maintenance { declaration, .. } = tag {
             *self.declarations.lock().unwrap_or_else(|p| p.into_inner()).entry(declaration.0).or_default() += len;
         }
-        let skip = (offset - first * SEGMENT) as usize;
-        Ok((assemble(pages.into_iter().map(|p| p.expect("filled above")).collect(), skip, len as usize), all_hit))
     }
 
     /// Removes a chunk; returns whether it existed.

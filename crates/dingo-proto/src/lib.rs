@@ -27,6 +27,8 @@ pub const MAX_MESSAGE_BYTES: usize = 17 << 20;
 /// window updates.
 pub const STREAM_WINDOW: u32 = 16 << 20;
 pub const CONNECTION_WINDOW: u32 = 64 << 20;
+/// HTTP/2 frame size: large frames cut per-frame overhead on bulk transfers.
+pub const MAX_FRAME: u32 = 1 << 20;
 
 /// Unix time in milliseconds.
 pub fn now_ms() -> u64 {

@@ -228,6 +228,7 @@ async fn namespace_survives_a_metadata_service_crash() {
     let mut w = client.create("/m/open", R3, MB).await.unwrap();
     let b = data(MB, 6);
     w.append(&b).await.unwrap();
+    w.flush().await.unwrap();
     assert_eq!(w.size(), MB);
     drop(w);
     t.c.kill_meta();
