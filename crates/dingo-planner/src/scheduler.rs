@@ -192,11 +192,10 @@ pub(crate) fn schedule_quantum<T: Topology>(
     for (sd, d) in q.schedule.decls.iter_mut().zip(decls.iter()) {
         sd.overloaded = d.missed || (sd.taken < sd.quota);
     }
-    let overloaded: Vec<bool> = q.schedule.decls.iter().map(|d| d.overloaded).collect();
     for set in &q.schedule.sets {
         let decl = &q.schedule.decls[set.decl as usize];
-        if overloaded[set.decl as usize] {
-            q.report.task_mut(decl.task).overloaded_sets += 1;
+        if decl.overloaded {
+            q.report.tasks[decl.task.index()].overloaded_sets += 1;
         }
     }
     q.report.max_disk_head_time_us = q.disk_used_us.iter().copied().max().unwrap_or(0);

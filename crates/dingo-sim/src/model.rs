@@ -399,6 +399,11 @@ impl ClusterModel {
         scheme.pg_disks[(pg * u64::from(scheme.redundancy.width()) + u64::from(position)) as usize]
     }
 
+    /// The scheme storing `block`, if it exists.
+    pub fn redundancy_of(&self, block: BlockId) -> Option<Redundancy> {
+        self.locate(block.0).map(|loc| self.schemes[self.regions[loc.region].scheme].redundancy)
+    }
+
     /// Every block of the stripe (redundancy group) holding `block`, data
     /// members first; a replicated block is its own group.
     pub fn group_blocks(&self, block: BlockId) -> Vec<BlockId> {

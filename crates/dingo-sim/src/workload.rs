@@ -208,7 +208,7 @@ fn surviving_set(model: &ClusterModel, block: BlockId) -> Option<BlockSet> {
             .any(|copy| model.copy_disk(ChunkRef { block, copy }).is_some())
             .then(|| BlockSet::any_of([block]));
     }
-    let data = group.len() - 3; // every EC scheme of the model has 3 parity blocks
+    let data = model.redundancy_of(block)?.data_per_stripe() as usize;
     let live: Vec<Member> = group
         .into_iter()
         .filter(|&b| b != block && model.copy_disk(ChunkRef { block: b, copy: 0 }).is_some())
