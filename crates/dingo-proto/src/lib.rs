@@ -1,7 +1,8 @@
-//! Wire protocol of the DINGO storage layer.
+//! Wire protocols of DINGO.
 //!
-//! [`v1`] holds the generated gRPC services (`Meta`, `Node`) and messages,
-//! which the metadata service also uses as its redb record encoding. Beside
+//! [`v1`] holds the storage layer's generated gRPC services (`Meta`, `Node`)
+//! and messages, which the metadata service also uses as its redb record
+//! encoding; [`planner`] holds the IO Planner service. Beside
 //! them live the typed forms every side needs ([`Redundancy`], [`IoTag`]),
 //! conversions to `dingo_types`, and the tiny Prometheus endpoint every
 //! daemon serves ([`metrics`]).
@@ -11,6 +12,12 @@ pub mod metrics;
 #[allow(clippy::all, clippy::pedantic)]
 pub mod v1 {
     tonic::include_proto!("dingo.v1");
+}
+
+/// The IO Planner service (`proto/planner.proto`).
+#[allow(clippy::all, clippy::pedantic)]
+pub mod planner {
+    tonic::include_proto!("dingo.planner.v1");
 }
 
 use dingo_types::{BlockId, ChunkRef, DeclarationId, TaskKind};
