@@ -37,3 +37,14 @@ pub enum CancelError {
     #[error("{0} is not outstanding (unknown, finished or cancelled)")]
     UnknownDeclaration(DeclarationId),
 }
+
+/// Why [`crate::Planner::restore`] refused a declaration. Nothing changes.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RestoreError {
+    #[error("{0} is already outstanding")]
+    AlreadyOutstanding(DeclarationId),
+    #[error("{id}: set key {key} is not an outstanding set of the declaration (unknown or listed twice)")]
+    UnknownSet { id: DeclarationId, key: u64 },
+    #[error("{0} does not exist")]
+    UnknownDisk(DiskId),
+}

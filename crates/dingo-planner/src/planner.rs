@@ -4,10 +4,11 @@ use crate::accounting::QuantumReport;
 use crate::config::{Budget, PlannerConfig};
 use crate::declaration::{DeclState, DeclarationStatus};
 use crate::dispatcher::{Dispatch, dispatch};
-use crate::error::{CancelError, DeclareError};
+use crate::error::{CancelError, DeclareError, RestoreError};
 use crate::scheduler::{Schedule, schedule_quantum};
+use crate::sets::Sets;
 use crate::validate::validate;
-use dingo_types::{BlockState, Declaration, DeclarationId, Timestamp, Topology};
+use dingo_types::{BlockState, Declaration, DeclarationId, ReadSets, Timestamp, Topology};
 use roaring::RoaringTreemap;
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -55,6 +56,55 @@ impl Planner {
         self.next_id += 1;
         self.outstanding.insert(id, DeclState::new(id, decl.task, decl.deadline, decl.sets_needed, sets, topo));
         Ok(id)
+    }
+
+    /// Re-creates a declaration accepted earlier, under its old id — how a
+    /// service rebuilds the core from its durable state after a restart.
+    /// The sets whose keys are in `delivered` count as delivered already;
+    /// `missed_deadline` carries over a miss that was already counted.
+    ///
+    /// Nothing is validated against `topo` or the clock: the declaration
+    /// was valid when it was made, blocks deleted since are elided by
+    /// [`Self::note_deleted`], and a passed deadline is counted as missed
+    /// by the next quantum unless `missed_deadline` says it already was.
+    /// `ChunksOnDisk` and `AllChunks` would resolve against `topo` now, so a
+    /// caller that wants the original snapshot restores its resolved
+    /// `EachMember` form. Ids handed out later are above `id`. On error
+    /// nothing changes.
+    pub fn restore(
+        &mut self,
+        topo: &impl Topology,
+        id: DeclarationId,
+        decl: &Declaration,
+        delivered: &[u64],
+        missed_deadline: bool,
+    ) -> Result<(), RestoreError> {
+        if self.outstanding.contains_key(&id) {
+            return Err(RestoreError::AlreadyOutstanding(id));
+        }
+        if let ReadSets::ChunksOnDisk(disk) = decl.read_sets
+            && disk.0 >= topo.disk_count()
+        {
+            return Err(RestoreError::UnknownDisk(disk));
+        }
+        let sets = Sets::build(&decl.read_sets, topo);
+        let mut d = DeclState::new(id, decl.task, decl.deadline, decl.sets_needed, sets, topo);
+        for &key in delivered {
+            if !d.sets.remove(key) {
+                return Err(RestoreError::UnknownSet { id, key });
+            }
+            d.delivered += 1;
+        }
+        d.missed = missed_deadline;
+        self.outstanding.insert(id, d);
+        self.advance_ids(id);
+        Ok(())
+    }
+
+    /// Makes every id handed out from now on greater than `past` (ids of
+    /// finished or cancelled declarations must not be reused).
+    pub fn advance_ids(&mut self, past: DeclarationId) {
+        self.next_id = self.next_id.max(past.0.saturating_add(1));
     }
 
     /// Drops an outstanding declaration; nothing more is delivered for it.
@@ -430,5 +480,68 @@ mod tests {
         let plan = p.plan_quantum(&topo, Timestamp(0), &Budget::UNLIMITED);
         assert!(plan.dispatch.groups.iter().all(|g| g.pinned_bytes <= 10 * MB));
         assert_eq!(plan.dispatch.split_loss_bytes, 10 * MB);
+    }
+
+    #[test]
+    fn restore_rebuilds_a_declaration_with_its_id_and_delivered_sets() {
+        let topo = cluster();
+        let run = |p: &mut Planner, q: u64| p.plan_quantum(&topo, Timestamp(q * HOUR), &Budget::UNLIMITED);
+        let d = decl(TaskKind::Fsck, singles(0..8), 4);
+        // The original planner delivers two quanta, then "crashes".
+        let mut original = planner();
+        let id = original.declare(&topo, Timestamp(0), &d).unwrap();
+        let mut delivered = Vec::new();
+        for q in 0..2 {
+            delivered.extend(run(&mut original, q).schedule.sets.iter().map(|s| s.key));
+        }
+        assert_eq!(delivered.len(), 4);
+        let mut restored = planner();
+        restored.restore(&topo, id, &d, &delivered, false).unwrap();
+        let status = restored.status(id).unwrap();
+        assert_eq!((status.delivered_sets, status.needed_left, status.total_sets), (4, 4, 8));
+        let mut rest = Vec::new();
+        for q in 2..4 {
+            rest.extend(run(&mut restored, q).schedule.sets.iter().map(|s| s.key));
+        }
+        delivered.extend(rest);
+        delivered.sort_unstable();
+        assert_eq!(delivered, (0..8).collect::<Vec<u64>>(), "every set exactly once across the restart");
+        assert!(restored.status(id).is_none(), "finished after the restart");
+        let next = restored.declare(&topo, Timestamp(4 * HOUR), &decl(TaskKind::Fsck, singles([1]), 9)).unwrap();
+        assert!(next > id, "ids are not reused");
+    }
+
+    #[test]
+    fn restore_keeps_sets_needed_progress_and_a_counted_miss() {
+        let topo = cluster();
+        let d = Declaration { sets_needed: Some(3), ..decl(TaskKind::Rebalancing, singles(0..6), 1) };
+        let mut p = planner();
+        p.restore(&topo, DeclarationId(7), &d, &[0, 1], true).unwrap();
+        assert_eq!(p.status(DeclarationId(7)).unwrap().needed_left, 1);
+        // Late, with its miss already counted before the restart.
+        let plan = p.plan_quantum(&topo, Timestamp(2 * HOUR), &Budget::UNLIMITED);
+        let stats = plan.report.task(TaskKind::Rebalancing);
+        assert_eq!((stats.sets_delivered, stats.deadline_misses), (1, 0));
+        assert_eq!(plan.finished[0].delivered_sets, 3);
+    }
+
+    #[test]
+    fn bad_restores_change_nothing() {
+        let topo = cluster();
+        let d = decl(TaskKind::Fsck, singles(0..3), 4);
+        let mut p = planner();
+        let id = DeclarationId(5);
+        assert_eq!(p.restore(&topo, id, &d, &[0, 9], false), Err(RestoreError::UnknownSet { id, key: 9 }));
+        assert_eq!(p.restore(&topo, id, &d, &[1, 1], false), Err(RestoreError::UnknownSet { id, key: 1 }));
+        assert_eq!(p.outstanding().count(), 0);
+        let scrub = decl(TaskKind::Scrubbing, ReadSets::ChunksOnDisk(DiskId(6)), 4);
+        assert_eq!(p.restore(&topo, id, &scrub, &[], false), Err(RestoreError::UnknownDisk(DiskId(6))));
+        p.restore(&topo, id, &d, &[], false).unwrap();
+        assert_eq!(p.restore(&topo, id, &d, &[], false), Err(RestoreError::AlreadyOutstanding(id)));
+        // Deleted blocks of a restored declaration are elided, not delivered.
+        let mut topo = topo;
+        topo.set_state(BlockId(0), BlockState::Deleted);
+        p.note_deleted(&topo, &[0u64].into_iter().collect());
+        assert_eq!(p.status(id).unwrap().elided_sets, 1);
     }
 }

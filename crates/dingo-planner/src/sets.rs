@@ -8,7 +8,7 @@
 //! (neither delivered nor elided); `remaining_blocks` is the union of the
 //! blocks of the remaining sets.
 
-use dingo_types::{BlockId, BlockRange, BlockSet, ChunkRef, Member, MemberBitmap};
+use dingo_types::{BlockId, BlockRange, BlockSet, ChunkRef, Member, MemberBitmap, ReadSets, Topology};
 use roaring::RoaringTreemap;
 
 #[derive(Debug)]
@@ -31,6 +31,19 @@ pub(crate) enum Sets {
 }
 
 impl Sets {
+    /// The compact store of `read_sets`, with no checks: the caller has
+    /// validated them (or is restoring sets validated earlier). A
+    /// `ChunksOnDisk` disk must exist in `topo`.
+    pub(crate) fn build(read_sets: &ReadSets, topo: &impl Topology) -> Sets {
+        match read_sets {
+            ReadSets::Sets(sets) => Sets::explicit(sets),
+            ReadSets::Ranges(ranges) => Sets::ranges(ranges),
+            ReadSets::EachMember(members) => Sets::singletons(members.clone()),
+            ReadSets::ChunksOnDisk(disk) => Sets::singletons(topo.chunks_on_disk(*disk)),
+            ReadSets::AllChunks => Sets::singletons(topo.all_chunks()),
+        }
+    }
+
     pub(crate) fn singletons(members: MemberBitmap) -> Sets {
         Sets::Singletons { remaining: members }
     }

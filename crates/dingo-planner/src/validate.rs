@@ -19,30 +19,23 @@ pub(crate) fn validate(
     if decl.deadline <= now {
         return Err(DeclareError::DeadlineNotInFuture { deadline: decl.deadline, now });
     }
-    let sets = match &decl.read_sets {
-        ReadSets::Sets(sets) => {
-            check_explicit(sets, topo, limits)?;
-            Sets::explicit(sets)
-        }
-        ReadSets::Ranges(ranges) => {
-            check_ranges(ranges, topo, limits)?;
-            Sets::ranges(ranges)
-        }
+    match &decl.read_sets {
+        ReadSets::Sets(sets) => check_explicit(sets, topo, limits)?,
+        ReadSets::Ranges(ranges) => check_ranges(ranges, topo, limits)?,
         ReadSets::EachMember(members) => {
             if let Some(max) = members.blocks().max().filter(|&b| b > MAX_BLOCK_ID) {
                 return Err(DeclareError::BadMember(BlockProblem::Unknown(dingo_types::BlockId(max))));
             }
             topo.check_members(members).map_err(DeclareError::BadMember)?;
-            Sets::singletons(members.clone())
         }
         ReadSets::ChunksOnDisk(disk) => {
             if disk.0 >= topo.disk_count() {
                 return Err(DeclareError::UnknownDisk(*disk));
             }
-            Sets::singletons(topo.chunks_on_disk(*disk))
         }
-        ReadSets::AllChunks => Sets::singletons(topo.all_chunks()),
-    };
+        ReadSets::AllChunks => {}
+    }
+    let sets = Sets::build(&decl.read_sets, topo);
     let available = sets.remaining_count();
     if available == 0 {
         return Err(DeclareError::NoSets);
