@@ -1,0 +1,93 @@
+//! Token authentication: every call carries `authorization: Bearer <token>`;
+//! the token names a task client from the config, or the administrator.
+
+use crate::config::ServiceConfig;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tonic::{Request, Status};
+
+/// Who is calling, put into each request's extensions by [`Auth`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Caller {
+    /// A task client, by its configured name.
+    Client(Arc<str>),
+    Admin,
+}
+
+impl Caller {
+    /// The caller of a request that passed [`Auth`].
+    pub(crate) fn of<T>(req: &Request<T>) -> Result<Caller, Status> {
+        req.extensions().get::<Caller>().cloned().ok_or_else(|| Status::unauthenticated("no caller identity"))
+    }
+
+    /// The task client's name; the admin token is not a task client.
+    pub(crate) fn client(&self) -> Result<&str, Status> {
+        match self {
+            Caller::Client(name) => Ok(name),
+            Caller::Admin => Err(Status::permission_denied(
+                "the admin token is not a task client; use a client token from the planner's config",
+            )),
+        }
+    }
+}
+
+/// The interceptor that checks tokens.
+#[derive(Clone)]
+pub struct Auth {
+    tokens: Arc<HashMap<String, Caller>>,
+}
+
+impl Auth {
+    pub fn new(config: &ServiceConfig) -> Auth {
+        let mut tokens: HashMap<String, Caller> =
+            config.clients.iter().map(|c| (c.token.clone(), Caller::Client(c.name.as_str().into()))).collect();
+        tokens.insert(config.admin_token.clone(), Caller::Admin);
+        Auth { tokens: Arc::new(tokens) }
+    }
+}
+
+impl tonic::service::Interceptor for Auth {
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        let value = req
+            .metadata()
+            .get("authorization")
+            .ok_or_else(|| Status::unauthenticated("missing `authorization: Bearer <token>` metadata"))?;
+        let token = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or_else(|| Status::unauthenticated("the authorization metadata must be `Bearer <token>`"))?;
+        let caller = self.tokens.get(token.trim()).cloned().ok_or_else(|| Status::unauthenticated("unknown token"))?;
+        req.extensions_mut().insert(caller);
+        Ok(req)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ClientEntry;
+    use tonic::service::Interceptor;
+
+    fn call(auth: &mut Auth, header: Option<&str>) -> Result<Caller, Status> {
+        let mut req = Request::new(());
+        if let Some(h) = header {
+            req.metadata_mut().insert("authorization", h.parse().unwrap());
+        }
+        let req = auth.call(req)?;
+        Caller::of(&req)
+    }
+
+    #[test]
+    fn tokens_map_to_callers_and_anything_else_is_refused() {
+        let mut cfg = ServiceConfig::new("adm");
+        cfg.clients.push(ClientEntry { name: "scrubber".into(), token: "s3cret".into() });
+        let mut auth = Auth::new(&cfg);
+        assert_eq!(call(&mut auth, Some("Bearer s3cret")).unwrap(), Caller::Client("scrubber".into()));
+        assert_eq!(call(&mut auth, Some("Bearer adm")).unwrap(), Caller::Admin);
+        for bad in [None, Some("s3cret"), Some("Bearer nope"), Some("Basic s3cret")] {
+            assert_eq!(call(&mut auth, bad).unwrap_err().code(), tonic::Code::Unauthenticated, "{bad:?}");
+        }
+        assert_eq!(Caller::Admin.client().unwrap_err().code(), tonic::Code::PermissionDenied);
+    }
+}

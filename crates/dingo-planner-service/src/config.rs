@@ -1,0 +1,343 @@
+//! The planner service's configuration file (`dingo planner --config FILE`,
+//! TOML). Unknown keys are errors, so a typo is reported rather than
+//! silently ignored; every value is checked before the service starts.
+//!
+//! ```toml
+//! listen = "127.0.0.1:7500"        # gRPC
+//! metrics = "127.0.0.1:7501"       # Prometheus /metrics (optional)
+//! meta = "127.0.0.1:7400"          # metadata service
+//! data = "/var/lib/dingo/planner"  # holds planner.redb (or --data)
+//! quantum_ms = 60000               # scheduling quantum
+//! dispatch_spacing_ms = 1000       # time between dispatch groups
+//! pin_grace_ms = 5000              # pins outlive their group by this much
+//! group_cache = "64MB"             # cache one dispatch group may pin
+//! leftover = "unused"              # or "fill": spend leftover budget
+//! admin_token = "change-me"        # SetBudget, and Status of every client
+//!
+//! [budget]                         # per quantum; omitted or 0 = unlimited
+//! cluster_bytes = "500MB"
+//! disk_head_time_ms = 800
+//! diurnal = [1.0, 1.0, ...]        # optional: 24 multipliers, UTC hour
+//!
+//! [[clients]]
+//! name = "scrubber"
+//! token = "secret-1"
+//! ```
+
+use dingo_planner::{Budget, DiskBudget, LeftoverPolicy, PlannerConfig};
+use dingo_proto::planner as pb;
+use dingo_types::parse_bytes;
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("malformed config file: {0}")]
+    Malformed(String),
+    #[error("invalid config: {0}")]
+    Invalid(String),
+}
+
+/// One task client: its name (shown in Status and metrics) and its token.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientEntry {
+    pub name: String,
+    pub token: String,
+}
+
+/// The per-quantum budget as configured. Sizes are decimal strings
+/// (`"500MB"`); a missing or zero value means unlimited.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetSection {
+    pub cluster_bytes: Option<String>,
+    pub disk_head_time_ms: Option<u64>,
+    /// 24 multipliers, one per UTC hour, applied to the budget of a quantum
+    /// starting in that hour (to the run-time budget as well).
+    pub diurnal: Option<Vec<f64>>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceConfig {
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    pub metrics: Option<String>,
+    #[serde(default = "default_meta")]
+    pub meta: String,
+    /// Directory of `planner.redb` and `planner.addr`; `--data` overrides it.
+    pub data: Option<PathBuf>,
+    #[serde(default = "default_quantum_ms")]
+    pub quantum_ms: u64,
+    #[serde(default = "default_spacing_ms")]
+    pub dispatch_spacing_ms: u64,
+    #[serde(default = "default_grace_ms")]
+    pub pin_grace_ms: u64,
+    #[serde(default = "default_group_cache")]
+    pub group_cache: String,
+    #[serde(default)]
+    pub leftover: LeftoverPolicy,
+    pub admin_token: String,
+    #[serde(default)]
+    pub budget: BudgetSection,
+    #[serde(default)]
+    pub clients: Vec<ClientEntry>,
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:7500".into()
+}
+fn default_meta() -> String {
+    "127.0.0.1:7400".into()
+}
+fn default_quantum_ms() -> u64 {
+    60_000
+}
+fn default_spacing_ms() -> u64 {
+    1_000
+}
+fn default_grace_ms() -> u64 {
+    5_000
+}
+fn default_group_cache() -> String {
+    "64MB".into()
+}
+
+impl ServiceConfig {
+    /// A configuration with defaults, the given admin token and no clients.
+    pub fn new(admin_token: &str) -> Self {
+        ServiceConfig {
+            listen: default_listen(),
+            metrics: None,
+            meta: default_meta(),
+            data: None,
+            quantum_ms: default_quantum_ms(),
+            dispatch_spacing_ms: default_spacing_ms(),
+            pin_grace_ms: default_grace_ms(),
+            group_cache: default_group_cache(),
+            leftover: LeftoverPolicy::Unused,
+            admin_token: admin_token.into(),
+            budget: BudgetSection::default(),
+            clients: Vec::new(),
+        }
+    }
+
+    /// Parses and checks a TOML text.
+    pub fn from_toml(text: &str) -> Result<Self, ConfigError> {
+        let cfg: ServiceConfig = toml::from_str(text).map_err(|e| ConfigError::Malformed(e.to_string()))?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        Self::from_toml(&text).map_err(|e| match e {
+            ConfigError::Malformed(m) => ConfigError::Malformed(format!("{}: {m}", path.display())),
+            ConfigError::Invalid(m) => ConfigError::Invalid(format!("{}: {m}", path.display())),
+            other => other,
+        })
+    }
+
+    /// The TOML text of this configuration (for tests and the demo, which
+    /// write a config file for a `dingo planner` child process).
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).expect("the config always serializes")
+    }
+
+    /// Checks every value; the error names the offending key.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |m: String| Err(ConfigError::Invalid(m));
+        self.listen_addr()?;
+        self.metrics_addr()?;
+        if self.meta.trim().is_empty() {
+            return invalid("meta: the metadata service address is empty".into());
+        }
+        if self.quantum_ms == 0 {
+            return invalid("quantum_ms must be at least 1".into());
+        }
+        if self.dispatch_spacing_ms == 0 || self.dispatch_spacing_ms > self.quantum_ms {
+            return invalid(format!(
+                "dispatch_spacing_ms is {} but must be between 1 and quantum_ms ({})",
+                self.dispatch_spacing_ms, self.quantum_ms
+            ));
+        }
+        size("group_cache", &self.group_cache)?;
+        if let Some(b) = &self.budget.cluster_bytes {
+            size("budget.cluster_bytes", b)?;
+        }
+        if let Some(curve) = &self.budget.diurnal
+            && (curve.len() != 24 || curve.iter().any(|m| !m.is_finite() || *m < 0.0))
+        {
+            return invalid(format!(
+                "budget.diurnal must list 24 non-negative multipliers (one per UTC hour); it has {}",
+                curve.len()
+            ));
+        }
+        if self.admin_token.is_empty() {
+            return invalid("admin_token is empty".into());
+        }
+        let mut names = HashSet::new();
+        let mut tokens = HashSet::from([self.admin_token.as_str()]);
+        for c in &self.clients {
+            if c.name.is_empty() || c.token.is_empty() {
+                return invalid(format!("client `{}`: name and token must not be empty", c.name));
+            }
+            if !names.insert(c.name.as_str()) {
+                return invalid(format!("client name `{}` is listed twice", c.name));
+            }
+            if !tokens.insert(c.token.as_str()) {
+                return invalid(format!("client `{}` reuses another client's (or the admin) token", c.name));
+            }
+            if !c.token.bytes().all(|b| b.is_ascii_graphic()) {
+                return invalid(format!("client `{}`: tokens must be printable ASCII without spaces", c.name));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn listen_addr(&self) -> Result<SocketAddr, ConfigError> {
+        addr("listen", &self.listen)
+    }
+
+    pub fn metrics_addr(&self) -> Result<Option<SocketAddr>, ConfigError> {
+        self.metrics.as_deref().map(|m| addr("metrics", m)).transpose()
+    }
+
+    pub fn quantum(&self) -> Duration {
+        Duration::from_millis(self.quantum_ms)
+    }
+
+    /// The planner core's configuration: the quantum, dispatch rounds of
+    /// `dispatch_spacing_ms` each, the pin grace and the group cache.
+    pub fn planner_config(&self) -> PlannerConfig {
+        let rounds = (self.quantum_ms / self.dispatch_spacing_ms.max(1)).max(1);
+        PlannerConfig {
+            quantum: self.quantum(),
+            leftover: self.leftover,
+            dispatch_rounds: u32::try_from(rounds).unwrap_or(u32::MAX),
+            group_cache_bytes: parse_bytes(&self.group_cache).unwrap_or(u64::MAX),
+            pin_grace: Duration::from_millis(self.pin_grace_ms),
+            ..PlannerConfig::default()
+        }
+    }
+
+    /// The configured budget in wire form (0 = unlimited).
+    pub fn base_budget(&self) -> pb::Budget {
+        pb::Budget {
+            cluster_bytes: self.budget.cluster_bytes.as_deref().and_then(|b| parse_bytes(b).ok()).unwrap_or(0),
+            disk_head_time_us: self.budget.disk_head_time_ms.unwrap_or(0).saturating_mul(1000),
+        }
+    }
+
+    /// The budget of a quantum starting at `now_ms`: `base` scaled by the
+    /// diurnal multiplier of that UTC hour.
+    pub fn budget_at(&self, base: &pb::Budget, now_ms: u64) -> pb::Budget {
+        let Some(curve) = &self.budget.diurnal else { return *base };
+        let m = curve[((now_ms / 3_600_000) % 24) as usize];
+        // Zero stays zero (unlimited); a limit scaled to zero becomes one
+        // byte/microsecond so it does not flip to "unlimited".
+        let scale = |v: u64| if v == 0 { 0 } else { ((v as f64 * m) as u64).max(1) };
+        pb::Budget { cluster_bytes: scale(base.cluster_bytes), disk_head_time_us: scale(base.disk_head_time_us) }
+    }
+}
+
+/// Wire budget (0 = unlimited) to the core's.
+pub fn core_budget(b: &pb::Budget) -> Budget {
+    let limit = |v: u64| if v == 0 { u64::MAX } else { v };
+    Budget { cluster_bytes: limit(b.cluster_bytes), disk_head_time_us: DiskBudget::Uniform(limit(b.disk_head_time_us)) }
+}
+
+fn addr(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
+    value.parse().map_err(|_| ConfigError::Invalid(format!("{key}: `{value}` is not a host:port address")))
+}
+
+fn size(key: &str, value: &str) -> Result<u64, ConfigError> {
+    parse_bytes(value).map_err(|e| ConfigError::Invalid(format!("{key}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FULL: &str = r#"
+listen = "127.0.0.1:9000"
+metrics = "127.0.0.1:9001"
+meta = "127.0.0.1:7400"
+data = "/tmp/p"
+quantum_ms = 1000
+dispatch_spacing_ms = 100
+pin_grace_ms = 2000
+admin_token = "adm"
+[budget]
+cluster_bytes = "500MB"
+disk_head_time_ms = 800
+[[clients]]
+name = "scrubber"
+token = "t1"
+[[clients]]
+name = "fsck"
+token = "t2"
+"#;
+
+    #[test]
+    fn full_config_parses_and_round_trips() {
+        let c = ServiceConfig::from_toml(FULL).unwrap();
+        assert_eq!(c.clients.len(), 2);
+        assert_eq!(c.base_budget(), pb::Budget { cluster_bytes: 500_000_000, disk_head_time_us: 800_000 });
+        let p = c.planner_config();
+        assert_eq!((p.quantum, p.dispatch_rounds, p.pin_grace), (Duration::from_secs(1), 10, Duration::from_secs(2)));
+        assert_eq!(ServiceConfig::from_toml(&c.to_toml()).unwrap(), c);
+        let minimal = ServiceConfig::from_toml("admin_token = \"x\"").unwrap();
+        assert_eq!(minimal.base_budget(), pb::Budget::default(), "unlimited by default");
+        assert_eq!(core_budget(&minimal.base_budget()), Budget::UNLIMITED);
+    }
+
+    #[test]
+    fn mistakes_are_reported_with_their_key() {
+        let cases = [
+            ("admin_token = \"x\"\nquantom_ms = 5", "quantom_ms"),
+            ("quantum_ms = 5", "admin_token"),
+            ("admin_token = \"x\"\nlisten = \"nowhere\"", "listen"),
+            ("admin_token = \"x\"\nquantum_ms = 0", "quantum_ms"),
+            ("admin_token = \"x\"\nquantum_ms = 100\ndispatch_spacing_ms = 200", "dispatch_spacing_ms"),
+            ("admin_token = \"x\"\n[budget]\ncluster_bytes = \"lots\"", "budget.cluster_bytes"),
+            ("admin_token = \"x\"\n[budget]\ndiurnal = [1.0]", "budget.diurnal"),
+            ("admin_token = \"x\"\ngroup_cache = \"-1\"", "group_cache"),
+            ("admin_token = \"x\"\n[[clients]]\nname = \"a\"\ntoken = \"x\"", "reuses"),
+            (
+                "admin_token = \"x\"\n[[clients]]\nname = \"a\"\ntoken = \"y\"\n[[clients]]\nname = \"a\"\ntoken = \"z\"",
+                "twice",
+            ),
+            ("admin_token = \"x\"\n[[clients]]\nname = \"a\"\ntoken = \"has space\"", "printable"),
+        ];
+        for (text, needle) in cases {
+            let e = ServiceConfig::from_toml(text).unwrap_err().to_string();
+            assert!(e.contains(needle), "{text:?}: {e}");
+        }
+        let e = ServiceConfig::load(Path::new("/nonexistent/p.toml")).unwrap_err().to_string();
+        assert!(e.contains("cannot read config file"), "{e}");
+    }
+
+    #[test]
+    fn diurnal_curve_scales_the_budget_by_utc_hour() {
+        let mut c = ServiceConfig::from_toml(FULL).unwrap();
+        let mut curve = vec![1.0; 24];
+        curve[3] = 0.5;
+        curve[4] = 0.0;
+        c.budget.diurnal = Some(curve);
+        let base = c.base_budget();
+        let at = |hour: u64| c.budget_at(&base, hour * 3_600_000 + 17);
+        assert_eq!(at(3).cluster_bytes, 250_000_000);
+        assert_eq!(at(27).disk_head_time_us, 400_000, "hour 27 is 3 o'clock the next day");
+        assert_eq!(at(4).cluster_bytes, 1, "a zero multiplier is a tiny limit, not unlimited");
+        assert_eq!(c.budget_at(&pb::Budget::default(), 3 * 3_600_000).cluster_bytes, 0);
+    }
+}

@@ -1,0 +1,206 @@
+//! Conversions between the wire messages (`dingo_proto::planner`) and the
+//! planner's types (`dingo_types`, `dingo_planner`).
+
+use dingo_proto::planner as pb;
+use dingo_proto::planner::declare_request::ReadSets as PbReadSets;
+use dingo_types::{
+    BlockId, BlockRange, BlockSet, ChunkRef, Declaration, MAX_COPIES, Member, MemberBitmap, ReadSets, TaskKind,
+    Timestamp,
+};
+
+/// Parses a task name; `gc` is accepted for `garbage-collection`.
+pub fn parse_task(name: &str) -> Result<TaskKind, String> {
+    if name == "gc" {
+        return Ok(TaskKind::GarbageCollection);
+    }
+    name.parse()
+}
+
+pub fn member_to_wire(m: Member) -> pb::Member {
+    match m {
+        Member::Any(b) => pb::Member { block: b.0, copy: None },
+        Member::Copy(c) => pb::Member { block: c.block.0, copy: Some(u32::from(c.copy)) },
+    }
+}
+
+pub fn member_from_wire(m: &pb::Member) -> Result<Member, String> {
+    match m.copy {
+        None => Ok(Member::Any(BlockId(m.block))),
+        Some(copy) if copy < u32::from(MAX_COPIES) => {
+            Ok(Member::Copy(ChunkRef { block: BlockId(m.block), copy: copy as u8 }))
+        }
+        Some(copy) => Err(format!("copy {copy} of block {} is out of range (at most {MAX_COPIES} copies)", m.block)),
+    }
+}
+
+/// The wire request of a declaration.
+pub fn declaration_to_wire(d: &Declaration) -> pb::DeclareRequest {
+    let read_sets = match &d.read_sets {
+        ReadSets::Sets(sets) => PbReadSets::Sets(pb::BlockSets {
+            sets: sets
+                .iter()
+                .map(|s| pb::BlockSet { members: s.members.iter().copied().map(member_to_wire).collect() })
+                .collect(),
+        }),
+        ReadSets::Ranges(ranges) => PbReadSets::Ranges(pb::BlockRanges {
+            ranges: ranges.iter().map(|r| pb::BlockRange { start: r.start.0, len: r.len }).collect(),
+        }),
+        ReadSets::EachMember(members) => {
+            PbReadSets::EachMember(pb::Members { members: members.iter().map(member_to_wire).collect() })
+        }
+        ReadSets::ChunksOnDisk(disk) => PbReadSets::ChunksOnDisk(disk.0),
+        ReadSets::AllChunks => PbReadSets::AllChunks(true),
+    };
+    pb::DeclareRequest {
+        task: d.task.name().to_string(),
+        deadline_ms: d.deadline.as_millis(),
+        sets_needed: d.sets_needed,
+        read_sets: Some(read_sets),
+    }
+}
+
+/// A declaration from its wire request; the error says what is malformed.
+/// Semantic checks (blocks exist, deadline ahead, ...) are the core's.
+pub fn declaration_from_wire(r: &pb::DeclareRequest) -> Result<Declaration, String> {
+    let task = parse_task(&r.task)?;
+    let members = |ms: &[pb::Member]| ms.iter().map(member_from_wire).collect::<Result<Vec<Member>, String>>();
+    let read_sets = match r.read_sets.as_ref().ok_or("the declaration names no read sets")? {
+        PbReadSets::Sets(s) => ReadSets::Sets(
+            s.sets.iter().map(|set| members(&set.members).map(BlockSet::new)).collect::<Result<_, String>>()?,
+        ),
+        PbReadSets::Ranges(r) => {
+            ReadSets::Ranges(r.ranges.iter().map(|r| BlockRange { start: BlockId(r.start), len: r.len }).collect())
+        }
+        PbReadSets::EachMember(m) => {
+            let list = members(&m.members)?;
+            let bitmap: MemberBitmap = list.iter().copied().collect();
+            if bitmap.len() != list.len() as u64 {
+                let mut seen = std::collections::HashSet::new();
+                let dup = list.iter().find(|m| !seen.insert(**m)).expect("a duplicate exists");
+                return Err(format!("each_member names {dup} twice"));
+            }
+            ReadSets::EachMember(bitmap)
+        }
+        PbReadSets::ChunksOnDisk(disk) => ReadSets::ChunksOnDisk(dingo_types::DiskId(*disk)),
+        PbReadSets::AllChunks(true) => ReadSets::AllChunks,
+        PbReadSets::AllChunks(false) => return Err("all_chunks must be true when given".into()),
+    };
+    Ok(Declaration { task, read_sets, sets_needed: r.sets_needed, deadline: Timestamp(r.deadline_ms) })
+}
+
+/// How a declaration's wire set keys map to the core's: the same, except
+/// for ranges, whose wire key is the start block and whose core key is the
+/// range's index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Keys {
+    Same,
+    RangeStarts(Vec<u64>),
+}
+
+impl Keys {
+    pub(crate) fn of(read_sets: &ReadSets) -> Keys {
+        match read_sets {
+            ReadSets::Ranges(r) => Keys::RangeStarts(r.iter().map(|r| r.start.0).collect()),
+            _ => Keys::Same,
+        }
+    }
+
+    pub(crate) fn to_wire(&self, core: u64) -> u64 {
+        match self {
+            Keys::Same => core,
+            Keys::RangeStarts(starts) => starts[core as usize],
+        }
+    }
+
+    /// `None` if `wire` names no set.
+    pub(crate) fn to_core(&self, wire: u64) -> Option<u64> {
+        match self {
+            Keys::Same => Some(wire),
+            Keys::RangeStarts(starts) => starts.binary_search(&wire).ok().map(|i| i as u64),
+        }
+    }
+}
+
+/// The wire callback of one core callback (delivery id and quantum filled
+/// in by the caller).
+pub(crate) fn callback_to_wire(cb: &dingo_planner::Callback, keys: &Keys) -> pb::Callback {
+    pb::Callback {
+        delivery: 0,
+        declaration: cb.declaration.0,
+        task: cb.task.name().to_string(),
+        overloaded: cb.overloaded,
+        sets: cb
+            .sets
+            .iter()
+            .map(|s| pb::DeliveredSet {
+                key: keys.to_wire(s.key),
+                reads: s
+                    .reads
+                    .iter()
+                    .map(|r| pb::ChunkRead {
+                        block: r.chunk.block.0,
+                        copy: u32::from(r.chunk.copy),
+                        disk: r.disk.0,
+                        bytes: r.bytes,
+                        physical: r.physical,
+                    })
+                    .collect(),
+            })
+            .collect(),
+        redelivery: false,
+        quantum_ms: 0,
+    }
+}
+
+/// The chunk a callback read names.
+pub fn read_chunk(r: &pb::ChunkRead) -> ChunkRef {
+    ChunkRef { block: BlockId(r.block), copy: u8::try_from(r.copy).unwrap_or(u8::MAX) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dingo_types::DiskId;
+
+    fn round_trip(read_sets: ReadSets) {
+        let d = Declaration { task: TaskKind::Scrubbing, read_sets, sets_needed: Some(2), deadline: Timestamp(99) };
+        assert_eq!(declaration_from_wire(&declaration_to_wire(&d)).unwrap(), d);
+    }
+
+    #[test]
+    fn declarations_round_trip_through_the_wire() {
+        let copy = |b, c| Member::Copy(ChunkRef { block: BlockId(b), copy: c });
+        round_trip(ReadSets::Sets(vec![BlockSet::new(vec![Member::Any(BlockId(1)), copy(2, 1)])]));
+        round_trip(ReadSets::Ranges(vec![BlockRange { start: BlockId(5), len: 3 }]));
+        round_trip(ReadSets::EachMember([copy(1, 0), Member::Any(BlockId(4))].into_iter().collect()));
+        round_trip(ReadSets::ChunksOnDisk(DiskId(3)));
+        round_trip(ReadSets::AllChunks);
+    }
+
+    #[test]
+    fn malformed_requests_say_what_is_wrong() {
+        let base = pb::DeclareRequest { task: "fsck".into(), deadline_ms: 1, sets_needed: None, read_sets: None };
+        let err = |r: pb::DeclareRequest| declaration_from_wire(&r).unwrap_err();
+        assert!(err(base.clone()).contains("no read sets"));
+        assert!(err(pb::DeclareRequest { task: "defrag".into(), ..base.clone() }).contains("unknown task"));
+        let bad_copy = pb::Member { block: 1, copy: Some(200) };
+        let sets = PbReadSets::Sets(pb::BlockSets { sets: vec![pb::BlockSet { members: vec![bad_copy] }] });
+        assert!(err(pb::DeclareRequest { read_sets: Some(sets), ..base.clone() }).contains("out of range"));
+        let twice = PbReadSets::EachMember(pb::Members { members: vec![pb::Member { block: 1, copy: None }; 2] });
+        assert!(err(pb::DeclareRequest { read_sets: Some(twice), ..base.clone() }).contains("twice"));
+        assert!(err(pb::DeclareRequest { read_sets: Some(PbReadSets::AllChunks(false)), ..base }).contains("true"));
+        assert_eq!(parse_task("gc"), Ok(TaskKind::GarbageCollection));
+    }
+
+    #[test]
+    fn range_keys_are_start_blocks_on_the_wire() {
+        let keys = Keys::of(&ReadSets::Ranges(vec![
+            BlockRange { start: BlockId(10), len: 2 },
+            BlockRange { start: BlockId(20), len: 2 },
+        ]));
+        assert_eq!(keys.to_wire(1), 20);
+        assert_eq!(keys.to_core(20), Some(1));
+        assert_eq!(keys.to_core(11), None);
+        assert_eq!(Keys::Same.to_core(7), Some(7));
+    }
+}

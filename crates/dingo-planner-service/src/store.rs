@@ -1,0 +1,345 @@
+//! The planner's durable state, in one redb database (`<data>/planner.redb`).
+//!
+//! Tables (values are prost-encoded records):
+//! - `decls`: declaration id → [`DeclRecord`] (owner, task, deadline, phase,
+//!   and the final counts once it is done or cancelled).
+//! - `decl_requests`: declaration id → the *resolved* `DeclareRequest`
+//!   (disk and cluster scrubs as their member snapshot, file segments as
+//!   block sets). Kept while the declaration is live: it is what a restart
+//!   restores the planner core from.
+//! - `deliveries`: delivery id → [`DeliveryRecord`] (owner, the callback,
+//!   dispatch time, dispatch group); `delivery_states`: delivery id →
+//!   [`DeliveryState`]. Kept while the declaration is live: their set keys
+//!   are what the core must not deliver again.
+//! - `groups`: dispatch group id → [`GroupRecord`] (dispatch time and cache
+//!   directives); removed once the group is dispatched.
+//! - `counters`: `next_delivery`, `next_group`; `settings`: `budget`.
+//!
+//! Every change is one [`Batch`] committed as one write transaction with
+//! redb's immediate durability before anyone is told about it.
+
+use dingo_proto::planner as pb;
+use prost::Message;
+use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition};
+use std::path::Path;
+use thiserror::Error;
+
+const DECLS: TableDefinition<u64, &[u8]> = TableDefinition::new("decls");
+const DECL_REQUESTS: TableDefinition<u64, &[u8]> = TableDefinition::new("decl_requests");
+const DELIVERIES: TableDefinition<u64, &[u8]> = TableDefinition::new("deliveries");
+const DELIVERY_STATES: TableDefinition<u64, u8> = TableDefinition::new("delivery_states");
+const GROUPS: TableDefinition<u64, &[u8]> = TableDefinition::new("groups");
+const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
+const SETTINGS: TableDefinition<&str, &[u8]> = TableDefinition::new("settings");
+
+pub(crate) const NEXT_DELIVERY: &str = "next_delivery";
+pub(crate) const NEXT_GROUP: &str = "next_group";
+
+#[derive(Debug, Error)]
+#[error("planner database: {0}")]
+pub struct StoreError(pub(crate) String);
+
+macro_rules! from_redb {
+    ($($t:ty),*) => {$(
+        impl From<$t> for StoreError {
+            fn from(e: $t) -> Self {
+                StoreError(e.to_string())
+            }
+        }
+    )*};
+}
+from_redb!(
+    redb::Error,
+    redb::DatabaseError,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError,
+    prost::DecodeError
+);
+
+/// Life of a declaration in the service.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Live = 0,
+    /// Everything needed was delivered and acknowledged (or elided).
+    Done = 1,
+    Cancelled = 2,
+}
+
+impl Phase {
+    fn from_u32(v: u32) -> Result<Phase, StoreError> {
+        match v {
+            0 => Ok(Phase::Live),
+            1 => Ok(Phase::Done),
+            2 => Ok(Phase::Cancelled),
+            _ => Err(StoreError(format!("unknown declaration phase {v}"))),
+        }
+    }
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct DeclRecord {
+    #[prost(string, tag = "1")]
+    pub owner: String,
+    #[prost(string, tag = "2")]
+    pub task: String,
+    #[prost(uint64, tag = "3")]
+    pub deadline_ms: u64,
+    #[prost(uint64, tag = "4")]
+    pub total_sets: u64,
+    #[prost(uint64, optional, tag = "5")]
+    pub sets_needed: Option<u64>,
+    #[prost(uint32, tag = "6")]
+    pub phase: u32,
+    #[prost(bool, tag = "7")]
+    pub missed: bool,
+    /// Final counts, written when the declaration leaves `Live`.
+    #[prost(uint64, tag = "8")]
+    pub elided_sets: u64,
+    #[prost(uint64, tag = "9")]
+    pub delivered_sets: u64,
+    #[prost(uint64, tag = "10")]
+    pub acked_sets: u64,
+    #[prost(uint64, tag = "11")]
+    pub created_ms: u64,
+}
+
+impl DeclRecord {
+    pub(crate) fn phase(&self) -> Result<Phase, StoreError> {
+        Phase::from_u32(self.phase)
+    }
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct DeliveryRecord {
+    #[prost(string, tag = "1")]
+    pub owner: String,
+    /// With its delivery id and quantum; `redelivery` is always false here.
+    #[prost(message, optional, tag = "2")]
+    pub callback: Option<pb::Callback>,
+    #[prost(uint64, tag = "3")]
+    pub at_ms: u64,
+    #[prost(uint64, tag = "4")]
+    pub group: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Message)]
+pub(crate) struct PinRecord {
+    #[prost(uint64, tag = "1")]
+    pub block: u64,
+    #[prost(uint32, tag = "2")]
+    pub copy: u32,
+    #[prost(uint32, tag = "3")]
+    pub disk: u32,
+    #[prost(uint64, tag = "4")]
+    pub until_ms: u64,
+}
+
+#[derive(Clone, PartialEq, Message)]
+pub(crate) struct GroupRecord {
+    #[prost(uint64, tag = "1")]
+    pub at_ms: u64,
+    #[prost(message, repeated, tag = "2")]
+    pub pins: Vec<PinRecord>,
+}
+
+/// Where a delivery is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum DeliveryState {
+    /// Persisted with its quantum; its dispatch time has not come yet.
+    Scheduled = 0,
+    /// Its group's directives went out and the callback was offered to the
+    /// owner's stream (if one was open); re-sent on every (re)subscription
+    /// until acknowledged.
+    Dispatched = 1,
+    Acked = 2,
+}
+
+impl DeliveryState {
+    fn from_u8(v: u8) -> Result<Self, StoreError> {
+        match v {
+            0 => Ok(DeliveryState::Scheduled),
+            1 => Ok(DeliveryState::Dispatched),
+            2 => Ok(DeliveryState::Acked),
+            _ => Err(StoreError(format!("unknown delivery state {v}"))),
+        }
+    }
+}
+
+/// Changes committed together.
+#[derive(Default)]
+pub(crate) struct Batch {
+    pub decls: Vec<(u64, DeclRecord)>,
+    pub requests: Vec<(u64, pb::DeclareRequest)>,
+    pub drop_requests: Vec<u64>,
+    pub deliveries: Vec<(u64, DeliveryRecord)>,
+    pub states: Vec<(u64, DeliveryState)>,
+    pub drop_deliveries: Vec<u64>,
+    pub groups: Vec<(u64, GroupRecord)>,
+    pub drop_groups: Vec<u64>,
+    pub counters: Vec<(&'static str, u64)>,
+    pub budget: Option<pb::Budget>,
+}
+
+/// Everything stored, as loaded at start.
+#[derive(Default)]
+pub(crate) struct Loaded {
+    pub decls: Vec<(u64, DeclRecord)>,
+    pub requests: Vec<(u64, pb::DeclareRequest)>,
+    pub deliveries: Vec<(u64, DeliveryRecord, DeliveryState)>,
+    pub groups: Vec<(u64, GroupRecord)>,
+    pub next_delivery: u64,
+    pub next_group: u64,
+    pub budget: Option<pb::Budget>,
+}
+
+pub(crate) struct Store {
+    db: Database,
+}
+
+fn read_all<M: Message + Default>(
+    tx: &redb::ReadTransaction,
+    table: TableDefinition<u64, &[u8]>,
+) -> Result<Vec<(u64, M)>, StoreError> {
+    let t = tx.open_table(table)?;
+    let mut out = Vec::new();
+    for e in t.iter()? {
+        let (k, v) = e?;
+        out.push((k.value(), M::decode(v.value())?));
+    }
+    Ok(out)
+}
+
+impl Store {
+    pub(crate) fn open(dir: &Path) -> Result<Store, StoreError> {
+        let ctx = |e: &dyn std::fmt::Display| StoreError(format!("{}: {e}", dir.display()));
+        std::fs::create_dir_all(dir).map_err(|e| ctx(&e))?;
+        let db = Database::create(dir.join("planner.redb")).map_err(|e| ctx(&e))?;
+        // Create every table so that readers never meet a missing one.
+        let tx = db.begin_write()?;
+        tx.open_table(DECLS)?;
+        tx.open_table(DECL_REQUESTS)?;
+        tx.open_table(DELIVERIES)?;
+        tx.open_table(DELIVERY_STATES)?;
+        tx.open_table(GROUPS)?;
+        tx.open_table(COUNTERS)?;
+        tx.open_table(SETTINGS)?;
+        tx.commit()?;
+        Ok(Store { db })
+    }
+
+    pub(crate) fn load(&self) -> Result<Loaded, StoreError> {
+        let tx = self.db.begin_read()?;
+        let states = tx.open_table(DELIVERY_STATES)?;
+        let mut deliveries = Vec::new();
+        for (id, rec) in read_all::<DeliveryRecord>(&tx, DELIVERIES)? {
+            let state = states.get(id)?.ok_or_else(|| StoreError(format!("delivery {id} has no state")))?;
+            deliveries.push((id, rec, DeliveryState::from_u8(state.value())?));
+        }
+        let counters = tx.open_table(COUNTERS)?;
+        let counter = |name: &str| -> Result<u64, StoreError> { Ok(counters.get(name)?.map_or(1, |v| v.value())) };
+        let budget = match tx.open_table(SETTINGS)?.get("budget")? {
+            Some(v) => Some(pb::Budget::decode(v.value())?),
+            None => None,
+        };
+        Ok(Loaded {
+            decls: read_all(&tx, DECLS)?,
+            requests: read_all(&tx, DECL_REQUESTS)?,
+            deliveries,
+            groups: read_all(&tx, GROUPS)?,
+            next_delivery: counter(NEXT_DELIVERY)?,
+            next_group: counter(NEXT_GROUP)?,
+            budget,
+        })
+    }
+
+    /// Commits `batch` atomically and durably.
+    pub(crate) fn commit(&self, b: &Batch) -> Result<(), StoreError> {
+        let tx = self.db.begin_write()?;
+        {
+            let mut decls = tx.open_table(DECLS)?;
+            for (id, r) in &b.decls {
+                decls.insert(id, r.encode_to_vec().as_slice())?;
+            }
+            let mut requests = tx.open_table(DECL_REQUESTS)?;
+            for (id, r) in &b.requests {
+                requests.insert(id, r.encode_to_vec().as_slice())?;
+            }
+            for id in &b.drop_requests {
+                requests.remove(id)?;
+            }
+            let mut deliveries = tx.open_table(DELIVERIES)?;
+            let mut states = tx.open_table(DELIVERY_STATES)?;
+            for (id, r) in &b.deliveries {
+                deliveries.insert(id, r.encode_to_vec().as_slice())?;
+            }
+            for (id, s) in &b.states {
+                states.insert(id, *s as u8)?;
+            }
+            for id in &b.drop_deliveries {
+                deliveries.remove(id)?;
+                states.remove(id)?;
+            }
+            let mut groups = tx.open_table(GROUPS)?;
+            for (id, r) in &b.groups {
+                groups.insert(id, r.encode_to_vec().as_slice())?;
+            }
+            for id in &b.drop_groups {
+                groups.remove(id)?;
+            }
+            let mut counters = tx.open_table(COUNTERS)?;
+            for (name, v) in &b.counters {
+                counters.insert(*name, v)?;
+            }
+            if let Some(budget) = &b.budget {
+                tx.open_table(SETTINGS)?.insert("budget", budget.encode_to_vec().as_slice())?;
+            }
+        }
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_survive_reopening_and_drops_remove_both_delivery_tables() {
+        let dir = tempfile::tempdir().unwrap();
+        let cb = pb::Callback { delivery: 4, declaration: 9, ..Default::default() };
+        {
+            let s = Store::open(dir.path()).unwrap();
+            let mut b = Batch::default();
+            b.decls.push((9, DeclRecord { owner: "a".into(), task: "fsck".into(), ..Default::default() }));
+            b.requests.push((9, pb::DeclareRequest { task: "fsck".into(), ..Default::default() }));
+            let rec = DeliveryRecord { owner: "a".into(), callback: Some(cb.clone()), at_ms: 5, group: 1 };
+            b.deliveries.push((4, rec.clone()));
+            b.deliveries.push((5, rec));
+            b.states.push((4, DeliveryState::Scheduled));
+            b.states.push((5, DeliveryState::Scheduled));
+            b.groups
+                .push((1, GroupRecord { at_ms: 5, pins: vec![PinRecord { block: 1, copy: 0, disk: 2, until_ms: 9 }] }));
+            b.counters.push((NEXT_DELIVERY, 6));
+            b.budget = Some(pb::Budget { cluster_bytes: 7, disk_head_time_us: 0 });
+            s.commit(&b).unwrap();
+            let mut b = Batch::default();
+            b.states.push((4, DeliveryState::Acked));
+            b.drop_deliveries.push(5);
+            b.drop_groups.push(1);
+            s.commit(&b).unwrap();
+        }
+        let s = Store::open(dir.path()).unwrap();
+        let l = s.load().unwrap();
+        assert_eq!(l.decls[0].1.owner, "a");
+        assert_eq!(l.requests.len(), 1);
+        assert_eq!(l.deliveries.len(), 1);
+        assert_eq!(l.deliveries[0].0, 4);
+        assert_eq!(l.deliveries[0].1.callback, Some(cb));
+        assert_eq!(l.deliveries[0].2, DeliveryState::Acked);
+        assert!(l.groups.is_empty());
+        assert_eq!((l.next_delivery, l.next_group), (6, 1));
+        assert_eq!(l.budget.unwrap().cluster_bytes, 7);
+    }
+}
