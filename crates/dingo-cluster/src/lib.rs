@@ -10,6 +10,9 @@
 //! them even if it is killed; [`LocalCluster`] stops them (SIGTERM, then
 //! SIGKILL) when dropped.
 
+mod planner;
+pub use planner::{PlannerProcess, PlannerSpec};
+
 use dingo_client::Client;
 use std::fs;
 use std::path::{Path, PathBuf};

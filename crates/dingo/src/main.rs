@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_io;
+mod planner_cmd;
 mod storage_cmd;
 mod storage_config;
 
@@ -27,6 +28,8 @@ enum Commands {
     /// File operations.
     #[command(subcommand)]
     Fs(storage_cmd::FsCommand),
+    /// Run the IO Planner service, or change its budget and show its status.
+    Planner(planner_cmd::PlannerArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -54,6 +57,7 @@ async fn main() -> std::process::ExitCode {
         Commands::Node(a) => storage_cmd::run_node(a).await,
         Commands::Cluster(c) => storage_cmd::run_cluster(c).await,
         Commands::Fs(c) => storage_cmd::run_fs(c).await,
+        Commands::Planner(a) => planner_cmd::run(a).await,
         Commands::Bench(BenchCommand::Io(a)) => bench_io::run(a).await,
         Commands::Bench(BenchCommand::Planner(a)) => bench::planner::run(&a),
     };

@@ -1,0 +1,160 @@
+//! `dingo planner`: runs the IO Planner service (`--config FILE`), or talks
+//! to a running one (`budget set`, `status`).
+
+use crate::storage_cmd::shutdown_signal;
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use dingo_planner_service::{PlannerClient, ServiceConfig};
+use dingo_types::{format_bytes, parse_bytes};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+const DEFAULT_PLANNER: &str = "127.0.0.1:7500";
+
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct PlannerArgs {
+    #[command(subcommand)]
+    command: Option<PlannerCommand>,
+    /// The service's TOML config (see docs/PLANNER_SERVICE.md).
+    #[arg(long, required = true)]
+    config: Option<PathBuf>,
+    /// Data directory (overrides `data` in the config).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// gRPC listen address (overrides `listen`).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Prometheus /metrics address (overrides `metrics`).
+    #[arg(long)]
+    metrics: Option<SocketAddr>,
+}
+
+/// Where the planner is and who is asking.
+#[derive(Args, Debug)]
+struct Target {
+    #[arg(long, env = "DINGO_PLANNER", default_value = DEFAULT_PLANNER)]
+    addr: String,
+    /// A client token, or the admin token.
+    #[arg(long, env = "DINGO_PLANNER_TOKEN", hide_env_values = true)]
+    token: String,
+}
+
+#[derive(Subcommand, Debug)]
+enum PlannerCommand {
+    /// Change the per-quantum budget from the next quantum on (admin token).
+    #[command(subcommand)]
+    Budget(BudgetCommand),
+    /// Outstanding declarations (the caller's, or every client's with the
+    /// admin token), the next quantum and its budget.
+    Status {
+        #[command(flatten)]
+        target: Target,
+        /// Show these declarations (also finished ones) instead.
+        #[arg(long = "declaration")]
+        declarations: Vec<u64>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum BudgetCommand {
+    /// Replace the budget (persisted; the diurnal curve, if any, still applies).
+    Set {
+        /// Bytes read from disk per quantum, cluster-wide (e.g. 500MB; 0 = unlimited).
+        #[arg(long, value_parser = parse_size)]
+        cluster_bytes: u64,
+        /// Disk-head time per disk per quantum in milliseconds (0 = unlimited).
+        #[arg(long, default_value_t = 0)]
+        disk_head_time_ms: u64,
+        #[command(flatten)]
+        target: Target,
+    },
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    parse_bytes(s).map_err(|e| e.to_string())
+}
+
+pub async fn run(a: PlannerArgs) -> Result<()> {
+    match a.command {
+        None => serve(a.config.context("--config FILE is required")?, a.data, a.listen, a.metrics).await,
+        Some(PlannerCommand::Budget(BudgetCommand::Set { cluster_bytes, disk_head_time_ms, target })) => {
+            let client = PlannerClient::connect(&target.addr, &target.token)?;
+            let us = disk_head_time_ms.checked_mul(1000).context("--disk-head-time-ms is too large")?;
+            client.set_budget(cluster_bytes, us).await.with_context(|| format!("planner at {}", target.addr))?;
+            println!(
+                "budget set: {} and {disk_head_time_ms} ms of head time per disk per quantum",
+                limit(cluster_bytes)
+            );
+            Ok(())
+        }
+        Some(PlannerCommand::Status { target, declarations }) => status(&target, &declarations).await,
+    }
+}
+
+async fn serve(
+    config: PathBuf,
+    data: Option<PathBuf>,
+    listen: Option<SocketAddr>,
+    metrics: Option<SocketAddr>,
+) -> Result<()> {
+    let mut cfg = ServiceConfig::load(&config)?;
+    if let Some(d) = data {
+        cfg.data = Some(d);
+    }
+    if let Some(l) = listen {
+        cfg.listen = l.to_string();
+    }
+    if let Some(m) = metrics {
+        cfg.metrics = Some(m.to_string());
+    }
+    dingo_planner_service::run(cfg, shutdown_signal()).await?;
+    Ok(())
+}
+
+fn limit(bytes: u64) -> String {
+    if bytes == 0 { "unlimited bytes".into() } else { format_bytes(bytes) }
+}
+
+async fn status(target: &Target, ids: &[u64]) -> Result<()> {
+    let client = PlannerClient::connect(&target.addr, &target.token)?;
+    let ids: Vec<_> = ids.iter().map(|&i| dingo_types::DeclarationId(i)).collect();
+    let s = client.status(&ids).await.with_context(|| format!("planner at {}", target.addr))?;
+    let b = s.budget.unwrap_or_default();
+    let now = dingo_proto::now_ms();
+    println!(
+        "next quantum in {:.1}s; budget {} and {} per disk",
+        s.next_quantum_ms.saturating_sub(now) as f64 / 1000.0,
+        limit(b.cluster_bytes),
+        if b.disk_head_time_us == 0 {
+            "unlimited head time".into()
+        } else {
+            format!("{} ms", b.disk_head_time_us / 1000)
+        }
+    );
+    println!(
+        "{:>6} {:<16} {:<14} {:>10} {:>8} {:>9} {:>6} {:>6}  state",
+        "id", "task", "client", "deadline", "sets", "delivered", "acked", "elided"
+    );
+    for d in &s.declarations {
+        let due = d.deadline_ms as i64 - now as i64;
+        let state = match (d.done, d.missed_deadline) {
+            (true, _) => "done",
+            (false, true) => "late",
+            (false, false) => "open",
+        };
+        let sets = d.sets_needed.map_or(d.total_sets.to_string(), |n| format!("{n}/{}", d.total_sets));
+        println!(
+            "{:>6} {:<16} {:<14} {:>9.0}s {:>8} {:>9} {:>6} {:>6}  {state}",
+            d.declaration,
+            d.task,
+            d.client,
+            due as f64 / 1000.0,
+            sets,
+            d.delivered_sets,
+            d.acked_sets,
+            d.elided_sets
+        );
+    }
+    Ok(())
+}
