@@ -373,7 +373,16 @@ pub async fn run(config: ServiceConfig, shutdown: impl Future<Output = ()> + Sen
     );
     let server = tonic::transport::Server::builder()
         .add_service(service)
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown);
+        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown.clone());
+    // Callback streams never end on their own; close them at shutdown so
+    // the server's graceful stop does not wait on them.
+    let closer = {
+        let (shared, shutdown) = (shared.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            shutdown.await;
+            shared.state().close_streams();
+        })
+    };
     let driver = tokio::spawn(drive(shared));
     let result = tokio::select! {
         r = server => r.map_err(RunError::from),
@@ -386,6 +395,7 @@ pub async fn run(config: ServiceConfig, shutdown: impl Future<Output = ()> + Sen
     if let Some(task) = metrics_task {
         task.abort();
     }
+    closer.abort();
     result
 }
 

@@ -555,6 +555,11 @@ impl State {
         rx
     }
 
+    /// Ends every callback stream (at shutdown, so the server can drain).
+    pub(crate) fn close_streams(&mut self) {
+        self.subscribers.clear();
+    }
+
     /// Acknowledges deliveries of `owner`. All or nothing: any unknown,
     /// foreign or unsent delivery rejects the whole request.
     pub(crate) fn ack(&mut self, owner: &str, ids: &[u64]) -> Result<(), ServiceError> {
