@@ -33,6 +33,9 @@ use tonic::{Request, Response, Status};
 /// the callbacks go out without them.
 const PIN_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// `Stat` calls in flight while resolving one `DeclareFiles`.
+const STAT_PARALLELISM: usize = 16;
+
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error(transparent)]
@@ -107,26 +110,43 @@ impl Shared {
     /// Resolves file segments to block sets through `Stat` (a snapshot).
     async fn resolve_files(&self, req: &pb::DeclareFilesRequest) -> Result<Declaration, Status> {
         let task = parse_task(&req.task).map_err(Status::invalid_argument)?;
-        let mut files: HashMap<String, FileInfo> = HashMap::new();
-        let mut sets = Vec::with_capacity(req.sets.len());
+        // Each file once, STAT_PARALLELISM at a time; errors name the first
+        // segment that uses the file.
+        let mut first_use: HashMap<&str, String> = HashMap::new();
         for (i, set) in req.sets.iter().enumerate() {
             if set.segments.is_empty() {
                 return Err(Status::invalid_argument(format!("set {i} names no file segments")));
             }
+            for (j, seg) in set.segments.iter().enumerate() {
+                first_use.entry(seg.path.as_str()).or_insert_with(|| format!("set {i}, segment {j}"));
+            }
+        }
+        let paths: Vec<String> = first_use.keys().map(|p| p.to_string()).collect();
+        let stats: Vec<(String, Result<FileInfo, ClientError>)> = futures::stream::iter(paths)
+            .map(|path| async move {
+                let r = self.meta.stat(&path).await;
+                (path, r)
+            })
+            .buffer_unordered(STAT_PARALLELISM)
+            .collect()
+            .await;
+        let mut files: HashMap<String, FileInfo> = HashMap::new();
+        for (path, r) in stats {
+            let at = &first_use[path.as_str()];
+            let file = r.map_err(|e| match e.code() {
+                Some(tonic::Code::NotFound) => Status::not_found(format!("{at}: {e}")),
+                Some(tonic::Code::InvalidArgument) => Status::invalid_argument(format!("{at}: {e}")),
+                _ => Status::unavailable(format!("{at}: metadata service at {}: {e}", self.meta_addr)),
+            })?;
+            files.insert(path, file);
+        }
+        let mut sets = Vec::with_capacity(req.sets.len());
+        for (i, set) in req.sets.iter().enumerate() {
             let mut seen = HashSet::new();
             let mut members = Vec::new();
             for (j, seg) in set.segments.iter().enumerate() {
-                let at = || format!("set {i}, segment {j}");
-                if !files.contains_key(&seg.path) {
-                    let file = self.meta.stat(&seg.path).await.map_err(|e| match e.code() {
-                        Some(tonic::Code::NotFound) => Status::not_found(format!("{}: {e}", at())),
-                        Some(tonic::Code::InvalidArgument) => Status::invalid_argument(format!("{}: {e}", at())),
-                        _ => Status::unavailable(format!("{}: metadata service at {}: {e}", at(), self.meta_addr)),
-                    })?;
-                    files.insert(seg.path.clone(), file);
-                }
                 let blocks = segment_blocks(&files[&seg.path], seg)
-                    .map_err(|m| Status::invalid_argument(format!("{}: {m}", at())))?;
+                    .map_err(|m| Status::invalid_argument(format!("set {i}, segment {j}: {m}")))?;
                 members.extend(blocks.into_iter().filter(|b| seen.insert(*b)).map(|b| Member::Any(BlockId(b))));
             }
             sets.push(BlockSet::new(members));
