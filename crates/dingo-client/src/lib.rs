@@ -24,7 +24,7 @@ use dingo_proto::v1::node_client::NodeClient;
 use dingo_proto::v1::*;
 use dingo_proto::{CONNECTION_WINDOW, MAX_FRAME, MAX_MESSAGE_BYTES, STREAM_WINDOW};
 use dingo_types::ChunkRef;
-use futures::StreamExt;
+use futures::{Stream, StreamExt, TryStreamExt};
 use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -216,17 +216,28 @@ impl Client {
 
     /// Reads a range of a file already looked up with [`Client::stat`].
     pub async fn read_file(&self, file: &FileInfo, offset: u64, len: u64, tag: IoTag) -> Result<Bytes> {
+        let pieces: Vec<Bytes> = self.read_pieces(file, offset, len, tag)?.try_collect().await?;
+        Ok(if pieces.len() == 1 { pieces.into_iter().next().expect("one") } else { pieces.concat().into() })
+    }
+
+    /// Reads a range of a file as a stream of pieces in file order (each at
+    /// most one block or 8 MiB), with several pieces in flight. Unlike
+    /// [`Client::read_file`] it never copies the data into one buffer, so a
+    /// caller that consumes pieces as they come reads any size in bounded
+    /// memory.
+    pub fn read_pieces<'a>(
+        &'a self,
+        file: &'a FileInfo,
+        offset: u64,
+        len: u64,
+        tag: IoTag,
+    ) -> Result<impl Stream<Item = Result<Bytes>> + 'a> {
         let end = offset.checked_add(len).filter(|&e| e <= file.size);
         if end.is_none() {
             return Err(ClientError::PastEnd { path: file.path.clone(), offset, len, size: file.size });
         }
         let extents = extents(file, offset, len)?;
-        let pieces: Vec<Result<Bytes>> = futures::stream::iter(extents.into_iter().map(|e| self.read_extent(e, tag)))
-            .buffered(READ_PARALLELISM)
-            .collect()
-            .await;
-        let pieces = pieces.into_iter().collect::<Result<Vec<_>>>()?;
-        Ok(if pieces.len() == 1 { pieces.into_iter().next().expect("one") } else { pieces.concat().into() })
+        Ok(futures::stream::iter(extents.into_iter().map(move |e| self.read_extent(e, tag))).buffered(READ_PARALLELISM))
     }
 
     async fn read_extent(&self, e: Extent<'_>, tag: IoTag) -> Result<Bytes> {

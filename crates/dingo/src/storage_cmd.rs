@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use dingo_client::{Client, IoTag, Redundancy};
 use dingo_cluster::{ClusterSpec, LocalCluster};
 use dingo_types::{format_bytes, parse_bytes};
+use futures::TryStreamExt;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -283,12 +284,16 @@ pub async fn run_fs(cmd: FsCommand) -> Result<()> {
             let client = Client::new(&meta)?;
             let file = client.stat(&path).await?;
             let len = len.unwrap_or_else(|| file.size.saturating_sub(offset));
-            let data = client.read_file(&file, offset, len, IoTag::Foreground).await?;
-            if local.as_os_str() == "-" {
-                std::io::stdout().write_all(&data).context("cannot write stdout")?;
+            let mut out: Box<dyn Write> = if local.as_os_str() == "-" {
+                Box::new(std::io::stdout().lock())
             } else {
-                std::fs::write(&local, &data).with_context(|| format!("cannot write {}", local.display()))?;
+                Box::new(std::fs::File::create(&local).with_context(|| format!("cannot create {}", local.display()))?)
+            };
+            let mut pieces = client.read_pieces(&file, offset, len, IoTag::Foreground)?;
+            while let Some(piece) = pieces.try_next().await? {
+                out.write_all(&piece).with_context(|| format!("cannot write {}", local.display()))?;
             }
+            out.flush().with_context(|| format!("cannot write {}", local.display()))?;
         }
         FsCommand::Ls { prefix, meta } => {
             for f in Client::new(&meta)?.list(&prefix).await? {
