@@ -5,7 +5,7 @@ use crate::storage_config::StorageConfig;
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use clap::{Args, Subcommand};
-use dingo_client::{Client, IoTag, Redundancy};
+use dingo_client::{Client, DeviceState, IoTag, Redundancy};
 use dingo_cluster::{ClusterSpec, LocalCluster};
 use dingo_types::{format_bytes, parse_bytes};
 use futures::TryStreamExt;
@@ -245,18 +245,21 @@ async fn cluster_up(a: ClusterUpArgs) -> Result<()> {
 async fn cluster_status(meta: &str) -> Result<()> {
     let s = Client::new(meta)?.cluster_status().await.with_context(|| format!("metadata service at {meta}"))?;
     println!("{} file(s), {} block record(s)", s.files, s.blocks);
-    println!("{:<5} {:<22} {:<6} {:>8}  disks", "node", "address", "state", "hb age");
+    println!("{:<5} {:<22} {:<6} {:<5} {:>8}  disks", "node", "address", "hb", "state", "hb age");
+    let state = |dead: bool| if dead { "DEAD" } else { "LIVE" };
     for n in &s.nodes {
         let age = if n.heartbeat_age_ms == u64::MAX {
             "-".into()
         } else {
             format!("{:.1}s", n.heartbeat_age_ms as f64 / 1000.0)
         };
-        println!("{:<5} {:<22} {:<6} {:>8}", n.id, n.addr, if n.alive { "alive" } else { "dead" }, age);
+        let hb = if n.alive { "alive" } else { "silent" };
+        println!("{:<5} {:<22} {:<6} {:<5} {:>8}", n.id, n.addr, hb, state(n.state() == DeviceState::Dead), age);
         for d in &n.disks {
             println!(
-                "        disk {:<4} {:>12} used of {:>12}  {:>6} chunks  {}",
+                "        disk {:<4} {:<5} {:>12} used of {:>12}  {:>6} chunks  {}",
                 d.id,
+                state(d.state() == DeviceState::Dead),
                 format_bytes(d.used),
                 format_bytes(d.capacity),
                 d.chunks,
