@@ -66,6 +66,41 @@ pub fn encode(stripe: &[u8], k: usize, m: usize) -> Result<Vec<Vec<u8>>, EcError
     Ok(parity)
 }
 
+/// Restores the missing data members of a stripe from any `k` members.
+/// `members[j]` is member `j` (data `0..k`, parity `k..k+m`) as stored, or
+/// `None` if unavailable. Returns, per data member, its `shard` bytes
+/// (zero-padded past its real end) if it was missing, `None` if present.
+fn restore_data(members: &[Option<&[u8]>], k: usize, m: usize, shard: usize) -> Result<Vec<Option<Vec<u8>>>, EcError> {
+    let available = members.iter().filter(|x| x.is_some()).count();
+    if available < k {
+        return Err(EcError(format!("{available} members available, {k} needed")));
+    }
+    let mut out: Vec<Option<Vec<u8>>> = members[..k].iter().map(|d| d.is_none().then(|| vec![0u8; shard])).collect();
+    if out.iter().all(Option::is_none) {
+        return Ok(out);
+    }
+    let mut dec = ReedSolomonDecoder::new(k, m, SLICE.min(shard)).map_err(err)?;
+    let mut pad = Vec::new();
+    for off in (0..shard).step_by(SLICE) {
+        let n = SLICE.min(shard - off);
+        dec.reset(k, m, n).map_err(err)?;
+        for (j, d) in members.iter().enumerate() {
+            let Some(d) = d else { continue };
+            let piece = slice_of(d, off, n, &mut pad);
+            if j < k { dec.add_original_shard(j, piece) } else { dec.add_recovery_shard(j - k, piece) }.map_err(err)?;
+        }
+        let result = dec.decode().map_err(err)?;
+        for (i, o) in out.iter_mut().enumerate() {
+            if let Some(o) = o {
+                let restored =
+                    result.restored_original(i).ok_or_else(|| EcError(format!("member {i} was not restored")))?;
+                o[off..off + n].copy_from_slice(restored);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Rebuilds data member `want` from any `k` members. `members[j]` is member
 /// `j` (data `0..k`, parity `k..k+m`) as stored, or `None` if unavailable.
 /// Returns the member's stored bytes (`member_len` of them).
@@ -80,28 +115,38 @@ pub fn reconstruct(
     if let Some(Some(have)) = members.get(want) {
         return Ok(have.to_vec());
     }
-    let available = members.iter().filter(|x| x.is_some()).count();
-    if available < k {
-        return Err(EcError(format!("{available} members available, {k} needed")));
-    }
-    let mut out = vec![0u8; shard];
-    let mut dec = ReedSolomonDecoder::new(k, m, SLICE.min(shard)).map_err(err)?;
-    let mut pad = Vec::new();
-    for off in (0..shard).step_by(SLICE) {
-        let n = SLICE.min(shard - off);
-        dec.reset(k, m, n).map_err(err)?;
-        for (j, d) in members.iter().enumerate() {
-            let Some(d) = d else { continue };
-            let piece = slice_of(d, off, n, &mut pad);
-            if j < k { dec.add_original_shard(j, piece) } else { dec.add_recovery_shard(j - k, piece) }.map_err(err)?;
-        }
-        let result = dec.decode().map_err(err)?;
-        let restored =
-            result.restored_original(want).ok_or_else(|| EcError(format!("member {want} was not restored")))?;
-        out[off..off + n].copy_from_slice(restored);
-    }
+    let mut out = restore_data(members, k, m, shard)?.swap_remove(want).expect("missing member restored");
     out.truncate(member_len);
     Ok(out)
+}
+
+/// Rebuilds any member `want` — data or parity — of a stripe from any `k`
+/// members (as in [`reconstruct`]); `sizes[j]` is the stored length of
+/// member `j`. A parity member is re-encoded from the restored data.
+pub fn rebuild(
+    members: &[Option<&[u8]>],
+    k: usize,
+    m: usize,
+    sizes: &[usize],
+    want: usize,
+) -> Result<Vec<u8>, EcError> {
+    if members.len() != k + m || sizes.len() != k + m || want >= k + m {
+        return Err(EcError(format!("member {want} of a {k}+{m} stripe given {} members", members.len())));
+    }
+    let shard = sizes[k];
+    if want < k {
+        return reconstruct(members, k, m, shard, want, sizes[want]);
+    }
+    if let Some(have) = members[want] {
+        return Ok(have.to_vec());
+    }
+    let restored = restore_data(members, k, m, shard)?;
+    let mut stripe = Vec::with_capacity(sizes[..k].iter().sum());
+    for (i, r) in restored.iter().enumerate() {
+        let d = r.as_deref().or(members[i]).expect("present or restored");
+        stripe.extend_from_slice(&d[..sizes[i]]);
+    }
+    Ok(encode(&stripe, k, m)?.swap_remove(want - k))
 }
 
 #[cfg(test)]
@@ -135,5 +180,25 @@ mod tests {
         let parity = encode(&stripe, 3, 1).unwrap();
         let avail = [Some(&stripe[0..34]), None, None, Some(parity[0].as_slice())];
         assert!(reconstruct(&avail, 3, 1, shard_len(100, 3), 1, 34).is_err());
+    }
+
+    #[test]
+    fn any_member_data_or_parity_is_rebuilt_from_any_k() {
+        let (k, m) = (3, 2);
+        let len = 2 * SLICE + 1001;
+        let stripe: Vec<u8> = (0..len).map(|i| (i * 13 % 251) as u8).collect();
+        let parity = encode(&stripe, k, m).unwrap();
+        let mut members: Vec<&[u8]> = (0..k).map(|i| &stripe[member_range(len, k, i)]).collect();
+        members.extend(parity.iter().map(|p| p.as_slice()));
+        let sizes: Vec<usize> = members.iter().map(|d| d.len()).collect();
+        for want in 0..k + m {
+            for other in (0..k + m).filter(|&o| o != want) {
+                let avail: Vec<Option<&[u8]>> =
+                    members.iter().enumerate().map(|(j, d)| (j != want && j != other).then_some(*d)).collect();
+                assert_eq!(rebuild(&avail, k, m, &sizes, want).unwrap(), members[want], "want {want} lost {other}");
+            }
+        }
+        let too_few: Vec<Option<&[u8]>> = members.iter().enumerate().map(|(j, d)| (j < 2).then_some(*d)).collect();
+        assert!(rebuild(&too_few, k, m, &sizes, 4).is_err());
     }
 }

@@ -12,10 +12,19 @@
 //! Reads ([`Client::read`]) pick a replica at random and fall back to the
 //! others on any error, including a checksum error reported by the node; an
 //! unreadable EC data member is rebuilt from any `k` other members of its
-//! stripe. Every read carries an [`IoTag`].
+//! stripe. Chunks on disks or nodes marked dead are never read. Every read
+//! carries an [`IoTag`].
+//!
+//! Maintenance primitives: [`Client::read_copy`] reads one exact copy and
+//! reports corruption apart from unavailability ([`ClientError::Chunk`]);
+//! [`Client::rebuild_chunk`] recreates a lost or corrupt chunk from
+//! redundancy and [`Client::move_chunk`] moves one, both committing the new
+//! location atomically; [`Client::lost_chunks`], [`Client::chunks_on_disk`],
+//! [`Client::mark_disk_dead`] and [`Client::mark_node_dead`] feed them.
 
 pub mod ec;
 
+pub use dingo_proto::v1::{BlockRecord, ChunkLocation, DeviceState};
 pub use dingo_proto::{IoTag, Redundancy};
 
 use bytes::Bytes;
@@ -24,7 +33,7 @@ use dingo_proto::v1::node_client::NodeClient;
 use dingo_proto::v1::*;
 use dingo_proto::{CONNECTION_WINDOW, MAX_FRAME, MAX_MESSAGE_BYTES, STREAM_WINDOW};
 use dingo_types::ChunkRef;
-use futures::StreamExt;
+use futures::{Stream, StreamExt, TryStreamExt};
 use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -59,6 +68,79 @@ pub enum ClientError {
     WriteFailed { path: String, last: String },
     #[error(transparent)]
     Ec(#[from] ec::EcError),
+    /// One exact chunk copy could not be read; `fault` says why.
+    #[error("{chunk} {fault}: {detail}")]
+    Chunk { chunk: ChunkRef, fault: ChunkFault, detail: String },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Why one exact chunk copy could not be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChunkFault {
+    /// Its node read it and a checksum failed (`DATA_LOSS`): the copy is
+    /// damaged.
+    Corrupt,
+    /// Its node does not have it, or the block is deleted or has no such copy.
+    Missing,
+    /// Its disk or node is marked dead, or its node did not answer (or
+    /// failed otherwise).
+    Unavailable,
+}
+
+impl std::fmt::Display for ChunkFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ChunkFault::Corrupt => "is corrupt",
+            ChunkFault::Missing => "is missing",
+            ChunkFault::Unavailable => "is unavailable",
+        })
+    }
+}
+
+fn fault(chunk: ChunkRef, fault: ChunkFault, detail: impl Into<String>) -> ClientError {
+    ClientError::Chunk { chunk, fault, detail: detail.into() }
+}
+
+/// Classifies the failure of a read of `chunk` from the node at `addr`.
+fn read_fault(chunk: ChunkRef, addr: &str, e: ClientError) -> ClientError {
+    let status = match e {
+        ClientError::Rpc(s) => s,
+        ClientError::Address(a) => return fault(chunk, ChunkFault::Unavailable, format!("invalid node address `{a}`")),
+        other => return other,
+    };
+    let kind = match status.code() {
+        tonic::Code::DataLoss => ChunkFault::Corrupt,
+        tonic::Code::NotFound => ChunkFault::Missing,
+        // The caller asked for something impossible: not the copy's fault.
+        tonic::Code::OutOfRange | tonic::Code::InvalidArgument => return ClientError::Rpc(status),
+        _ => ChunkFault::Unavailable,
+    };
+    fault(chunk, kind, format!("on {addr}: {}", status.message()))
+}
+
+/// The location of a readable `chunk` in its block's record.
+fn locate(b: &BlockRecord, chunk: ChunkRef) -> Result<&ChunkLocation> {
+    if b.state() == BlockState::Deleted {
+        return Err(fault(chunk, ChunkFault::Missing, "its block is deleted"));
+    }
+    let c = b
+        .chunks
+        .iter()
+        .find(|c| c.copy == u32::from(chunk.copy))
+        .ok_or_else(|| fault(chunk, ChunkFault::Missing, "its block has no such copy"))?;
+    if c.lost {
+        return Err(fault(chunk, ChunkFault::Unavailable, format!("disk {} or its node is marked dead", c.disk)));
+    }
+    Ok(c)
+}
+
+fn chunk_of(c: &ChunkId) -> Result<ChunkRef> {
+    ChunkRef::try_from(c).map_err(ClientError::Invalid)
+}
+
+fn chunk_at(b: &BlockRecord, c: &ChunkLocation) -> ChunkRef {
+    ChunkRef { block: dingo_types::BlockId(b.id), copy: c.copy as u8 }
 }
 
 impl From<tonic::Status> for ClientError {
@@ -216,17 +298,28 @@ impl Client {
 
     /// Reads a range of a file already looked up with [`Client::stat`].
     pub async fn read_file(&self, file: &FileInfo, offset: u64, len: u64, tag: IoTag) -> Result<Bytes> {
+        let pieces: Vec<Bytes> = self.read_pieces(file, offset, len, tag)?.try_collect().await?;
+        Ok(if pieces.len() == 1 { pieces.into_iter().next().expect("one") } else { pieces.concat().into() })
+    }
+
+    /// Reads a range of a file as a stream of pieces in file order (each at
+    /// most one block or 8 MiB), with several pieces in flight. Unlike
+    /// [`Client::read_file`] it never copies the data into one buffer, so a
+    /// caller that consumes pieces as they come reads any size in bounded
+    /// memory.
+    pub fn read_pieces<'a>(
+        &'a self,
+        file: &'a FileInfo,
+        offset: u64,
+        len: u64,
+        tag: IoTag,
+    ) -> Result<impl Stream<Item = Result<Bytes>> + 'a> {
         let end = offset.checked_add(len).filter(|&e| e <= file.size);
         if end.is_none() {
             return Err(ClientError::PastEnd { path: file.path.clone(), offset, len, size: file.size });
         }
         let extents = extents(file, offset, len)?;
-        let pieces: Vec<Result<Bytes>> = futures::stream::iter(extents.into_iter().map(|e| self.read_extent(e, tag)))
-            .buffered(READ_PARALLELISM)
-            .collect()
-            .await;
-        let pieces = pieces.into_iter().collect::<Result<Vec<_>>>()?;
-        Ok(if pieces.len() == 1 { pieces.into_iter().next().expect("one") } else { pieces.concat().into() })
+        Ok(futures::stream::iter(extents.into_iter().map(move |e| self.read_extent(e, tag))).buffered(READ_PARALLELISM))
     }
 
     async fn read_extent(&self, e: Extent<'_>, tag: IoTag) -> Result<Bytes> {
@@ -237,7 +330,11 @@ impl Client {
         let mut errors = Vec::new();
         for i in 0..n {
             let c = &b.chunks[(start + i) % n];
-            let chunk = ChunkRef { block: dingo_types::BlockId(b.id), copy: c.copy as u8 };
+            let chunk = chunk_at(b, c);
+            if c.lost {
+                errors.push(format!("{chunk} is on a disk or node marked dead"));
+                continue;
+            }
             match self.read_chunk(&c.addr, chunk, e.offset, e.len, tag).await {
                 Ok(d) => return Ok(d),
                 Err(err) => {
@@ -262,36 +359,306 @@ impl Client {
     /// Degraded read: rebuilds data member `want` of a stripe from any `k`
     /// other members.
     async fn rebuild_member(&self, stripe: &[BlockRecord], want: usize, tag: IoTag) -> Result<Bytes> {
+        let order: Vec<usize> = (0..stripe.len()).filter(|&j| j != want).collect();
+        Ok(self.rebuild_stripe_member(stripe, want, &order, tag).await?.into())
+    }
+
+    /// Rebuilds member `want` (data or parity) of a stripe, reading whole
+    /// members in the order `order` (member indexes) until `k` are in hand,
+    /// `k` reads at a time.
+    async fn rebuild_stripe_member(
+        &self,
+        stripe: &[BlockRecord],
+        want: usize,
+        order: &[usize],
+        tag: IoTag,
+    ) -> Result<Vec<u8>> {
         let (k, m) = match Redundancy::try_from(stripe[0].redundancy.as_ref()) {
-            Ok(Redundancy::Ec { data, parity }) => (usize::from(data), usize::from(parity)),
-            _ => return Err(ClientError::Unreadable("stripe without an erasure code".into())),
-        };
-        let shard = stripe[k].size as usize;
-        let mut members: Vec<Option<Bytes>> = vec![None; k + m];
-        let mut have = 0;
-        let mut last_err = String::new();
-        for (j, b) in stripe.iter().enumerate() {
-            if j == want || have == k {
-                continue;
+            Ok(Redundancy::Ec { data, parity }) if stripe.len() == usize::from(data) + usize::from(parity) => {
+                (usize::from(data), usize::from(parity))
             }
-            let c = &b.chunks[0];
-            let chunk = ChunkRef { block: dingo_types::BlockId(b.id), copy: 0 };
-            match self.read_chunk(&c.addr, chunk, 0, b.size, tag).await {
-                Ok(d) => {
-                    members[j] = Some(d);
-                    have += 1;
+            _ => return Err(ClientError::Unreadable(format!("block {} is not in a complete stripe", stripe[0].id))),
+        };
+        let mut members: Vec<Option<Bytes>> = vec![None; k + m];
+        let (mut have, mut next) = (0, 0);
+        let mut errors = Vec::new();
+        while have < k && next < order.len() {
+            let batch = &order[next..(next + k - have).min(order.len())];
+            next += batch.len();
+            let reads = futures::future::join_all(batch.iter().map(|&j| async move {
+                let b = &stripe[j];
+                let chunk = ChunkRef { block: dingo_types::BlockId(b.id), copy: 0 };
+                let r = match locate(b, chunk) {
+                    Ok(c) => {
+                        self.read_chunk(&c.addr, chunk, 0, b.size, tag).await.map_err(|e| read_fault(chunk, &c.addr, e))
+                    }
+                    Err(e) => Err(e),
+                };
+                (j, r)
+            }))
+            .await;
+            for (j, r) in reads {
+                match r {
+                    Ok(d) => {
+                        members[j] = Some(d);
+                        have += 1;
+                    }
+                    Err(e) => errors.push(e.to_string()),
                 }
-                Err(err) => last_err = format!("{chunk}: {err}"),
             }
         }
         if have < k {
             return Err(ClientError::Unreadable(format!(
-                "only {have} of the {k} members needed are readable; {last_err}"
+                "only {have} of the {k} members needed are readable: {}",
+                errors.join("; ")
             )));
         }
         let view: Vec<Option<&[u8]>> = members.iter().map(|m| m.as_deref()).collect();
-        let out = ec::reconstruct(&view, k, m, shard, want, stripe[want].size as usize)?;
-        Ok(out.into())
+        let sizes: Vec<usize> = stripe.iter().map(|b| b.size as usize).collect();
+        Ok(ec::rebuild(&view, k, m, &sizes, want)?)
+    }
+
+    /// Streams one chunk to a node and has it sealed.
+    async fn write_chunk(&self, addr: &str, chunk: ChunkRef, disk: u32, data: Bytes) -> Result<()> {
+        let total_len = data.len() as u64;
+        let pieces = data.len().div_ceil(WRITE_PIECE).max(1);
+        let msgs: Vec<WriteChunkRequest> = (0..pieces)
+            .map(|i| WriteChunkRequest {
+                chunk: (i == 0).then(|| chunk.into()),
+                disk,
+                data: data.slice(i * WRITE_PIECE..((i + 1) * WRITE_PIECE).min(data.len())),
+                seal: i + 1 == pieces,
+                total_len,
+            })
+            .collect();
+        self.node(addr)?.write_chunk(tokio_stream::iter(msgs)).await?;
+        Ok(())
+    }
+
+    // ------------------------------------------------ maintenance primitives
+
+    /// Block records by id (deleted ones too), in the order given, with chunk
+    /// addresses and `lost` flags filled in. At most 65 536 ids per call.
+    pub async fn blocks(&self, ids: &[u64]) -> Result<Vec<BlockRecord>> {
+        Ok(self.meta().get_blocks(GetBlocksRequest { ids: ids.to_vec() }).await?.into_inner().blocks)
+    }
+
+    async fn block(&self, id: u64) -> Result<BlockRecord> {
+        self.blocks(&[id]).await?.pop().ok_or_else(|| ClientError::Unreadable(format!("block {id} not returned")))
+    }
+
+    /// Reads `len` bytes at `offset` of exactly copy `copy` of `block` (for
+    /// an EC member: copy 0, the block id naming the member), tagged `tag`.
+    /// No fallback: a failure is a [`ClientError::Chunk`] whose
+    /// [`ChunkFault`] tells a damaged copy (`Corrupt`: checksum mismatch)
+    /// from a missing or unreachable one. A range past the copy's end is
+    /// an `OUT_OF_RANGE` [`ClientError::Rpc`].
+    pub async fn read_copy(&self, block: u64, copy: u32, offset: u64, len: u64, tag: IoTag) -> Result<Bytes> {
+        let b = self.block(block).await?;
+        let chunk = ChunkRef {
+            block: dingo_types::BlockId(block),
+            copy: u8::try_from(copy).map_err(|_| ClientError::Invalid(format!("copy index {copy} out of range")))?,
+        };
+        let c = locate(&b, chunk)?;
+        self.read_chunk(&c.addr, chunk, offset, len, tag).await.map_err(|e| read_fault(chunk, &c.addr, e))
+    }
+
+    /// Chunks of sealed blocks located on `disk`, per the metadata service.
+    pub async fn chunks_on_disk(&self, disk: u32) -> Result<Vec<ChunkRef>> {
+        let r = self.meta().chunks_on_disk(ChunksOnDiskRequest { disk }).await?.into_inner();
+        r.chunks.iter().map(chunk_of).collect()
+    }
+
+    /// Marks a disk LIVE or DEAD (durably). A dead disk's chunks are lost:
+    /// never read or placed on again, listed by [`Client::lost_chunks`].
+    pub async fn set_disk_state(&self, disk: u32, state: DeviceState) -> Result<()> {
+        self.meta().set_disk_state(SetDiskStateRequest { disk, state: state.into() }).await?;
+        Ok(())
+    }
+
+    /// Marks a node LIVE or DEAD (durably); a dead node's disks are lost.
+    pub async fn set_node_state(&self, node: u32, state: DeviceState) -> Result<()> {
+        self.meta().set_node_state(SetNodeStateRequest { node, state: state.into() }).await?;
+        Ok(())
+    }
+
+    pub async fn mark_disk_dead(&self, disk: u32) -> Result<()> {
+        self.set_disk_state(disk, DeviceState::Dead).await
+    }
+
+    pub async fn mark_node_dead(&self, node: u32) -> Result<()> {
+        self.set_node_state(node, DeviceState::Dead).await
+    }
+
+    /// Chunks of sealed blocks whose disk is marked dead or whose disk's
+    /// node is marked dead.
+    pub async fn lost_chunks(&self) -> Result<Vec<ChunkRef>> {
+        let r = self.meta().lost_chunks(LostChunksRequest {}).await?.into_inner();
+        r.chunks.iter().map(|c| chunk_of(c.chunk.as_ref().unwrap_or(&ChunkId::default()))).collect()
+    }
+
+    /// A sealed block and the current location of `chunk` in it.
+    async fn sealed_location(&self, chunk: ChunkRef) -> Result<(BlockRecord, ChunkLocation)> {
+        let b = self.block(chunk.block.0).await?;
+        match b.state() {
+            BlockState::Sealed => {}
+            BlockState::Deleted => return Err(fault(chunk, ChunkFault::Missing, "its block is deleted")),
+            BlockState::Open => return Err(ClientError::Invalid(format!("block {} is still being written", b.id))),
+        }
+        let c = b
+            .chunks
+            .iter()
+            .find(|c| c.copy == u32::from(chunk.copy))
+            .cloned()
+            .ok_or_else(|| fault(chunk, ChunkFault::Missing, "its block has no such copy"))?;
+        Ok((b, c))
+    }
+
+    /// Recreates the content of a lost or corrupt `chunk` from redundancy —
+    /// any other good copy of a replicated block; any `k` other members of an
+    /// EC stripe, decoded — reading `sources` if given (the planner's choice,
+    /// tried in order) or choosing itself. The new copy goes to a disk the
+    /// metadata service picks (live; on a node holding no other chunk of the
+    /// block or stripe when possible; weighted by free space), its location
+    /// replaces the old one atomically (failing cleanly if the block was
+    /// deleted or the chunk moved meanwhile, the new copy then being
+    /// deleted), and the old copy is deleted if its node answers. All source
+    /// reads carry `tag`. Returns the new location.
+    pub async fn rebuild_chunk(&self, chunk: ChunkRef, sources: &[ChunkRef], tag: IoTag) -> Result<ChunkLocation> {
+        let (b, old) = self.sealed_location(chunk).await?;
+        let redundancy = Redundancy::try_from(b.redundancy.as_ref()).map_err(ClientError::Invalid)?;
+        if sources.contains(&chunk) {
+            return Err(ClientError::Invalid(format!("{chunk} cannot be a source for rebuilding itself")));
+        }
+        let data: Bytes = match redundancy {
+            Redundancy::Replicated(_) => {
+                let mut copies: Vec<&ChunkLocation> = b.chunks.iter().filter(|c| c.copy != old.copy).collect();
+                fastrand::shuffle(&mut copies);
+                if !sources.is_empty() {
+                    copies = sources
+                        .iter()
+                        .map(|s| {
+                            b.chunks.iter().find(|c| s.block == chunk.block && c.copy == u32::from(s.copy)).ok_or_else(
+                                || ClientError::Invalid(format!("{s} is not a copy of block {}", chunk.block.0)),
+                            )
+                        })
+                        .collect::<Result<_>>()?;
+                }
+                self.read_any_copy(&b, &copies, tag).await?
+            }
+            Redundancy::Ec { data, parity } => {
+                let stripe =
+                    self.blocks(&(b.group..b.group + u64::from(data) + u64::from(parity)).collect::<Vec<_>>()).await?;
+                let want = b.ec_index as usize;
+                let order: Vec<usize> = if sources.is_empty() {
+                    (0..stripe.len()).filter(|&j| j != want).collect()
+                } else {
+                    sources
+                        .iter()
+                        .map(|s| {
+                            stripe.iter().position(|m| m.id == s.block.0 && s.copy == 0).ok_or_else(|| {
+                                ClientError::Invalid(format!("{s} is not a member of the stripe of {chunk}"))
+                            })
+                        })
+                        .collect::<Result<_>>()?
+                };
+                self.rebuild_stripe_member(&stripe, want, &order, tag).await?.into()
+            }
+        };
+        if data.len() as u64 != b.size {
+            return Err(ClientError::Unreadable(format!(
+                "{chunk}: rebuilt {} bytes, block has {}",
+                data.len(),
+                b.size
+            )));
+        }
+        self.relocate(chunk, &old, data, None, false).await
+    }
+
+    /// The whole content of the first readable copy among `copies`.
+    async fn read_any_copy(&self, b: &BlockRecord, copies: &[&ChunkLocation], tag: IoTag) -> Result<Bytes> {
+        let mut errors = Vec::new();
+        for c in copies {
+            let chunk = chunk_at(b, c);
+            let r = match locate(b, chunk) {
+                Ok(c) => {
+                    self.read_chunk(&c.addr, chunk, 0, b.size, tag).await.map_err(|e| read_fault(chunk, &c.addr, e))
+                }
+                Err(e) => Err(e),
+            };
+            match r {
+                Ok(d) => return Ok(d),
+                Err(e) => errors.push(e.to_string()),
+            }
+        }
+        Err(ClientError::Unreadable(format!("block {} has no readable source copy: {}", b.id, errors.join("; "))))
+    }
+
+    /// Moves the exact copy `chunk` (read tagged `tag`) to `to_disk`, or to
+    /// the disk with the most free space on a node holding no other chunk of
+    /// the block or stripe (when possible); commits the new location as
+    /// [`Client::rebuild_chunk`] does and deletes the old copy. A damaged
+    /// copy fails with [`ChunkFault::Corrupt`]: rebuild it instead.
+    pub async fn move_chunk(&self, chunk: ChunkRef, to_disk: Option<u32>, tag: IoTag) -> Result<ChunkLocation> {
+        let (b, old) = self.sealed_location(chunk).await?;
+        let c = locate(&b, chunk)?;
+        let data = self.read_chunk(&c.addr, chunk, 0, b.size, tag).await.map_err(|e| read_fault(chunk, &c.addr, e))?;
+        self.relocate(chunk, &old, data, to_disk, true).await
+    }
+
+    /// Writes `data` as a new copy of `chunk` on `to_disk` or a disk the
+    /// metadata service picks (retrying elsewhere if a node fails), replaces
+    /// the location `old` with it, then deletes the old copy (best effort).
+    async fn relocate(
+        &self,
+        chunk: ChunkRef,
+        old: &ChunkLocation,
+        data: Bytes,
+        to_disk: Option<u32>,
+        emptiest: bool,
+    ) -> Result<ChunkLocation> {
+        let mut exclude = Vec::new();
+        let mut last = String::new();
+        for _ in 0..WRITE_ATTEMPTS {
+            let req = PlaceChunkRequest {
+                chunk: Some(chunk.into()),
+                disk: to_disk,
+                exclude_nodes: exclude.clone(),
+                emptiest,
+            };
+            let new = self.meta().place_chunk(req).await?.into_inner();
+            if let Err(e) = self.write_chunk(&new.addr, chunk, new.disk, data.clone()).await {
+                last = format!("{chunk} on {}: {e}", new.addr);
+                tracing::warn!("writing a new copy failed: {last}");
+                if to_disk.is_some() {
+                    break;
+                }
+                exclude.push(new.node);
+                continue;
+            }
+            let req = ReplaceChunkRequest { chunk: Some(chunk.into()), old_disk: old.disk, new_disk: new.disk };
+            if let Err(s) = self.meta().replace_chunk(req).await {
+                // The metadata service queued the new copy for deletion too.
+                self.delete_copy(&new.addr, chunk, new.disk).await;
+                return Err(s.into());
+            }
+            self.delete_copy(&old.addr, chunk, old.disk).await;
+            return Ok(new);
+        }
+        Err(ClientError::WriteFailed { path: chunk.to_string(), last })
+    }
+
+    /// Deletes copy `chunk` on disk `disk` of the node at `addr` if the node
+    /// answers within a moment. Best effort: the metadata service has queued
+    /// the deletion for the node's next heartbeat anyway.
+    async fn delete_copy(&self, addr: &str, chunk: ChunkRef, disk: u32) {
+        let Ok(mut node) = self.node(addr) else { return };
+        let req = DeleteChunkRequest { chunk: Some(chunk.into()), disk: Some(disk) };
+        match tokio::time::timeout(Duration::from_secs(2), node.delete_chunk(req)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::debug!(%chunk, node = addr, "delete failed: {}", e.message()),
+            Err(_) => tracing::debug!(%chunk, node = addr, "delete timed out"),
+        }
     }
 }
 
@@ -492,7 +859,7 @@ impl UnitWriter {
             let chunk = ChunkRef { block: dingo_types::BlockId(b.id), copy: c.copy as u8 };
             let data = if matches!(self.redundancy, Redundancy::Replicated(_)) { &chunks[0] } else { &chunks[i] };
             async move {
-                let r = self.write_chunk(&c.addr, chunk, c.disk, data.clone()).await;
+                let r = self.client.write_chunk(&c.addr, chunk, c.disk, data.clone()).await;
                 (c.node, r.map_err(|e| format!("{chunk} on {}: {e}", c.addr)))
             }
         }))
@@ -509,23 +876,6 @@ impl UnitWriter {
             return Err(UnitError::Nodes(msg));
         }
         Ok(blocks.iter().zip(&sizes).map(|(b, &size)| BlockSize { block: b.id, size }).collect())
-    }
-
-    /// Streams one chunk to a node and has it sealed.
-    async fn write_chunk(&self, addr: &str, chunk: ChunkRef, disk: u32, data: Bytes) -> Result<()> {
-        let total_len = data.len() as u64;
-        let pieces = data.len().div_ceil(WRITE_PIECE).max(1);
-        let msgs: Vec<WriteChunkRequest> = (0..pieces)
-            .map(|i| WriteChunkRequest {
-                chunk: (i == 0).then(|| chunk.into()),
-                disk,
-                data: data.slice(i * WRITE_PIECE..((i + 1) * WRITE_PIECE).min(data.len())),
-                seal: i + 1 == pieces,
-                total_len,
-            })
-            .collect();
-        self.client.node(addr)?.write_chunk(tokio_stream::iter(msgs)).await?;
-        Ok(())
     }
 }
 

@@ -32,6 +32,8 @@ pub enum ClusterError {
     Timeout(Duration, String),
     #[error("no free port: {0}")]
     Port(std::io::Error),
+    #[error("{0}")]
+    Status(String),
 }
 
 /// What to start.
@@ -129,6 +131,8 @@ impl Daemon {
 
 pub struct LocalCluster {
     spec: ClusterSpec,
+    /// Arguments every node gets besides its own addresses and disks.
+    node_common: Vec<String>,
     meta: Daemon,
     meta_addr: String,
     nodes: Vec<Daemon>,
@@ -137,7 +141,12 @@ pub struct LocalCluster {
     metrics_addrs: Vec<String>,
 }
 
-fn free_port() -> Result<u16, ClusterError> {
+/// Port `base + offset`, or a free port if `base` is 0.
+fn port(base: u16, offset: usize) -> Result<u16, ClusterError> {
+    if base != 0 {
+        return u16::try_from(usize::from(base) + offset)
+            .map_err(|_| ClusterError::Port(std::io::Error::other("port number beyond 65535")));
+    }
     let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(ClusterError::Port)?;
     Ok(l.local_addr().map_err(ClusterError::Port)?.port())
 }
@@ -152,9 +161,8 @@ impl LocalCluster {
         mkdir(&logs)?;
         let meta_dir = spec.data.join("meta");
         mkdir(&meta_dir)?;
-        let port = |offset: u16| if spec.base_port == 0 { free_port() } else { Ok(spec.base_port + offset) };
-        let meta_addr = format!("127.0.0.1:{}", port(0)?);
-        let mut metrics_addrs = vec![format!("127.0.0.1:{}", port(1)?)];
+        let meta_addr = format!("127.0.0.1:{}", port(spec.base_port, 0)?);
+        let metrics_addrs = vec![format!("127.0.0.1:{}", port(spec.base_port, 1)?)];
         let mut meta_args: Vec<String> = vec![
             "meta".into(),
             "--data".into(),
@@ -164,34 +172,78 @@ impl LocalCluster {
             "--metrics".into(),
             metrics_addrs[0].clone(),
         ];
-        let mut node_common = Vec::new();
+        let mut node_common = vec!["--meta".into(), meta_addr.clone()];
         if let Some(c) = &spec.config {
             meta_args.extend(["--config".into(), c.display().to_string()]);
             node_common.extend(["--config".into(), c.display().to_string()]);
         }
-        let mut nodes = Vec::new();
-        let mut node_addrs = Vec::new();
-        for i in 0..spec.nodes {
-            let addr = format!("127.0.0.1:{}", port(10 + 2 * i as u16)?);
-            let mut args: Vec<String> =
-                vec!["node".into(), "--meta".into(), meta_addr.clone(), "--listen".into(), addr.clone()];
-            metrics_addrs.push(format!("127.0.0.1:{}", port(11 + 2 * i as u16)?));
-            args.extend(["--metrics".into(), metrics_addrs[i as usize + 1].clone()]);
-            for d in 0..spec.disks_per_node {
-                args.extend(["--disk".into(), spec.data.join(format!("node{i}/disk{d}")).display().to_string()]);
-            }
-            args.extend(node_common.iter().cloned());
-            args.extend(spec.node_args.iter().cloned());
-            nodes.push(Daemon { name: format!("node {i}"), args, log: logs.join(format!("node{i}.log")), child: None });
-            node_addrs.push(addr);
-        }
+        node_common.extend(spec.node_args.iter().cloned());
         let meta = Daemon { name: "metadata service".into(), args: meta_args, log: logs.join("meta.log"), child: None };
-        let mut cluster = LocalCluster { spec, meta, meta_addr, nodes, node_addrs, metrics_addrs };
+        let mut cluster = LocalCluster {
+            node_common,
+            meta,
+            meta_addr,
+            nodes: Vec::new(),
+            node_addrs: Vec::new(),
+            metrics_addrs,
+            spec,
+        };
+        for _ in 0..cluster.spec.nodes {
+            cluster.define_node(cluster.spec.disks_per_node)?;
+        }
         cluster.start_meta()?;
         for i in 0..cluster.nodes.len() {
             cluster.start_node(i)?;
         }
         Ok(cluster)
+    }
+
+    /// Sets up (does not start) node `i = self.nodes.len()` with `disks`
+    /// fresh disk directories `node<i>/disk<j>`; returns `i`.
+    fn define_node(&mut self, disks: u32) -> Result<usize, ClusterError> {
+        let i = self.nodes.len();
+        let addr = format!("127.0.0.1:{}", port(self.spec.base_port, 10 + 2 * i)?);
+        let metrics = format!("127.0.0.1:{}", port(self.spec.base_port, 11 + 2 * i)?);
+        let mut args: Vec<String> =
+            vec!["node".into(), "--listen".into(), addr.clone(), "--metrics".into(), metrics.clone()];
+        for d in 0..disks {
+            args.extend(["--disk".into(), self.spec.data.join(format!("node{i}/disk{d}")).display().to_string()]);
+        }
+        args.extend(self.node_common.iter().cloned());
+        let log = self.spec.data.join("logs").join(format!("node{i}.log"));
+        self.nodes.push(Daemon { name: format!("node {i}"), args, log, child: None });
+        self.node_addrs.push(addr);
+        self.metrics_addrs.push(metrics);
+        Ok(i)
+    }
+
+    /// Starts one more node, with `disks_per_node` fresh disk directories
+    /// and the same settings as the others (config, extra arguments such as
+    /// HDD emulation); returns its index. Wait with
+    /// [`LocalCluster::wait_ready`] before placing data on it.
+    pub fn add_node(&mut self, disks_per_node: u32) -> Result<usize, ClusterError> {
+        let i = self.define_node(disks_per_node)?;
+        self.start_node(i)?;
+        Ok(i)
+    }
+
+    /// Number of nodes defined (running or not).
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The metadata service's id of node `i` (known once it registered),
+    /// e.g. for [`Client::mark_node_dead`] after [`LocalCluster::kill_node`].
+    pub async fn node_id(&self, i: usize) -> Result<u32, ClusterError> {
+        let fail = |e: String| ClusterError::Status(format!("cluster status from {}: {e}", self.meta_addr));
+        let status = Client::new(&self.meta_addr).map_err(|e| fail(e.to_string()))?.cluster_status().await;
+        let status = status.map_err(|e| fail(e.to_string()))?;
+        status
+            .nodes
+            .iter()
+            .find(|n| n.addr == self.node_addrs[i])
+            .map(|n| n.id)
+            .ok_or_else(|| fail(format!("node {i} ({}) has not registered", self.node_addrs[i])))
     }
 
     pub fn meta_addr(&self) -> &str {

@@ -9,6 +9,10 @@
 //! - `node_addrs`: address → node id; `disk_uuids`: disk label → disk id.
 //! - `pending_deletes`: `(disk, block, copy) → ()`: chunks the disk's node
 //!   must delete; removed when the node confirms.
+//! - `disk_chunks`: `(disk, block, copy) → ()`: index of the chunk locations
+//!   of every block not deleted (open or sealed), kept in step with `blocks`
+//!   in the same transactions; built from `blocks` when first missing.
+//! - `dead_disks`, `dead_nodes`: id → `()`: disks and nodes marked DEAD.
 //!
 //! Every mutation is one write transaction committed with redb's default
 //! immediate durability before the RPC answers, so an acknowledged change
@@ -28,6 +32,13 @@ const NODES: TableDefinition<u32, &[u8]> = TableDefinition::new("nodes");
 const NODE_ADDRS: TableDefinition<&str, u32> = TableDefinition::new("node_addrs");
 const DISK_UUIDS: TableDefinition<&str, u32> = TableDefinition::new("disk_uuids");
 const PENDING_DELETES: TableDefinition<(u32, u64, u32), ()> = TableDefinition::new("pending_deletes");
+const DISK_CHUNKS: TableDefinition<(u32, u64, u32), ()> = TableDefinition::new("disk_chunks");
+const DEAD_DISKS: TableDefinition<u32, ()> = TableDefinition::new("dead_disks");
+const DEAD_NODES: TableDefinition<u32, ()> = TableDefinition::new("dead_nodes");
+/// Set in `counters` once `disk_chunks` has been built.
+const DISK_INDEX_BUILT: &str = "disk_chunks_built";
+/// Most blocks one `get_blocks` call returns.
+pub const MAX_GET_BLOCKS: usize = 65_536;
 
 /// A writer's lease on a file.
 #[derive(Clone, Copy, Debug)]
@@ -64,7 +75,7 @@ fn put_file(tx: &WriteTransaction, f: &FileInfo) -> Result<(), MetaError> {
 
 fn get_block(tx: &WriteTransaction, id: u64) -> Result<BlockRecord, MetaError> {
     let t = tx.open_table(BLOCKS)?;
-    let v = t.get(id)?.ok_or_else(|| MetaError::Invalid(format!("block {id} does not exist")))?;
+    let v = t.get(id)?.ok_or(MetaError::NoSuchBlock(id))?;
     decode(v.value())
 }
 
@@ -77,11 +88,39 @@ fn put_block(tx: &WriteTransaction, b: &BlockRecord) -> Result<(), MetaError> {
 fn delete_block(tx: &WriteTransaction, mut b: BlockRecord) -> Result<(), MetaError> {
     b.set_state(BlockState::Deleted);
     let mut pending = tx.open_table(PENDING_DELETES)?;
+    let mut index = tx.open_table(DISK_CHUNKS)?;
     for c in &b.chunks {
         pending.insert((c.disk, b.id, c.copy), ())?;
+        index.remove((c.disk, b.id, c.copy))?;
     }
-    drop(pending);
+    drop((pending, index));
     put_block(tx, &b)
+}
+
+/// Fills `disk_chunks` from `blocks` (databases written before it existed).
+fn build_disk_index(tx: &WriteTransaction) -> Result<(), MetaError> {
+    let mut index = tx.open_table(DISK_CHUNKS)?;
+    let blocks = tx.open_table(BLOCKS)?;
+    for e in blocks.iter()? {
+        let b: BlockRecord = decode(e?.1.value())?;
+        if b.state() != BlockState::Deleted {
+            for c in &b.chunks {
+                index.insert((c.disk, b.id, c.copy), ())?;
+            }
+        }
+    }
+    drop((index, blocks));
+    tx.open_table(COUNTERS)?.insert(DISK_INDEX_BUILT, 1)?;
+    Ok(())
+}
+
+fn disk_known(tx: &redb::ReadTransaction, disk: u32) -> Result<bool, MetaError> {
+    for e in tx.open_table(DISK_UUIDS)?.iter()? {
+        if e?.1.value() == disk {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Checks the lease and that the file is still open; renews the lease.
@@ -126,6 +165,13 @@ impl MetaDb {
         tx.open_table(NODE_ADDRS)?;
         tx.open_table(DISK_UUIDS)?;
         tx.open_table(PENDING_DELETES)?;
+        tx.open_table(DISK_CHUNKS)?;
+        tx.open_table(DEAD_DISKS)?;
+        tx.open_table(DEAD_NODES)?;
+        let built = tx.open_table(COUNTERS)?.get(DISK_INDEX_BUILT)?.is_some();
+        if !built {
+            build_disk_index(&tx)?;
+        }
         tx.commit()?;
         Ok(MetaDb { db })
     }
@@ -167,6 +213,7 @@ impl MetaDb {
                 chunks: 0,
                 model: d.model,
                 uuid: d.uuid.clone(),
+                state: 0,
             });
         }
         // A disk that moved here from another node leaves that node's record.
@@ -181,8 +228,7 @@ impl MetaDb {
                 nodes.insert(id, n.encode_to_vec().as_slice())?;
             }
         }
-        let status =
-            NodeStatus { id: node, addr: addr.to_string(), alive: false, heartbeat_age_ms: 0, disks: statuses };
+        let status = NodeStatus { id: node, addr: addr.to_string(), disks: statuses, ..Default::default() };
         nodes.insert(node, status.encode_to_vec().as_slice())?;
         drop(nodes);
         tx.commit()?;
@@ -268,11 +314,18 @@ impl MetaDb {
                 group,
                 ec_index: if matches!(redundancy, Redundancy::Ec { .. }) { i as u32 } else { 0 },
                 redundancy: f.redundancy,
-                chunks: chunks.iter().map(|c| ChunkLocation { addr: String::new(), ..c.clone() }).collect(),
+                chunks: chunks
+                    .iter()
+                    .map(|c| ChunkLocation { addr: String::new(), lost: false, ..c.clone() })
+                    .collect(),
                 ..Default::default()
             };
             b.set_state(BlockState::Open);
             put_block(&tx, &b)?;
+            let mut index = tx.open_table(DISK_CHUNKS)?;
+            for c in &b.chunks {
+                index.insert((c.disk, b.id, c.copy), ())?;
+            }
             blocks.push(b);
         }
         put_file(&tx, &f)?;
@@ -428,6 +481,145 @@ impl MetaDb {
         Ok((out, end))
     }
 
+    /// Blocks by id, in the order given (deleted ones too).
+    pub fn get_blocks(&self, ids: &[u64]) -> Result<Vec<BlockRecord>, MetaError> {
+        if ids.len() > MAX_GET_BLOCKS {
+            return Err(MetaError::Invalid(format!("{} blocks asked for; at most {MAX_GET_BLOCKS}", ids.len())));
+        }
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(BLOCKS)?;
+        ids.iter().map(|&id| decode(t.get(id)?.ok_or(MetaError::NoSuchBlock(id))?.value())).collect()
+    }
+
+    /// A block and every block of its redundancy group (itself if
+    /// replicated; the whole stripe, in member order, if erasure-coded).
+    pub fn redundancy_group(&self, id: u64) -> Result<(BlockRecord, Vec<BlockRecord>), MetaError> {
+        let b = self.get_blocks(&[id])?.remove(0);
+        let width = match Redundancy::try_from(b.redundancy.as_ref()).map_err(MetaError::Internal)? {
+            Redundancy::Replicated(_) => return Ok((b.clone(), vec![b])),
+            r => r.width() as u64,
+        };
+        // A stripe's blocks get consecutive ids from its first one.
+        let group = self.get_blocks(&(b.group..b.group + width).collect::<Vec<_>>())?;
+        Ok((b, group))
+    }
+
+    /// `(disk, block, copy)` of the chunks of sealed blocks on `disks`.
+    pub fn sealed_chunks_on(&self, disks: &[u32]) -> Result<Vec<(u32, u64, u32)>, MetaError> {
+        let tx = self.db.begin_read()?;
+        let index = tx.open_table(DISK_CHUNKS)?;
+        let blocks = tx.open_table(BLOCKS)?;
+        let mut out = Vec::new();
+        for &d in disks {
+            for e in index.range((d, 0, 0)..=(d, u64::MAX, u32::MAX))? {
+                let key = e?.0.value();
+                let b = blocks.get(key.1)?.ok_or(MetaError::NoSuchBlock(key.1))?;
+                if decode::<BlockRecord>(b.value())?.state() == BlockState::Sealed {
+                    out.push(key);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether a disk id was ever registered.
+    pub fn disk_known(&self, disk: u32) -> Result<bool, MetaError> {
+        disk_known(&self.db.begin_read()?, disk)
+    }
+
+    /// Disks and nodes marked dead.
+    pub fn dead(&self) -> Result<(Vec<u32>, Vec<u32>), MetaError> {
+        let tx = self.db.begin_read()?;
+        let keys = |t: redb::ReadOnlyTable<u32, ()>| -> Result<Vec<u32>, MetaError> {
+            t.iter()?.map(|e| Ok(e?.0.value())).collect()
+        };
+        Ok((keys(tx.open_table(DEAD_DISKS)?)?, keys(tx.open_table(DEAD_NODES)?)?))
+    }
+
+    /// Marks a registered disk dead (or live again).
+    pub fn set_disk_dead(&self, disk: u32, dead: bool) -> Result<(), MetaError> {
+        if !self.disk_known(disk)? {
+            return Err(MetaError::Invalid(format!("disk {disk} is not registered")));
+        }
+        self.set_dead(DEAD_DISKS, disk, dead)
+    }
+
+    /// Marks a registered node dead (or live again).
+    pub fn set_node_dead(&self, node: u32, dead: bool) -> Result<(), MetaError> {
+        if self.db.begin_read()?.open_table(NODES)?.get(node)?.is_none() {
+            return Err(MetaError::Invalid(format!("node {node} is not registered")));
+        }
+        self.set_dead(DEAD_NODES, node, dead)
+    }
+
+    fn set_dead(&self, table: TableDefinition<u32, ()>, id: u32, dead: bool) -> Result<(), MetaError> {
+        let tx = self.db.begin_write()?;
+        let mut t = tx.open_table(table)?;
+        if dead {
+            t.insert(id, ())?;
+        } else {
+            t.remove(id)?;
+        }
+        drop(t);
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Moves copy `copy` of sealed block `block` from `old_disk` to
+    /// `new_disk` (on `new_node`) and queues the old copy for deletion, in one
+    /// transaction. If the block is no longer sealed or the copy no longer on
+    /// `old_disk`, nothing moves, the new copy is queued for deletion instead
+    /// (unless it is a current location) and a `Conflict` is returned.
+    pub fn replace_chunk(
+        &self,
+        block: u64,
+        copy: u32,
+        old_disk: u32,
+        new_disk: u32,
+        new_node: u32,
+    ) -> Result<BlockRecord, MetaError> {
+        if old_disk == new_disk {
+            return Err(MetaError::Invalid(format!(
+                "copy {copy} of block {block}: old and new disk are both {new_disk}"
+            )));
+        }
+        let tx = self.db.begin_write()?;
+        let mut b = get_block(&tx, block)?;
+        let current = b.chunks.iter().position(|c| c.copy == copy);
+        let refusal = if b.state() != BlockState::Sealed {
+            Some(format!("block {block} is {}", b.state().as_str_name()))
+        } else {
+            match current {
+                None => Some(format!("block {block} has no copy {copy}")),
+                Some(i) if b.chunks[i].disk != old_disk => {
+                    Some(format!("copy {copy} of block {block} moved to disk {} meanwhile", b.chunks[i].disk))
+                }
+                Some(_) => None,
+            }
+        };
+        if let Some(why) = refusal {
+            if !b.chunks.iter().any(|c| c.copy == copy && c.disk == new_disk) || b.state() == BlockState::Deleted {
+                tx.open_table(PENDING_DELETES)?.insert((new_disk, block, copy), ())?;
+                tx.commit()?;
+            }
+            return Err(MetaError::Conflict(format!("{why}; the new copy on disk {new_disk} is dropped")));
+        }
+        let c = &mut b.chunks[current.expect("checked above")];
+        (c.disk, c.node) = (new_disk, new_node);
+        put_block(&tx, &b)?;
+        let mut index = tx.open_table(DISK_CHUNKS)?;
+        index.remove((old_disk, block, copy))?;
+        index.insert((new_disk, block, copy), ())?;
+        let mut pending = tx.open_table(PENDING_DELETES)?;
+        pending.insert((old_disk, block, copy), ())?;
+        // The new copy exists, so any older deletion order for that place
+        // has been carried out; it must never hit the new copy.
+        pending.remove((new_disk, block, copy))?;
+        drop((index, pending));
+        tx.commit()?;
+        Ok(b)
+    }
+
     /// Number of files and of block records.
     pub fn counts(&self) -> Result<(u64, u64), MetaError> {
         let tx = self.db.begin_read()?;
@@ -446,7 +638,7 @@ mod tests {
     }
 
     fn loc(copy: u32, disk: u32) -> ChunkLocation {
-        ChunkLocation { copy, disk, node: disk, addr: String::new() }
+        ChunkLocation { copy, disk, node: disk, ..Default::default() }
     }
 
     #[test]
@@ -524,5 +716,79 @@ mod tests {
             assert!(matches!(check_path(p), Err(MetaError::InvalidPath(_))), "{p}");
         }
         check_path("/a/b.txt").unwrap();
+    }
+
+    /// A sealed file `/f` with one replicated block on disks 4, 5, 6.
+    fn sealed_block(db: &MetaDb) -> u64 {
+        db.create_file("/f", R3, 100, lease(1), 0).unwrap();
+        let b = db.allocate("/f", 1, 0, 1000, &[vec![loc(0, 4), loc(1, 5), loc(2, 6)]]).unwrap();
+        db.commit("/f", 1, 0, 1000, &[(b[0].id, 10)]).unwrap();
+        b[0].id
+    }
+
+    #[test]
+    fn chunks_are_indexed_by_disk_and_replaced_atomically() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = MetaDb::open(dir.path()).unwrap();
+        let id = sealed_block(&db);
+        // An open block's chunks are not listed.
+        db.create_file("/g", R3, 100, lease(2), 0).unwrap();
+        db.allocate("/g", 2, 0, 1000, &[vec![loc(0, 4)]]).unwrap();
+        assert_eq!(db.sealed_chunks_on(&[4, 7]).unwrap(), vec![(4, id, 0)]);
+
+        let b = db.replace_chunk(id, 0, 4, 7, 7).unwrap();
+        assert_eq!((b.chunks[0].disk, b.chunks[0].node), (7, 7));
+        assert_eq!(db.sealed_chunks_on(&[4, 7]).unwrap(), vec![(7, id, 0)]);
+        assert_eq!(db.sync_deletes(&[], &[4]).unwrap(), vec![(4, id, 0)], "old copy queued for deletion");
+        // A second replace from the old place finds the chunk moved: the new
+        // copy it made is dropped, the location stays.
+        let e = db.replace_chunk(id, 0, 4, 8, 8).unwrap_err();
+        assert!(matches!(e, MetaError::Conflict(_)) && e.to_string().contains("moved to disk 7"), "{e}");
+        assert_eq!(db.sync_deletes(&[], &[8]).unwrap(), vec![(8, id, 0)]);
+        assert_eq!(db.get_blocks(&[id]).unwrap()[0].chunks[0].disk, 7);
+        // Once the block is deleted, nothing moves and its chunks leave the index.
+        db.delete("/f").unwrap();
+        assert!(matches!(db.replace_chunk(id, 1, 5, 9, 9), Err(MetaError::Conflict(_))));
+        assert_eq!(db.sync_deletes(&[], &[9]).unwrap(), vec![(9, id, 1)]);
+        assert!(db.sealed_chunks_on(&[5, 6, 7]).unwrap().is_empty());
+        assert!(matches!(db.get_blocks(&[id, 99]), Err(MetaError::NoSuchBlock(99))));
+    }
+
+    #[test]
+    fn the_disk_index_is_built_for_older_databases_and_dead_marks_persist() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = {
+            let db = MetaDb::open(dir.path()).unwrap();
+            let id = sealed_block(&db);
+            // Forget the index, as a database from before it existed.
+            let tx = db.db.begin_write().unwrap();
+            tx.delete_table(DISK_CHUNKS).unwrap();
+            tx.open_table(COUNTERS).unwrap().remove(DISK_INDEX_BUILT).unwrap();
+            tx.commit().unwrap();
+            let disk = |u: &str| DiskRegistration { uuid: u.into(), ..Default::default() };
+            db.register_node("h:1", &[disk("a"), disk("b")]).unwrap();
+            db.set_disk_dead(1, true).unwrap();
+            db.set_node_dead(0, true).unwrap();
+            assert!(db.set_disk_dead(9, true).unwrap_err().to_string().contains("not registered"));
+            assert!(db.set_node_dead(3, true).is_err());
+            id
+        };
+        let db = MetaDb::open(dir.path()).unwrap();
+        assert_eq!(db.sealed_chunks_on(&[4, 5, 6]).unwrap(), vec![(4, id, 0), (5, id, 1), (6, id, 2)]);
+        assert_eq!(db.dead().unwrap(), (vec![1], vec![0]));
+        db.set_node_dead(0, false).unwrap();
+        assert_eq!(db.dead().unwrap(), (vec![1], vec![]));
+    }
+
+    #[test]
+    fn a_stripe_is_its_blocks_redundancy_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = MetaDb::open(dir.path()).unwrap();
+        let ec = Redundancy::Ec { data: 2, parity: 1 };
+        db.create_file("/e", ec, 100, lease(1), 0).unwrap();
+        let b = db.allocate("/e", 1, 0, 1000, &[vec![loc(0, 1)], vec![loc(0, 2)], vec![loc(0, 3)]]).unwrap();
+        let (one, group) = db.redundancy_group(b[1].id).unwrap();
+        assert_eq!(one.ec_index, 1);
+        assert_eq!(group.iter().map(|g| g.id).collect::<Vec<_>>(), b.iter().map(|g| g.id).collect::<Vec<_>>());
     }
 }

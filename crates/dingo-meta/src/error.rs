@@ -18,6 +18,11 @@ pub enum MetaError {
     InvalidPath(String),
     #[error("{0}")]
     Invalid(String),
+    #[error("block {0} does not exist")]
+    NoSuchBlock(u64),
+    /// The state changed under a request that assumed otherwise.
+    #[error("{0}")]
+    Conflict(String),
     #[error("cannot place chunks: {0}")]
     NoPlacement(String),
     #[error("unknown node {0}; register first")]
@@ -41,9 +46,11 @@ impl From<MetaError> for tonic::Status {
     fn from(e: MetaError) -> Self {
         let msg = e.to_string();
         match e {
-            MetaError::NotFound(_) | MetaError::UnknownNode(_) => tonic::Status::not_found(msg),
+            MetaError::NotFound(_) | MetaError::UnknownNode(_) | MetaError::NoSuchBlock(_) => {
+                tonic::Status::not_found(msg)
+            }
             MetaError::Exists(_) => tonic::Status::already_exists(msg),
-            MetaError::Sealed(_) | MetaError::LeaseHeld { .. } | MetaError::LeaseLost(_) => {
+            MetaError::Sealed(_) | MetaError::LeaseHeld { .. } | MetaError::LeaseLost(_) | MetaError::Conflict(_) => {
                 tonic::Status::failed_precondition(msg)
             }
             MetaError::InvalidPath(_) | MetaError::Invalid(_) => tonic::Status::invalid_argument(msg),

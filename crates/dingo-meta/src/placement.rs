@@ -10,9 +10,14 @@
 //! 3. Among eligible nodes, choice is random, weighted by free space, so
 //!    fuller nodes fill more slowly; on the node, the disk with most free
 //!    space not yet used by this block or stripe.
+//!
+//! A new copy of one existing chunk ([`place_one`], for rebuilds and moves)
+//! goes to a node holding as few other chunks of its block or stripe as
+//! possible, then to the emptiest disk or a random one weighted by free space.
 
 use crate::error::MetaError;
 use dingo_types::format_bytes;
+use std::collections::HashMap;
 
 /// A live node and the free bytes of each of its disks.
 #[derive(Clone, Debug)]
@@ -50,15 +55,7 @@ pub fn place(
             round.clear();
             continue;
         }
-        let total: f64 = eligible.iter().map(|e| e.1 as f64).sum();
-        let mut pick = fastrand::f64() * total;
-        let &(i, _) = eligible
-            .iter()
-            .find(|e| {
-                pick -= e.1 as f64;
-                pick <= 0.0
-            })
-            .unwrap_or(eligible.last().expect("non-empty"));
+        let (i, _) = eligible[weighted_pick(eligible.iter().map(|e| e.1))];
         let node = &mut nodes[i];
         let used: Vec<u32> = out.iter().map(|o| o.1).collect();
         let disk = node
@@ -72,6 +69,52 @@ pub fn place(
         round.push(node.node);
     }
     Ok(out)
+}
+
+/// Index of a random item, each chosen with probability proportional to its
+/// weight (uniformly if all weights are zero). `weights` must not be empty.
+fn weighted_pick(weights: impl Iterator<Item = u64> + Clone) -> usize {
+    let total: f64 = weights.clone().map(|w| w as f64).sum();
+    let n = weights.clone().count();
+    if total <= 0.0 {
+        return fastrand::usize(..n);
+    }
+    let mut pick = fastrand::f64() * total;
+    weights
+        .enumerate()
+        .find(|&(_, w)| {
+            pick -= w as f64;
+            pick <= 0.0
+        })
+        .map_or(n - 1, |(i, _)| i)
+}
+
+/// Picks the `(node, disk)` for a new copy of one chunk of `chunk_bytes`:
+/// among disks with room, those on nodes holding the fewest other chunks of
+/// the same block or stripe (`held`: node → count); of those, the emptiest
+/// disk if `emptiest`, else a random one weighted by free space.
+pub fn place_one(
+    nodes: &[Candidate],
+    held: &HashMap<u32, usize>,
+    chunk_bytes: u64,
+    emptiest: bool,
+) -> Result<(u32, u32), MetaError> {
+    let held_on = |node: u32| held.get(&node).copied().unwrap_or(0);
+    let slots: Vec<(u32, u32, u64)> =
+        nodes.iter().flat_map(|c| c.disks.iter().filter(|d| d.1 >= chunk_bytes).map(|d| (c.node, d.0, d.1))).collect();
+    let Some(fewest) = slots.iter().map(|s| held_on(s.0)).min() else {
+        return Err(MetaError::NoPlacement(format!(
+            "no live disk with room for a chunk of {} on an eligible node",
+            format_bytes(chunk_bytes)
+        )));
+    };
+    let best: Vec<&(u32, u32, u64)> = slots.iter().filter(|s| held_on(s.0) == fewest).collect();
+    let chosen = if emptiest {
+        best.iter().max_by_key(|s| s.2).expect("non-empty")
+    } else {
+        best[weighted_pick(best.iter().map(|s| s.2))]
+    };
+    Ok((chosen.0, chosen.1))
 }
 
 #[cfg(test)]
@@ -119,5 +162,24 @@ mod tests {
             counts[place(skew.clone(), 1, 1, true).unwrap()[0].0 as usize] += 1;
         }
         assert!(counts[0] > 800 && counts[1] > 50, "{counts:?}");
+    }
+
+    #[test]
+    fn a_single_copy_avoids_nodes_of_its_group_and_prefers_free_space() {
+        let mut c = cluster(4, 2, 100);
+        c[3].disks[1].1 = 500;
+        let held = HashMap::from([(0, 2), (1, 1), (2, 1)]);
+        // Node 3 holds nothing of the group: always chosen, emptiest disk 7.
+        assert_eq!(place_one(&c, &held, 10, true).unwrap(), (3, 7));
+        for _ in 0..20 {
+            assert_eq!(place_one(&c, &held, 10, false).unwrap().0, 3);
+        }
+        // Without room on node 3, the nodes holding one chunk come next.
+        c[3].disks.iter_mut().for_each(|d| d.1 = 5);
+        for _ in 0..20 {
+            assert!([1, 2].contains(&place_one(&c, &held, 10, false).unwrap().0));
+        }
+        let e = place_one(&c, &held, 1000, false).unwrap_err().to_string();
+        assert!(e.contains("no live disk with room"), "{e}");
     }
 }

@@ -1,14 +1,18 @@
 //! The `Meta` gRPC service: durable operations go to [`MetaDb`]; node
 //! liveness and reported disk usage are soft state rebuilt from heartbeats.
+//! Disks and nodes marked DEAD are durable (in redb) and mirrored here: a
+//! chunk on a dead disk, or on any disk of a dead node, is *lost* — never
+//! read, never placed on.
 
 use crate::db::{Lease, MetaDb};
 use crate::error::MetaError;
-use crate::placement::{Candidate, place};
+use crate::placement::{Candidate, place, place_one};
 use dingo_proto::metrics::MetricsText;
 use dingo_proto::v1::meta_server::Meta;
 use dingo_proto::v1::*;
-use dingo_proto::{Redundancy, now_ms};
-use std::collections::HashMap;
+use dingo_proto::{Redundancy, chunk_ref, now_ms};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tonic::{Request, Response, Status};
@@ -22,9 +26,32 @@ struct Soft {
     usage: HashMap<u32, DiskUsage>,
 }
 
+/// The in-memory view of the cluster.
+struct Cluster {
+    nodes: HashMap<u32, Soft>,
+    /// Mirrors of the durable `dead_disks` and `dead_nodes` tables.
+    dead_disks: HashSet<u32>,
+    dead_nodes: HashSet<u32>,
+}
+
+impl Cluster {
+    /// Disks whose chunks are lost: dead disks and every disk of a dead node.
+    fn lost_disks(&self) -> HashSet<u32> {
+        let of_dead_nodes = self.dead_nodes.iter().filter_map(|n| self.nodes.get(n)).flat_map(|s| s.usage.keys());
+        self.dead_disks.iter().chain(of_dead_nodes).copied().collect()
+    }
+
+    /// The node a disk is registered on.
+    fn owner(&self, disk: u32) -> Option<u32> {
+        self.nodes.iter().find(|(_, s)| s.usage.contains_key(&disk)).map(|(&n, _)| n)
+    }
+}
+
 pub struct MetaService {
     db: Arc<MetaDb>,
-    nodes: Mutex<HashMap<u32, Soft>>,
+    cluster: Mutex<Cluster>,
+    /// Corrupt chunks reported by nodes' heartbeats since start.
+    corrupt_reports: AtomicU64,
     /// A node is dead after this long without a heartbeat.
     dead_after: Duration,
     lease_ttl: Duration,
@@ -53,23 +80,77 @@ impl MetaService {
                 (n.id, Soft { addr: n.addr, last_seen: None, usage })
             })
             .collect();
-        Ok(MetaService { db: Arc::new(db), nodes: Mutex::new(nodes), dead_after, lease_ttl })
+        let (dead_disks, dead_nodes) = db.dead()?;
+        let cluster = Cluster {
+            nodes,
+            dead_disks: dead_disks.into_iter().collect(),
+            dead_nodes: dead_nodes.into_iter().collect(),
+        };
+        Ok(MetaService {
+            db: Arc::new(db),
+            cluster: Mutex::new(cluster),
+            corrupt_reports: AtomicU64::new(0),
+            dead_after,
+            lease_ttl,
+        })
     }
 
-    fn soft(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Soft>> {
-        self.nodes.lock().unwrap_or_else(|p| p.into_inner())
+    fn cluster(&self) -> std::sync::MutexGuard<'_, Cluster> {
+        self.cluster.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn alive(&self, s: &Soft) -> bool {
         s.last_seen.is_some_and(|t| t.elapsed() < self.dead_after)
     }
 
-    /// Fills in node addresses of chunk locations.
+    /// Fills in node addresses and the `lost` flag of chunk locations.
     fn with_addrs(&self, blocks: &mut [BlockRecord]) {
-        let soft = self.soft();
+        let cluster = self.cluster();
+        let lost = cluster.lost_disks();
         for c in blocks.iter_mut().flat_map(|b| b.chunks.iter_mut()) {
-            c.addr = soft.get(&c.node).map(|s| s.addr.clone()).unwrap_or_default();
+            c.addr = cluster.nodes.get(&c.node).map(|s| s.addr.clone()).unwrap_or_default();
+            c.lost = lost.contains(&c.disk);
         }
+    }
+
+    /// Nodes that may receive chunks — heartbeating, not marked dead, not in
+    /// `exclude` — with the free bytes of their disks not marked dead.
+    fn candidates(&self, exclude: &[u32]) -> Vec<Candidate> {
+        let cluster = self.cluster();
+        cluster
+            .nodes
+            .iter()
+            .filter(|(id, s)| self.alive(s) && !cluster.dead_nodes.contains(id) && !exclude.contains(id))
+            .map(|(&node, s)| Candidate {
+                node,
+                disks: s
+                    .usage
+                    .values()
+                    .filter(|u| !cluster.dead_disks.contains(&u.disk))
+                    .map(|u| (u.disk, u.capacity.saturating_sub(u.used)))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Checks that `disk` may receive a copy of a chunk of `bytes` now held
+    /// on node `holder`; returns its node.
+    fn check_target(&self, disk: u32, holder: u32, bytes: u64) -> Result<u32, Status> {
+        let node =
+            self.cluster().owner(disk).ok_or_else(|| Status::invalid_argument(format!("disk {disk} is unknown")))?;
+        if node == holder {
+            return Err(Status::invalid_argument(format!(
+                "disk {disk} is on node {node}, which already holds this chunk; copies go to other nodes"
+            )));
+        }
+        let candidates = self.candidates(&[]);
+        let Some(free) = candidates.iter().flat_map(|c| &c.disks).find(|d| d.0 == disk).map(|d| d.1) else {
+            return Err(Status::failed_precondition(format!("disk {disk} or its node {node} is dead")));
+        };
+        if free < bytes {
+            return Err(Status::resource_exhausted(format!("disk {disk} has {free} bytes free, {bytes} needed")));
+        }
+        Ok(node)
     }
 
     fn ttl_ms(&self) -> u64 {
@@ -79,11 +160,17 @@ impl MetaService {
     /// Prometheus page of the metadata service.
     pub fn render_metrics(&self) -> String {
         let mut m = MetricsText::new();
-        let soft = self.soft();
+        let cluster = self.cluster();
+        let soft = &cluster.nodes;
         let alive = soft.values().filter(|s| self.alive(s)).count();
         m.family("dingo_meta_nodes", "gauge", "Registered nodes by liveness.");
         m.sample("dingo_meta_nodes", &[("state", "alive")], alive);
         m.sample("dingo_meta_nodes", &[("state", "dead")], soft.len() - alive);
+        m.family("dingo_meta_marked_dead", "gauge", "Disks and nodes marked DEAD.");
+        m.sample("dingo_meta_marked_dead", &[("kind", "disk")], cluster.dead_disks.len());
+        m.sample("dingo_meta_marked_dead", &[("kind", "node")], cluster.dead_nodes.len());
+        m.family("dingo_meta_corrupt_chunk_reports_total", "counter", "Corrupt chunks reported by nodes.");
+        m.sample("dingo_meta_corrupt_chunk_reports_total", &[], self.corrupt_reports.load(Relaxed));
         for (name, help, get) in [
             (
                 "dingo_meta_disk_capacity_bytes",
@@ -100,7 +187,7 @@ impl MetaService {
                 }
             }
         }
-        drop(soft);
+        drop(cluster);
         if let Ok((files, blocks)) = self.db.counts() {
             m.family("dingo_meta_files", "gauge", "Files in the namespace.").sample("dingo_meta_files", &[], files);
             m.family("dingo_meta_blocks", "gauge", "Block records (including deleted).").sample(
@@ -132,16 +219,21 @@ impl Meta for MetaService {
             .zip(&ids)
             .map(|(d, &id)| (id, DiskUsage { disk: id, capacity: d.capacity, used: d.used, chunks: 0 }))
             .collect();
-        self.soft().insert(node, Soft { addr: r.addr.clone(), last_seen: Some(Instant::now()), usage });
+        self.cluster().nodes.insert(node, Soft { addr: r.addr.clone(), last_seen: Some(Instant::now()), usage });
         tracing::info!(node, addr = %r.addr, disks = ?ids, "node registered");
         Ok(Response::new(RegisterNodeReply { node, disks: ids }))
     }
 
     async fn heartbeat(&self, request: Request<HeartbeatRequest>) -> Result<Response<HeartbeatReply>, Status> {
         let r = request.into_inner();
+        for c in &r.corrupt {
+            self.corrupt_reports.fetch_add(1, Relaxed);
+            let (block, copy) = c.chunk.as_ref().map_or((0, 0), |c| (c.block, c.copy));
+            tracing::warn!(node = r.node, disk = c.disk, block, copy, "node reports a corrupt chunk");
+        }
         let disks: Vec<u32> = {
-            let mut soft = self.soft();
-            let s = soft.get_mut(&r.node).ok_or(MetaError::UnknownNode(r.node))?;
+            let mut cluster = self.cluster();
+            let s = cluster.nodes.get_mut(&r.node).ok_or(MetaError::UnknownNode(r.node))?;
             s.last_seen = Some(Instant::now());
             for u in &r.disks {
                 s.usage.insert(u.disk, *u);
@@ -185,15 +277,7 @@ impl Meta for MetaService {
         let path = r.path.clone();
         let file = blocking(move || db.file(&path)).await?;
         let redundancy = Redundancy::try_from(file.redundancy.as_ref()).map_err(Status::internal)?;
-        let candidates: Vec<Candidate> = self
-            .soft()
-            .iter()
-            .filter(|(id, s)| self.alive(s) && !r.exclude_nodes.contains(id))
-            .map(|(&node, s)| Candidate {
-                node,
-                disks: s.usage.values().map(|u| (u.disk, u.capacity.saturating_sub(u.used))).collect(),
-            })
-            .collect();
+        let candidates = self.candidates(&r.exclude_nodes);
         let width = redundancy.width();
         let slots = place(candidates, width, r.chunk_bytes, matches!(redundancy, Redundancy::Replicated(_)))?;
         let placement: Vec<Vec<ChunkLocation>> = match redundancy {
@@ -201,12 +285,12 @@ impl Meta for MetaService {
                 slots
                     .iter()
                     .enumerate()
-                    .map(|(copy, &(node, disk))| ChunkLocation { copy: copy as u32, disk, node, addr: String::new() })
+                    .map(|(copy, &(node, disk))| ChunkLocation { copy: copy as u32, disk, node, ..Default::default() })
                     .collect(),
             ],
             Redundancy::Ec { .. } => slots
                 .iter()
-                .map(|&(node, disk)| vec![ChunkLocation { copy: 0, disk, node, addr: String::new() }])
+                .map(|&(node, disk)| vec![ChunkLocation { copy: 0, disk, node, ..Default::default() }])
                 .collect(),
         };
         let db = self.db.clone();
@@ -271,11 +355,17 @@ impl Meta for MetaService {
     async fn cluster_status(&self, _: Request<ClusterStatusRequest>) -> Result<Response<ClusterStatusReply>, Status> {
         let db = self.db.clone();
         let (stored, (files, blocks)) = blocking(move || Ok((db.nodes()?, db.counts()?))).await?;
-        let soft = self.soft();
+        let cluster = self.cluster();
+        let lost = cluster.lost_disks();
         let nodes = stored
             .into_iter()
             .map(|mut n| {
-                if let Some(s) = soft.get(&n.id) {
+                let state = |dead: bool| if dead { DeviceState::Dead } else { DeviceState::Live };
+                n.set_state(state(cluster.dead_nodes.contains(&n.id)));
+                for d in &mut n.disks {
+                    d.set_state(state(lost.contains(&d.id)));
+                }
+                if let Some(s) = cluster.nodes.get(&n.id) {
                     n.alive = self.alive(s);
                     n.heartbeat_age_ms = s.last_seen.map_or(u64::MAX, |t| t.elapsed().as_millis() as u64);
                     for d in &mut n.disks {
@@ -309,5 +399,132 @@ impl Meta for MetaService {
             })
             .collect();
         Ok(Response::new(BlockTableReply { rows, next, end }))
+    }
+
+    async fn get_blocks(&self, request: Request<GetBlocksRequest>) -> Result<Response<GetBlocksReply>, Status> {
+        let ids = request.into_inner().ids;
+        let db = self.db.clone();
+        let mut blocks = blocking(move || db.get_blocks(&ids)).await?;
+        self.with_addrs(&mut blocks);
+        Ok(Response::new(GetBlocksReply { blocks }))
+    }
+
+    async fn chunks_on_disk(
+        &self,
+        request: Request<ChunksOnDiskRequest>,
+    ) -> Result<Response<ChunksOnDiskReply>, Status> {
+        let disk = request.into_inner().disk;
+        let db = self.db.clone();
+        let found = blocking(move || {
+            if !db.disk_known(disk)? {
+                return Err(MetaError::Invalid(format!("disk {disk} is not registered")));
+            }
+            db.sealed_chunks_on(&[disk])
+        })
+        .await?;
+        let chunks = found.into_iter().map(|(_, block, copy)| ChunkId { block, copy }).collect();
+        Ok(Response::new(ChunksOnDiskReply { chunks }))
+    }
+
+    async fn lost_chunks(&self, _: Request<LostChunksRequest>) -> Result<Response<LostChunksReply>, Status> {
+        let mut disks: Vec<u32> = self.cluster().lost_disks().into_iter().collect();
+        disks.sort_unstable();
+        let db = self.db.clone();
+        let found = blocking(move || db.sealed_chunks_on(&disks)).await?;
+        let chunks = found
+            .into_iter()
+            .map(|(disk, block, copy)| ChunkOnDisk { disk, chunk: Some(ChunkId { block, copy }) })
+            .collect();
+        Ok(Response::new(LostChunksReply { chunks }))
+    }
+
+    async fn set_disk_state(&self, request: Request<SetDiskStateRequest>) -> Result<Response<SetStateReply>, Status> {
+        let r = request.into_inner();
+        let dead = r.state() == DeviceState::Dead;
+        let db = self.db.clone();
+        blocking(move || db.set_disk_dead(r.disk, dead)).await?;
+        let mut cluster = self.cluster();
+        if dead {
+            cluster.dead_disks.insert(r.disk)
+        } else {
+            cluster.dead_disks.remove(&r.disk)
+        };
+        tracing::warn!(disk = r.disk, state = r.state().as_str_name(), "disk state set");
+        Ok(Response::new(SetStateReply {}))
+    }
+
+    async fn set_node_state(&self, request: Request<SetNodeStateRequest>) -> Result<Response<SetStateReply>, Status> {
+        let r = request.into_inner();
+        let dead = r.state() == DeviceState::Dead;
+        let db = self.db.clone();
+        blocking(move || db.set_node_dead(r.node, dead)).await?;
+        let mut cluster = self.cluster();
+        if dead {
+            cluster.dead_nodes.insert(r.node)
+        } else {
+            cluster.dead_nodes.remove(&r.node)
+        };
+        tracing::warn!(node = r.node, state = r.state().as_str_name(), "node state set");
+        Ok(Response::new(SetStateReply {}))
+    }
+
+    async fn place_chunk(&self, request: Request<PlaceChunkRequest>) -> Result<Response<ChunkLocation>, Status> {
+        let r = request.into_inner();
+        let chunk = chunk_ref(r.chunk.as_ref())?;
+        let (block, copy) = (chunk.block.0, u32::from(chunk.copy));
+        let db = self.db.clone();
+        let (b, group) = blocking(move || db.redundancy_group(block)).await?;
+        if b.state() != BlockState::Sealed {
+            return Err(Status::failed_precondition(format!("block {block} is {}", b.state().as_str_name())));
+        }
+        let holder = b
+            .chunks
+            .iter()
+            .find(|c| c.copy == copy)
+            .ok_or_else(|| Status::not_found(format!("block {block} has no copy {copy}")))?
+            .node;
+        let (node, disk) = match r.disk {
+            Some(disk) => (self.check_target(disk, holder, b.size)?, disk),
+            None => {
+                let mut held: HashMap<u32, usize> = HashMap::new();
+                for g in &group {
+                    for c in g.chunks.iter().filter(|c| (g.id, c.copy) != (block, copy)) {
+                        *held.entry(c.node).or_default() += 1;
+                    }
+                }
+                let exclude: Vec<u32> = r.exclude_nodes.iter().copied().chain([holder]).collect();
+                place_one(&self.candidates(&exclude), &held, b.size, r.emptiest)?
+            }
+        };
+        let addr = self.cluster().nodes.get(&node).map(|s| s.addr.clone()).unwrap_or_default();
+        Ok(Response::new(ChunkLocation { copy, disk, node, addr, lost: false }))
+    }
+
+    async fn replace_chunk(&self, request: Request<ReplaceChunkRequest>) -> Result<Response<BlockRecord>, Status> {
+        let r = request.into_inner();
+        let chunk = chunk_ref(r.chunk.as_ref())?;
+        let node = {
+            let cluster = self.cluster();
+            if cluster.lost_disks().contains(&r.new_disk) {
+                return Err(Status::failed_precondition(format!("disk {} or its node is dead", r.new_disk)));
+            }
+            cluster
+                .owner(r.new_disk)
+                .ok_or_else(|| Status::invalid_argument(format!("disk {} is unknown", r.new_disk)))?
+        };
+        let db = self.db.clone();
+        let (block, copy) = (chunk.block.0, u32::from(chunk.copy));
+        let b = blocking(move || db.replace_chunk(block, copy, r.old_disk, r.new_disk, node)).await?;
+        // Count the new copy at once, so that a burst of placements sees it
+        // before the node's next heartbeat reports the disk's usage.
+        if let Some(u) = self.cluster().nodes.get_mut(&node).and_then(|s| s.usage.get_mut(&r.new_disk)) {
+            u.used += b.size;
+            u.chunks += 1;
+        }
+        let mut blocks = [b];
+        self.with_addrs(&mut blocks);
+        let [b] = blocks;
+        tracing::info!(block, copy, from = r.old_disk, to = r.new_disk, "chunk replaced");
+        Ok(Response::new(b))
     }
 }

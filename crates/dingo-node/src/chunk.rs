@@ -17,7 +17,7 @@
 //! in `chunks/` is always complete and immutable. Every read verifies the
 //! crc32c of each segment it touches.
 
-use crate::direct::{ALIGN, AlignedBuf, DirectFile, align_up};
+use crate::direct::{ALIGN, AlignedBuf, DirectFile, PooledBuf, align_up};
 use crate::disk::Disk;
 use crate::error::StoreError;
 use dingo_proto::IoTag;
@@ -133,7 +133,7 @@ pub fn read_segments(
     let start = first * SEGMENT;
     let data_end = (end * SEGMENT).min(layout.data_len);
     let file = DirectFile::open(path).map_err(StoreError::io(path.display()))?;
-    let mut buf = AlignedBuf::zeroed((align_up(data_end) - start) as usize);
+    let mut buf = disk.buffers.take((align_up(data_end) - start) as usize);
     disk.read_at(&file, &mut buf, layout.data_offset() + start, tag).map_err(StoreError::io(path.display()))?;
     for s in first..end {
         let off = ((s - first) * SEGMENT) as usize;
@@ -154,7 +154,7 @@ pub struct ChunkWriter<'d> {
     layout: Layout,
     file: Option<DirectFile>,
     tmp: PathBuf,
-    buf: AlignedBuf,
+    buf: PooledBuf,
     buf_fill: usize,
     /// Data bytes received so far.
     received: u64,
@@ -184,7 +184,7 @@ impl<'d> ChunkWriter<'d> {
             layout,
             file: Some(file),
             tmp,
-            buf: AlignedBuf::zeroed(WRITE_BUF),
+            buf: disk.buffers.take(WRITE_BUF),
             buf_fill: 0,
             received: 0,
             file_off: layout.data_offset(),

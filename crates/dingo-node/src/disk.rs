@@ -8,19 +8,21 @@
 //! - `tmp/`: chunks being written; emptied at startup, since an unsealed
 //!   chunk was never acknowledged.
 
-use crate::direct::{AlignedBuf, DirectFile};
+use crate::direct::{AlignedBuf, BufPool, DirectFile};
 use crate::error::StoreError;
 use dingo_proto::IoTag;
 use dingo_types::{ChunkRef, DiskId, DiskModel};
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const LABEL: &str = "DINGO_DISK";
 const LABEL_PREFIX: &str = "dingo-disk v1 ";
+/// Idle read buffers a disk keeps for reuse: a few maximal (16 MiB) reads.
+const READ_BUFFERS_IDLE: usize = 64 << 20;
 /// `DiskId` value meaning "not registered with the metadata service yet".
 const UNREGISTERED: u32 = u32::MAX;
 
@@ -55,6 +57,8 @@ pub struct Disk {
     head_free_at: Mutex<Instant>,
     direct: AtomicBool,
     pub counters: DiskCounters,
+    /// Read and write buffers, recycled.
+    pub buffers: Arc<BufPool>,
 }
 
 impl Disk {
@@ -115,6 +119,7 @@ impl Disk {
             head_free_at: Mutex::new(Instant::now()),
             direct: AtomicBool::new(direct),
             counters: DiskCounters::default(),
+            buffers: BufPool::new(READ_BUFFERS_IDLE),
         };
         Ok((disk, listed))
     }

@@ -171,7 +171,9 @@ async fn register(
 }
 
 /// Reports usage every `every`, carries out the deletions the metadata
-/// service asks for, and confirms them in the next heartbeat.
+/// service asks for, and confirms them in the next heartbeat — sent at once,
+/// so that confirmations and the freed space show without waiting a period.
+/// Also reports chunks that reads found corrupt.
 async fn heartbeat_loop(
     meta: MetaClient<Channel>,
     meta_addr: String,
@@ -181,9 +183,13 @@ async fn heartbeat_loop(
     every: Duration,
 ) {
     let mut deleted: Vec<ChunkOnDisk> = Vec::new();
+    let mut corrupt: Vec<ChunkOnDisk> = Vec::new();
     let mut ticker = tokio::time::interval(every);
     loop {
         ticker.tick().await;
+        for (disk, chunk) in store.take_corrupt() {
+            corrupt.push(ChunkOnDisk { disk: disk.map_or(u32::MAX, |d| d.0), chunk: Some(chunk.into()) });
+        }
         let req = HeartbeatRequest {
             node,
             disks: store
@@ -194,16 +200,21 @@ async fn heartbeat_loop(
                 })
                 .collect(),
             deleted: deleted.clone(),
+            corrupt: corrupt.clone(),
         };
         match meta.clone().heartbeat(req).await {
             Ok(reply) => {
                 deleted.clear();
+                corrupt.clear();
                 for c in reply.into_inner().delete {
                     let Ok(chunk) = chunk_ref(c.chunk.as_ref()) else { continue };
-                    match tokio::task::block_in_place(|| store.delete(chunk)) {
+                    match tokio::task::block_in_place(|| store.delete(chunk, Some(DiskId(c.disk)))) {
                         Ok(_) => deleted.push(c),
                         Err(e) => tracing::warn!(%chunk, "delete failed: {e}"),
                     }
+                }
+                if !deleted.is_empty() {
+                    ticker.reset_immediately();
                 }
             }
             Err(s) if s.code() == tonic::Code::NotFound => {

@@ -76,8 +76,9 @@ impl Node for NodeService {
     }
 
     async fn delete_chunk(&self, request: Request<DeleteChunkRequest>) -> Result<Response<DeleteChunkReply>, Status> {
-        let chunk = chunk_ref(request.get_ref().chunk.as_ref())?;
-        let existed = block_in_place(|| self.store.delete(chunk))?;
+        let r = request.into_inner();
+        let chunk = chunk_ref(r.chunk.as_ref())?;
+        let existed = block_in_place(|| self.store.delete(chunk, r.disk.map(DiskId)))?;
         Ok(Response::new(DeleteChunkReply { existed }))
     }
 

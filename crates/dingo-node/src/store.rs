@@ -39,6 +39,9 @@ pub struct Store {
     pub cache: BlockCache,
     /// Bytes read per planner declaration (maintenance IO only).
     declarations: Mutex<HashMap<u64, u64>>,
+    /// Chunks found corrupt by reads, not yet reported to the metadata
+    /// service.
+    corrupt: Mutex<Vec<(Option<DiskId>, ChunkRef)>>,
 }
 
 impl Store {
@@ -69,6 +72,7 @@ impl Store {
             index: RwLock::new(index),
             cache: BlockCache::new(cache_general, cache_pinned),
             declarations: Mutex::new(HashMap::new()),
+            corrupt: Mutex::new(Vec::new()),
         })
     }
 
@@ -121,6 +125,30 @@ impl Store {
     /// the data and whether the cache served all of it.
     pub fn read(&self, chunk: ChunkRef, offset: u64, len: u64, tag: IoTag) -> Result<(Bytes, bool), StoreError> {
         let stored = self.lookup(chunk)?;
+        self.read_stored(chunk, &stored, offset, len, tag).inspect_err(|e| {
+            if matches!(e, StoreError::Corrupt { .. }) {
+                let mut corrupt = self.corrupt.lock().unwrap_or_else(|p| p.into_inner());
+                let found = (self.disks[stored.disk].id(), chunk);
+                if !corrupt.contains(&found) {
+                    corrupt.push(found);
+                }
+            }
+        })
+    }
+
+    /// Corrupt chunks found since the last call, with their disks.
+    pub fn take_corrupt(&self) -> Vec<(Option<DiskId>, ChunkRef)> {
+        std::mem::take(&mut *self.corrupt.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn read_stored(
+        &self,
+        chunk: ChunkRef,
+        stored: &Stored,
+        offset: u64,
+        len: u64,
+        tag: IoTag,
+    ) -> Result<(Bytes, bool), StoreError> {
         let disk = &self.disks[stored.disk];
         let path = disk.chunk_path(chunk);
         let meta = match stored.meta.get() {
@@ -177,10 +205,16 @@ impl Store {
         }
     }
 
-    /// Removes a chunk; returns whether it existed.
-    pub fn delete(&self, chunk: ChunkRef) -> Result<bool, StoreError> {
-        let Some(stored) = self.index.write().unwrap_or_else(|p| p.into_inner()).remove(&chunk) else {
-            return Ok(false);
+    /// Removes a chunk — only if it is on disk `on` when given; returns
+    /// whether it was removed.
+    pub fn delete(&self, chunk: ChunkRef, on: Option<DiskId>) -> Result<bool, StoreError> {
+        let stored = {
+            let mut index = self.index.write().unwrap_or_else(|p| p.into_inner());
+            let here = index.get(&chunk).is_some_and(|s| on.is_none_or(|id| self.disks[s.disk].id() == Some(id)));
+            if !here {
+                return Ok(false);
+            }
+            index.remove(&chunk).expect("present")
         };
         self.cache.remove_chunk(chunk);
         let disk = &self.disks[stored.disk];
@@ -263,8 +297,9 @@ mod tests {
         let store = open(dir.path(), 0, 0);
         assert_eq!(store.inventory()[0].len(), 1);
         assert_eq!(&store.read(C, 0, 300_000, IoTag::Foreground).unwrap().0[..], &data[..]);
-        assert!(store.delete(C).unwrap());
-        assert!(!store.delete(C).unwrap());
+        assert!(!store.delete(C, Some(DiskId(6))).unwrap(), "not on that disk");
+        assert!(store.delete(C, Some(DiskId(5))).unwrap());
+        assert!(!store.delete(C, None).unwrap());
         assert!(matches!(store.read(C, 0, 1, IoTag::Foreground), Err(StoreError::NotFound(_))));
         assert_eq!(store.disks[0].used(), 0);
     }
@@ -321,5 +356,21 @@ mod tests {
         );
         assert!(store.inventory()[0].is_empty());
         assert_eq!(store.disks[0].used(), 0);
+    }
+
+    #[test]
+    fn corrupt_chunks_found_by_reads_are_collected_once() {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), 0, 0);
+        put(&store, C, &[3u8; 10_000]);
+        let f = std::fs::OpenOptions::new().write(true).open(store.disks[0].chunk_path(C)).unwrap();
+        f.write_all_at(&[4], chunk::Layout { data_len: 10_000 }.data_offset() + 9).unwrap();
+        for _ in 0..2 {
+            let e = store.read(C, 0, 100, IoTag::Foreground).unwrap_err();
+            assert!(matches!(e, StoreError::Corrupt { .. }), "{e}");
+        }
+        assert_eq!(store.take_corrupt(), vec![(Some(DiskId(5)), C)]);
+        assert!(store.take_corrupt().is_empty());
     }
 }

@@ -9,16 +9,20 @@ use bytes::Bytes;
 use clap::Args;
 use dingo_client::{Client, IoTag, Redundancy, ec};
 use dingo_cluster::{ClusterSpec, LocalCluster};
+use dingo_node::chunk::{ChunkWriter, Layout};
 use dingo_node::direct::{AlignedBuf, DirectFile};
-use dingo_types::parse_bytes;
+use dingo_node::disk::Disk;
+use dingo_types::{BlockId, ChunkRef, parse_bytes};
+use futures::TryStreamExt;
 use serde_json::json;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 const BLOCK: u64 = 8_000_000;
 const NODES: u32 = 4;
-/// Raw reads use the size of a client's block read request.
-const RAW_READ: usize = 8 << 20;
+/// Raw reads use the size of a client's largest read request.
+const RAW_READ: u64 = 8 << 20;
 
 #[derive(Args, Debug)]
 pub struct BenchIoArgs {
@@ -43,35 +47,42 @@ fn mb_s(bytes: u64, t: Duration) -> f64 {
     bytes as f64 / 1e6 / t.as_secs_f64()
 }
 
-/// Sequential direct write (in the node's write-request size, then fsync),
-/// then direct read, of one file of `size` bytes.
+/// Raw filesystem throughput with exactly the nodes' IO discipline, so that
+/// the client figures compare like with like: chunk files of one block each
+/// are written one after another by the node's own [`ChunkWriter`] (1 MiB
+/// `O_DIRECT` writes, header and checksum table, `fdatasync`, link into
+/// `chunks/`, directory fsync), fed in the client's 1 MiB stream pieces; then
+/// each chunk's data is read back with one direct read of the client's read
+/// request size. Write MB/s counts the bytes the disk wrote (as the nodes'
+/// `disk_write_mb_s` does); read MB/s counts data bytes (as client reads do).
 fn raw_throughput(dir: &Path, size: u64) -> Result<(f64, f64)> {
-    let path = dir.join("raw-bench");
-    let f = DirectFile::create_new(&path).with_context(|| format!("cannot create {}", path.display()))?;
-    let mut buf = AlignedBuf::zeroed(dingo_node::chunk::WRITE_BUF);
-    buf.iter_mut().enumerate().for_each(|(i, b)| *b = (i % 251) as u8);
-    let n = size.div_ceil(buf.len() as u64);
+    let (disk, _) = Disk::open(&dir.join("raw"), None, None)?;
+    let piece: Vec<u8> = (0..1 << 20).map(|i| (i % 251) as u8).collect();
+    let chunks: Vec<ChunkRef> = (0..size.div_ceil(BLOCK)).map(|i| ChunkRef { block: BlockId(i), copy: 0 }).collect();
     let t = Instant::now();
-    for i in 0..n {
-        f.write_all_at(&buf, i * buf.len() as u64)?;
-    }
-    f.sync()?;
-    let write = mb_s(n * buf.len() as u64, t.elapsed());
-    drop(f);
-    let f = DirectFile::open(&path)?;
-    let mut rbuf = AlignedBuf::zeroed(RAW_READ);
-    let total = n * buf.len() as u64;
-    let t = Instant::now();
-    let mut off = 0;
-    while off < total {
-        if total - off < rbuf.len() as u64 {
-            rbuf = AlignedBuf::zeroed((total - off) as usize);
+    for &c in &chunks {
+        let mut w = ChunkWriter::create(&disk, c, BLOCK)?;
+        let mut left = BLOCK as usize;
+        while left > 0 {
+            let n = left.min(piece.len());
+            w.append(&piece[..n])?;
+            left -= n;
         }
-        f.read_exact_at(&mut rbuf, off)?;
-        off += rbuf.len() as u64;
+        w.seal()?;
     }
-    let read = mb_s(total, t.elapsed());
-    std::fs::remove_file(&path)?;
+    let write = mb_s(disk.counters.bytes_written.load(Relaxed), t.elapsed());
+    // A client reads a block with one request, as here.
+    const _: () = assert!(BLOCK <= RAW_READ);
+    let layout = Layout { data_len: BLOCK };
+    let mut buf = AlignedBuf::zeroed(BLOCK as usize);
+    let t = Instant::now();
+    for &c in &chunks {
+        let path = disk.chunk_path(c);
+        let f = DirectFile::open(&path).with_context(|| format!("cannot open {}", path.display()))?;
+        f.read_exact_at(&mut buf, layout.data_offset())?;
+    }
+    let read = mb_s(chunks.len() as u64 * BLOCK, t.elapsed());
+    std::fs::remove_dir_all(&disk.path)?;
     Ok((write, read))
 }
 
@@ -91,9 +102,11 @@ async fn client_throughput(client: &Client, cluster: &LocalCluster, r: Redundanc
     let wt = t.elapsed();
     let disk = disk_bytes_written(client, cluster).await? - before;
     let t = Instant::now();
-    let back = client.read_all(&path, IoTag::Foreground).await?;
+    // Pieces as a reader consumes them: no copy into one buffer.
+    let file = client.stat(&path).await?;
+    let back: Vec<Bytes> = client.read_pieces(&file, 0, file.size, IoTag::Foreground)?.try_collect().await?;
     let rt = t.elapsed();
-    ensure!(back == *data, "{r}: data read back differs from data written");
+    ensure!(back.concat() == *data, "{r}: data read back differs from data written");
     client.delete(&path).await?;
     let n = data.len() as u64;
     Ok(Figures { client_write_mb_s: mb_s(n, wt), client_read_mb_s: mb_s(n, rt), disk_write_mb_s: mb_s(disk, wt) })

@@ -5,9 +5,10 @@ use crate::storage_config::StorageConfig;
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use clap::{Args, Subcommand};
-use dingo_client::{Client, IoTag, Redundancy};
+use dingo_client::{Client, DeviceState, IoTag, Redundancy};
 use dingo_cluster::{ClusterSpec, LocalCluster};
 use dingo_types::{format_bytes, parse_bytes};
+use futures::TryStreamExt;
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -244,18 +245,21 @@ async fn cluster_up(a: ClusterUpArgs) -> Result<()> {
 async fn cluster_status(meta: &str) -> Result<()> {
     let s = Client::new(meta)?.cluster_status().await.with_context(|| format!("metadata service at {meta}"))?;
     println!("{} file(s), {} block record(s)", s.files, s.blocks);
-    println!("{:<5} {:<22} {:<6} {:>8}  disks", "node", "address", "state", "hb age");
+    println!("{:<5} {:<22} {:<6} {:<5} {:>8}  disks", "node", "address", "hb", "state", "hb age");
+    let state = |dead: bool| if dead { "DEAD" } else { "LIVE" };
     for n in &s.nodes {
         let age = if n.heartbeat_age_ms == u64::MAX {
             "-".into()
         } else {
             format!("{:.1}s", n.heartbeat_age_ms as f64 / 1000.0)
         };
-        println!("{:<5} {:<22} {:<6} {:>8}", n.id, n.addr, if n.alive { "alive" } else { "dead" }, age);
+        let hb = if n.alive { "alive" } else { "silent" };
+        println!("{:<5} {:<22} {:<6} {:<5} {:>8}", n.id, n.addr, hb, state(n.state() == DeviceState::Dead), age);
         for d in &n.disks {
             println!(
-                "        disk {:<4} {:>12} used of {:>12}  {:>6} chunks  {}",
+                "        disk {:<4} {:<5} {:>12} used of {:>12}  {:>6} chunks  {}",
                 d.id,
+                state(d.state() == DeviceState::Dead),
                 format_bytes(d.used),
                 format_bytes(d.capacity),
                 d.chunks,
@@ -283,12 +287,16 @@ pub async fn run_fs(cmd: FsCommand) -> Result<()> {
             let client = Client::new(&meta)?;
             let file = client.stat(&path).await?;
             let len = len.unwrap_or_else(|| file.size.saturating_sub(offset));
-            let data = client.read_file(&file, offset, len, IoTag::Foreground).await?;
-            if local.as_os_str() == "-" {
-                std::io::stdout().write_all(&data).context("cannot write stdout")?;
+            let mut out: Box<dyn Write> = if local.as_os_str() == "-" {
+                Box::new(std::io::stdout().lock())
             } else {
-                std::fs::write(&local, &data).with_context(|| format!("cannot write {}", local.display()))?;
+                Box::new(std::fs::File::create(&local).with_context(|| format!("cannot create {}", local.display()))?)
+            };
+            let mut pieces = client.read_pieces(&file, offset, len, IoTag::Foreground)?;
+            while let Some(piece) = pieces.try_next().await? {
+                out.write_all(&piece).with_context(|| format!("cannot write {}", local.display()))?;
             }
+            out.flush().with_context(|| format!("cannot write {}", local.display()))?;
         }
         FsCommand::Ls { prefix, meta } => {
             for f in Client::new(&meta)?.list(&prefix).await? {

@@ -2,7 +2,7 @@
 //! child process; faults are real SIGKILLs and real bytes flipped on disk.
 
 use bytes::Bytes;
-use dingo_client::{Client, ClientError, IoTag, Redundancy};
+use dingo_client::{BlockRecord, ChunkFault, ChunkLocation, Client, ClientError, DeviceState, IoTag, Redundancy};
 use dingo_cluster::{ClusterSpec, LocalCluster};
 use dingo_types::{BlockId, ChunkRef, DeclarationId, TaskKind};
 use std::io::{BufRead, Read, Seek, SeekFrom, Write};
@@ -274,10 +274,26 @@ async fn bad_input_gets_a_clear_error_and_damages_nothing() {
     std::fs::write(&bad_config, "[node]\ncache = 12\n").unwrap();
     let not_a_dir = t.dir.path().join("file");
     std::fs::write(&not_a_dir, "x").unwrap();
-    let runs: [(&[&str], &str); 4] = [
+    // Unreadable data directories: a disk whose label is garbage, a
+    // metadata directory whose database is garbage. Both stay untouched.
+    let bad_disk = t.dir.path().join("bad-disk");
+    std::fs::create_dir(&bad_disk).unwrap();
+    std::fs::write(bad_disk.join("DINGO_DISK"), "garbage").unwrap();
+    let bad_meta = t.dir.path().join("bad-meta");
+    std::fs::create_dir(&bad_meta).unwrap();
+    let garbage = vec![0x5au8; 64 * 1024];
+    std::fs::write(bad_meta.join("meta.redb"), &garbage).unwrap();
+    let good_disk = t.dir.path().join("good-disk");
+    let runs: [(&[&str], &str); 7] = [
         (&["meta", "--data", "/tmp", "--config", bad_config.to_str().unwrap()], "malformed config"),
+        (
+            &["node", "--disk", good_disk.to_str().unwrap(), "--config", bad_config.to_str().unwrap()],
+            "malformed config",
+        ),
         (&["node", "--disk", not_a_dir.to_str().unwrap(), "--listen", "127.0.0.1:0"], "file"),
+        (&["node", "--disk", bad_disk.to_str().unwrap(), "--listen", "127.0.0.1:0"], "not a DINGO disk label"),
         (&["meta", "--data", not_a_dir.to_str().unwrap(), "--listen", "127.0.0.1:0"], "metadata directory"),
+        (&["meta", "--data", bad_meta.to_str().unwrap(), "--listen", "127.0.0.1:0"], "metadata directory"),
         (&["fs", "put", "/nonexistent/x", "/y", "--meta", t.c.meta_addr()], "cannot read /nonexistent/x"),
     ];
     for (args, expect) in runs {
@@ -285,6 +301,8 @@ async fn bad_input_gets_a_clear_error_and_damages_nothing() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && stderr.contains(expect), "{args:?}: {stderr}");
     }
+    assert_eq!(std::fs::read_to_string(bad_disk.join("DINGO_DISK")).unwrap(), "garbage");
+    assert_eq!(std::fs::read(bad_meta.join("meta.redb")).unwrap(), garbage);
     assert_eq!(read_all(&client, "/b/keep").await, keep);
 }
 
@@ -387,4 +405,233 @@ async fn cli_cluster_up_fs_commands_and_clean_stop() {
     assert!(rest.contains("stopping cluster"), "{rest}");
     let out = Command::new(EXE).args(["cluster", "status", "--meta", &meta]).output().unwrap();
     assert!(!out.status.success(), "the metadata service is gone");
+}
+
+// ------------------------------------------------------------ maintenance
+
+/// Small blocks keep the maintenance tests fast.
+const BS: u64 = 200_000;
+const RS32: Redundancy = Redundancy::Ec { data: 3, parity: 2 };
+const FG: IoTag = IoTag::Foreground;
+
+fn tag(task: TaskKind, declaration: u64) -> IoTag {
+    IoTag::Maintenance { task, declaration: DeclarationId(declaration) }
+}
+
+fn chunk(block: u64, copy: u32) -> ChunkRef {
+    ChunkRef { block: BlockId(block), copy: copy as u8 }
+}
+
+fn chunk_at(b: &BlockRecord, c: &ChunkLocation) -> ChunkRef {
+    chunk(b.id, c.copy)
+}
+
+/// Bytes the nodes served to maintenance reads of planner declaration `id`.
+async fn declaration_bytes(client: &Client, t: &TestCluster, id: u64) -> u64 {
+    let mut total = 0;
+    for i in 0..t.c.node_count() {
+        if let Ok(s) = client.node_stats(t.c.node_addr(i)).await {
+            total += s.declarations.iter().filter(|d| d.declaration_id == id).map(|d| d.bytes).sum::<u64>();
+        }
+    }
+    total
+}
+
+/// Polls `check` until it holds, for at most 10 s.
+async fn eventually<F: std::future::Future<Output = bool>>(what: &str, mut check: impl FnMut() -> F) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn disk_used(client: &Client, disk: u32) -> u64 {
+    let s = client.cluster_status().await.unwrap();
+    s.nodes.iter().flat_map(|n| &n.disks).find(|d| d.id == disk).unwrap().used
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exact_copies_are_read_rebuilt_and_moved() {
+    let mut t = cluster(4, &[]).await;
+    let client = Client::new(t.c.meta_addr()).unwrap();
+    let rep = data(3 * BS, 21);
+    let ec = data(3 * BS - 1000, 22);
+    client.put("/x/rep", R3, BS, rep.clone()).await.unwrap();
+    client.put("/x/ec", RS32, BS, ec.clone()).await.unwrap();
+    let rb = client.stat("/x/rep").await.unwrap().blocks;
+    let eb = client.stat("/x/ec").await.unwrap().blocks;
+    assert_eq!((rb.len(), eb.len()), (3, 5));
+
+    // Block records by id, in the order asked; unknown ids are refused.
+    assert_eq!(client.blocks(&[eb[4].id, rb[1].id]).await.unwrap(), vec![eb[4].clone(), rb[1].clone()]);
+    let e = client.blocks(&[1 << 40]).await.unwrap_err();
+    assert_eq!(e.code(), Some(tonic::Code::NotFound), "{e}");
+
+    // Every exact copy reads back; so does an EC member (copy 0).
+    let b = &rb[1];
+    for c in &b.chunks {
+        let got = client.read_copy(b.id, c.copy, 10, 1000, FG).await.unwrap();
+        assert_eq!(got, rep.slice(BS as usize + 10..BS as usize + 1010));
+    }
+    let parity = client.read_copy(eb[4].id, 0, 0, eb[4].size, FG).await.unwrap();
+    assert_eq!(parity.len() as u64, eb[4].size);
+    let e = client.read_copy(b.id, 7, 0, 10, FG).await.unwrap_err();
+    assert!(matches!(e, ClientError::Chunk { fault: ChunkFault::Missing, .. }), "{e}");
+    let c0 = &b.chunks[0];
+    assert!(client.chunks_on_disk(c0.disk).await.unwrap().contains(&chunk_at(b, c0)));
+    assert!(client.chunks_on_disk(9_999).await.unwrap_err().to_string().contains("not registered"));
+
+    // A damaged copy reads as corrupt (away from the cached first segment),
+    // and its node reports it.
+    let damaged = chunk_at(b, c0);
+    let damaged_file = chunk_file(&client, c0.disk, damaged).await;
+    flip_byte(&damaged_file, 150_000);
+    let e = client.read_copy(b.id, c0.copy, 150_000, 100, FG).await.unwrap_err();
+    assert!(matches!(e, ClientError::Chunk { fault: ChunkFault::Corrupt, .. }), "{e}");
+    let meta_metrics = t.c.metrics_addr(None).to_string();
+    eventually("the corrupt chunk is reported", || {
+        let page = http_get(&meta_metrics);
+        async move { page.contains("dingo_meta_corrupt_chunk_reports_total 1") }
+    })
+    .await;
+
+    // Rebuilt from another copy, with tagged reads, on the node that held
+    // no copy; the damaged file goes.
+    let repair = tag(TaskKind::Reconstruction, 5);
+    let new = client.rebuild_chunk(damaged, &[], repair).await.unwrap();
+    assert!(b.chunks.iter().all(|c| c.node != new.node), "{new:?}");
+    assert_eq!(client.read_copy(b.id, c0.copy, 0, BS, FG).await.unwrap(), rep.slice(BS as usize..2 * BS as usize));
+    assert_eq!(declaration_bytes(&client, &t, 5).await, BS, "source reads carry the tag");
+    assert!(!damaged_file.exists(), "the old copy is deleted at once");
+
+    // EC: a parity member from chosen sources, a data member from any.
+    let sources: Vec<ChunkRef> = eb[..3].iter().map(|m| chunk(m.id, 0)).collect();
+    let new = client.rebuild_chunk(chunk(eb[4].id, 0), &sources, repair).await.unwrap();
+    assert_ne!(new.disk, eb[4].chunks[0].disk);
+    assert_eq!(client.read_copy(eb[4].id, 0, 0, eb[4].size, FG).await.unwrap(), parity);
+    client.rebuild_chunk(chunk(eb[1].id, 0), &[], repair).await.unwrap();
+    let member1 = dingo_client::ec::member_range(ec.len(), 3, 1);
+    assert_eq!(client.read_copy(eb[1].id, 0, 0, eb[1].size, FG).await.unwrap(), ec.slice(member1));
+    for bad in [vec![chunk(eb[1].id, 0)], vec![chunk(rb[0].id, 0)]] {
+        let e = client.rebuild_chunk(chunk(eb[1].id, 0), &bad, repair).await.unwrap_err();
+        assert!(matches!(e, ClientError::Invalid(_)), "{e}");
+    }
+
+    // Moving: to the emptiest disk of a node without a copy, and the disk
+    // usage the metadata service reports follows within heartbeats.
+    let balance = tag(TaskKind::Rebalancing, 6);
+    let m = chunk_at(&rb[0], &rb[0].chunks[1]);
+    let old_disk = rb[0].chunks[1].disk;
+    let old_used = disk_used(&client, old_disk).await;
+    let moved = client.move_chunk(m, None, balance).await.unwrap();
+    assert!(rb[0].chunks.iter().all(|c| c.node != moved.node), "{moved:?}");
+    assert_eq!(declaration_bytes(&client, &t, 6).await, BS, "the read carries the tag");
+    assert!(!client.chunks_on_disk(old_disk).await.unwrap().contains(&m));
+    assert!(client.chunks_on_disk(moved.disk).await.unwrap().contains(&m));
+    eventually("the old disk's usage drops", || {
+        let client = client.clone();
+        async move { disk_used(&client, old_disk).await < old_used }
+    })
+    .await;
+    // Not to a node that already holds the chunk.
+    let status = client.cluster_status().await.unwrap();
+    let holder = status.nodes.iter().find(|n| n.id == moved.node).unwrap();
+    let sibling = holder.disks.iter().find(|d| d.id != moved.disk).unwrap().id;
+    let e = client.move_chunk(m, Some(sibling), balance).await.unwrap_err();
+    assert_eq!(e.code(), Some(tonic::Code::InvalidArgument), "{e}");
+
+    // A node added at run time receives chunks.
+    let i = t.c.add_node(2).unwrap();
+    t.c.wait_alive(5, READY).await.unwrap();
+    let id = t.c.node_id(i).await.unwrap();
+    let status = client.cluster_status().await.unwrap();
+    let fresh = status.nodes.iter().find(|n| n.id == id).unwrap().disks[1].id;
+    let moved = client.move_chunk(m, Some(fresh), balance).await.unwrap();
+    assert_eq!((moved.node, moved.disk), (id, fresh));
+    assert_eq!(read_all(&client, "/x/rep").await, rep);
+    assert_eq!(read_all(&client, "/x/ec").await, ec);
+
+    // Deleted blocks have no copies to read or rebuild.
+    client.delete("/x/rep").await.unwrap();
+    let e = client.read_copy(rb[2].id, 0, 0, 10, FG).await.unwrap_err();
+    assert!(matches!(e, ClientError::Chunk { fault: ChunkFault::Missing, .. }), "{e}");
+    let e = client.rebuild_chunk(chunk(rb[2].id, 0), &[], repair).await.unwrap_err();
+    assert!(matches!(e, ClientError::Chunk { fault: ChunkFault::Missing, .. }), "{e}");
+}
+
+/// Every chunk location of the files, as `(chunk, disk, node)`.
+async fn locations(client: &Client, paths: &[&str]) -> Vec<(ChunkRef, u32, u32)> {
+    let mut out = Vec::new();
+    for p in paths {
+        for b in client.stat(p).await.unwrap().blocks {
+            out.extend(b.chunks.iter().map(|c| (chunk_at(&b, c), c.disk, c.node)));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dead_nodes_and_disks_lose_chunks_that_rebuilds_restore() {
+    let mut t = cluster(4, &[]).await;
+    let client = Client::new(t.c.meta_addr()).unwrap();
+    let rep = data(3 * BS + 7, 31);
+    let ec = data(5 * BS, 32);
+    client.put("/d/rep", R3, BS, rep.clone()).await.unwrap();
+    client.put("/d/ec", RS32, BS, ec.clone()).await.unwrap();
+    let files = ["/d/rep", "/d/ec"];
+    assert!(client.lost_chunks().await.unwrap().is_empty());
+
+    // A crashed node, marked dead: exactly its chunks are lost.
+    t.c.kill_node(1);
+    let dead = t.c.node_id(1).await.unwrap();
+    client.mark_node_dead(dead).await.unwrap();
+    let status = client.cluster_status().await.unwrap();
+    let n = status.nodes.iter().find(|n| n.id == dead).unwrap();
+    assert_eq!(n.state(), DeviceState::Dead);
+    assert!(n.disks.iter().all(|d| d.state() == DeviceState::Dead));
+    let mut lost = client.lost_chunks().await.unwrap();
+    lost.sort();
+    let expected: Vec<ChunkRef> =
+        locations(&client, &files).await.into_iter().filter(|l| l.2 == dead).map(|l| l.0).collect();
+    assert!(!expected.is_empty());
+    assert_eq!(lost, expected);
+    let e = client.read_copy(lost[0].block.0, u32::from(lost[0].copy), 0, 10, FG).await.unwrap_err();
+    assert!(matches!(e, ClientError::Chunk { fault: ChunkFault::Unavailable, .. }), "{e}");
+
+    let repair = tag(TaskKind::Reconstruction, 9);
+    for &c in &lost {
+        let at = client.rebuild_chunk(c, &[], repair).await.unwrap();
+        assert_ne!(at.node, dead);
+    }
+    assert!(client.lost_chunks().await.unwrap().is_empty());
+    assert!(locations(&client, &files).await.iter().all(|l| l.2 != dead));
+    assert_eq!(read_all(&client, "/d/rep").await, rep);
+    assert_eq!(read_all(&client, "/d/ec").await, ec);
+
+    // A dead disk on a live node: its chunks are lost, new data avoids it.
+    let disk = client.stat("/d/rep").await.unwrap().blocks[0].chunks[0].disk;
+    let on_disk = client.chunks_on_disk(disk).await.unwrap();
+    client.mark_disk_dead(disk).await.unwrap();
+    assert_eq!(client.lost_chunks().await.unwrap(), on_disk);
+    client.put("/d/new", R3, BS, data(4 * BS, 33)).await.unwrap();
+    assert!(locations(&client, &["/d/new"]).await.iter().all(|l| l.1 != disk));
+    for &c in &on_disk {
+        client.rebuild_chunk(c, &[], repair).await.unwrap();
+    }
+    assert!(client.lost_chunks().await.unwrap().is_empty());
+    assert_eq!(read_all(&client, "/d/rep").await, rep);
+
+    // The marks are durable; unknown ids are refused.
+    t.c.kill_meta();
+    t.c.start_meta().unwrap();
+    t.c.wait_alive(3, READY).await.unwrap();
+    let status = client.cluster_status().await.unwrap();
+    assert_eq!(status.nodes.iter().find(|n| n.id == dead).unwrap().state(), DeviceState::Dead);
+    let d = status.nodes.iter().flat_map(|n| &n.disks).find(|d| d.id == disk).unwrap();
+    assert_eq!(d.state(), DeviceState::Dead);
+    client.set_disk_state(disk, DeviceState::Live).await.unwrap();
+    assert!(client.mark_node_dead(999).await.unwrap_err().to_string().contains("not registered"));
+    assert_eq!(read_all(&client, "/d/ec").await, ec);
 }
