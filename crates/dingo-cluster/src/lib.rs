@@ -295,6 +295,12 @@ impl LocalCluster {
         self.nodes[i].kill();
     }
 
+    /// Process id of node `i`, while it runs (for the kernel's per-process
+    /// IO counters in `/proc/PID/io`).
+    pub fn node_pid(&self, i: usize) -> Option<u32> {
+        self.nodes[i].child.as_ref().map(Child::id)
+    }
+
     /// SIGKILLs the metadata service.
     pub fn kill_meta(&mut self) {
         self.meta.kill();

@@ -2,7 +2,7 @@
 //! config file on fixed loopback ports, so that after a kill and a restart
 //! its clients reconnect to the same address and find the same state.
 
-use crate::{ClusterError, Daemon, free_port};
+use crate::{ClusterError, Daemon, port};
 use std::fs;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -38,8 +38,8 @@ impl PlannerProcess {
     /// be up).
     pub fn start(spec: PlannerSpec) -> Result<Self, ClusterError> {
         fs::create_dir_all(&spec.data).map_err(|source| ClusterError::Prepare { path: spec.data.clone(), source })?;
-        let addr = format!("127.0.0.1:{}", free_port()?);
-        let metrics_addr = format!("127.0.0.1:{}", free_port()?);
+        let addr = format!("127.0.0.1:{}", port(0, 0)?);
+        let metrics_addr = format!("127.0.0.1:{}", port(0, 0)?);
         let args = vec![
             "planner".into(),
             "--config".into(),

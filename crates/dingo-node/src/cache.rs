@@ -15,7 +15,7 @@
 
 use bytes::Bytes;
 use dingo_proto::IoTag;
-use dingo_types::ChunkRef;
+use dingo_types::{ChunkRef, TaskKind};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
 
@@ -166,8 +166,11 @@ impl BlockCache {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Looks a page up, counting a hit or a miss.
-    pub fn get(&self, key: PageKey, now_ms: u64) -> Option<Bytes> {
+    /// Looks a page up for an IO of class `tag`, counting a hit or a miss.
+    /// Scrubbing must verify the device, so the general region never serves
+    /// it; the pinned region does, since a pinned page was read from the
+    /// device (and verified) for this very dispatch group.
+    pub fn get(&self, key: PageKey, tag: IoTag, now_ms: u64) -> Option<Bytes> {
         let mut c = self.lock();
         c.expire(now_ms);
         if let Some(v) = c.pinned.touch(&key) {
@@ -175,7 +178,10 @@ impl BlockCache {
             c.stats.pinned_hits += 1;
             return Some(v);
         }
-        let found = if let Some(v) = c.protected.touch(&key) {
+        let verifies_device = matches!(tag, IoTag::Maintenance { task: TaskKind::Scrubbing, .. });
+        let found = if verifies_device {
+            None
+        } else if let Some(v) = c.protected.touch(&key) {
             Some(v)
         } else if let Some(v) = c.probation.remove(&key) {
             c.protected.insert(key, v.clone());
@@ -258,9 +264,16 @@ impl BlockCache {
 }
 
 #[cfg(test)]
+impl BlockCache {
+    fn get_fg(&self, key: PageKey, now_ms: u64) -> Option<Bytes> {
+        self.get(key, IoTag::Foreground, now_ms)
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
-    use dingo_types::{BlockId, DeclarationId, TaskKind};
+    use dingo_types::{BlockId, DeclarationId};
 
     const SCRUB: IoTag = IoTag::Maintenance { task: TaskKind::Scrubbing, declaration: DeclarationId(1) };
 
@@ -278,14 +291,14 @@ mod tests {
         // Working set: two pages, each read twice, so they are protected.
         for s in 0..2 {
             cache.insert(key(1, s), page(), IoTag::Foreground, 0);
-            assert!(cache.get(key(1, s), 0).is_some());
+            assert!(cache.get_fg(key(1, s), 0).is_some());
         }
         // A scan of 50 one-time pages.
         for b in 100..150 {
-            assert!(cache.get(key(b, 0), 0).is_none());
+            assert!(cache.get_fg(key(b, 0), 0).is_none());
             cache.insert(key(b, 0), page(), IoTag::Foreground, 0);
         }
-        assert!(cache.get(key(1, 0), 0).is_some() && cache.get(key(1, 1), 0).is_some());
+        assert!(cache.get_fg(key(1, 0), 0).is_some() && cache.get_fg(key(1, 1), 0).is_some());
         assert!(cache.stats().general_bytes <= 1000);
     }
 
@@ -293,7 +306,7 @@ mod tests {
     fn unpinned_maintenance_reads_do_not_fill_the_cache() {
         let cache = BlockCache::new(1000, 1000);
         cache.insert(key(1, 0), page(), SCRUB, 0);
-        assert!(cache.get(key(1, 0), 0).is_none());
+        assert!(cache.get_fg(key(1, 0), 0).is_none());
         let s = cache.stats();
         assert_eq!((s.hits, s.misses, s.general_bytes, s.pinned_bytes), (0, 1, 0, 0));
     }
@@ -308,16 +321,16 @@ mod tests {
         for b in 100..200 {
             cache.insert(key(b, 0), page(), IoTag::Foreground, 20);
         }
-        assert!(cache.get(key(1, 0), 30).is_some());
+        assert!(cache.get_fg(key(1, 0), 30).is_some());
         assert_eq!(cache.stats().pinned_hits, 1);
         // After the deadline it is gone.
-        assert!(cache.get(key(1, 0), 5_000).is_none());
+        assert!(cache.get_fg(key(1, 0), 5_000).is_none());
         assert_eq!(cache.stats().pinned_bytes, 0);
         // Unpin drops it at once.
         cache.pin(c1, 50_000, 6_000);
         cache.insert(key(1, 0), page(), SCRUB, 6_000);
         cache.unpin(c1);
-        assert!(cache.get(key(1, 0), 6_001).is_none());
+        assert!(cache.get_fg(key(1, 0), 6_001).is_none());
         assert_eq!(cache.stats().overflow_evictions, 0);
     }
 
@@ -332,8 +345,8 @@ mod tests {
         }
         let s = cache.stats();
         assert_eq!((s.overflow_evictions, s.pinned_bytes), (1, 200));
-        assert!(cache.get(key(1, 0), 2).is_none(), "the least recently used pinned page went");
-        assert!(cache.get(key(3, 0), 2).is_some());
+        assert!(cache.get_fg(key(1, 0), 2).is_none(), "the least recently used pinned page went");
+        assert!(cache.get_fg(key(3, 0), 2).is_some());
     }
 
     #[test]
@@ -342,9 +355,20 @@ mod tests {
         cache.insert(key(1, 0), page(), IoTag::Foreground, 0);
         cache.pin(key(1, 0).0, 100, 0);
         assert_eq!(cache.stats().pinned_bytes, 100);
-        assert!(cache.get(key(1, 0), 1).is_some());
+        assert!(cache.get_fg(key(1, 0), 1).is_some());
         assert_eq!(cache.stats().pinned_hits, 1);
         cache.remove_chunk(key(1, 0).0);
         assert_eq!(cache.stats().pinned_bytes + cache.stats().general_bytes, 0);
+    }
+
+    #[test]
+    fn scrubbing_is_served_only_by_pinned_pages() {
+        let cache = BlockCache::new(10_000, 10_000);
+        cache.insert(key(1, 0), page(), IoTag::Foreground, 0);
+        assert!(cache.get(key(1, 0), SCRUB, 0).is_none(), "a general page does not prove the disk copy sound");
+        assert!(cache.get_fg(key(1, 0), 0).is_some());
+        cache.pin(key(2, 0).0, 1_000, 0);
+        cache.insert(key(2, 0), page(), SCRUB, 0);
+        assert!(cache.get(key(2, 0), SCRUB, 1).is_some());
     }
 }

@@ -42,6 +42,28 @@ pub struct Store {
     /// Chunks found corrupt by reads, not yet reported to the metadata
     /// service.
     corrupt: Mutex<Vec<(Option<DiskId>, ChunkRef)>>,
+    /// Chunks being read from disk into the cache: a second reader of the
+    /// same chunk waits for the first and is then served from the cache,
+    /// instead of reading the device again (two tasks called back for the
+    /// same pinned chunk read it at the same moment).
+    filling: Mutex<HashMap<ChunkRef, Arc<Mutex<()>>>>,
+}
+
+/// Drops a chunk's fill lock from the map once its last user is done.
+struct ForgetFilling<'a> {
+    filling: &'a Mutex<HashMap<ChunkRef, Arc<Mutex<()>>>>,
+    chunk: ChunkRef,
+    lock: Arc<Mutex<()>>,
+}
+
+impl Drop for ForgetFilling<'_> {
+    fn drop(&mut self) {
+        let mut filling = self.filling.lock().unwrap_or_else(|p| p.into_inner());
+        // The map, the reader's own handle and this one: nobody else waits.
+        if Arc::strong_count(&self.lock) <= 3 {
+            filling.remove(&self.chunk);
+        }
+    }
 }
 
 impl Store {
@@ -73,6 +95,7 @@ impl Store {
             cache: BlockCache::new(cache_general, cache_pinned),
             declarations: Mutex::new(HashMap::new()),
             corrupt: Mutex::new(Vec::new()),
+            filling: Mutex::new(HashMap::new()),
         })
     }
 
@@ -168,7 +191,19 @@ impl Store {
         }
         let (first, last) = (offset / SEGMENT, end.div_ceil(SEGMENT));
         let now = now_ms();
-        let mut pages: Vec<Option<Bytes>> = (first..last).map(|s| self.cache.get((chunk, s), now)).collect();
+        let lookup = || (first..last).map(|s| self.cache.get((chunk, s), tag, now)).collect::<Vec<Option<Bytes>>>();
+        let mut pages = lookup();
+        let fill_lock = (pages.iter().any(Option::is_none) && self.cache.wants(chunk, tag, now)).then(|| {
+            let mut filling = self.filling.lock().unwrap_or_else(|p| p.into_inner());
+            filling.entry(chunk).or_default().clone()
+        });
+        // Declared before the lock guard so it runs after the lock is released.
+        let _forget = fill_lock.clone().map(|lock| ForgetFilling { filling: &self.filling, chunk, lock });
+        let _filling = fill_lock.as_ref().map(|l| l.lock().unwrap_or_else(|p| p.into_inner()));
+        if fill_lock.is_some() {
+            // Whoever held the lock before may have filled the pages.
+            pages = lookup();
+        }
         let all_hit = pages.iter().all(Option::is_some);
         // Read each maximal run of missing pages with one disk request.
         let mut s = first;
@@ -302,6 +337,32 @@ mod tests {
         assert!(!store.delete(C, None).unwrap());
         assert!(matches!(store.read(C, 0, 1, IoTag::Foreground), Err(StoreError::NotFound(_))));
         assert_eq!(store.disks[0].used(), 0);
+    }
+
+    #[test]
+    fn concurrent_readers_of_a_pinned_chunk_share_one_disk_read() {
+        let dir = tempfile::tempdir().unwrap();
+        // A slow emulated disk, so the two reads overlap in time.
+        let hdd = DiskModel { positioning_us: 300_000, transfer_bytes_per_sec: 1_000_000_000 };
+        let specs = vec![DiskSpec { path: dir.path().join("d0"), capacity: None, hdd: Some(hdd) }];
+        let store = Store::open(&specs, 0, 1 << 20).unwrap();
+        store.disks[0].set_id(DiskId(5));
+        put(&store, C, &[3u8; 200_000]);
+        store.cache.pin(C, now_ms() + 60_000, now_ms());
+        let before = store.disks[0].counters.bytes_read.load(Relaxed);
+        let tags = [
+            IoTag::Maintenance { task: TaskKind::Scrubbing, declaration: DeclarationId(1) },
+            IoTag::Maintenance { task: TaskKind::Rebalancing, declaration: DeclarationId(2) },
+        ];
+        std::thread::scope(|s| {
+            for tag in tags {
+                let store = &store;
+                s.spawn(move || assert_eq!(store.read(C, 0, 200_000, tag).unwrap().0.len(), 200_000));
+            }
+        });
+        let read = store.disks[0].counters.bytes_read.load(Relaxed) - before;
+        assert!(read < 400_000, "both readers went to the disk: {read} bytes");
+        assert!(store.filling.lock().unwrap().is_empty(), "fill locks are forgotten");
     }
 
     fn put_again(store: &Store) -> Result<u64, StoreError> {

@@ -11,7 +11,7 @@
 //! snapshot applied after a newer one never resurrects a deleted block.
 
 use dingo_client::{Client, ClientError};
-use dingo_proto::v1::{BlockRow, BlockState as PbState, ClusterStatusReply};
+use dingo_proto::v1::{BlockRow, BlockState as PbState, ClusterStatusReply, DeviceState};
 use dingo_types::{
     BlockId, BlockInfo, BlockState, ChunkRef, DiskId, DiskModel, GroupId, Member, MemberBitmap, Topology,
 };
@@ -63,7 +63,8 @@ pub async fn fetch(client: &Client) -> Result<Snapshot, ClientError> {
 }
 
 /// Blocks indexed by id (the metadata service's ids are dense from 0) and
-/// disks indexed by id. A copy on a disk whose node is dead counts as lost.
+/// disks indexed by id. A copy on a dead disk, or on a disk of a dead node
+/// (no heartbeats, or marked dead), counts as lost.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MetaTopology {
     blocks: Vec<Option<Row>>,
@@ -128,7 +129,10 @@ impl MetaTopology {
                         transfer_bytes_per_sec: m.transfer_bytes_per_sec,
                     })
                     .unwrap_or_default();
-                disks[d.id as usize] = Disk { model, addr: n.addr.clone(), alive: n.alive };
+                // Marked dead by an operator (or a task) counts at once,
+                // before heartbeats time out.
+                let alive = n.alive && n.state() != DeviceState::Dead && d.state() != DeviceState::Dead;
+                disks[d.id as usize] = Disk { model, addr: n.addr.clone(), alive };
             }
         }
         self.disks = disks;

@@ -116,3 +116,20 @@ mod tests {
         task.abort();
     }
 }
+
+/// Fetches the metrics page served at `addr` (`host:port`): the body of
+/// `GET /metrics`.
+pub async fn scrape(addr: &str) -> std::io::Result<String> {
+    use tokio::io::AsyncWriteExt;
+    let mut sock = tokio::net::TcpStream::connect(addr).await?;
+    sock.write_all(b"GET /metrics HTTP/1.1\r\nHost: dingo\r\nConnection: close\r\n\r\n").await?;
+    let mut raw = Vec::new();
+    tokio::time::timeout(std::time::Duration::from_secs(10), sock.read_to_end(&mut raw))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no metrics from {addr}")))??;
+    let text = String::from_utf8_lossy(&raw);
+    match text.split_once("\r\n\r\n") {
+        Some((head, body)) if head.starts_with("HTTP/1.1 200") => Ok(body.to_string()),
+        _ => Err(std::io::Error::other(format!("bad metrics response from {addr}"))),
+    }
+}

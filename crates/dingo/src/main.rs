@@ -3,9 +3,11 @@
 
 mod bench;
 mod bench_io;
+mod demo;
 mod planner_cmd;
 mod storage_cmd;
 mod storage_config;
+mod task_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -30,6 +32,11 @@ enum Commands {
     Fs(storage_cmd::FsCommand),
     /// Run the IO Planner service, or change its budget and show its status.
     Planner(planner_cmd::PlannerArgs),
+    /// Run one maintenance task, imperatively or through the planner.
+    Task(task_cmd::TaskArgs),
+    /// The HDFS-cluster experiment on a local cluster: the same timeline
+    /// with imperative and with declarative tasks, compared.
+    Demo(demo::DemoArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
@@ -58,6 +65,8 @@ async fn main() -> std::process::ExitCode {
         Commands::Cluster(c) => storage_cmd::run_cluster(c).await,
         Commands::Fs(c) => storage_cmd::run_fs(c).await,
         Commands::Planner(a) => planner_cmd::run(a).await,
+        Commands::Task(a) => task_cmd::run(a).await,
+        Commands::Demo(a) => demo::run(a).await,
         Commands::Bench(BenchCommand::Io(a)) => bench_io::run(a).await,
         Commands::Bench(BenchCommand::Planner(a)) => bench::planner::run(&a),
     };

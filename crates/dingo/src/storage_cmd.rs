@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-const DEFAULT_META: &str = "127.0.0.1:7400";
+pub const DEFAULT_META: &str = "127.0.0.1:7400";
 
 #[derive(Args, Debug)]
 pub struct MetaArgs {

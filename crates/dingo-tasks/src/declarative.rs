@@ -1,0 +1,314 @@
+//! The declarative mode: a task declares its whole job to the IO Planner
+//! service once, then does the work set by set as the planner calls back,
+//! reading exactly the copies the planner scheduled (and pinned), and
+//! acknowledges each callback when its sets are done.
+//!
+//! Delivery is at least once: after a planner restart or a dropped stream
+//! the task subscribes again and gets every unacknowledged callback; one it
+//! already carried out is only acknowledged again.
+
+use crate::report::{CancelFlag, JobReport, Mode};
+use crate::work::{ActionError, Declared, Job, Outcome, ScheduledCopies, execute};
+use dingo_client::{Client, IoTag};
+use dingo_planner_service::{CallbackStream, PlannerClient, PlannerClientError};
+use dingo_proto::planner::{self as pb, BlockSets, DeclareRequest, declare_request::ReadSets};
+use dingo_types::{BlockId, DeclarationId, Member};
+use futures::StreamExt;
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// Sets of one callback carried out at once.
+const PARALLEL_SETS: usize = 4;
+/// Attempts at one action before it counts as failed.
+const ACTION_ATTEMPTS: usize = 3;
+/// How often unfinished declarations are checked while no callback comes
+/// (the planner may finish one by eliding deleted sets).
+const STATUS_POLL: Duration = Duration::from_secs(2);
+/// Pause before subscribing again after the stream broke.
+const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(500);
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeclarativeError {
+    #[error("planner refused the declaration of {job}: {source}")]
+    Declare {
+        job: String,
+        #[source]
+        source: PlannerClientError,
+    },
+    #[error("planner: {0}")]
+    Planner(#[from] PlannerClientError),
+    #[error("the task agent has stopped")]
+    Stopped,
+}
+
+fn declare_request(job: &Job, margin_ms: u64) -> DeclareRequest {
+    let read_sets = match job.declared {
+        Declared::ChunksOnDisk(disk) => ReadSets::ChunksOnDisk(disk),
+        Declared::Items => ReadSets::Sets(BlockSets {
+            sets: job
+                .items
+                .iter()
+                .map(|i| pb::BlockSet {
+                    members: i
+                        .set
+                        .members
+                        .iter()
+                        .map(|m| match m {
+                            Member::Any(b) => pb::Member { block: b.0, copy: None },
+                            Member::Copy(c) => pb::Member { block: c.block.0, copy: Some(u32::from(c.copy)) },
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }),
+    };
+    DeclareRequest {
+        task: job.task.name().to_string(),
+        // Leave the task time to carry out the last callback.
+        deadline_ms: job.deadline_ms.saturating_sub(margin_ms),
+        sets_needed: job.sets_needed,
+        read_sets: Some(read_sets),
+    }
+}
+
+/// A job submitted to an [`Agent`], and where its report goes.
+struct Submission {
+    job: Job,
+    cancel: CancelFlag,
+    done: oneshot::Sender<Result<JobReport, DeclarativeError>>,
+}
+
+/// A declared job being carried out.
+struct Active {
+    job: Job,
+    report: JobReport,
+    cancel: CancelFlag,
+    done: oneshot::Sender<Result<JobReport, DeclarativeError>>,
+}
+
+/// One task client of the planner service: declares the jobs submitted to
+/// it and carries them out as callbacks arrive on its single subscription.
+/// Lives until every [`Agent`] handle is dropped and no job is left.
+#[derive(Clone)]
+pub struct Agent {
+    submit: mpsc::UnboundedSender<Submission>,
+}
+
+/// Where the report of a submitted job arrives.
+pub type JobHandle = oneshot::Receiver<Result<JobReport, DeclarativeError>>;
+
+impl Agent {
+    /// Starts the agent. `margin_ms` is subtracted from each job's deadline
+    /// in its declaration, so the last callback still completes in time.
+    pub fn spawn(client: Client, planner: PlannerClient, margin_ms: u64) -> Agent {
+        let (submit, rx) = mpsc::unbounded_channel();
+        tokio::spawn(
+            AgentLoop { client, planner, margin_ms, active: HashMap::new(), carried_out: HashSet::new() }.run(rx),
+        );
+        Agent { submit }
+    }
+
+    /// Declares `job`; its report arrives on the returned handle when the
+    /// planner reports it done, or when `cancel` is set.
+    pub fn submit(&self, job: Job, cancel: CancelFlag) -> JobHandle {
+        let (done, rx) = oneshot::channel();
+        if let Err(mpsc::error::SendError(s)) = self.submit.send(Submission { job, cancel, done }) {
+            let _ = s.done.send(Err(DeclarativeError::Stopped));
+        }
+        rx
+    }
+}
+
+struct AgentLoop {
+    client: Client,
+    planner: PlannerClient,
+    margin_ms: u64,
+    active: HashMap<u64, Active>,
+    /// Deliveries already carried out (a redelivery is only acknowledged).
+    carried_out: HashSet<u64>,
+}
+
+impl AgentLoop {
+    async fn run(mut self, mut submissions: mpsc::UnboundedReceiver<Submission>) {
+        let mut open = true;
+        let mut poll = tokio::time::interval(STATUS_POLL);
+        let mut stream: Option<CallbackStream> = None;
+        while open || !self.active.is_empty() {
+            if stream.is_none() && !self.active.is_empty() {
+                match self.planner.subscribe().await {
+                    Ok(s) => stream = Some(s),
+                    Err(e) if is_transient(&e) => tokio::time::sleep(RESUBSCRIBE_DELAY).await,
+                    Err(e) => self.fail_all(e),
+                }
+                continue;
+            }
+            tokio::select! {
+                s = submissions.recv(), if open => match s {
+                    Some(s) => self.declare(s).await,
+                    None => open = false,
+                },
+                c = next_callback(&mut stream) => match c {
+                    Some(Ok(callback)) => {
+                        if let Err(e) = self.handle(callback).await {
+                            tracing::warn!("planner call failed: {e}");
+                            if !is_transient(&e) { self.fail_all(e); }
+                        }
+                    }
+                    Some(Err(e)) if !is_transient(&e) => self.fail_all(e),
+                    // Stream ended or broke (planner restart): subscribe again.
+                    _ => {
+                        stream = None;
+                        tokio::time::sleep(RESUBSCRIBE_DELAY).await;
+                    }
+                },
+                _ = poll.tick() => {
+                    self.cancel_requested().await;
+                    self.check_done().await;
+                }
+            }
+        }
+    }
+
+    async fn declare(&mut self, s: Submission) {
+        let report = JobReport::new(&s.job, Mode::Declarative, dingo_proto::now_ms());
+        if s.job.items.is_empty() {
+            let mut report = report;
+            report.finished_ms = Some(report.started_ms);
+            let _ = s.done.send(Ok(report));
+            return;
+        }
+        match self.planner.declare_wire(declare_request(&s.job, self.margin_ms)).await {
+            Ok(declared) => {
+                let id = declared.id.0;
+                let mut report = report;
+                report.declaration = Some(id);
+                self.active.insert(id, Active { job: s.job, report, cancel: s.cancel, done: s.done });
+            }
+            Err(source) => {
+                let job = format!("{} {}", s.job.task, s.job.label);
+                let _ = s.done.send(Err(DeclarativeError::Declare { job, source }));
+            }
+        }
+    }
+
+    async fn handle(&mut self, callback: pb::Callback) -> Result<(), PlannerClientError> {
+        if let Some(a) = self.active.get_mut(&callback.declaration)
+            && self.carried_out.insert(callback.delivery)
+        {
+            carry_out(&self.client, &a.job, &callback, &mut a.report).await;
+        }
+        // Unknown declarations are an earlier run's leftovers: nothing to do.
+        match self.planner.ack(&[callback.delivery]).await {
+            // The declaration finished or was cancelled meanwhile.
+            Err(e) if e.code() == Some(tonic::Code::NotFound) => {}
+            other => other?,
+        }
+        self.check_done().await;
+        Ok(())
+    }
+
+    /// Cancels the declarations of jobs whose cancel flag is set.
+    async fn cancel_requested(&mut self) {
+        let ids: Vec<u64> = self.active.iter().filter(|(_, a)| a.cancel.is_cancelled()).map(|(&id, _)| id).collect();
+        for id in ids {
+            match self.planner.cancel(DeclarationId(id)).await {
+                Ok(_) => {}
+                Err(e) if is_transient(&e) => continue,
+                // Already finished or gone: cancelling is moot.
+                Err(e) => tracing::info!(declaration = id, "cancel: {e}"),
+            }
+            if let Some(mut a) = self.active.remove(&id) {
+                a.report.cancelled = true;
+                let _ = a.done.send(Ok(a.report));
+            }
+        }
+    }
+
+    /// Completes the jobs the planner reports done.
+    async fn check_done(&mut self) {
+        if self.active.is_empty() {
+            return;
+        }
+        let ids: Vec<DeclarationId> = self.active.keys().map(|&id| DeclarationId(id)).collect();
+        let status = match self.planner.status(&ids).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!("status: {e}");
+                return;
+            }
+        };
+        let now = dingo_proto::now_ms();
+        for d in status.declarations.iter().filter(|d| d.done) {
+            if let Some(mut a) = self.active.remove(&d.declaration) {
+                a.report.finished_ms = Some(now);
+                let _ = a.done.send(Ok(a.report));
+            }
+        }
+    }
+
+    fn fail_all(&mut self, e: PlannerClientError) {
+        tracing::error!("planner refused this task client: {e}");
+        let msg = e.to_string();
+        for (_, a) in self.active.drain() {
+            let err =
+                PlannerClientError::Rpc(tonic::Status::new(e.code().unwrap_or(tonic::Code::Unknown), msg.clone()));
+            let _ = a.done.send(Err(DeclarativeError::Planner(err)));
+        }
+    }
+}
+
+async fn next_callback(stream: &mut Option<CallbackStream>) -> Option<Result<pb::Callback, PlannerClientError>> {
+    match stream {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Errors a restarted or briefly unreachable planner causes.
+fn is_transient(e: &PlannerClientError) -> bool {
+    matches!(e.code(), Some(tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled))
+}
+
+async fn carry_out(client: &Client, job: &Job, callback: &pb::Callback, report: &mut JobReport) {
+    report.callbacks += 1;
+    report.overloaded_callbacks += u64::from(callback.overloaded);
+    let tag = IoTag::Maintenance { task: job.task, declaration: DeclarationId(callback.declaration) };
+    let sets = callback.sets.clone();
+    let results: Vec<Result<Result<Outcome, ActionError>, String>> =
+        futures::stream::iter(sets.into_iter().map(|set| carry_out_set(client, job, set, tag)))
+            .buffer_unordered(PARALLEL_SETS)
+            .collect()
+            .await;
+    for r in results {
+        match r {
+            Ok(outcome) => report.record(outcome),
+            Err(msg) => {
+                report.failed += 1;
+                report.errors.push(msg);
+            }
+        }
+    }
+}
+
+/// Carries out one delivered set, retrying a failed action; `Err` when the
+/// set key names nothing of this job.
+async fn carry_out_set(
+    client: &Client,
+    job: &Job,
+    set: pb::DeliveredSet,
+    tag: IoTag,
+) -> Result<Result<Outcome, ActionError>, String> {
+    let copies: ScheduledCopies = set.reads.iter().map(|r| (BlockId(r.block), r.copy)).collect();
+    let Some(action) = job.action_for_key(set.key) else {
+        return Err(format!("planner delivered unknown set key {} for {} {}", set.key, job.task, job.label));
+    };
+    let mut last = None;
+    for _ in 0..ACTION_ATTEMPTS {
+        match execute(client, &action, &copies, tag).await {
+            Ok(o) => return Ok(Ok(o)),
+            Err(e) => last = Some(e),
+        }
+    }
+    Ok(Err(last.expect("at least one attempt")))
+}

@@ -1,0 +1,48 @@
+//! The imperative baseline: a task reads its own data, in its own order, at
+//! its own steady pace, like today's systems (a scrubber walking a disk
+//! linearly at a fixed rate, a balancer moving blocks one by one).
+
+use crate::report::{CancelFlag, JobReport, Mode};
+use crate::work::{Job, ScheduledCopies, execute};
+use dingo_client::{Client, IoTag};
+use dingo_types::DeclarationId;
+use std::time::Duration;
+
+/// Longest a paced wait goes without looking at the cancel flag.
+const CANCEL_CHECK_MS: u64 = 200;
+
+/// Runs `job` item by item in its own order, pacing reads evenly so that the
+/// work would finish at `finish_by_ms` (unix ms): before each item the task
+/// waits until its share of the window has passed. Items found deleted
+/// don't count towards `sets_needed`. Stops early when `cancel` is set.
+pub async fn run(client: &Client, job: &Job, finish_by_ms: u64, cancel: &CancelFlag) -> JobReport {
+    let started = dingo_proto::now_ms();
+    let mut report = JobReport::new(job, Mode::Imperative, started);
+    let tag = IoTag::Maintenance { task: job.task, declaration: DeclarationId(0) };
+    let needed = job.needed();
+    // Bytes the paced part of the work reads: the first `needed` items.
+    let total: u64 = job.items.iter().take(needed as usize).map(|i| i.bytes).sum::<u64>().max(1);
+    let window = finish_by_ms.saturating_sub(started) as f64;
+    let mut paced_bytes = 0u64;
+    let no_copies = ScheduledCopies::new();
+    for item in &job.items {
+        if report.items_done >= needed {
+            break;
+        }
+        let due = started + (window * paced_bytes as f64 / total as f64) as u64;
+        while !cancel.is_cancelled() && dingo_proto::now_ms() < due {
+            let wait = due - dingo_proto::now_ms().min(due);
+            tokio::time::sleep(Duration::from_millis(wait.min(CANCEL_CHECK_MS))).await;
+        }
+        if cancel.is_cancelled() {
+            report.cancelled = true;
+            return report;
+        }
+        paced_bytes += item.bytes;
+        report.record(execute(client, &item.action, &no_copies, tag).await);
+    }
+    if job.sets_needed.is_none() || report.items_done >= needed {
+        report.finished_ms = Some(dingo_proto::now_ms());
+    }
+    report
+}

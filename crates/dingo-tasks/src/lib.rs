@@ -1,0 +1,23 @@
+//! DINGO's maintenance tasks, each runnable in two modes over the same
+//! storage client path:
+//!
+//! - **imperative** ([`imperative::run`]): the task walks its own work in
+//!   its own order at a steady pace, as storage systems do today;
+//! - **declarative** ([`declarative::run`]): the task declares all its work
+//!   with a deadline to the IO Planner service and does it set by set when
+//!   called back, reading the copies the planner scheduled so overlapping
+//!   reads of different tasks are served once from the nodes' pinned cache.
+//!
+//! [`plan`] turns the cluster's state into [`work::Job`]s (scrubbing a disk,
+//! rebuilding what a failure lost, rebalancing skewed disks, transcoding
+//! aged files); [`work::execute`] carries out one unit of work. Planning and
+//! execution are shared by both modes, so the two do the same work.
+
+pub mod declarative;
+pub mod imperative;
+pub mod plan;
+pub mod report;
+pub mod work;
+
+pub use report::{CancelFlag, JobReport, Mode};
+pub use work::{Action, Declared, Job, WorkItem};

@@ -1,0 +1,221 @@
+//! Turning the cluster's state into jobs: what each task must do now.
+//!
+//! Planning only reads metadata; it is the same for both modes, so the
+//! imperative and the declarative run of a task do the same work.
+
+use crate::work::{Action, Declared, Job, WorkItem, set_of};
+use dingo_client::{Client, ClientError, Redundancy};
+use dingo_proto::v1::{BlockRecord, ClusterStatusReply};
+use dingo_types::{BlockId, ChunkRef, TaskKind};
+use std::collections::{HashMap, HashSet};
+
+/// Block records fetched per metadata request.
+const RECORD_BATCH: usize = 1024;
+
+/// Records of `ids`, by id (deleted or unknown blocks are absent).
+async fn records(
+    client: &Client,
+    ids: impl IntoIterator<Item = u64>,
+) -> Result<HashMap<u64, BlockRecord>, ClientError> {
+    let ids: Vec<u64> = ids.into_iter().collect::<HashSet<_>>().into_iter().collect();
+    let mut out = HashMap::with_capacity(ids.len());
+    for batch in ids.chunks(RECORD_BATCH) {
+        for r in client.blocks(batch).await? {
+            if r.state == dingo_proto::v1::BlockState::Sealed as i32 {
+                out.insert(r.id, r);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Disks of live nodes, with capacity and used bytes.
+fn live_disks(status: &ClusterStatusReply) -> Vec<(u32, u64, u64)> {
+    status.nodes.iter().filter(|n| n.alive).flat_map(|n| n.disks.iter().map(|d| (d.id, d.capacity, d.used))).collect()
+}
+
+/// One scrubbing job per live disk: every chunk on it, that exact copy, in
+/// on-disk (chunk id) order.
+pub async fn scrubbing(client: &Client, deadline_ms: u64) -> Result<Vec<Job>, ClientError> {
+    let status = client.cluster_status().await?;
+    let mut jobs = Vec::new();
+    for (disk, _, _) in live_disks(&status) {
+        let mut chunks = client.chunks_on_disk(disk).await?;
+        chunks.sort_unstable();
+        let recs = records(client, chunks.iter().map(|c| c.block.0)).await?;
+        let items = chunks
+            .into_iter()
+            .filter_map(|c| {
+                let bytes = recs.get(&c.block.0)?.size;
+                let action = Action::Scrub { chunk: c, disk };
+                Some(WorkItem { set: set_of(&action, &[]), action, bytes })
+            })
+            .collect();
+        jobs.push(Job {
+            task: TaskKind::Scrubbing,
+            label: format!("disk {disk}"),
+            items,
+            declared: Declared::ChunksOnDisk(disk),
+            sets_needed: None,
+            deadline_ms,
+        });
+    }
+    Ok(jobs)
+}
+
+/// Rebuilds every lost chunk: a replicated block from another copy, an EC
+/// member from the first `k` surviving members of its stripe.
+pub async fn reconstruction(client: &Client, label: &str, deadline_ms: u64) -> Result<Job, ClientError> {
+    let lost: Vec<ChunkRef> = client.lost_chunks().await?;
+    let lost_set: HashSet<ChunkRef> = lost.iter().copied().collect();
+    let recs = records(client, lost.iter().map(|c| c.block.0)).await?;
+    // Every member of every stripe that lost one.
+    let stripe_ids = recs.values().filter(|r| is_ec(r)).flat_map(|r| {
+        let width = redundancy(r).map_or(0, |x| x.width() as u64);
+        r.group..r.group + width
+    });
+    let stripes = records(client, stripe_ids).await?;
+    let mut items = Vec::new();
+    for chunk in lost {
+        let Some(rec) = recs.get(&chunk.block.0) else { continue };
+        let sources: Vec<ChunkRef> = match redundancy(rec) {
+            Some(Redundancy::Ec { data, parity }) => {
+                let width = u64::from(data) + u64::from(parity);
+                (rec.group..rec.group + width)
+                    .filter(|&b| b != rec.id)
+                    .filter_map(|b| stripes.get(&b).filter(|m| m.group == rec.group))
+                    .map(|m| ChunkRef { block: BlockId(m.id), copy: 0 })
+                    .filter(|c| !lost_set.contains(c))
+                    .take(usize::from(data))
+                    .collect()
+            }
+            _ => rec
+                .chunks
+                .iter()
+                .map(|l| ChunkRef { block: chunk.block, copy: l.copy as u8 })
+                .filter(|c| *c != chunk && !lost_set.contains(c))
+                .take(1)
+                .collect(),
+        };
+        if sources.is_empty() {
+            tracing::error!(%chunk, "lost chunk has no surviving source; it cannot be rebuilt");
+            continue;
+        }
+        let bytes =
+            sources.iter().filter_map(|s| stripes.get(&s.block.0).or(recs.get(&s.block.0))).map(|r| r.size).sum();
+        let action = Action::Rebuild { lost: chunk, sources };
+        items.push(WorkItem { set: set_of(&action, &[]), action, bytes });
+    }
+    Ok(Job {
+        task: TaskKind::Reconstruction,
+        label: label.to_string(),
+        items,
+        declared: Declared::Items,
+        sets_needed: None,
+        deadline_ms,
+    })
+}
+
+fn redundancy(r: &BlockRecord) -> Option<Redundancy> {
+    Redundancy::try_from(r.redundancy.as_ref()).ok()
+}
+
+fn is_ec(r: &BlockRecord) -> bool {
+    matches!(redundancy(r), Some(Redundancy::Ec { .. }))
+}
+
+/// Moves bytes from over-full to under-full disks: every chunk on a disk
+/// more than `threshold` (a fraction, e.g. 0.1) above the mean utilisation
+/// is a candidate; enough of them are needed to bring the under-full disks
+/// up to the mean. `None` when nothing is skewed.
+pub async fn rebalancing(
+    client: &Client,
+    threshold: f64,
+    seed: u64,
+    deadline_ms: u64,
+) -> Result<Option<Job>, ClientError> {
+    let status = client.cluster_status().await?;
+    let disks = live_disks(&status);
+    let (cap, used): (u64, u64) = disks.iter().fold((0, 0), |(c, u), d| (c + d.1, u + d.2));
+    if cap == 0 {
+        return Ok(None);
+    }
+    let mean = used as f64 / cap as f64;
+    let util = |d: &(u32, u64, u64)| d.2 as f64 / d.1.max(1) as f64;
+    let deficit: f64 =
+        disks.iter().filter(|d| util(d) < mean - threshold).map(|d| mean * d.1 as f64 - d.2 as f64).sum();
+    let mut candidates = Vec::new();
+    for d in disks.iter().filter(|d| util(d) > mean + threshold) {
+        candidates.extend(client.chunks_on_disk(d.0).await?);
+    }
+    if deficit <= 0.0 || candidates.is_empty() {
+        return Ok(None);
+    }
+    let recs = records(client, candidates.iter().map(|c| c.block.0)).await?;
+    candidates.retain(|c| recs.contains_key(&c.block.0));
+    candidates.sort_unstable();
+    // The imperative balancer's own order: a seeded shuffle.
+    fastrand::Rng::with_seed(seed).shuffle(&mut candidates);
+    let mean_size = candidates.iter().map(|c| recs[&c.block.0].size).sum::<u64>() as f64 / candidates.len() as f64;
+    let needed = ((deficit / mean_size).ceil() as u64).clamp(1, candidates.len() as u64);
+    let items = candidates
+        .into_iter()
+        .map(|c| {
+            let action = Action::Move(c);
+            WorkItem { set: set_of(&action, &[]), action, bytes: recs[&c.block.0].size }
+        })
+        .collect();
+    Ok(Some(Job {
+        task: TaskKind::Rebalancing,
+        label: format!("{needed} chunks off disks above {:.0} % full", (mean + threshold) * 100.0),
+        items,
+        declared: Declared::Items,
+        sets_needed: Some(needed),
+        deadline_ms,
+    }))
+}
+
+/// Re-encodes files: each `(from, to)` pair is read in full, written as
+/// `to` with `redundancy`, and `from` deleted. Files already gone are left
+/// out.
+pub async fn transcoding(
+    client: &Client,
+    files: &[(String, String)],
+    redundancy: Redundancy,
+    label: &str,
+    deadline_ms: u64,
+) -> Result<Job, ClientError> {
+    let mut items = Vec::new();
+    for (from, to) in files {
+        let file = match client.stat(from).await {
+            Ok(f) => f,
+            Err(e) if e.code() == Some(tonic::Code::NotFound) => continue,
+            Err(e) => return Err(e),
+        };
+        // The data a reader needs: every block of a replicated file, the
+        // data members of an erasure-coded one.
+        let blocks: Vec<u64> = file
+            .blocks
+            .iter()
+            .filter(|b| match redundancy_of_file(&file) {
+                Some(Redundancy::Ec { data, .. }) => b.ec_index < u32::from(data),
+                _ => true,
+            })
+            .map(|b| b.id)
+            .collect();
+        let action = Action::Transcode { from: from.clone(), to: to.clone(), redundancy };
+        items.push(WorkItem { set: set_of(&action, &blocks), action, bytes: file.size });
+    }
+    Ok(Job {
+        task: TaskKind::Transcoding,
+        label: label.to_string(),
+        items,
+        declared: Declared::Items,
+        sets_needed: None,
+        deadline_ms,
+    })
+}
+
+fn redundancy_of_file(f: &dingo_proto::v1::FileInfo) -> Option<Redundancy> {
+    Redundancy::try_from(f.redundancy.as_ref()).ok()
+}

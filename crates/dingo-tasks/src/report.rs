@@ -1,0 +1,140 @@
+//! What a run of one job did, in the same terms for both modes.
+
+use crate::work::{ActionError, Job, Outcome};
+use serde::Serialize;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Asks a running job to stop. Cheap to clone; all clones share the flag.
+#[derive(Clone, Debug, Default)]
+pub struct CancelFlag(Arc<AtomicBool>);
+
+impl CancelFlag {
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// Errors kept per job report; later ones are only counted.
+const MAX_ERRORS_KEPT: usize = 20;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    Imperative,
+    Declarative,
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Imperative => "imperative",
+            Mode::Declarative => "declarative",
+        })
+    }
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "imperative" => Ok(Mode::Imperative),
+            "declarative" => Ok(Mode::Declarative),
+            _ => Err(format!("unknown mode `{s}`; expected imperative or declarative")),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobReport {
+    pub task: String,
+    pub label: String,
+    pub mode: Mode,
+    /// Items the job had to complete.
+    pub items_needed: u64,
+    /// Items carried out.
+    pub items_done: u64,
+    /// Items whose data was deleted before they ran (nothing to do).
+    pub items_skipped: u64,
+    /// Corrupt chunks found and rebuilt.
+    pub repaired: u64,
+    pub failed: u64,
+    pub errors: Vec<String>,
+    /// Bytes the task read, from disk or cache.
+    pub logical_bytes: u64,
+    pub written_bytes: u64,
+    pub started_ms: u64,
+    /// When the last needed item completed; `None` while unfinished.
+    pub finished_ms: Option<u64>,
+    pub deadline_ms: u64,
+    /// Planner declaration (declarative mode).
+    pub declaration: Option<u64>,
+    pub callbacks: u64,
+    pub overloaded_callbacks: u64,
+    /// Stopped on purpose before completion (e.g. the disk being scrubbed
+    /// died); what it had done counts, the rest is moot.
+    pub cancelled: bool,
+}
+
+impl JobReport {
+    pub fn new(job: &Job, mode: Mode, started_ms: u64) -> Self {
+        JobReport {
+            task: job.task.name().to_string(),
+            label: job.label.clone(),
+            mode,
+            items_needed: job.needed(),
+            items_done: 0,
+            items_skipped: 0,
+            repaired: 0,
+            failed: 0,
+            errors: Vec::new(),
+            logical_bytes: 0,
+            written_bytes: 0,
+            started_ms,
+            finished_ms: None,
+            deadline_ms: job.deadline_ms,
+            declaration: None,
+            callbacks: 0,
+            overloaded_callbacks: 0,
+            cancelled: false,
+        }
+    }
+
+    pub fn record(&mut self, result: Result<Outcome, ActionError>) {
+        match result {
+            Ok(o) => {
+                self.logical_bytes += o.logical_bytes;
+                self.written_bytes += o.written_bytes;
+                self.repaired += u64::from(o.repaired);
+                if o.skipped {
+                    self.items_skipped += 1;
+                } else {
+                    self.items_done += 1;
+                }
+            }
+            Err(e) => {
+                self.failed += 1;
+                if self.errors.len() < MAX_ERRORS_KEPT {
+                    self.errors.push(e.to_string());
+                }
+            }
+        }
+    }
+
+    /// Finished after its deadline, or not at all (unless cancelled).
+    pub fn missed_deadline(&self) -> bool {
+        !self.cancelled && self.finished_ms.is_none_or(|f| f > self.deadline_ms)
+    }
+
+    /// Every needed item was done or found deleted, without failures; or
+    /// the job was cancelled on purpose.
+    pub fn complete(&self) -> bool {
+        self.cancelled || (self.finished_ms.is_some() && self.failed == 0)
+    }
+}

@@ -1,0 +1,204 @@
+//! What the demo measures: disk reads from the nodes' own counters (cross-
+//! checked against the kernel's per-process `read_bytes`), sampled over
+//! time, and the latency of a foreground client reading random blocks.
+
+use anyhow::{Context, Result};
+use dingo_client::{Client, IoTag};
+use dingo_cluster::LocalCluster;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Counters of one node, or sums over nodes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct NodeSample {
+    /// Bytes read from the node's disks, per IO class
+    /// ([`IoTag::class_index`]).
+    pub disk_bytes_by_class: [u64; IoTag::CLASSES],
+    /// Bytes the kernel says the node process read from storage.
+    pub kernel_read_bytes: u64,
+    /// Reads served from the pinned cache region.
+    pub pinned_hits: u64,
+}
+
+impl NodeSample {
+    pub fn disk_bytes(&self) -> u64 {
+        self.disk_bytes_by_class.iter().sum()
+    }
+
+    pub fn maintenance_disk_bytes(&self) -> u64 {
+        self.disk_bytes_by_class[1..].iter().sum()
+    }
+
+    /// Counts since `base`.
+    pub fn minus(&self, base: &NodeSample) -> NodeSample {
+        let mut out = NodeSample {
+            kernel_read_bytes: self.kernel_read_bytes.saturating_sub(base.kernel_read_bytes),
+            pinned_hits: self.pinned_hits.saturating_sub(base.pinned_hits),
+            ..NodeSample::default()
+        };
+        for (i, o) in out.disk_bytes_by_class.iter_mut().enumerate() {
+            *o = self.disk_bytes_by_class[i].saturating_sub(base.disk_bytes_by_class[i]);
+        }
+        out
+    }
+
+    fn add(&mut self, other: &NodeSample) {
+        for (i, o) in self.disk_bytes_by_class.iter_mut().enumerate() {
+            *o += other.disk_bytes_by_class[i];
+        }
+        self.kernel_read_bytes += other.kernel_read_bytes;
+        self.pinned_hits += other.pinned_hits;
+    }
+}
+
+/// `read_bytes` of `/proc/PID/io`: bytes this process caused to be fetched
+/// from the storage layer.
+pub fn kernel_read_bytes(pid: u32) -> Result<u64> {
+    let path = format!("/proc/{pid}/io");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("read_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+        .with_context(|| format!("no read_bytes in {path}"))
+}
+
+async fn sample_node(client: &Client, addr: &str, pid: u32) -> Result<NodeSample> {
+    let stats = client.node_stats(addr).await.with_context(|| format!("node stats of {addr}"))?;
+    let mut s = NodeSample { kernel_read_bytes: kernel_read_bytes(pid)?, ..NodeSample::default() };
+    for d in &stats.disks {
+        for c in &d.classes {
+            let class = (0..IoTag::CLASSES).find(|&i| IoTag::class_name_of(i) == c.class);
+            if let Some(i) = class {
+                s.disk_bytes_by_class[i] += c.bytes;
+            }
+        }
+    }
+    s.pinned_hits = stats.cache.map_or(0, |c| c.pinned_hits);
+    Ok(s)
+}
+
+/// Disk reads of the cluster since a baseline, kept across node deaths: a
+/// node's last sample before it died still counts.
+#[derive(Default)]
+pub struct Meter {
+    baseline: HashMap<String, NodeSample>,
+    last: HashMap<String, NodeSample>,
+}
+
+impl Meter {
+    /// Samples every running node; the first sample of a node present at
+    /// the start is its baseline.
+    pub async fn sample(&mut self, client: &Client, cluster: &LocalCluster, nodes: usize) -> Result<()> {
+        for i in 0..nodes {
+            let Some(pid) = cluster.node_pid(i) else { continue };
+            let addr = cluster.node_addr(i).to_string();
+            let s = sample_node(client, &addr, pid).await?;
+            self.last.insert(addr, s);
+        }
+        Ok(())
+    }
+
+    /// Makes the current samples the zero point.
+    pub fn reset_baseline(&mut self) {
+        self.baseline = self.last.clone();
+    }
+
+    /// Sums over nodes since the baseline.
+    pub fn totals(&self) -> NodeSample {
+        let mut out = NodeSample::default();
+        for (addr, s) in &self.last {
+            out.add(&s.minus(self.baseline.get(addr).unwrap_or(&NodeSample::default())));
+        }
+        out
+    }
+}
+
+/// Latencies of the foreground client.
+#[derive(Clone, Default)]
+pub struct Foreground {
+    samples: Arc<Mutex<Vec<f64>>>,
+    failures: Arc<Mutex<u64>>,
+}
+
+/// Largest number of foreground reads in flight; beyond it the reader
+/// waits (the disks are saturated anyway).
+const FOREGROUND_IN_FLIGHT: usize = 8;
+
+impl Foreground {
+    /// Reads one random whole block of a random file under `prefix` every
+    /// `interval` (open loop: a slow read does not delay the next) until
+    /// `stop` is set.
+    pub async fn run(&self, client: Client, prefix: String, interval: Duration, seed: u64, stop: Arc<Mutex<bool>>) {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut files = Vec::new();
+        let mut listed = Instant::now() - Duration::from_secs(3600);
+        let in_flight = Arc::new(tokio::sync::Semaphore::new(FOREGROUND_IN_FLIGHT));
+        let mut tick = tokio::time::interval(interval);
+        while !*stop.lock().unwrap_or_else(|p| p.into_inner()) {
+            tick.tick().await;
+            if listed.elapsed() > Duration::from_secs(2) || files.is_empty() {
+                if let Ok(f) = client.list(&prefix).await {
+                    files = f.into_iter().filter(|f| f.sealed && f.size > 0).collect();
+                }
+                listed = Instant::now();
+            }
+            if files.is_empty() {
+                continue;
+            }
+            let file = files[rng.usize(..files.len())].clone();
+            let blocks = file.size.div_ceil(file.block_size);
+            let offset = rng.u64(..blocks) * file.block_size;
+            let len = file.block_size.min(file.size - offset);
+            let Ok(permit) = in_flight.clone().acquire_owned().await else { return };
+            let (client, me) = (client.clone(), self.clone());
+            tokio::spawn(async move {
+                let t = Instant::now();
+                match client.read(&file.path, offset, len, IoTag::Foreground).await {
+                    Ok(_) => me.samples.lock().unwrap_or_else(|p| p.into_inner()).push(t.elapsed().as_secs_f64() * 1e3),
+                    // Transcoding deleted the file since the listing: not a latency sample.
+                    Err(e) if e.code() == Some(tonic::Code::NotFound) => {}
+                    Err(e) => {
+                        tracing::warn!("foreground read of {} failed: {e}", file.path);
+                        *me.failures.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+                    }
+                }
+                drop(permit);
+            });
+        }
+    }
+
+    /// (p50, p99, reads, failures), latencies in milliseconds.
+    pub fn summary(&self) -> (f64, f64, u64, u64) {
+        let mut v = self.samples.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        v.sort_by(f64::total_cmp);
+        let q = |p: f64| if v.is_empty() { 0.0 } else { v[((v.len() - 1) as f64 * p).round() as usize] };
+        (q(0.50), q(0.99), v.len() as u64, *self.failures.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_kernel_counters_are_readable() {
+        // This test process exists, so its counters must parse.
+        kernel_read_bytes(std::process::id()).unwrap();
+    }
+
+    #[test]
+    fn totals_keep_dead_nodes_and_subtract_baselines() {
+        let mut m = Meter::default();
+        let s = |b: u64| NodeSample { disk_bytes_by_class: [b; IoTag::CLASSES], kernel_read_bytes: b, pinned_hits: 0 };
+        m.last.insert("a".into(), s(10));
+        m.reset_baseline();
+        m.last.insert("a".into(), s(15));
+        m.last.insert("new".into(), s(3));
+        let t = m.totals();
+        assert_eq!(t.kernel_read_bytes, 8);
+        assert_eq!(t.disk_bytes(), 8 * IoTag::CLASSES as u64);
+        assert_eq!(t.maintenance_disk_bytes(), 8 * (IoTag::CLASSES as u64 - 1));
+    }
+}

@@ -1,0 +1,389 @@
+//! One run of the demo's scripted timeline in one mode, on a fresh local
+//! cluster loaded with the same data.
+//!
+//! Timeline (fractions of the window `T`; the paper's HDFS experiment,
+//! compressed): scrubbing of every disk is due at `T`; a transcoding round
+//! starts every `T/5` for the first four fifths, each due `0.3 T` later;
+//! a node joins at `0.1 T` and rebalancing is due `0.5 T` later; a node dies
+//! at `0.3 T` and reconstruction is due `0.3 T` later. A foreground client
+//! reads random blocks throughout.
+
+use super::measure::{Foreground, Meter, NodeSample};
+use super::planner::DemoPlanner;
+use anyhow::{Context, Result, bail};
+use bytes::Bytes;
+use dingo_client::{Client, Redundancy};
+use dingo_cluster::{ClusterSpec, LocalCluster};
+use dingo_planner_service::PlannerClient;
+use dingo_tasks::declarative::Agent;
+use dingo_tasks::{CancelFlag, Job, JobReport, Mode, plan};
+use dingo_types::{DiskModel, TaskKind};
+use futures::StreamExt;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Where the demo's files live in the namespace.
+pub const PREFIX: &str = "/demo/";
+/// Files written at once while loading.
+const LOAD_PARALLELISM: usize = 4;
+
+/// Size and pace of a demo run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Scale {
+    pub nodes: u32,
+    pub disks_per_node: u32,
+    pub block_size: u64,
+    /// Blocks per file (an EC file of 3 blocks is one RS 3+2 stripe).
+    pub blocks_per_file: u64,
+    pub replicated_files: u32,
+    pub ec_files: u32,
+    /// The timeline's length `T`.
+    pub window: Duration,
+    /// Planner quantum (declarative mode).
+    pub quantum: Duration,
+    /// Planner budget, bytes per second of wall time.
+    pub budget_bytes_per_sec: u64,
+    pub hdd: DiskModel,
+    /// Disks are sized so the initial data fills this fraction.
+    pub fill: f64,
+    pub foreground_interval: Duration,
+    /// Transcoding rounds; each transcodes 1/(rounds+1) of the replicated files.
+    pub transcode_rounds: u32,
+    /// Rebalancing candidates: disks this far above the mean utilisation.
+    pub rebalance_threshold: f64,
+    /// Pinned cache region per node.
+    pub pinned_bytes: u64,
+}
+
+impl Scale {
+    pub fn default_run() -> Scale {
+        Scale {
+            nodes: 6,
+            disks_per_node: 2,
+            block_size: 4_000_000,
+            blocks_per_file: 3,
+            replicated_files: 32,
+            ec_files: 96,
+            window: Duration::from_secs(150),
+            quantum: Duration::from_secs(5),
+            budget_bytes_per_sec: 120_000_000,
+            hdd: DiskModel { positioning_us: 8_000, transfer_bytes_per_sec: 60_000_000 },
+            fill: 0.8,
+            foreground_interval: Duration::from_millis(250),
+            transcode_rounds: 4,
+            rebalance_threshold: 0.05,
+            pinned_bytes: 256_000_000,
+        }
+    }
+
+    /// Small enough for CI: same timeline, fewer files, shorter window.
+    pub fn quick() -> Scale {
+        Scale {
+            replicated_files: 8,
+            ec_files: 24,
+            window: Duration::from_secs(30),
+            quantum: Duration::from_secs(2),
+            ..Scale::default_run()
+        }
+    }
+
+    fn file_bytes(&self) -> u64 {
+        self.block_size * self.blocks_per_file
+    }
+
+    /// Bytes stored on disks once loaded (all copies and parity).
+    fn physical_bytes(&self) -> u64 {
+        let f = self.file_bytes();
+        u64::from(self.replicated_files) * f * 3 + u64::from(self.ec_files) * f * 5 / 3
+    }
+
+    pub fn disk_capacity(&self) -> u64 {
+        let disks = u64::from(self.nodes * self.disks_per_node);
+        (self.physical_bytes() as f64 / disks as f64 / self.fill) as u64
+    }
+
+    fn at(&self, fraction: f64) -> Duration {
+        self.window.mul_f64(fraction)
+    }
+}
+
+/// Everything measured in one mode.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModeResult {
+    pub mode: Mode,
+    pub jobs: Vec<JobReport>,
+    /// Disk reads since the timeline started, summed over nodes.
+    pub disk: NodeSample,
+    pub fg_p50_ms: f64,
+    pub fg_p99_ms: f64,
+    pub fg_reads: u64,
+    pub fg_failures: u64,
+    /// (seconds since start, disk bytes read per class in that interval).
+    pub series: Vec<(f64, NodeSample)>,
+    /// Free bytes the planner scheduled (declarative mode).
+    pub planned_free_bytes: Option<u64>,
+    pub wall_seconds: f64,
+}
+
+fn replicated_path(i: u32) -> String {
+    format!("{PREFIX}r/{i:05}")
+}
+
+fn ec_path(i: u32) -> String {
+    format!("{PREFIX}ec/{i:05}")
+}
+
+/// The deterministic content of file `i` of kind `kind` for `seed`.
+fn content(seed: u64, kind: u64, i: u32, len: u64) -> Bytes {
+    let mut rng = fastrand::Rng::with_seed(seed ^ (kind << 40) ^ u64::from(i));
+    let mut v = vec![0u8; len as usize];
+    rng.fill(&mut v);
+    v.into()
+}
+
+async fn load(client: &Client, scale: &Scale, seed: u64) -> Result<()> {
+    let files: Vec<(String, Redundancy, Bytes)> = (0..scale.replicated_files)
+        .map(|i| (replicated_path(i), Redundancy::Replicated(3), content(seed, 0, i, scale.file_bytes())))
+        .chain(
+            (0..scale.ec_files)
+                .map(|i| (ec_path(i), Redundancy::Ec { data: 3, parity: 2 }, content(seed, 1, i, scale.file_bytes()))),
+        )
+        .collect();
+    let results: Vec<Result<u64>> = futures::stream::iter(files.into_iter().map(|(path, r, data)| async move {
+        client.put(&path, r, scale.block_size, data).await.with_context(|| format!("loading {path}"))
+    }))
+    .buffer_unordered(LOAD_PARALLELISM)
+    .collect()
+    .await;
+    results.into_iter().collect::<Result<Vec<_>>>()?;
+    Ok(())
+}
+
+fn storage_config(scale: &Scale) -> String {
+    format!(
+        "[meta]\ndead_after_ms = 3000\n\n[node]\nheartbeat_ms = 500\ncache = \"64MB\"\npinned = \"{}\"\n\
+         disk_capacity = \"{}\"\nhdd = {{ positioning_us = {}, transfer_bytes_per_sec = {} }}\n",
+        scale.pinned_bytes,
+        scale.disk_capacity(),
+        scale.hdd.positioning_us,
+        scale.hdd.transfer_bytes_per_sec
+    )
+}
+
+/// Runs jobs of one task in the chosen mode and collects their reports.
+#[derive(Clone)]
+enum Runner {
+    Imperative,
+    Declarative(Agent),
+}
+
+type Pending = tokio::task::JoinHandle<Result<JobReport>>;
+
+impl Runner {
+    /// Starts `job`; imperative jobs pace themselves to finish at 85 % of
+    /// their window, leaving slack for the tail.
+    fn start(&self, client: &Client, job: Job, cancel: CancelFlag) -> Pending {
+        let client = client.clone();
+        match self {
+            Runner::Imperative => tokio::spawn(async move {
+                let now = dingo_proto::now_ms();
+                let finish_by = now + (job.deadline_ms.saturating_sub(now) as f64 * 0.85) as u64;
+                Ok(dingo_tasks::imperative::run(&client, &job, finish_by, &cancel).await)
+            }),
+            Runner::Declarative(agent) => {
+                let handle = agent.submit(job, cancel);
+                tokio::spawn(async move { Ok(handle.await.context("task agent stopped")??) })
+            }
+        }
+    }
+}
+
+pub struct Demo {
+    pub exe: PathBuf,
+    pub scale: Scale,
+    pub seed: u64,
+}
+
+impl Demo {
+    /// Runs the whole timeline in `mode` on a fresh cluster under `dir`.
+    pub async fn run(&self, mode: Mode, dir: &Path) -> Result<ModeResult> {
+        let scale = &self.scale;
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+        }
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        let config = dir.join("storage.toml");
+        std::fs::write(&config, storage_config(scale))?;
+        let mut cluster = LocalCluster::start(ClusterSpec {
+            exe: self.exe.clone(),
+            data: dir.join("cluster"),
+            nodes: scale.nodes,
+            disks_per_node: scale.disks_per_node,
+            base_port: 0,
+            config: Some(config),
+            node_args: Vec::new(),
+        })?;
+        cluster.wait_ready(Duration::from_secs(30)).await?;
+        let client = Client::new(cluster.meta_addr())?;
+        let t = Instant::now();
+        load(&client, scale, self.seed).await?;
+        tracing::info!(%mode, "loaded {} files in {:.1} s", scale.replicated_files + scale.ec_files, t.elapsed().as_secs_f64());
+        let planner = match mode {
+            Mode::Imperative => None,
+            Mode::Declarative => Some(DemoPlanner::start(&self.exe, dir, cluster.meta_addr(), scale, &super::TASKS)?),
+        };
+        let runner = |task: TaskKind| -> Result<Runner> {
+            Ok(match &planner {
+                None => Runner::Imperative,
+                Some(p) => {
+                    let conn = PlannerClient::connect(p.addr(), p.token(task))?;
+                    Runner::Declarative(Agent::spawn(client.clone(), conn, 2 * scale.quantum.as_millis() as u64))
+                }
+            })
+        };
+        let (scrubber, transcoder, balancer, rebuilder) = (
+            runner(TaskKind::Scrubbing)?,
+            runner(TaskKind::Transcoding)?,
+            runner(TaskKind::Rebalancing)?,
+            runner(TaskKind::Reconstruction)?,
+        );
+
+        let mut meter = Meter::default();
+        let mut nodes = scale.nodes as usize;
+        meter.sample(&client, &cluster, nodes).await?;
+        meter.reset_baseline();
+        let foreground = Foreground::default();
+        let stop = Arc::new(Mutex::new(false));
+        let fg_task = {
+            let (fg, c, stop) = (foreground.clone(), client.clone(), stop.clone());
+            let interval = scale.foreground_interval;
+            let seed = self.seed;
+            tokio::spawn(async move { fg.run(c, PREFIX.to_string(), interval, seed, stop).await })
+        };
+
+        let start = Instant::now();
+        let start_ms = dingo_proto::now_ms();
+        let due = |at: f64| start_ms + scale.at(at).as_millis() as u64;
+        let mut pending: Vec<Pending> = Vec::new();
+        // Scrubbing: every disk, due at T; one cancel flag per disk.
+        let mut scrub_cancels = Vec::new();
+        for job in plan::scrubbing(&client, due(1.0)).await? {
+            let cancel = CancelFlag::default();
+            scrub_cancels.push((job.label.clone(), cancel.clone()));
+            pending.push(scrubber.start(&client, job, cancel));
+        }
+        // The rest of the timeline, in time order.
+        let rounds = scale.transcode_rounds;
+        let batch = scale.replicated_files / (rounds + 1);
+        let mut events: Vec<(f64, Event)> = (0..rounds).map(|r| (f64::from(r) * 0.2, Event::Transcode(r))).collect();
+        events.push((0.1, Event::AddNode));
+        events.push((0.3, Event::FailNode(1)));
+        events.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut series = Vec::new();
+        let mut last_total = NodeSample::default();
+        let sample_every = scale.window / 50;
+        let mut next_sample = start + sample_every;
+        let mut events = events.into_iter().peekable();
+        loop {
+            let now = Instant::now();
+            if now >= next_sample {
+                meter.sample(&client, &cluster, nodes).await?;
+                let total = meter.totals();
+                series.push((start.elapsed().as_secs_f64(), total.minus(&last_total)));
+                last_total = total;
+                next_sample += sample_every;
+            }
+            if let Some((at, _)) = events.peek()
+                && start.elapsed() >= scale.at(*at)
+            {
+                let (at, event) = events.next().expect("peeked");
+                match event {
+                    Event::Transcode(r) => {
+                        let files: Vec<(String, String)> = (r * batch..(r + 1) * batch)
+                            .map(|i| (replicated_path(i), format!("{PREFIX}ec/t{i:05}")))
+                            .collect();
+                        let job = plan::transcoding(
+                            &client,
+                            &files,
+                            Redundancy::Ec { data: 3, parity: 2 },
+                            &format!("round {r}"),
+                            due(at + 0.3),
+                        )
+                        .await?;
+                        pending.push(transcoder.start(&client, job, CancelFlag::default()));
+                    }
+                    Event::AddNode => {
+                        nodes = cluster.add_node(scale.disks_per_node)? + 1;
+                        cluster.wait_alive(nodes, Duration::from_secs(30)).await?;
+                        meter.sample(&client, &cluster, nodes).await?;
+                        let job =
+                            plan::rebalancing(&client, scale.rebalance_threshold, self.seed, due(at + 0.5)).await?;
+                        match job {
+                            Some(job) => pending.push(balancer.start(&client, job, CancelFlag::default())),
+                            None => bail!("adding a node left no skew to rebalance"),
+                        }
+                    }
+                    Event::FailNode(i) => {
+                        // Its counters up to the crash still count.
+                        meter.sample(&client, &cluster, nodes).await?;
+                        let addr = cluster.node_addr(i).to_string();
+                        let status = client.cluster_status().await?;
+                        let node =
+                            status.nodes.iter().find(|n| n.addr == addr).context("failed node unknown to meta")?;
+                        cluster.kill_node(i);
+                        client.mark_node_dead(node.id).await?;
+                        // Its disks' scrubbing is moot now.
+                        for d in &node.disks {
+                            let label = format!("disk {}", d.id);
+                            scrub_cancels.iter().filter(|(l, _)| *l == label).for_each(|(_, c)| c.cancel());
+                        }
+                        let job =
+                            plan::reconstruction(&client, &format!("node {} failure", node.id), due(at + 0.3)).await?;
+                        pending.push(rebuilder.start(&client, job, CancelFlag::default()));
+                    }
+                }
+                continue;
+            }
+            if events.peek().is_none() && pending.iter().all(|p| p.is_finished()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut jobs = Vec::new();
+        for p in pending {
+            jobs.push(p.await.context("task runner panicked")??);
+        }
+        *stop.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        let _ = fg_task.await;
+        meter.sample(&client, &cluster, nodes).await?;
+        let total = meter.totals();
+        series.push((start.elapsed().as_secs_f64(), total.minus(&last_total)));
+        let planned_free_bytes = match &planner {
+            Some(p) => Some(p.planned_free_bytes().await?),
+            None => None,
+        };
+        let (p50, p99, reads, failures) = foreground.summary();
+        drop(planner);
+        cluster.stop();
+        Ok(ModeResult {
+            mode,
+            jobs,
+            disk: total,
+            fg_p50_ms: p50,
+            fg_p99_ms: p99,
+            fg_reads: reads,
+            fg_failures: failures,
+            series,
+            planned_free_bytes,
+            wall_seconds: start.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+enum Event {
+    Transcode(u32),
+    AddNode,
+    FailNode(usize),
+}

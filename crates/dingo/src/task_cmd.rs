@@ -1,0 +1,154 @@
+//! `dingo task <name>`: run one maintenance task against a cluster, either
+//! imperatively at its own pace or declaratively through the planner
+//! service. Prints one JSON report per job.
+
+use anyhow::{Context, Result, bail};
+use dingo_client::{Client, Redundancy};
+use dingo_planner_service::PlannerClient;
+use dingo_tasks::declarative::Agent;
+use dingo_tasks::{CancelFlag, Job, Mode, imperative, plan};
+use std::time::Duration;
+
+#[derive(clap::Args, Debug)]
+pub struct TaskArgs {
+    #[command(subcommand)]
+    pub task: TaskName,
+    /// imperative or declarative.
+    #[arg(long, global = true, default_value = "imperative")]
+    pub mode: Mode,
+    /// Metadata service address.
+    #[arg(long, global = true, default_value = crate::storage_cmd::DEFAULT_META)]
+    pub meta: String,
+    /// Planner service address (declarative mode).
+    #[arg(long, global = true, default_value = "127.0.0.1:7500")]
+    pub planner: String,
+    /// This task client's token (declarative mode).
+    #[arg(long, global = true, env = "DINGO_TOKEN", default_value = "")]
+    pub token: String,
+    /// Time allowed for the work, e.g. 90s, 30m, 2h.
+    #[arg(long, global = true, default_value = "1h", value_parser = parse_duration)]
+    pub deadline: Duration,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum TaskName {
+    /// Verify every chunk of the given disks (all live disks by default),
+    /// that exact copy; rebuild corrupt chunks from redundancy.
+    Scrub {
+        #[arg(long = "disk")]
+        disks: Vec<u32>,
+    },
+    /// Rebuild every chunk lost on dead disks or nodes.
+    Reconstruct,
+    /// Move chunks from disks above the mean utilisation to those below.
+    Rebalance {
+        /// How far above (or below) the mean a disk must be, as a fraction.
+        #[arg(long, default_value_t = 0.1)]
+        threshold: f64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Re-encode the files under a prefix (e.g. replicated → RS), writing
+    /// each as `<path><suffix>` and deleting the original.
+    Transcode {
+        #[arg(long)]
+        prefix: String,
+        #[arg(long, default_value = "ec:6+3", value_parser = str::parse::<Redundancy>)]
+        to: Redundancy,
+        #[arg(long, default_value = ".rs")]
+        suffix: String,
+    },
+}
+
+/// Accepts `90s`, `30m`, `2h`, `1d` or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num.parse().map_err(|_| format!("invalid duration `{s}`; expected e.g. 90s, 30m, 2h"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86400,
+        _ => return Err(format!("invalid duration unit in `{s}`; use s, m, h or d")),
+    };
+    Ok(Duration::from_secs(secs))
+}
+
+pub async fn run(a: TaskArgs) -> Result<()> {
+    let client = Client::new(&a.meta)?;
+    let deadline_ms = dingo_proto::now_ms() + a.deadline.as_millis() as u64;
+    let jobs: Vec<Job> = match &a.task {
+        TaskName::Scrub { disks } => {
+            let all = plan::scrubbing(&client, deadline_ms).await?;
+            if disks.is_empty() {
+                all
+            } else {
+                let wanted: Vec<String> = disks.iter().map(|d| format!("disk {d}")).collect();
+                let jobs: Vec<Job> = all.into_iter().filter(|j| wanted.contains(&j.label)).collect();
+                if jobs.len() != disks.len() {
+                    bail!("some of the disks {disks:?} are unknown or not alive");
+                }
+                jobs
+            }
+        }
+        TaskName::Reconstruct => vec![plan::reconstruction(&client, "lost chunks", deadline_ms).await?],
+        TaskName::Rebalance { threshold, seed } => {
+            plan::rebalancing(&client, *threshold, *seed, deadline_ms).await?.into_iter().collect()
+        }
+        TaskName::Transcode { prefix, to, suffix } => {
+            let files: Vec<(String, String)> = client
+                .list(prefix)
+                .await?
+                .into_iter()
+                .filter(|f| f.sealed && !f.path.ends_with(suffix.as_str()))
+                .map(|f| (f.path.clone(), format!("{}{suffix}", f.path)))
+                .collect();
+            vec![plan::transcoding(&client, &files, *to, prefix, deadline_ms).await?]
+        }
+    };
+    if jobs.is_empty() {
+        eprintln!("nothing to do");
+        return Ok(());
+    }
+    let reports = match a.mode {
+        Mode::Imperative => {
+            let cancel = CancelFlag::default();
+            let finish_by = dingo_proto::now_ms() + (a.deadline.as_millis() as f64 * 0.85) as u64;
+            let runs = jobs.iter().map(|j| imperative::run(&client, j, finish_by, &cancel));
+            futures::future::join_all(runs).await
+        }
+        Mode::Declarative => {
+            let planner = PlannerClient::connect(&a.planner, &a.token)?;
+            let agent = Agent::spawn(client.clone(), planner, 0);
+            let handles: Vec<_> = jobs.into_iter().map(|j| agent.submit(j, CancelFlag::default())).collect();
+            let mut reports = Vec::new();
+            for h in handles {
+                reports.push(h.await.context("task agent stopped")??);
+            }
+            reports
+        }
+    };
+    let mut failed = false;
+    for r in &reports {
+        println!("{}", serde_json::to_string(r)?);
+        failed |= !r.complete();
+    }
+    if failed {
+        bail!("some work failed; see the reports");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("15"), Ok(Duration::from_secs(15)));
+        assert!(parse_duration("h").is_err());
+        assert!(parse_duration("3w").is_err());
+    }
+}
