@@ -20,6 +20,8 @@ pub struct NodeSample {
     pub kernel_read_bytes: u64,
     /// Reads served from the pinned cache region.
     pub pinned_hits: u64,
+    /// Pinned pages evicted early because the pinned region overflowed.
+    pub overflow_evictions: u64,
 }
 
 impl NodeSample {
@@ -36,6 +38,7 @@ impl NodeSample {
         let mut out = NodeSample {
             kernel_read_bytes: self.kernel_read_bytes.saturating_sub(base.kernel_read_bytes),
             pinned_hits: self.pinned_hits.saturating_sub(base.pinned_hits),
+            overflow_evictions: self.overflow_evictions.saturating_sub(base.overflow_evictions),
             ..NodeSample::default()
         };
         for (i, o) in out.disk_bytes_by_class.iter_mut().enumerate() {
@@ -50,6 +53,7 @@ impl NodeSample {
         }
         self.kernel_read_bytes += other.kernel_read_bytes;
         self.pinned_hits += other.pinned_hits;
+        self.overflow_evictions += other.overflow_evictions;
     }
 }
 
@@ -76,6 +80,7 @@ async fn sample_node(client: &Client, addr: &str, pid: u32) -> Result<NodeSample
         }
     }
     s.pinned_hits = stats.cache.map_or(0, |c| c.pinned_hits);
+    s.overflow_evictions = stats.cache.map_or(0, |c| c.overflow_evictions);
     Ok(s)
 }
 
@@ -151,7 +156,7 @@ impl Foreground {
             let blocks = file.size.div_ceil(file.block_size);
             let offset = rng.u64(..blocks) * file.block_size;
             let len = file.block_size.min(file.size - offset);
-            let Ok(permit) = in_flight.clone().acquire_owned().await else { return };
+            let Ok(permit) = in_flight.clone().acquire_owned().await else { break };
             let (client, me) = (client.clone(), self.clone());
             tokio::spawn(async move {
                 let t = Instant::now();
@@ -167,6 +172,8 @@ impl Foreground {
                 drop(permit);
             });
         }
+        // Let reads in flight finish before the cluster is stopped.
+        let _ = in_flight.acquire_many(FOREGROUND_IN_FLIGHT as u32).await;
     }
 
     /// (p50, p99, reads, failures), latencies in milliseconds.
@@ -191,7 +198,11 @@ mod tests {
     #[test]
     fn totals_keep_dead_nodes_and_subtract_baselines() {
         let mut m = Meter::default();
-        let s = |b: u64| NodeSample { disk_bytes_by_class: [b; IoTag::CLASSES], kernel_read_bytes: b, pinned_hits: 0 };
+        let s = |b: u64| NodeSample {
+            disk_bytes_by_class: [b; IoTag::CLASSES],
+            kernel_read_bytes: b,
+            ..NodeSample::default()
+        };
         m.last.insert("a".into(), s(10));
         m.reset_baseline();
         m.last.insert("a".into(), s(15));

@@ -62,6 +62,9 @@ pub async fn run(a: DemoArgs) -> Result<()> {
     for r in &results {
         std::fs::write(a.out.join(format!("series-{}.csv", r.mode)), series_csv(r))?;
         std::fs::write(a.out.join(format!("jobs-{}.json", r.mode)), serde_json::to_string_pretty(&r.jobs)?)?;
+        if let Some(m) = &r.planner_metrics {
+            std::fs::write(a.out.join("planner-metrics.txt"), m)?;
+        }
     }
 
     if a.json {
@@ -124,6 +127,7 @@ fn mode_json(r: &ModeResult) -> serde_json::Value {
         "all_disk_bytes": r.disk.disk_bytes(),
         "kernel_read_bytes": r.disk.kernel_read_bytes,
         "pinned_hits": r.disk.pinned_hits,
+        "pinned_overflow_evictions": r.disk.overflow_evictions,
         "deadline_misses": misses(r),
         "work_complete": complete(r),
         "fg_p50_ms": r.fg_p50_ms,

@@ -3,6 +3,7 @@
 
 use super::scenario::Scale;
 use anyhow::{Context, Result};
+
 use dingo_cluster::{PlannerProcess, PlannerSpec};
 use dingo_planner_service::{BudgetSection, ClientEntry, ServiceConfig};
 use dingo_types::TaskKind;
@@ -55,14 +56,18 @@ impl DemoPlanner {
         &self.tokens[&task]
     }
 
-    /// Free bytes the planner scheduled so far (overlap between tasks), from
-    /// its `/metrics`.
-    pub async fn planned_free_bytes(&self) -> Result<u64> {
-        let text = dingo_proto::metrics::scrape(self.process.metrics_addr()).await?;
-        Ok(text
-            .lines()
-            .filter(|l| l.starts_with("dingo_planner_free_bytes_total"))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>() as u64)
+    /// The planner's `/metrics` page.
+    pub async fn metrics(&self) -> Result<String> {
+        Ok(dingo_proto::metrics::scrape(self.process.metrics_addr()).await?)
     }
+}
+
+/// Free bytes the planner scheduled (reads riding on another task's read),
+/// summed over tasks, from its metrics page.
+pub fn planned_free_bytes(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("dingo_planner_free_bytes_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
 }

@@ -99,6 +99,13 @@ impl Scale {
         u64::from(self.replicated_files) * f * 3 + u64::from(self.ec_files) * f * 5 / 3
     }
 
+    /// General cache region per node: 1 % of the data a node stores, as
+    /// a datacenter node's page cache is a sliver of its disks (the
+    /// foreground reader must not end up caching the whole data set).
+    pub fn general_cache_bytes(&self) -> u64 {
+        (self.physical_bytes() / u64::from(self.nodes) / 100).max(1_000_000)
+    }
+
     pub fn disk_capacity(&self) -> u64 {
         let disks = u64::from(self.nodes * self.disks_per_node);
         (self.physical_bytes() as f64 / disks as f64 / self.fill) as u64
@@ -124,6 +131,9 @@ pub struct ModeResult {
     pub series: Vec<(f64, NodeSample)>,
     /// Free bytes the planner scheduled (declarative mode).
     pub planned_free_bytes: Option<u64>,
+    /// The planner's metrics page at the end (declarative mode).
+    #[serde(skip)]
+    pub planner_metrics: Option<String>,
     pub wall_seconds: f64,
 }
 
@@ -163,8 +173,9 @@ async fn load(client: &Client, scale: &Scale, seed: u64) -> Result<()> {
 
 fn storage_config(scale: &Scale) -> String {
     format!(
-        "[meta]\ndead_after_ms = 3000\n\n[node]\nheartbeat_ms = 500\ncache = \"64MB\"\npinned = \"{}\"\n\
+        "[meta]\ndead_after_ms = 3000\n\n[node]\nheartbeat_ms = 500\ncache = \"{}\"\npinned = \"{}\"\n\
          disk_capacity = \"{}\"\nhdd = {{ positioning_us = {}, transfer_bytes_per_sec = {} }}\n",
+        scale.general_cache_bytes(),
         scale.pinned_bytes,
         scale.disk_capacity(),
         scale.hdd.positioning_us,
@@ -360,8 +371,8 @@ impl Demo {
         meter.sample(&client, &cluster, nodes).await?;
         let total = meter.totals();
         series.push((start.elapsed().as_secs_f64(), total.minus(&last_total)));
-        let planned_free_bytes = match &planner {
-            Some(p) => Some(p.planned_free_bytes().await?),
+        let planner_metrics = match &planner {
+            Some(p) => Some(p.metrics().await?),
             None => None,
         };
         let (p50, p99, reads, failures) = foreground.summary();
@@ -376,7 +387,8 @@ impl Demo {
             fg_reads: reads,
             fg_failures: failures,
             series,
-            planned_free_bytes,
+            planned_free_bytes: planner_metrics.as_deref().map(super::planner::planned_free_bytes),
+            planner_metrics,
             wall_seconds: start.elapsed().as_secs_f64(),
         })
     }
