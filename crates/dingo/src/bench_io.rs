@@ -4,9 +4,10 @@
 //! same filesystem, with the same direct IO — raw sequential write and read
 //! throughput. Also Reed-Solomon encode and decode speed on one core.
 //!
-//! Every figure is the best of `--trials` rounds; each round measures raw,
-//! replicated and EC in turn, so load from other processes on a shared
-//! machine affects all figures alike.
+//! Every figure is the median of `--trials` rounds; each round measures
+//! raw, replicated and EC in turn, so load from other processes on a shared
+//! machine, and the bursts a virtual disk's host cache sometimes gives, affect
+//! all figures alike and single outliers do not decide.
 
 use anyhow::{Context, Result, ensure};
 use bytes::Bytes;
@@ -39,25 +40,31 @@ pub struct BenchIoArgs {
     /// Directory (on the filesystem to test) for the cluster's data.
     #[arg(long, default_value = ".")]
     pub dir: PathBuf,
-    /// Rounds of measurements; each figure is the best round's.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    /// Rounds of measurements; each figure is the median over rounds.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     pub trials: u32,
 }
 
-#[derive(Default)]
 struct Figures {
     client_write_mb_s: f64,
     client_read_mb_s: f64,
     disk_write_mb_s: f64,
 }
 
-impl Figures {
-    /// The best of each figure.
-    fn best(&mut self, other: Figures) {
-        self.client_write_mb_s = self.client_write_mb_s.max(other.client_write_mb_s);
-        self.client_read_mb_s = self.client_read_mb_s.max(other.client_read_mb_s);
-        self.disk_write_mb_s = self.disk_write_mb_s.max(other.disk_write_mb_s);
+/// The median of each figure over rounds.
+fn median_figures(rounds: &[Figures]) -> Figures {
+    let of = |f: fn(&Figures) -> f64| median(rounds.iter().map(f).collect());
+    Figures {
+        client_write_mb_s: of(|f| f.client_write_mb_s),
+        client_read_mb_s: of(|f| f.client_read_mb_s),
+        disk_write_mb_s: of(|f| f.disk_write_mb_s),
     }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n.is_multiple_of(2) { (v[n / 2 - 1] + v[n / 2]) / 2.0 } else { v[n / 2] }
 }
 
 fn mb_s(bytes: u64, t: Duration) -> f64 {
@@ -183,15 +190,16 @@ pub async fn run(a: BenchIoArgs) -> Result<()> {
     cluster.wait_ready(Duration::from_secs(30)).await?;
     let client = Client::new(cluster.meta_addr())?;
     let data: Bytes = (0..a.size).map(|i| (i.wrapping_mul(0x9E37_79B9) >> 13) as u8).collect::<Vec<u8>>().into();
-    let (mut raw_write, mut raw_read) = (0f64, 0f64);
-    let (mut rep, mut ec) = (Figures::default(), Figures::default());
+    let (mut raw, mut reps, mut ecs) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..a.trials {
-        let (w, r) = raw_throughput(tmp.path(), a.size)?;
-        (raw_write, raw_read) = (raw_write.max(w), raw_read.max(r));
-        rep.best(client_throughput(&client, &cluster, Redundancy::Replicated(3), &data).await?);
-        ec.best(client_throughput(&client, &cluster, Redundancy::Ec { data: 6, parity: 3 }, &data).await?);
+        raw.push(raw_throughput(tmp.path(), a.size)?);
+        reps.push(client_throughput(&client, &cluster, Redundancy::Replicated(3), &data).await?);
+        ecs.push(client_throughput(&client, &cluster, Redundancy::Ec { data: 6, parity: 3 }, &data).await?);
     }
     drop(cluster);
+    let raw_write = median(raw.iter().map(|r| r.0).collect());
+    let raw_read = median(raw.iter().map(|r| r.1).collect());
+    let (rep, ec) = (median_figures(&reps), median_figures(&ecs));
     let (enc, dec) = ec_speed()?;
     let figures = |f: &Figures| {
         json!({
@@ -215,7 +223,7 @@ pub async fn run(a: BenchIoArgs) -> Result<()> {
         });
         println!("{out}");
     } else {
-        println!("{} MB per test, {NODES} nodes, 8 MB blocks, best of {} trials", a.size / 1_000_000, a.trials);
+        println!("{} MB per test, {NODES} nodes, 8 MB blocks, median of {} trials", a.size / 1_000_000, a.trials);
         println!("raw filesystem (direct IO): write {raw_write:.0} MB/s, read {raw_read:.0} MB/s");
         for (name, f) in [("replicated:3", &rep), ("ec:6+3", &ec)] {
             println!(
@@ -234,4 +242,21 @@ pub async fn run(a: BenchIoArgs) -> Result<()> {
 
 fn round(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_of_odd_and_even_counts() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+        let rounds: Vec<Figures> = [1.0, 9.0, 5.0]
+            .iter()
+            .map(|&x| Figures { client_write_mb_s: x, client_read_mb_s: 2.0 * x, disk_write_mb_s: 3.0 * x })
+            .collect();
+        let m = median_figures(&rounds);
+        assert_eq!((m.client_write_mb_s, m.client_read_mb_s, m.disk_write_mb_s), (5.0, 10.0, 15.0));
+    }
 }
