@@ -13,7 +13,7 @@
 //! ```
 //!
 //! Every boundary is 4096-aligned so that all IO can be direct. A chunk is
-//! written into `tmp/`, then header, fsync, and rename into `chunks/`: a file
+//! written into `tmp/`, then header, fsync, and a hard link into `chunks/`: a file
 //! in `chunks/` is always complete and immutable. Every read verifies the
 //! crc32c of each segment it touches.
 

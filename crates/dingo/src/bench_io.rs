@@ -3,6 +3,11 @@
 //! bytes the nodes wrote per second meanwhile, and — in the same run, on the
 //! same filesystem, with the same direct IO — raw sequential write and read
 //! throughput. Also Reed-Solomon encode and decode speed on one core.
+//!
+//! Every figure is the median of `--trials` rounds; each round measures
+//! raw, replicated and EC in turn, so load from other processes on a shared
+//! machine, and the bursts a virtual disk's host cache sometimes gives, affect
+//! all figures alike and single outliers do not decide.
 
 use anyhow::{Context, Result, ensure};
 use bytes::Bytes;
@@ -35,12 +40,31 @@ pub struct BenchIoArgs {
     /// Directory (on the filesystem to test) for the cluster's data.
     #[arg(long, default_value = ".")]
     pub dir: PathBuf,
+    /// Rounds of measurements; each figure is the median over rounds.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
+    pub trials: u32,
 }
 
 struct Figures {
     client_write_mb_s: f64,
     client_read_mb_s: f64,
     disk_write_mb_s: f64,
+}
+
+/// The median of each figure over rounds.
+fn median_figures(rounds: &[Figures]) -> Figures {
+    let of = |f: fn(&Figures) -> f64| median(rounds.iter().map(f).collect());
+    Figures {
+        client_write_mb_s: of(|f| f.client_write_mb_s),
+        client_read_mb_s: of(|f| f.client_read_mb_s),
+        disk_write_mb_s: of(|f| f.disk_write_mb_s),
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n.is_multiple_of(2) { (v[n / 2 - 1] + v[n / 2]) / 2.0 } else { v[n / 2] }
 }
 
 fn mb_s(bytes: u64, t: Duration) -> f64 {
@@ -101,12 +125,19 @@ async fn client_throughput(client: &Client, cluster: &LocalCluster, r: Redundanc
     client.put(&path, r, BLOCK, data.clone()).await?;
     let wt = t.elapsed();
     let disk = disk_bytes_written(client, cluster).await? - before;
+    // Timed: a reader consuming pieces as they come (no copy into one
+    // buffer, memory reused), like `dingo fs get`.
     let t = Instant::now();
-    // Pieces as a reader consumes them: no copy into one buffer.
     let file = client.stat(&path).await?;
-    let back: Vec<Bytes> = client.read_pieces(&file, 0, file.size, IoTag::Foreground)?.try_collect().await?;
+    let mut pieces = client.read_pieces(&file, 0, file.size, IoTag::Foreground)?;
+    let mut n = 0;
+    while let Some(piece) = pieces.try_next().await? {
+        n += piece.len() as u64;
+    }
     let rt = t.elapsed();
-    ensure!(back.concat() == *data, "{r}: data read back differs from data written");
+    ensure!(n == data.len() as u64, "{r}: read {n} bytes of {}", data.len());
+    // Untimed: the content is right.
+    ensure!(client.read_file(&file, 0, file.size, IoTag::Foreground).await? == *data, "{r}: data read back differs");
     client.delete(&path).await?;
     let n = data.len() as u64;
     Ok(Figures { client_write_mb_s: mb_s(n, wt), client_read_mb_s: mb_s(n, rt), disk_write_mb_s: mb_s(disk, wt) })
@@ -141,12 +172,12 @@ fn ec_speed() -> Result<(f64, f64)> {
 }
 
 pub async fn run(a: BenchIoArgs) -> Result<()> {
+    crate::storage_cmd::keep_freed_memory();
     std::fs::create_dir_all(&a.dir).with_context(|| format!("cannot create {}", a.dir.display()))?;
     let tmp = tempfile::Builder::new().prefix("dingo-bench-").tempdir_in(&a.dir)?;
     // No node cache: every client read must reach a disk.
     let config = tmp.path().join("bench.toml");
     std::fs::write(&config, "[node]\ncache = \"0\"\npinned = \"0\"\n")?;
-    let (raw_write, raw_read) = raw_throughput(tmp.path(), a.size)?;
     let mut cluster = LocalCluster::start(ClusterSpec {
         exe: std::env::current_exe()?,
         data: tmp.path().join("cluster"),
@@ -159,9 +190,16 @@ pub async fn run(a: BenchIoArgs) -> Result<()> {
     cluster.wait_ready(Duration::from_secs(30)).await?;
     let client = Client::new(cluster.meta_addr())?;
     let data: Bytes = (0..a.size).map(|i| (i.wrapping_mul(0x9E37_79B9) >> 13) as u8).collect::<Vec<u8>>().into();
-    let rep = client_throughput(&client, &cluster, Redundancy::Replicated(3), &data).await?;
-    let ec = client_throughput(&client, &cluster, Redundancy::Ec { data: 6, parity: 3 }, &data).await?;
+    let (mut raw, mut reps, mut ecs) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..a.trials {
+        raw.push(raw_throughput(tmp.path(), a.size)?);
+        reps.push(client_throughput(&client, &cluster, Redundancy::Replicated(3), &data).await?);
+        ecs.push(client_throughput(&client, &cluster, Redundancy::Ec { data: 6, parity: 3 }, &data).await?);
+    }
     drop(cluster);
+    let raw_write = median(raw.iter().map(|r| r.0).collect());
+    let raw_read = median(raw.iter().map(|r| r.1).collect());
+    let (rep, ec) = (median_figures(&reps), median_figures(&ecs));
     let (enc, dec) = ec_speed()?;
     let figures = |f: &Figures| {
         json!({
@@ -179,12 +217,13 @@ pub async fn run(a: BenchIoArgs) -> Result<()> {
             "ec_encode_gb_s": round(enc),
             "ec_decode_gb_s": round(dec),
             "bytes": a.size,
+            "trials": a.trials,
             "block_bytes": BLOCK,
             "nodes": NODES,
         });
         println!("{out}");
     } else {
-        println!("{} MB per test, {NODES} nodes, 8 MB blocks", a.size / 1_000_000);
+        println!("{} MB per test, {NODES} nodes, 8 MB blocks, median of {} trials", a.size / 1_000_000, a.trials);
         println!("raw filesystem (direct IO): write {raw_write:.0} MB/s, read {raw_read:.0} MB/s");
         for (name, f) in [("replicated:3", &rep), ("ec:6+3", &ec)] {
             println!(
@@ -203,4 +242,21 @@ pub async fn run(a: BenchIoArgs) -> Result<()> {
 
 fn round(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_of_odd_and_even_counts() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+        let rounds: Vec<Figures> = [1.0, 9.0, 5.0]
+            .iter()
+            .map(|&x| Figures { client_write_mb_s: x, client_read_mb_s: 2.0 * x, disk_write_mb_s: 3.0 * x })
+            .collect();
+        let m = median_figures(&rounds);
+        assert_eq!((m.client_write_mb_s, m.client_read_mb_s, m.disk_write_mb_s), (5.0, 10.0, 15.0));
+    }
 }
