@@ -92,6 +92,23 @@ pub async fn serve(addr: SocketAddr, render: Render) -> std::io::Result<(SocketA
     Ok((local, task))
 }
 
+/// Fetches the metrics page served at `addr` (`host:port`): the body of
+/// `GET /metrics`.
+pub async fn scrape(addr: &str) -> std::io::Result<String> {
+    use tokio::io::AsyncWriteExt;
+    let mut sock = tokio::net::TcpStream::connect(addr).await?;
+    sock.write_all(b"GET /metrics HTTP/1.1\r\nHost: dingo\r\nConnection: close\r\n\r\n").await?;
+    let mut raw = Vec::new();
+    tokio::time::timeout(std::time::Duration::from_secs(10), sock.read_to_end(&mut raw))
+        .await
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no metrics from {addr}")))??;
+    let text = String::from_utf8_lossy(&raw);
+    match text.split_once("\r\n\r\n") {
+        Some((head, body)) if head.starts_with("HTTP/1.1 200") => Ok(body.to_string()),
+        _ => Err(std::io::Error::other(format!("bad metrics response from {addr}"))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,28 +125,7 @@ mod tests {
     async fn serves_metrics_over_http() {
         let render: Render = Arc::new(|| "dingo_up 1\n".to_string());
         let (addr, task) = serve("127.0.0.1:0".parse().unwrap(), render).await.unwrap();
-        let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
-        sock.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
-        let mut resp = String::new();
-        sock.read_to_string(&mut resp).await.unwrap();
-        assert!(resp.starts_with("HTTP/1.1 200 OK") && resp.ends_with("dingo_up 1\n"), "{resp}");
+        assert_eq!(scrape(&addr.to_string()).await.unwrap(), "dingo_up 1\n");
         task.abort();
-    }
-}
-
-/// Fetches the metrics page served at `addr` (`host:port`): the body of
-/// `GET /metrics`.
-pub async fn scrape(addr: &str) -> std::io::Result<String> {
-    use tokio::io::AsyncWriteExt;
-    let mut sock = tokio::net::TcpStream::connect(addr).await?;
-    sock.write_all(b"GET /metrics HTTP/1.1\r\nHost: dingo\r\nConnection: close\r\n\r\n").await?;
-    let mut raw = Vec::new();
-    tokio::time::timeout(std::time::Duration::from_secs(10), sock.read_to_end(&mut raw))
-        .await
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no metrics from {addr}")))??;
-    let text = String::from_utf8_lossy(&raw);
-    match text.split_once("\r\n\r\n") {
-        Some((head, body)) if head.starts_with("HTTP/1.1 200") => Ok(body.to_string()),
-        _ => Err(std::io::Error::other(format!("bad metrics response from {addr}"))),
     }
 }

@@ -23,13 +23,15 @@ fn quick_demo_saves_disk_reads_and_completes_all_work() {
     for mode in ["imperative", "declarative"] {
         let m = &s[mode];
         assert_eq!(m["work_complete"], true, "{mode}: {}", m["tasks"]);
-        assert_eq!(m["deadline_misses"], 0, "{mode}: {}", m["tasks"]);
         assert!(m["disk_bytes"].as_u64().unwrap() > 0, "{mode} read nothing");
         for task in ["scrubbing", "transcoding", "rebalancing", "reconstruction"] {
             assert!(m["tasks"][task]["items_done"].as_u64().unwrap() > 0, "{mode}: {task} did nothing");
         }
         assert!(m["fg_reads"].as_u64().unwrap() > 0, "{mode}: no foreground reads");
     }
+    // The imperative baseline paces itself by the wall clock, so on a
+    // loaded machine it may run late; the planner must not.
+    assert_eq!(s["declarative"]["deadline_misses"], 0, "{}", s["declarative"]["tasks"]);
     let ratio = s["disk_ratio"].as_f64().unwrap();
     assert!(ratio < 1.0, "declarative read as much as imperative: {ratio}");
     let gap = s["kernel_counter_gap"].as_f64().unwrap();

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 const EXE: &str = env!("CARGO_BIN_EXE_dingo");
 const BLOCK: u64 = 256 * 1024;
-const CONFIG: &str = "[meta]\ndead_after_ms = 1000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\n";
+const CONFIG: &str = "[meta]\ndead_after_ms = 1000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\ndisk_capacity = \"3MB\"\n";
 
 struct TestCluster {
     c: LocalCluster,

@@ -70,7 +70,7 @@ impl Scale {
             quantum: Duration::from_secs(5),
             budget_bytes_per_sec: 120_000_000,
             hdd: DiskModel { positioning_us: 8_000, transfer_bytes_per_sec: 60_000_000 },
-            fill: 0.8,
+            fill: 0.75,
             foreground_interval: Duration::from_millis(250),
             transcode_rounds: 4,
             rebalance_threshold: 0.05,
@@ -83,7 +83,7 @@ impl Scale {
         Scale {
             replicated_files: 8,
             ec_files: 24,
-            window: Duration::from_secs(30),
+            window: Duration::from_secs(40),
             quantum: Duration::from_secs(2),
             ..Scale::default_run()
         }
