@@ -6,6 +6,7 @@
 //! mix into the declarations the eight maintenance tasks make. The planner
 //! benchmark and the datacenter simulator both run on this one model.
 
+pub mod mix;
 pub mod model;
 pub mod rng;
 pub mod workload;
