@@ -151,7 +151,7 @@ impl SteadyLoad {
 
 /// The set reconstruction reads to rebuild a lost chunk of `block`: any
 /// live copy of a replicated block, or `k` live members of its stripe.
-fn surviving_set(model: &ClusterModel, block: BlockId) -> Option<BlockSet> {
+pub(crate) fn surviving_set(model: &ClusterModel, block: BlockId) -> Option<BlockSet> {
     let info = model.block(block)?;
     let group = model.group_blocks(block);
     if group.len() == 1 {

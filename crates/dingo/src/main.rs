@@ -3,6 +3,7 @@
 
 mod bench;
 mod bench_io;
+mod sim;
 mod storage_cmd;
 mod storage_config;
 
@@ -30,6 +31,9 @@ enum Commands {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// The datacenter simulator: maintenance IO in imperative, declarative and optimal modes.
+    #[command(subcommand)]
+    Sim(sim::SimCommand),
 }
 
 #[derive(Subcommand)]
@@ -56,6 +60,7 @@ async fn main() -> std::process::ExitCode {
         Commands::Fs(c) => storage_cmd::run_fs(c).await,
         Commands::Bench(BenchCommand::Io(a)) => bench_io::run(a).await,
         Commands::Bench(BenchCommand::Planner(a)) => bench::planner::run(&a),
+        Commands::Sim(c) => sim::run(c),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
