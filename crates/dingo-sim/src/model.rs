@@ -20,6 +20,9 @@ use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+/// Block ids per bucket of the block → region index: `1 << INDEX_SHIFT`.
+const INDEX_SHIFT: u32 = 16;
+
 /// How a scheme stores data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Redundancy {
@@ -92,7 +95,10 @@ impl Default for ClusterSpec {
 
 #[derive(Debug, Error, PartialEq)]
 pub enum ModelError {
-    #[error("the cluster needs at least {needed} nodes for a stripe of width {needed}, but has {nodes}")]
+    #[error(
+        "the cluster needs at least {needed} nodes for a stripe of width {needed}, but has {nodes}; \
+         use more capacity or fewer disks per node"
+    )]
     TooFewNodes { needed: u32, nodes: u32 },
     #[error("files of {file_blocks} blocks do not fill whole stripes of {data} data blocks")]
     FileNotWholeStripes { file_blocks: u32, data: u64 },
@@ -162,6 +168,14 @@ pub struct ClusterModel {
     region_firsts: Vec<u64>,
     /// `regions[i].first_file`, for the file → region search.
     region_first_files: Vec<u64>,
+    /// `region_index[b >> INDEX_SHIFT]`: the region holding the first block
+    /// id of that bucket, so a lookup scans from there instead of searching.
+    region_index: Vec<u32>,
+    /// One bit per file deleted whole ([`Self::delete_files`]): a block's
+    /// state is a bit test, not a search of `deleted`.
+    dead_files: Vec<u64>,
+    /// Blocks deleted one by one ([`Self::delete_blocks`]).
+    loose_deleted: RoaringTreemap,
     /// `with_copy[c]`: blocks that have a copy number `c` (c ≥ 1).
     with_copy: Vec<RoaringTreemap>,
     deleted: RoaringTreemap,
@@ -222,6 +236,9 @@ impl ClusterModel {
             disk_slots: Vec::new(),
             region_firsts: Vec::new(),
             region_first_files: Vec::new(),
+            region_index: Vec::new(),
+            dead_files: Vec::new(),
+            loose_deleted: RoaringTreemap::new(),
             with_copy: Vec::new(),
             deleted: RoaringTreemap::new(),
             live_chunks: 0,
@@ -292,6 +309,13 @@ impl ClusterModel {
         self.live_chunks += stripes * u64::from(redundancy.width());
         self.region_firsts.push(first);
         self.region_first_files.push(first_file);
+        let end = first + data_blocks + parity_blocks;
+        // Buckets starting in the new region point at it (regions are
+        // appended in id order, so earlier buckets are already indexed).
+        while ((self.region_index.len() as u64) << INDEX_SHIFT) < end {
+            self.region_index.push(self.regions.len() as u32);
+        }
+        self.dead_files.resize((first_file + files).div_ceil(64) as usize, 0);
         self.regions.push(Region {
             first,
             scheme,
@@ -368,9 +392,31 @@ impl ClusterModel {
         [data.start.0..data.end(), parity]
     }
 
-    /// Whether file `file` exists and is not deleted (files are deleted whole).
+    /// Whether file `file` exists and is not deleted (its first block, for
+    /// files whose blocks were deleted one by one).
     pub fn file_live(&self, file: u64) -> bool {
-        file < self.file_count() && !self.deleted.contains(self.file_blocks(file).start.0)
+        file < self.file_count()
+            && !self.file_dead(file)
+            && (self.loose_deleted.is_empty() || !self.loose_deleted.contains(self.file_blocks(file).start.0))
+    }
+
+    fn file_dead(&self, file: u64) -> bool {
+        self.dead_files[(file / 64) as usize] & (1 << (file % 64)) != 0
+    }
+
+    /// Whether the block at `loc` is deleted.
+    fn deleted_at(&self, b: u64, loc: &Locator) -> bool {
+        let r = &self.regions[loc.region];
+        let data_index = match self.schemes[r.scheme].redundancy {
+            Redundancy::Replicated { .. } => loc.stripe,
+            Redundancy::ErasureCoded { data, .. } => loc.stripe * u64::from(data),
+        };
+        self.file_dead(r.first_file + data_index / u64::from(self.spec.file_blocks))
+            || (!self.loose_deleted.is_empty() && self.loose_deleted.contains(b))
+    }
+
+    fn mark_dead(&mut self, file: u64) {
+        self.dead_files[(file / 64) as usize] |= 1 << (file % 64);
     }
 
     /// File-id ranges of every region stored with scheme `scheme`, oldest first.
@@ -391,6 +437,7 @@ impl ClusterModel {
             let [data, parity] = self.file_block_ranges(file);
             let stripes = (data.end - data.start) / redundancy.data_per_stripe();
             self.live_chunks -= stripes * u64::from(redundancy.width());
+            self.mark_dead(file);
             gone.insert_range(data);
             gone.insert_range(parity);
         }
@@ -425,17 +472,18 @@ impl ClusterModel {
         self.failed[disk.0 as usize]
     }
 
-    /// Marks blocks deleted. Prefer [`Self::delete_files`] for whole files.
+    /// Marks blocks deleted. Prefer [`Self::delete_files`] for whole files;
+    /// a file counts as deleted once its first block is.
     pub fn delete_blocks(&mut self, blocks: &RoaringTreemap) {
         let new = blocks - &self.deleted;
         for b in &new {
-            if let Some(loc) = self.locate(b) {
-                self.live_chunks -= match self.schemes[self.regions[loc.region].scheme].redundancy {
-                    Redundancy::Replicated { copies } => u64::from(copies),
-                    Redundancy::ErasureCoded { .. } => 1,
-                };
-            }
+            let Some(loc) = self.locate(b) else { continue };
+            self.live_chunks -= match self.schemes[self.regions[loc.region].scheme].redundancy {
+                Redundancy::Replicated { copies } => u64::from(copies),
+                Redundancy::ErasureCoded { .. } => 1,
+            };
         }
+        self.loose_deleted |= &new;
         self.deleted |= new;
     }
 
@@ -444,7 +492,10 @@ impl ClusterModel {
     }
 
     fn locate(&self, b: u64) -> Option<Locator> {
-        let region = self.region_firsts.partition_point(|&first| first <= b).checked_sub(1)?;
+        let mut region = *self.region_index.get((b >> INDEX_SHIFT) as usize)? as usize;
+        while self.region_firsts.get(region + 1).is_some_and(|&next| next <= b) {
+            region += 1;
+        }
         let r = &self.regions[region];
         if b >= r.end {
             return None;
@@ -574,7 +625,7 @@ impl Topology for ClusterModel {
             Redundancy::Replicated { copies } => (copies, GroupId(id.0)),
             Redundancy::ErasureCoded { .. } => (1, GroupId(self.member_block(region, loc.stripe, 0))),
         };
-        let state = if self.deleted.contains(id.0) { BlockState::Deleted } else { BlockState::Sealed };
+        let state = if self.deleted_at(id.0, &loc) { BlockState::Deleted } else { BlockState::Sealed };
         Some(BlockInfo { size: self.spec.block_bytes, copies, group, state })
     }
 
@@ -741,6 +792,10 @@ mod tests {
         }
         let gone = m.delete_files(&files);
         assert_eq!(gone, expected);
+        for b in 0..m.block_count() {
+            let deleted = m.block(BlockId(b)).unwrap().state == BlockState::Deleted;
+            assert_eq!(deleted, gone.contains(b), "block {b}");
+        }
         assert_eq!(m.live_chunks(), m.chunk_count() - chunks);
         assert!(files.iter().all(|&f| !m.file_live(f)));
         assert!(m.delete_files(&files).is_empty(), "deleting twice deletes nothing");

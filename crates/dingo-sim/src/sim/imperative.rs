@@ -133,26 +133,27 @@ impl Imperative {
                 while taken < quota && (walk.cursor >> 56) < slots {
                     let slot = walk.cursor >> 56;
                     let bitmap = if slot == 0 { Some(members.any()) } else { members.copy(slot as u8 - 1) };
-                    let mut it = bitmap.map(|b| b.iter());
-                    let next = it.as_mut().and_then(|it| {
-                        it.advance_to(walk.cursor & dingo_types::MAX_BLOCK_ID);
-                        it.next()
-                    });
-                    let Some(b) = next else {
-                        walk.cursor = (slot + 1) << 56;
-                        continue;
-                    };
-                    walk.cursor = (slot << 56) | (b + 1);
-                    if deleted.contains(b) {
-                        self.recorder.elided(job.task, block_bytes);
-                        continue;
+                    let start = walk.cursor & dingo_types::MAX_BLOCK_ID;
+                    walk.cursor = (slot + 1) << 56;
+                    let Some(bitmap) = bitmap else { continue };
+                    let mut it = bitmap.iter();
+                    it.advance_to(start);
+                    for b in it {
+                        if deleted.contains(b) {
+                            self.recorder.elided(job.task, block_bytes);
+                            continue;
+                        }
+                        let member = match slot {
+                            0 => Member::Any(BlockId(b)),
+                            s => Member::Copy(ChunkRef { block: BlockId(b), copy: s as u8 - 1 }),
+                        };
+                        self.read(world, job.task, member);
+                        taken += 1;
+                        if taken == quota {
+                            walk.cursor = (slot << 56) | (b + 1);
+                            break;
+                        }
                     }
-                    let member = match slot {
-                        0 => Member::Any(BlockId(b)),
-                        s => Member::Copy(ChunkRef { block: BlockId(b), copy: s as u8 - 1 }),
-                    };
-                    self.read(world, job.task, member);
-                    taken += 1;
                 }
             }
         }

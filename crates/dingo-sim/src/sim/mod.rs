@@ -92,7 +92,7 @@ impl Default for SimConfig {
             quantum: Duration::from_secs(3 * 3600),
             horizon: Duration::from_secs(30 * 24 * 3600),
             cache_per_disk: 4_000_000_000,
-            budget_factor: 1.0,
+            budget_factor: 1.5,
             disk_share: 0.5,
             diurnal_amplitude: 0.0,
             rebalance_candidates: 4.0,
@@ -104,7 +104,7 @@ impl Default for SimConfig {
 
 #[derive(Debug, Error)]
 pub enum SimError {
-    #[error("building the cluster: {0}")]
+    #[error("building the cluster")]
     Model(#[from] ModelError),
     #[error("invalid simulation: {0}")]
     Invalid(String),
@@ -268,14 +268,23 @@ impl Simulation {
                 let job = self.world.job(id);
                 decl.declare(&self.world.model, job).map_err(|error| SimError::Declare { task: job.task, error })?;
             }
-            decl.run_quantum(&self.world.model, now, &self.config.budget(now));
         }
         if let Some(imp) = &mut self.imperative {
             for &id in &events.started {
                 imp.start(self.world.job(id));
             }
-            imp.run_quantum(&self.world, now);
         }
+        // The modes only read the world from here on: plan and replay the
+        // declarative quantum on one core while imperative jobs read on another.
+        let (world, budget) = (&self.world, self.config.budget(now));
+        std::thread::scope(|scope| {
+            if let Some(imp) = &mut self.imperative {
+                scope.spawn(move || imp.run_quantum(world, now));
+            }
+            if let Some(decl) = &mut self.declarative {
+                decl.run_quantum(&world.model, now, &budget);
+            }
+        });
         let hours = now.as_millis() as f64 / 3.6e6;
         for recorder in self.recorders() {
             recorder.end_quantum(hours);

@@ -492,17 +492,19 @@ impl World {
     fn random_files(&mut self, task: TaskKind, n: u64, unclaimed: bool) -> Vec<u64> {
         let files = self.model.file_count();
         let rng = &mut self.rngs[task.index()];
-        let mut picked = RoaringTreemap::new();
+        let mut picked = Vec::with_capacity(n as usize);
         let mut attempts = 0u64;
         let limit = n.saturating_mul(64) + 1024;
-        while picked.len() < n && attempts < limit {
+        while (picked.len() as u64) < n && attempts < limit {
             attempts += 1;
             let f = rng.below(files);
             if self.model.file_live(f) && !(unclaimed && self.claimed.contains(f)) {
-                picked.insert(f);
+                picked.push(f);
             }
         }
-        picked.into_iter().collect()
+        picked.sort_unstable();
+        picked.dedup();
+        picked
     }
 
     /// The first `max_blocks` blocks of each file, as sorted ranges.

@@ -47,6 +47,9 @@ pub struct ScenarioArgs {
     /// Drive size.
     #[arg(long, default_value = "24TB", value_parser = parse_bytes)]
     drive_size: u64,
+    /// Disks per storage node (members of a stripe sit on distinct nodes).
+    #[arg(long, default_value_t = 36)]
+    disks_per_node: u32,
     /// Horizon in days; jobs started before it run to their deadlines.
     #[arg(long, default_value_t = 30.0)]
     days: f64,
@@ -60,7 +63,7 @@ pub struct ScenarioArgs {
     #[arg(long, default_value = "4GB", value_parser = parse_bytes)]
     cache_per_disk: u64,
     /// The planner's cluster-wide budget per quantum, as a multiple of the demand.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.5)]
     budget_factor: f64,
     /// Disk-head time per disk the planner may use, as a fraction of each quantum.
     #[arg(long, default_value_t = 0.5)]
@@ -104,6 +107,7 @@ impl ScenarioArgs {
             cluster: ClusterSpec {
                 raw_capacity: self.capacity,
                 drive_bytes: self.drive_size,
+                disks_per_node: self.disks_per_node,
                 seed: self.seed,
                 ..ClusterSpec::default()
             },
