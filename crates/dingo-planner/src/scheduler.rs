@@ -205,6 +205,14 @@ pub(crate) fn schedule_quantum<T: Topology>(
     (q.schedule, q.report)
 }
 
+/// Whether `bitmap` holds nothing in `range` (one seek; counting the range
+/// would scan whole bitmap containers).
+fn none_in(bitmap: &RoaringTreemap, range: std::ops::Range<u64>) -> bool {
+    let mut it = bitmap.iter();
+    it.advance_to(range.start);
+    it.next().is_none_or(|b| b >= range.end)
+}
+
 impl<T: Topology> QuantumState<'_, T> {
     /// Takes up to `limit` outstanding sets of `d` that share a block with
     /// what is already scheduled, most free blocks first. With `only_free`,
@@ -349,7 +357,7 @@ impl<T: Topology> QuantumState<'_, T> {
         self.staged.clear();
         self.pending_us.clear();
         // A range with no block scheduled yet needs no per-member lookup.
-        let none_scheduled = d.sets.range(key).is_some_and(|r| self.blocks.range_cardinality(r) == 0);
+        let none_scheduled = d.sets.range(key).is_some_and(|r| none_in(&self.blocks, r));
         let mut new_bytes = 0u64;
         let mut deleted_bytes = 0u64;
         for &m in &self.members {
@@ -431,7 +439,7 @@ impl<T: Topology> QuantumState<'_, T> {
             self.copies.resize_with(copy + 1, RoaringTreemap::new);
         }
         let blocks = run[0].chunk.block.0..run[run.len() - 1].chunk.block.0 + 1;
-        if run.len() > 1 && self.copies[copy].range_cardinality(blocks.clone()) == 0 {
+        if run.len() > 1 && none_in(&self.copies[copy], blocks.clone()) {
             self.copies[copy].insert_range(blocks.clone());
             self.blocks.insert_range(blocks);
             return;

@@ -177,10 +177,9 @@ mod tests {
 
     #[test]
     fn a_custom_mix_normalises_and_overrides_timing() {
-        let mix = Mix::from_toml(
-            "name = \"mine\"\n[shares]\nscrubbing = 1\nfsck = 3\n[timing.fsck]\ndeadline_hours = 24\n",
-        )
-        .unwrap();
+        let mix =
+            Mix::from_toml("name = \"mine\"\n[shares]\nscrubbing = 1\nfsck = 3\n[timing.fsck]\ndeadline_hours = 24\n")
+                .unwrap();
         assert_eq!(mix.share(TaskKind::Fsck), 0.75);
         assert_eq!(mix.timing(TaskKind::Fsck).deadline, Duration::from_secs(DAY));
         assert_eq!(mix.timing(TaskKind::Fsck).period, default_timing(TaskKind::Fsck).period);

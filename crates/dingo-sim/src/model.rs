@@ -810,7 +810,10 @@ mod tests {
         assert_eq!(m.scheme_file_ranges(1).last(), Some(new.clone()));
         assert!(new.clone().all(|f| m.file_live(f) && m.file_scheme(f) == 1));
         let r = m.scheme(1);
-        assert_eq!(m.live_chunks() - before, 4 * u64::from(m.spec().file_blocks) / r.data_per_stripe() * u64::from(r.width()));
+        assert_eq!(
+            m.live_chunks() - before,
+            4 * u64::from(m.spec().file_blocks) / r.data_per_stripe() * u64::from(r.width())
+        );
         let chunk = ChunkRef { block: m.file_blocks(new.start).start, copy: 0 };
         let disk = m.copy_disk(chunk).unwrap();
         m.fail_disk(disk);

@@ -77,8 +77,18 @@ fn optimal_reads_at_most_declarative_which_reads_at_most_imperative() {
             let r = run(config(mix.clone(), 2 * PB, 4, seed));
             let [imp, decl, opt] = [Mode::Imperative, Mode::Declarative, Mode::Optimal].map(|m| mode(&r, m));
             let label = format!("{} seed {seed}", mix.name);
-            assert!(opt.disk_bytes <= decl.disk_bytes, "{label}: optimal {} > declarative {}", opt.disk_bytes, decl.disk_bytes);
-            assert!(decl.disk_bytes <= imp.disk_bytes, "{label}: declarative {} > imperative {}", decl.disk_bytes, imp.disk_bytes);
+            assert!(
+                opt.disk_bytes <= decl.disk_bytes,
+                "{label}: optimal {} > declarative {}",
+                opt.disk_bytes,
+                decl.disk_bytes
+            );
+            assert!(
+                decl.disk_bytes <= imp.disk_bytes,
+                "{label}: declarative {} > imperative {}",
+                decl.disk_bytes,
+                imp.disk_bytes
+            );
             assert!(r.savings_vs_imperative.unwrap() > 0.0, "{label}: overlapping tasks save something");
             assert_eq!(r.over_budget_quanta, 0, "{label}");
         }
@@ -132,4 +142,3 @@ fn the_same_seed_gives_the_same_run() {
     let c = config(Mix::cluster_1(), 2 * PB, 2, 9);
     assert_eq!(run(c.clone()), run(c));
 }
-

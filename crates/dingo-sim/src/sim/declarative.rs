@@ -35,6 +35,9 @@ pub struct PinCache {
     pinned: Vec<u64>,
     /// Most bytes ever pinned on one disk.
     pub max_disk_pinned: u64,
+    /// Most bytes one disk would have pinned with an unlimited region: the
+    /// cache the directives need.
+    pub max_disk_wanted: u64,
     /// Bytes of directives refused because the disk's region was full.
     pub refused_bytes: u64,
 }
@@ -47,6 +50,7 @@ impl PinCache {
             expiry: VecDeque::new(),
             pinned: vec![0; disks as usize],
             max_disk_pinned: 0,
+            max_disk_wanted: 0,
             refused_bytes: 0,
         }
     }
@@ -73,6 +77,7 @@ impl PinCache {
     /// Takes a group's directives; returns the most bytes pinned on one disk after.
     fn admit(&mut self, directives: &[CacheDirective]) -> u64 {
         let mut group_max = 0;
+        let mut refused: Vec<(u32, u64)> = Vec::new();
         for d in directives {
             let key = Member::Copy(d.chunk).key();
             if let Some(p) = self.pins.get_mut(&key) {
@@ -86,6 +91,10 @@ impl PinCache {
                 self.pins.insert(key, pin);
             } else {
                 self.refused_bytes += d.bytes;
+                match refused.iter_mut().find(|(disk, _)| *disk == d.disk.0) {
+                    Some((_, bytes)) => *bytes += d.bytes,
+                    None => refused.push((d.disk.0, d.bytes)),
+                }
                 continue;
             }
             self.expiry.push_back((d.until, key));
@@ -93,6 +102,8 @@ impl PinCache {
             group_max = group_max.max(on_disk);
         }
         self.max_disk_pinned = self.max_disk_pinned.max(group_max);
+        let wanted = refused.iter().map(|&(disk, bytes)| self.pinned[disk as usize] + bytes).max().unwrap_or(0);
+        self.max_disk_wanted = self.max_disk_wanted.max(wanted).max(group_max);
         group_max
     }
 
@@ -235,5 +246,6 @@ mod tests {
         cache.expire(Timestamp(50));
         assert_eq!(cache.read(first, TaskKind::Fsck), None, "expired");
         assert_eq!(cache.max_disk_pinned, 10);
+        assert_eq!(cache.max_disk_wanted, 20, "the refused pin counts as needed");
     }
 }

@@ -130,7 +130,7 @@ impl SimConfig {
         if !(0.0..1.0).contains(&self.diurnal_amplitude) {
             return bad("the diurnal amplitude must be in [0, 1)");
         }
-        if !(self.rebalance_candidates >= 1.0) {
+        if self.rebalance_candidates.is_nan() || self.rebalance_candidates < 1.0 {
             return bad("rebalancing must declare at least one candidate per chunk it moves");
         }
         if !(self.modes.imperative || self.modes.declarative || self.modes.optimal) {
@@ -341,9 +341,9 @@ impl Simulation {
         let declarative = self.declarative.map(|m| {
             over_budget_quanta = m.over_budget_quanta;
             refused_pin_bytes = m.cache.refused_bytes;
-            let max_pinned = m.cache.max_disk_pinned;
+            let wanted = m.cache.max_disk_wanted;
             let mut r = new(Mode::Declarative, m.recorder);
-            r.cache_bytes_per_disk = max_pinned;
+            r.cache_bytes_per_disk = wanted;
             r
         });
         let optimal = self.optimal.map(|m| {

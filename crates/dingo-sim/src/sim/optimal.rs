@@ -149,10 +149,8 @@ mod tests {
         opt.close(&job(TaskKind::GarbageCollection, file.clone(), None), &RoaringTreemap::new());
         opt.close(&job(TaskKind::FileScrubbing, file, None), &RoaringTreemap::new());
         assert_eq!(opt.disk_bytes(), 40);
-        let scrub: MemberBitmap = [0u8, 1]
-            .iter()
-            .map(|&copy| Member::Copy(ChunkRef { block: BlockId(1), copy }))
-            .collect();
+        let scrub: MemberBitmap =
+            [0u8, 1].iter().map(|&copy| Member::Copy(ChunkRef { block: BlockId(1), copy })).collect();
         opt.close(&job(TaskKind::Scrubbing, JobSets::Members(scrub), None), &RoaringTreemap::new());
         assert_eq!(opt.disk_bytes(), 50, "copy 0 rides on the file read, copy 1 is one more read");
     }

@@ -178,8 +178,9 @@ pub struct ModeResult {
     /// disk time, extrapolating `utilization` linearly in drive size (per-disk
     /// work grows with the data a disk holds); `None` if nothing was read.
     pub io_wall_drive_bytes: Option<u64>,
-    /// Cache the mode used per disk, in bytes: the configured LRU
-    /// (imperative), the most bytes ever pinned on one disk (declarative).
+    /// Cache per disk, in bytes: the configured LRU (imperative); the most
+    /// bytes the cache directives asked one disk to pin at once, refused
+    /// ones included (declarative).
     pub cache_bytes_per_disk: u64,
     pub tasks: Vec<TaskTotals>,
     pub series: Vec<QuantumPoint>,
@@ -189,7 +190,14 @@ pub struct ModeResult {
 pub const WALL_UTILIZATION: f64 = 0.5;
 
 impl ModeResult {
-    pub fn new(mode: Mode, recorder: Recorder, disks: u32, horizon_secs: f64, quantum_secs: f64, drive_bytes: u64) -> Self {
+    pub fn new(
+        mode: Mode,
+        recorder: Recorder,
+        disks: u32,
+        horizon_secs: f64,
+        quantum_secs: f64,
+        drive_bytes: u64,
+    ) -> Self {
         let mut total = TaskTotals::default();
         for t in &recorder.tasks {
             total.logical_bytes += t.logical_bytes;

@@ -197,7 +197,7 @@ impl World {
         let mut chain: Vec<usize> = (0..model.scheme_count()).collect();
         chain.sort_by(|&a, &b| model.scheme(b).overhead().total_cmp(&model.scheme(a).overhead()));
         let rates = Rates::new(config, &model);
-        let mut seeds = SplitMix64::new(config.cluster.seed ^ 0x5EED_0F_D1_6E0);
+        let mut seeds = SplitMix64::new(config.cluster.seed ^ 0x05EE_D0FD_16E0);
         let rngs = TaskKind::ALL.map(|_| SplitMix64::new(seeds.next_u64()));
         let failure_rng = SplitMix64::new(seeds.next_u64());
         let target_chunks = model.live_chunks();
@@ -300,9 +300,9 @@ impl World {
         let last = *self.chain.last().expect("at least one scheme");
         let over = self.model.live_chunks().saturating_sub(self.target_chunks);
         let claimed = &self.claimed;
-        let victims = self.delete_cursor.take(&self.model, last, over.div_ceil(self.chunks_per_file(last)), |f| {
-            !claimed.contains(f)
-        });
+        let victims = self
+            .delete_cursor
+            .take(&self.model, last, over.div_ceil(self.chunks_per_file(last)), |f| !claimed.contains(f));
         *deleted |= self.model.delete_files(&victims);
     }
 
@@ -422,7 +422,8 @@ impl World {
                 self.push_job(task, now, JobSets::Files(ranges), None, Vec::new())
             }
             TaskKind::Scrubbing => {
-                let per_disk = self.model.live_chunks() as f64 * self.block_bytes() / f64::from(self.model.disk_count());
+                let per_disk =
+                    self.model.live_chunks() as f64 * self.block_bytes() / f64::from(self.model.disk_count());
                 let disks = self.units(task, bytes, per_disk).min(u64::from(self.model.disk_count()));
                 let chosen: Vec<DiskId> = (0..disks)
                     .map(|_| {
@@ -523,8 +524,7 @@ impl Rates {
     fn new(config: &SimConfig, model: &ClusterModel) -> Rates {
         let capacity_tb = model.spec().raw_capacity as f64 / 1e12;
         let total = config.demand_mb_s_per_tb * 1e6 * capacity_tb;
-        let bytes_per_sec =
-            TaskKind::ALL.map(|t| total * config.mix.share(t) * config.intensity[t.index()].max(0.0));
+        let bytes_per_sec = TaskKind::ALL.map(|t| total * config.mix.share(t) * config.intensity[t.index()].max(0.0));
         let mut period = TaskKind::ALL.map(|t| config.mix.timing(t).period);
         let mut deadline = TaskKind::ALL.map(|t| config.mix.timing(t).deadline);
         // Scrubbing covers whole disks. If one period's share is more than
@@ -545,23 +545,16 @@ impl Rates {
 /// Mean reconstruction read bytes of one disk failure: each lost chunk of a
 /// replicated block costs one read, of an RS k-of-n stripe k reads.
 fn bytes_per_failure(model: &ClusterModel) -> f64 {
-    let mut chunks_by_scheme = vec![0f64; model.scheme_count()];
-    for s in 0..model.scheme_count() {
-        for files in model.scheme_file_ranges(s) {
+    let reads: f64 = (0..model.scheme_count())
+        .map(|s| {
             let r = model.scheme(s);
-            let stripes = (files.end - files.start) * u64::from(model.spec().file_blocks) / r.data_per_stripe();
-            chunks_by_scheme[s] += (stripes * u64::from(r.width())) as f64;
-        }
-    }
-    let reads: f64 = chunks_by_scheme
-        .iter()
-        .enumerate()
-        .map(|(s, &chunks)| {
-            chunks
-                * match model.scheme(s) {
-                    Redundancy::Replicated { .. } => 1.0,
-                    r @ Redundancy::ErasureCoded { .. } => r.data_per_stripe() as f64,
-                }
+            let files: u64 = model.scheme_file_ranges(s).map(|f| f.end - f.start).sum();
+            let chunks = files * u64::from(model.spec().file_blocks) / r.data_per_stripe() * u64::from(r.width());
+            let per_chunk = match r {
+                Redundancy::Replicated { .. } => 1.0,
+                Redundancy::ErasureCoded { .. } => r.data_per_stripe() as f64,
+            };
+            chunks as f64 * per_chunk
         })
         .sum();
     reads * model.spec().block_bytes as f64 / f64::from(model.disk_count())

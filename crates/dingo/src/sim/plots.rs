@@ -57,26 +57,33 @@ pub struct LineChart {
     pub vline: Option<(f64, String)>,
 }
 
-/// One bar: segments stacked bottom up (value, colour).
-pub struct Bar {
+/// A group of bars side by side under one label; each bar is its
+/// segments stacked bottom up (value, colour).
+pub struct BarGroup {
     pub label: String,
-    pub segments: Vec<(f64, RGBColor)>,
+    pub bars: Vec<Vec<(f64, RGBColor)>>,
 }
 
 pub struct BarChart {
     pub title: String,
     pub y_label: String,
-    pub bars: Vec<Bar>,
+    pub groups: Vec<BarGroup>,
     /// Legend entries (label, colour).
     pub legend: Vec<(String, RGBColor)>,
     pub hline: Option<(f64, String)>,
 }
 
 /// Writes `name.svg` and `name.png` into `dir`.
-fn save(dir: &Path, name: &str, draw: impl Fn(DrawingArea<SVGBackend, Shift>) -> anyhow::Result<()>, draw_png: impl Fn(DrawingArea<BitMapBackend, Shift>) -> anyhow::Result<()>) -> anyhow::Result<()> {
+fn save(
+    dir: &Path,
+    name: &str,
+    draw: impl Fn(DrawingArea<SVGBackend, Shift>) -> anyhow::Result<()>,
+    draw_png: impl Fn(DrawingArea<BitMapBackend, Shift>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     register_font()?;
     let svg = dir.join(format!("{name}.svg"));
-    draw(SVGBackend::new(&svg, (WIDTH, HEIGHT)).into_drawing_area()).with_context(|| format!("drawing {}", svg.display()))?;
+    draw(SVGBackend::new(&svg, (WIDTH, HEIGHT)).into_drawing_area())
+        .with_context(|| format!("drawing {}", svg.display()))?;
     let png = dir.join(format!("{name}.png"));
     draw_png(BitMapBackend::new(&png, (WIDTH, HEIGHT)).into_drawing_area())
         .with_context(|| format!("drawing {}", png.display()))?;
@@ -166,22 +173,22 @@ where
 {
     area.fill(&WHITE).map_err(err)?;
     let top = chart
-        .bars
+        .groups
         .iter()
-        .map(|b| b.segments.iter().map(|s| s.0).sum::<f64>())
+        .flat_map(|g| g.bars.iter().map(|b| b.iter().map(|s| s.0).sum::<f64>()))
         .chain(chart.hline.as_ref().map(|h| h.0))
         .fold(0.0f64, f64::max);
     let y_max = if top > 0.0 { top * 1.15 } else { 1.0 };
-    let n = chart.bars.len().max(1);
+    let n = chart.groups.len().max(1);
     let (plot, legend_area) = area.split_horizontally(WIDTH - 250);
     let mut ctx = ChartBuilder::on(&plot)
         .caption(&chart.title, ("sans-serif", 22))
         .margin(14)
-        .x_label_area_size(70)
+        .x_label_area_size(40)
         .y_label_area_size(78)
         .build_cartesian_2d(0.0..n as f64, 0.0..y_max)
         .map_err(err)?;
-    let labels: Vec<String> = chart.bars.iter().map(|b| b.label.clone()).collect();
+    let labels: Vec<String> = chart.groups.iter().map(|g| g.label.clone()).collect();
     ctx.configure_mesh()
         .disable_x_mesh()
         .x_labels(n * 2 + 1)
@@ -189,21 +196,26 @@ where
             let i = x.floor() as usize;
             if (x - x.floor() - 0.5).abs() < 0.01 { labels.get(i).cloned().unwrap_or_default() } else { String::new() }
         })
+        .y_label_formatter(&|y| format!("{y:.0}"))
         .y_desc(&chart.y_label)
-        .label_style(("sans-serif", 13))
+        .label_style(("sans-serif", 14))
         .axis_desc_style(("sans-serif", 17))
         .light_line_style(RGBColor(235, 235, 235))
         .draw()
         .map_err(err)?;
-    for (i, bar) in chart.bars.iter().enumerate() {
-        let mut base = 0.0;
-        for &(value, color) in &bar.segments {
-            if value <= 0.0 {
-                continue;
+    for (i, group) in chart.groups.iter().enumerate() {
+        let width = 0.8 / group.bars.len().max(1) as f64;
+        for (j, bar) in group.bars.iter().enumerate() {
+            let x0 = i as f64 + 0.1 + j as f64 * width;
+            let mut base = 0.0;
+            for &(value, color) in bar {
+                if value <= 0.0 {
+                    continue;
+                }
+                let rect = Rectangle::new([(x0 + 0.02, base), (x0 + width - 0.02, base + value)], color.filled());
+                ctx.draw_series(std::iter::once(rect)).map_err(err)?;
+                base += value;
             }
-            let rect = Rectangle::new([(i as f64 + 0.15, base), (i as f64 + 0.85, base + value)], color.filled());
-            ctx.draw_series(std::iter::once(rect)).map_err(err)?;
-            base += value;
         }
     }
     if let Some((y, label)) = &chart.hline {

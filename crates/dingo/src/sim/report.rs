@@ -2,7 +2,8 @@
 //! one HTML report that embeds them.
 
 use super::plots::{
-    self, BUDGET_COLOR, Bar, BarChart, DISK_COLOR, ELIDED_COLOR, LineChart, MODE_COLORS, REALIZED_COLOR, Series, TASK_COLORS,
+    self, BUDGET_COLOR, BarChart, BarGroup, DISK_COLOR, ELIDED_COLOR, LineChart, MODE_COLORS, REALIZED_COLOR, Series,
+    TASK_COLORS,
 };
 use anyhow::Context;
 use dingo_sim::sim::{Mode, ModeResult, SimResult, WALL_UTILIZATION};
@@ -210,7 +211,11 @@ fn run_figures(dir: &Path, r: &SimResult) -> anyhow::Result<Vec<Figure>> {
                 let end = m.series.last().map_or(r.days * 24.0, |p| p.start_hours);
                 vec![(0.0, m.utilization * 100.0), (days(end), m.utilization * 100.0)]
             }
-            _ => m.series.iter().map(|p| (days(p.start_hours), p.head_time_us as f64 / 1e6 / disks_time * 100.0)).collect(),
+            _ => m
+                .series
+                .iter()
+                .map(|p| (days(p.start_hours), p.head_time_us as f64 / 1e6 / disks_time * 100.0))
+                .collect(),
         };
         series.push(Series {
             name: format!("{} (mean {:.1} %)", m.mode, m.utilization * 100.0),
@@ -239,35 +244,37 @@ fn run_figures(dir: &Path, r: &SimResult) -> anyhow::Result<Vec<Figure>> {
     });
 
     // Bytes per task: disk / free by overlapped task / avoided (deleted).
-    let mut bars = Vec::new();
+    let mut groups = Vec::new();
     for t in TaskKind::ALL {
-        for m in r.modes.iter().filter(|m| m.mode != Mode::Optimal) {
-            let tt = m.task(t);
-            if tt.logical_bytes + tt.elided_bytes == 0 {
-                continue;
-            }
-            let mut segments = vec![(tt.disk_bytes as f64 / TB, DISK_COLOR)];
-            for (owner, &bytes) in tt.free_bytes_from.iter().enumerate() {
-                segments.push((bytes as f64 / TB, TASK_COLORS[owner]));
-            }
-            segments.push((tt.elided_bytes as f64 / TB, ELIDED_COLOR));
-            let short = match m.mode {
-                Mode::Imperative => "imp",
-                _ => "decl",
-            };
-            bars.push(Bar { label: format!("{} {short}", short_task(t)), segments });
+        let bars: Vec<Vec<(f64, plotters::style::RGBColor)>> = r
+            .modes
+            .iter()
+            .filter(|m| m.mode != Mode::Optimal)
+            .map(|m| {
+                let tt = m.task(t);
+                let mut segments = vec![(tt.disk_bytes as f64 / TB, DISK_COLOR)];
+                for (owner, &bytes) in tt.free_bytes_from.iter().enumerate() {
+                    segments.push((bytes as f64 / TB, TASK_COLORS[owner]));
+                }
+                segments.push((tt.elided_bytes as f64 / TB, ELIDED_COLOR));
+                segments
+            })
+            .collect();
+        if bars.iter().flatten().any(|s| s.0 > 0.0) {
+            groups.push(BarGroup { label: short_task(t).to_string(), bars });
         }
     }
     let mut legend = vec![("read from disk".to_string(), DISK_COLOR)];
-    legend.extend(TaskKind::ALL.iter().map(|t| (format!("free, overlapped {}", short_task(*t)), TASK_COLORS[t.index()])));
+    legend
+        .extend(TaskKind::ALL.iter().map(|t| (format!("free, overlapped {}", short_task(*t)), TASK_COLORS[t.index()])));
     legend.push(("avoided: deleted".to_string(), ELIDED_COLOR));
     plots::save_bars(
         dir,
         "task_bytes",
         &BarChart {
-            title: "Bytes read per task: imperative (imp) vs declarative (decl)".into(),
+            title: "Bytes read per task (left bar imperative, right bar declarative)".into(),
             y_label: "TB".into(),
-            bars,
+            groups,
             legend,
             hline: None,
         },
@@ -319,11 +326,8 @@ fn run_figures(dir: &Path, r: &SimResult) -> anyhow::Result<Vec<Figure>> {
 
     // Cache needed (declarative pins) and the planner's budget.
     if let Some(d) = r.modes.get(Mode::Declarative) {
-        let pinned = d
-            .series
-            .iter()
-            .map(|p| (days(p.start_hours), p.max_disk_pinned_bytes.unwrap_or(0) as f64 / 1e9))
-            .collect();
+        let pinned =
+            d.series.iter().map(|p| (days(p.start_hours), p.max_disk_pinned_bytes.unwrap_or(0) as f64 / 1e9)).collect();
         plots::save_line(
             dir,
             "cache",
@@ -332,7 +336,7 @@ fn run_figures(dir: &Path, r: &SimResult) -> anyhow::Result<Vec<Figure>> {
                 x_label: "day".into(),
                 y_label: "GB per disk".into(),
                 series: vec![Series {
-                    name: format!("declarative (max {})", format_bytes(d.cache_bytes_per_disk)),
+                    name: format!("pinned (directives asked up to {})", format_bytes(d.cache_bytes_per_disk)),
                     color: mode_color(Mode::Declarative),
                     points: pinned,
                     dashed: false,
@@ -344,16 +348,23 @@ fn run_figures(dir: &Path, r: &SimResult) -> anyhow::Result<Vec<Figure>> {
         figures.push(Figure {
             stem: "cache".into(),
             caption: format!(
-                "Most bytes the dispatcher's cache directives held pinned on any one disk, per quantum. \
-                 Per TB of disk: {:.0} MB.",
-                d.cache_bytes_per_disk as f64 / (r.drive_bytes as f64 / TB) / 1e6
+                "Most bytes the cache directives held pinned on any one disk, per quantum. The directives \
+                 asked for at most {} on one disk ({:.0} MB per TB of disk); {} of pins did not fit the \
+                 configured region, and their extra readers went to disk.",
+                format_bytes(d.cache_bytes_per_disk),
+                d.cache_bytes_per_disk as f64 / (r.drive_bytes as f64 / TB) / 1e6,
+                format_bytes(r.refused_pin_bytes)
             ),
         });
         let series = vec![
             Series {
                 name: "budget".into(),
                 color: BUDGET_COLOR,
-                points: d.series.iter().map(|p| (days(p.start_hours), p.budget_bytes.unwrap_or(0) as f64 / TB)).collect(),
+                points: d
+                    .series
+                    .iter()
+                    .map(|p| (days(p.start_hours), p.budget_bytes.unwrap_or(0) as f64 / TB))
+                    .collect(),
                 dashed: true,
             },
             Series {
@@ -394,12 +405,12 @@ fn run_figures(dir: &Path, r: &SimResult) -> anyhow::Result<Vec<Figure>> {
     }
 
     // The IO wall per mode.
-    let bars: Vec<Bar> = r
+    let groups: Vec<BarGroup> = r
         .modes
         .iter()
-        .map(|m| Bar {
+        .map(|m| BarGroup {
             label: m.mode.name().to_string(),
-            segments: vec![(m.io_wall_drive_bytes.unwrap_or(0) as f64 / TB, mode_color(m.mode))],
+            bars: vec![vec![(m.io_wall_drive_bytes.unwrap_or(0) as f64 / TB, mode_color(m.mode))]],
         })
         .collect();
     plots::save_bars(
@@ -408,7 +419,7 @@ fn run_figures(dir: &Path, r: &SimResult) -> anyhow::Result<Vec<Figure>> {
         &BarChart {
             title: "IO wall: largest drive with maintenance under 50 % of disk time".into(),
             y_label: "drive size (TB)".into(),
-            bars,
+            groups,
             legend: r.modes.iter().map(|m| (m.mode.name().to_string(), mode_color(m.mode))).collect(),
             hline: Some((r.drive_bytes as f64 / TB, "simulated drive size".into())),
         },
@@ -467,9 +478,9 @@ pub fn html_page(title: &str, body: &str) -> String {
 pub fn figures_html(dir: &Path, figures: &[Figure]) -> anyhow::Result<String> {
     let mut out = String::new();
     for f in figures {
-        let _ = write!(
+        let _ = writeln!(
             out,
-            "<figure>{}<figcaption>{} (<a href=\"{s}.png\">PNG</a>, <a href=\"{s}.svg\">SVG</a>)</figcaption></figure>\n",
+            "<figure>{}<figcaption>{} (<a href=\"{s}.png\">PNG</a>, <a href=\"{s}.svg\">SVG</a>)</figcaption></figure>",
             inline_svg(dir, &f.stem)?,
             escape(&f.caption),
             s = f.stem
@@ -484,10 +495,10 @@ fn pct(v: Option<f64>) -> String {
 
 fn run_html(dir: &Path, r: &SimResult, s: &RunSummary, figures: &[Figure]) -> anyhow::Result<String> {
     let mut body = String::new();
-    let _ = write!(
+    let _ = writeln!(
         body,
         "<p>Mix <b>{}</b> ({}); {} raw of {} drives ({} disks); {:.0} days of {:.0}-hour quanta ({} simulated \
-         with the drain); maintenance demand {} MB/s per TB; cache {} per disk; seed {}.</p>\n",
+         with the drain); maintenance demand {} MB/s per TB; cache {} per disk; seed {}.</p>",
         escape(&r.mix),
         escape(&r.mix_source),
         format_bytes(r.capacity_bytes),

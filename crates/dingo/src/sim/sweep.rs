@@ -245,7 +245,10 @@ fn util(p: &PointResult, mode: Mode) -> Option<f64> {
 
 fn print_table(kind: SweepKind, s: &SweepSummary) {
     println!("sweep {} ({} mix, {})", x_label(kind), s.mix, format_bytes(s.capacity_bytes));
-    println!("  {:<20} {:>8} {:>12} {:>12} {:>12} {:>9} {:>8} {:>7}", "task", "value", "imperative", "declarative", "optimal", "savings", "gap", "misses");
+    println!(
+        "  {:<20} {:>8} {:>12} {:>12} {:>12} {:>9} {:>8} {:>7}",
+        "task", "value", "imperative", "declarative", "optimal", "savings", "gap", "misses"
+    );
     for p in &s.points {
         let u = |m| util(p, m).map_or("-".into(), |v| format!("{:.1} %", v * 100.0));
         let misses = p.modes.get("declarative").and_then(|m| m["deadline_misses"].as_u64()).unwrap_or(0);
@@ -282,7 +285,9 @@ fn write_sweep(
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
     };
     write("sweep.json", serde_json::to_string_pretty(summary)?)?;
-    let mut csv = String::from("task,value,mode,logical_bytes,disk_bytes,utilization,deadline_misses,savings_vs_imperative,gap_to_optimal,over_budget_quanta\n");
+    let mut csv = String::from(
+        "task,value,mode,logical_bytes,disk_bytes,utilization,deadline_misses,savings_vs_imperative,gap_to_optimal,over_budget_quanta\n",
+    );
     for (p, r) in points.iter().zip(results) {
         for m in r.modes.iter() {
             let _ = writeln!(
@@ -425,7 +430,9 @@ fn write_sweep(
         body.push_str("<p>IO wall (largest simulated drive size under 50 % utilisation, no missed deadline): ");
         let parts: Vec<String> = walls
             .iter()
-            .map(|(mode, w)| format!("{mode} <b>{}</b>", w.as_u64().map_or("below the smallest size".into(), format_bytes)))
+            .map(|(mode, w)| {
+                format!("{mode} <b>{}</b>", w.as_u64().map_or("below the smallest size".into(), format_bytes))
+            })
             .collect();
         body.push_str(&parts.join(", "));
         body.push_str(".</p>\n");
