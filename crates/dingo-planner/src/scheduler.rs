@@ -22,6 +22,7 @@ use dingo_types::{
     BlockId, BlockInfo, BlockState, ChunkRef, DeclarationId, DiskId, GroupId, Member, TaskKind, Timestamp, Topology,
 };
 use roaring::RoaringTreemap;
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 /// A walk through one declaration gives up after this many sets in a row
@@ -113,9 +114,9 @@ struct QuantumState<'a, T: Topology> {
     blocks: RoaringTreemap,
     /// `copies[c]`: blocks whose copy `c` is scheduled.
     copies: Vec<RoaringTreemap>,
-    /// Chunks (as [`Member::key`] of the copy) each task scheduled from disk,
-    /// to attribute free reads to the task that paid for them.
-    owners: [RoaringTreemap; TaskKind::COUNT],
+    /// The task that scheduled each chunk from disk (keyed by the copy's
+    /// [`Member::key`]), to attribute free reads to the task that paid.
+    owners: FxHashMap<u64, TaskKind>,
     disk_used_us: Vec<u64>,
     cluster_left: u64,
     exhausted: bool,
@@ -142,7 +143,7 @@ pub(crate) fn schedule_quantum<T: Topology>(
         budget,
         blocks: RoaringTreemap::new(),
         copies: Vec::new(),
-        owners: Default::default(),
+        owners: FxHashMap::default(),
         disk_used_us: vec![0; topo.disk_count() as usize],
         cluster_left: budget.cluster_bytes,
         exhausted: false,
@@ -204,6 +205,14 @@ pub(crate) fn schedule_quantum<T: Topology>(
     (q.schedule, q.report)
 }
 
+/// Whether `bitmap` holds nothing in `range` (one seek; counting the range
+/// would scan whole bitmap containers).
+fn none_in(bitmap: &RoaringTreemap, range: std::ops::Range<u64>) -> bool {
+    let mut it = bitmap.iter();
+    it.advance_to(range.start);
+    it.next().is_none_or(|b| b >= range.end)
+}
+
 impl<T: Topology> QuantumState<'_, T> {
     /// Takes up to `limit` outstanding sets of `d` that share a block with
     /// what is already scheduled, most free blocks first. With `only_free`,
@@ -222,8 +231,14 @@ impl<T: Topology> QuantumState<'_, T> {
             let mut ranked: Vec<(u64, u64, bool)> = keys
                 .iter()
                 .map(|&key| {
-                    let (free, live) = self.free_members(&d.sets, key);
-                    (key, free, free == live)
+                    let (free, all_free) = match d.sets.range(key) {
+                        Some(range) => self.range_free(range, only_free),
+                        None => {
+                            let (free, live) = self.free_members(&d.sets, key);
+                            (free, free == live)
+                        }
+                    };
+                    (key, free, all_free)
                 })
                 .filter(|&(_, _, all_free)| !only_free || all_free)
                 .collect();
@@ -242,6 +257,21 @@ impl<T: Topology> QuantumState<'_, T> {
         }
         self.keys = keys;
         taken
+    }
+
+    /// Free members of a range set (blocks scheduled this quantum, which
+    /// are all live) and, if `check_all`, whether every live member is free
+    /// (else `false`). One range count instead of a lookup per member.
+    fn range_free(&self, range: std::ops::Range<u64>, check_all: bool) -> (u64, bool) {
+        let len = range.end - range.start;
+        let free = self.blocks.range_cardinality(range.clone());
+        let all_free = free == len
+            || (check_all
+                && range.clone().all(|b| {
+                    self.blocks.contains(b)
+                        || self.topo.block(BlockId(b)).is_none_or(|info| info.state == BlockState::Deleted)
+                }));
+        (free, all_free)
     }
 
     /// Free and live member counts of set `key`.
@@ -326,6 +356,8 @@ impl<T: Topology> QuantumState<'_, T> {
         d.sets.members(key, &mut self.members);
         self.staged.clear();
         self.pending_us.clear();
+        // A range with no block scheduled yet needs no per-member lookup.
+        let none_scheduled = d.sets.range(key).is_some_and(|r| none_in(&self.blocks, r));
         let mut new_bytes = 0u64;
         let mut deleted_bytes = 0u64;
         for &m in &self.members {
@@ -343,7 +375,7 @@ impl<T: Topology> QuantumState<'_, T> {
                     let free = self.copies.get(usize::from(c.copy)).is_some_and(|s| s.contains(b.0));
                     (c.copy, disk, free)
                 }
-                Member::Any(_) => match self.scheduled_copy(b) {
+                Member::Any(_) => match if none_scheduled { None } else { self.scheduled_copy(b) } {
                     Some(copy) => {
                         let Some(disk) = self.topo.copy_disk(ChunkRef { block: b, copy }) else {
                             return Take::Misfit;
@@ -395,6 +427,31 @@ impl<T: Topology> QuantumState<'_, T> {
         Take::Taken
     }
 
+    /// Marks the chunks of `run` scheduled: either one free read, or
+    /// physical reads of one copy of consecutive blocks. A read of a chunk
+    /// already scheduled (a set naming it twice) turns free.
+    fn record_physical(&mut self, run: &mut [ChunkRead]) {
+        if !run[0].physical {
+            return;
+        }
+        let copy = usize::from(run[0].chunk.copy);
+        if self.copies.len() <= copy {
+            self.copies.resize_with(copy + 1, RoaringTreemap::new);
+        }
+        let blocks = run[0].chunk.block.0..run[run.len() - 1].chunk.block.0 + 1;
+        if run.len() > 1 && none_in(&self.copies[copy], blocks.clone()) {
+            self.copies[copy].insert_range(blocks.clone());
+            self.blocks.insert_range(blocks);
+            return;
+        }
+        for read in run {
+            read.physical = self.copies[copy].insert(read.chunk.block.0);
+            if read.physical {
+                self.blocks.insert(read.chunk.block.0);
+            }
+        }
+    }
+
     /// Records the staged reads of set `key` as scheduled and delivered.
     fn commit(&mut self, d: &mut DeclState, decl: u32, key: u64, deleted_bytes: u64) {
         let removed = d.sets.remove(key);
@@ -404,30 +461,40 @@ impl<T: Topology> QuantumState<'_, T> {
         let first_read = u32::try_from(self.schedule.reads.len()).expect("over 4G reads in one quantum");
         let task = d.task;
         let mut stats = std::mem::take(self.report.task_mut(task));
-        for read in &mut self.staged {
-            let (b, copy) = (read.chunk.block.0, usize::from(read.chunk.copy));
-            stats.logical_bytes += read.bytes;
-            if read.physical {
-                if self.copies.len() <= copy {
-                    self.copies.resize_with(copy + 1, RoaringTreemap::new);
+        let mut staged = std::mem::take(&mut self.staged);
+        let mut i = 0;
+        while i < staged.len() {
+            // A run of physical reads of one copy of consecutive blocks (a
+            // file's stretch on one scheme) is recorded with range inserts.
+            let mut end = i + 1;
+            if staged[i].physical {
+                while end < staged.len()
+                    && staged[end].physical
+                    && staged[end].chunk.copy == staged[i].chunk.copy
+                    && staged[end].chunk.block.0 == staged[end - 1].chunk.block.0 + 1
+                {
+                    end += 1;
                 }
-                // A set naming the same chunk twice reads it once.
-                read.physical = self.copies[copy].insert(b);
             }
-            let chunk_key = Member::Copy(read.chunk).key();
-            if read.physical {
-                self.blocks.insert(b);
-                self.owners[task.index()].insert(chunk_key);
-                let us = self.topo.disk_model(read.disk).head_time_us(read.bytes);
-                self.disk_used_us[read.disk.0 as usize] += us;
-                self.cluster_left = self.cluster_left.saturating_sub(read.bytes);
-                stats.disk_bytes += read.bytes;
-            } else {
-                stats.free_bytes += read.bytes;
-                let owner = self.owners.iter().position(|o| o.contains(chunk_key)).unwrap_or(task.index());
-                stats.free_bytes_from[owner] += read.bytes;
+            self.record_physical(&mut staged[i..end]);
+            for read in &staged[i..end] {
+                stats.logical_bytes += read.bytes;
+                let chunk_key = Member::Copy(read.chunk).key();
+                if read.physical {
+                    self.owners.insert(chunk_key, task);
+                    let us = self.topo.disk_model(read.disk).head_time_us(read.bytes);
+                    self.disk_used_us[read.disk.0 as usize] += us;
+                    self.cluster_left = self.cluster_left.saturating_sub(read.bytes);
+                    stats.disk_bytes += read.bytes;
+                } else {
+                    stats.free_bytes += read.bytes;
+                    let owner = self.owners.get(&chunk_key).copied().unwrap_or(task);
+                    stats.free_bytes_from[owner.index()] += read.bytes;
+                }
             }
+            i = end;
         }
+        self.staged = staged;
         stats.sets_delivered += 1;
         stats.elided_bytes += deleted_bytes;
         *self.report.task_mut(task) = stats;

@@ -104,6 +104,17 @@ impl Sets {
         }
     }
 
+    /// The blocks of set `key` if this is a range store.
+    pub(crate) fn range(&self, key: u64) -> Option<std::ops::Range<u64>> {
+        match self {
+            Sets::Ranges { starts, lens, .. } => {
+                let start = starts[key as usize];
+                Some(start..start + u64::from(lens[key as usize]))
+            }
+            _ => None,
+        }
+    }
+
     /// Appends the members of set `key` to `out`.
     pub(crate) fn members(&self, key: u64, out: &mut Vec<Member>) {
         match self {
@@ -136,12 +147,17 @@ impl Sets {
                 }
                 out.extend((remaining.any() & blocks).iter().map(|b| Member::Any(BlockId(b)).key()));
             }
-            Sets::Ranges { starts, remaining_blocks, .. } => {
+            Sets::Ranges { starts, lens, remaining_blocks, .. } => {
+                // Blocks come in ascending order and a range holds many:
+                // search for the next range only past the current one's end.
+                let mut current_end = 0;
                 for b in (remaining_blocks & blocks).iter() {
-                    let idx = starts.partition_point(|&s| s <= b) as u64 - 1;
-                    if out.last() != Some(&idx) {
-                        out.push(idx);
+                    if b < current_end {
+                        continue;
                     }
+                    let idx = starts.partition_point(|&s| s <= b) - 1;
+                    current_end = starts[idx] + u64::from(lens[idx]);
+                    out.push(idx as u64);
                 }
             }
             Sets::Explicit { index_blocks, index_sets, remaining, remaining_blocks, .. } => {

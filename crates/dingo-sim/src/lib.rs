@@ -4,10 +4,13 @@
 //! (Ceph-like placement groups), not stored, so it costs megabytes however
 //! many blocks it holds. [`workload`] turns a maintenance demand and a task
 //! mix into the declarations the eight maintenance tasks make. The planner
-//! benchmark and the datacenter simulator both run on this one model.
+//! benchmark and the datacenter simulator ([`sim`]) both run on this one
+//! model.
 
+pub mod mix;
 pub mod model;
 pub mod rng;
+pub mod sim;
 pub mod workload;
 
 pub use model::{ClusterModel, ClusterSpec, ModelError, Redundancy};

@@ -20,6 +20,9 @@ use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+/// Block ids per bucket of the block → region index: `1 << INDEX_SHIFT`.
+const INDEX_SHIFT: u32 = 16;
+
 /// How a scheme stores data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Redundancy {
@@ -92,7 +95,10 @@ impl Default for ClusterSpec {
 
 #[derive(Debug, Error, PartialEq)]
 pub enum ModelError {
-    #[error("the cluster needs at least {needed} nodes for a stripe of width {needed}, but has {nodes}")]
+    #[error(
+        "the cluster needs at least {needed} nodes for a stripe of width {needed}, but has {nodes}; \
+         use more capacity or fewer disks per node"
+    )]
     TooFewNodes { needed: u32, nodes: u32 },
     #[error("files of {file_blocks} blocks do not fill whole stripes of {data} data blocks")]
     FileNotWholeStripes { file_blocks: u32, data: u64 },
@@ -157,9 +163,24 @@ pub struct ClusterModel {
     /// CSR index disk → placement-group slots.
     disk_slot_offsets: Vec<u32>,
     disk_slots: Vec<PgSlot>,
+    /// `regions[i].first`, kept apart so the block → region search stays in
+    /// a few cache lines however many regions churn has added.
+    region_firsts: Vec<u64>,
+    /// `regions[i].first_file`, for the file → region search.
+    region_first_files: Vec<u64>,
+    /// `region_index[b >> INDEX_SHIFT]`: the region holding the first block
+    /// id of that bucket, so a lookup scans from there instead of searching.
+    region_index: Vec<u32>,
+    /// One bit per file deleted whole ([`Self::delete_files`]): a block's
+    /// state is a bit test, not a search of `deleted`.
+    dead_files: Vec<u64>,
+    /// Blocks deleted one by one ([`Self::delete_blocks`]).
+    loose_deleted: RoaringTreemap,
     /// `with_copy[c]`: blocks that have a copy number `c` (c ≥ 1).
     with_copy: Vec<RoaringTreemap>,
     deleted: RoaringTreemap,
+    /// Chunks of blocks not deleted (raw bytes in use / block size).
+    live_chunks: u64,
     failed: Vec<bool>,
 }
 
@@ -213,8 +234,14 @@ impl ClusterModel {
             regions: Vec::new(),
             disk_slot_offsets: Vec::new(),
             disk_slots: Vec::new(),
+            region_firsts: Vec::new(),
+            region_first_files: Vec::new(),
+            region_index: Vec::new(),
+            dead_files: Vec::new(),
+            loose_deleted: RoaringTreemap::new(),
             with_copy: Vec::new(),
             deleted: RoaringTreemap::new(),
+            live_chunks: 0,
             failed: vec![false; disks as usize],
             spec,
         };
@@ -279,6 +306,16 @@ impl ClusterModel {
         }
         let stripe_base = self.schemes[scheme].stripes_so_far;
         self.schemes[scheme].stripes_so_far += stripes;
+        self.live_chunks += stripes * u64::from(redundancy.width());
+        self.region_firsts.push(first);
+        self.region_first_files.push(first_file);
+        let end = first + data_blocks + parity_blocks;
+        // Buckets starting in the new region point at it (regions are
+        // appended in id order, so earlier buckets are already indexed).
+        while ((self.region_index.len() as u64) << INDEX_SHIFT) < end {
+            self.region_index.push(self.regions.len() as u32);
+        }
+        self.dead_files.resize((first_file + files).div_ceil(64) as usize, 0);
         self.regions.push(Region {
             first,
             scheme,
@@ -322,7 +359,7 @@ impl ClusterModel {
 
     /// The data blocks of file `file`.
     pub fn file_blocks(&self, file: u64) -> BlockRange {
-        let r = &self.regions[self.regions.partition_point(|r| r.first_file <= file) - 1];
+        let r = &self.regions[self.file_region(file)];
         debug_assert!(file < r.first_file + r.files, "file {file} does not exist");
         let len = self.spec.file_blocks;
         BlockRange { start: BlockId(r.first + (file - r.first_file) * u64::from(len)), len }
@@ -330,7 +367,87 @@ impl ClusterModel {
 
     /// The scheme index of file `file`.
     pub fn file_scheme(&self, file: u64) -> usize {
-        self.regions[self.regions.partition_point(|r| r.first_file <= file) - 1].scheme
+        self.regions[self.file_region(file)].scheme
+    }
+
+    fn file_region(&self, file: u64) -> usize {
+        self.region_first_files.partition_point(|&f| f <= file) - 1
+    }
+
+    /// Every block id of file `file`: its data blocks and, for an
+    /// erasure-coded file, the parity blocks of its stripes. Files are whole
+    /// stripes, so both are contiguous ranges (the parity range may be empty).
+    pub fn file_block_ranges(&self, file: u64) -> [std::ops::Range<u64>; 2] {
+        let r = &self.regions[self.file_region(file)];
+        let data = self.file_blocks(file);
+        let parity = match self.schemes[r.scheme].redundancy {
+            Redundancy::Replicated { .. } => 0..0,
+            Redundancy::ErasureCoded { data: k, parity } => {
+                let first_stripe = (data.start.0 - r.first) / u64::from(k);
+                let stripes = u64::from(data.len) / u64::from(k);
+                let start = r.parity_first() + first_stripe * u64::from(parity);
+                start..start + stripes * u64::from(parity)
+            }
+        };
+        [data.start.0..data.end(), parity]
+    }
+
+    /// Whether file `file` exists and is not deleted (its first block, for
+    /// files whose blocks were deleted one by one).
+    pub fn file_live(&self, file: u64) -> bool {
+        file < self.file_count()
+            && !self.file_dead(file)
+            && (self.loose_deleted.is_empty() || !self.loose_deleted.contains(self.file_blocks(file).start.0))
+    }
+
+    fn file_dead(&self, file: u64) -> bool {
+        self.dead_files[(file / 64) as usize] & (1 << (file % 64)) != 0
+    }
+
+    /// Whether the block at `loc` is deleted.
+    fn deleted_at(&self, b: u64, loc: &Locator) -> bool {
+        let r = &self.regions[loc.region];
+        let data_index = match self.schemes[r.scheme].redundancy {
+            Redundancy::Replicated { .. } => loc.stripe,
+            Redundancy::ErasureCoded { data, .. } => loc.stripe * u64::from(data),
+        };
+        self.file_dead(r.first_file + data_index / u64::from(self.spec.file_blocks))
+            || (!self.loose_deleted.is_empty() && self.loose_deleted.contains(b))
+    }
+
+    fn mark_dead(&mut self, file: u64) {
+        self.dead_files[(file / 64) as usize] |= 1 << (file % 64);
+    }
+
+    /// File-id ranges of every region stored with scheme `scheme`, oldest first.
+    pub fn scheme_file_ranges(&self, scheme: usize) -> impl Iterator<Item = std::ops::Range<u64>> + '_ {
+        self.regions.iter().filter(move |r| r.scheme == scheme).map(|r| r.first_file..r.first_file + r.files)
+    }
+
+    /// Deletes whole files (rewritten by GC or transcoding, or removed by
+    /// their owner); returns every block id that went, for
+    /// [`dingo_planner::Planner::note_deleted`]. Files already deleted are skipped.
+    pub fn delete_files(&mut self, files: &[u64]) -> RoaringTreemap {
+        let mut gone = RoaringTreemap::new();
+        for &file in files {
+            if !self.file_live(file) {
+                continue;
+            }
+            let redundancy = self.schemes[self.file_scheme(file)].redundancy;
+            let [data, parity] = self.file_block_ranges(file);
+            let stripes = (data.end - data.start) / redundancy.data_per_stripe();
+            self.live_chunks -= stripes * u64::from(redundancy.width());
+            self.mark_dead(file);
+            gone.insert_range(data);
+            gone.insert_range(parity);
+        }
+        self.deleted |= &gone;
+        gone
+    }
+
+    /// Chunks of live blocks: raw bytes in use divided by the block size.
+    pub fn live_chunks(&self) -> u64 {
+        self.live_chunks
     }
 
     pub fn scheme_count(&self) -> usize {
@@ -345,13 +462,29 @@ impl ClusterModel {
         self.failed[disk.0 as usize] = true;
     }
 
+    /// Puts a replacement in for a failed disk: its chunks (rebuilt by
+    /// reconstruction) are readable again.
+    pub fn replace_disk(&mut self, disk: DiskId) {
+        self.failed[disk.0 as usize] = false;
+    }
+
     pub fn is_failed(&self, disk: DiskId) -> bool {
         self.failed[disk.0 as usize]
     }
 
-    /// Marks blocks deleted (files rewritten by GC or transcoding).
+    /// Marks blocks deleted. Prefer [`Self::delete_files`] for whole files;
+    /// a file counts as deleted once its first block is.
     pub fn delete_blocks(&mut self, blocks: &RoaringTreemap) {
-        self.deleted |= blocks;
+        let new = blocks - &self.deleted;
+        for b in &new {
+            let Some(loc) = self.locate(b) else { continue };
+            self.live_chunks -= match self.schemes[self.regions[loc.region].scheme].redundancy {
+                Redundancy::Replicated { copies } => u64::from(copies),
+                Redundancy::ErasureCoded { .. } => 1,
+            };
+        }
+        self.loose_deleted |= &new;
+        self.deleted |= new;
     }
 
     pub fn deleted(&self) -> &RoaringTreemap {
@@ -359,7 +492,10 @@ impl ClusterModel {
     }
 
     fn locate(&self, b: u64) -> Option<Locator> {
-        let region = self.regions.partition_point(|r| r.first <= b).checked_sub(1)?;
+        let mut region = *self.region_index.get((b >> INDEX_SHIFT) as usize)? as usize;
+        while self.region_firsts.get(region + 1).is_some_and(|&next| next <= b) {
+            region += 1;
+        }
         let r = &self.regions[region];
         if b >= r.end {
             return None;
@@ -489,7 +625,7 @@ impl Topology for ClusterModel {
             Redundancy::Replicated { copies } => (copies, GroupId(id.0)),
             Redundancy::ErasureCoded { .. } => (1, GroupId(self.member_block(region, loc.stripe, 0))),
         };
-        let state = if self.deleted.contains(id.0) { BlockState::Deleted } else { BlockState::Sealed };
+        let state = if self.deleted_at(id.0, &loc) { BlockState::Deleted } else { BlockState::Sealed };
         Some(BlockInfo { size: self.spec.block_bytes, copies, group, state })
     }
 
@@ -634,5 +770,55 @@ mod tests {
         let spec = ClusterSpec { raw_capacity: 100_000_000_000_000, ..ClusterSpec::default() };
         let err = ClusterModel::new(spec).unwrap_err();
         assert!(err.to_string().contains("at least 3 nodes"), "{err}");
+    }
+
+    #[test]
+    fn deleting_files_removes_exactly_their_data_and_parity_chunks() {
+        let mut m = small();
+        assert_eq!(m.live_chunks(), m.chunk_count());
+        // One file of each scheme: its ranges cover the stripes of its blocks.
+        let files: Vec<u64> = (0..m.scheme_count()).map(|s| m.scheme_file_ranges(s).next().unwrap().start).collect();
+        let mut expected = RoaringTreemap::new();
+        let mut chunks = 0;
+        for &f in &files {
+            for b in m.file_blocks(f).blocks() {
+                expected.extend(m.group_blocks(b).into_iter().map(|g| g.0));
+            }
+            let range = m.file_blocks(f);
+            chunks += match m.scheme(m.file_scheme(f)) {
+                Redundancy::Replicated { copies } => u64::from(range.len) * u64::from(copies),
+                r => u64::from(range.len) / r.data_per_stripe() * u64::from(r.width()),
+            };
+        }
+        let gone = m.delete_files(&files);
+        assert_eq!(gone, expected);
+        for b in 0..m.block_count() {
+            let deleted = m.block(BlockId(b)).unwrap().state == BlockState::Deleted;
+            assert_eq!(deleted, gone.contains(b), "block {b}");
+        }
+        assert_eq!(m.live_chunks(), m.chunk_count() - chunks);
+        assert!(files.iter().all(|&f| !m.file_live(f)));
+        assert!(m.delete_files(&files).is_empty(), "deleting twice deletes nothing");
+        assert_eq!(m.live_chunks(), m.chunk_count() - chunks);
+    }
+
+    #[test]
+    fn added_files_land_in_a_new_region_of_their_scheme_and_replaced_disks_come_back() {
+        let mut m = small();
+        let before = m.live_chunks();
+        let new = m.add_files(1, 4);
+        assert_eq!(m.scheme_file_ranges(1).last(), Some(new.clone()));
+        assert!(new.clone().all(|f| m.file_live(f) && m.file_scheme(f) == 1));
+        let r = m.scheme(1);
+        assert_eq!(
+            m.live_chunks() - before,
+            4 * u64::from(m.spec().file_blocks) / r.data_per_stripe() * u64::from(r.width())
+        );
+        let chunk = ChunkRef { block: m.file_blocks(new.start).start, copy: 0 };
+        let disk = m.copy_disk(chunk).unwrap();
+        m.fail_disk(disk);
+        assert_eq!(m.copy_disk(chunk), None);
+        m.replace_disk(disk);
+        assert_eq!(m.copy_disk(chunk), Some(disk));
     }
 }

@@ -7,64 +7,15 @@ use crate::rng::SplitMix64;
 use dingo_types::{
     BlockId, BlockRange, BlockSet, ChunkRef, Declaration, DiskId, Member, ReadSets, TaskKind, Timestamp, Topology,
 };
-use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-const HOUR: u64 = 3600;
-const DAY: u64 = 24 * HOUR;
+pub use crate::mix::{Mix, Timing, default_timing};
 
 /// How often a task declares and how long each declaration may take
 /// (the paper's Table 2).
 pub fn timing(task: TaskKind) -> (Duration, Duration) {
-    let (period, deadline) = match task {
-        // Reconstruction is triggered by failures; the period is how often
-        // one happens in the steady state the workload models.
-        TaskKind::Reconstruction => (6 * HOUR, 36 * HOUR),
-        TaskKind::Scrubbing => (30 * DAY, 30 * DAY),
-        TaskKind::GarbageCollection => (6 * HOUR, 5 * DAY),
-        TaskKind::Transcoding => (12 * HOUR, 5 * DAY),
-        TaskKind::Rebalancing => (DAY, 5 * DAY),
-        TaskKind::Georeplication => (30 * DAY, 30 * DAY),
-        TaskKind::FileScrubbing => (30 * DAY, 30 * DAY),
-        TaskKind::Fsck => (15 * DAY, 7 * DAY),
-    };
-    (Duration::from_secs(period), Duration::from_secs(deadline))
-}
-
-/// Share of the maintenance read demand per task, indexed by
-/// [`TaskKind::index`]; shares sum to 1.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Mix {
-    pub name: String,
-    pub shares: [f64; TaskKind::COUNT],
-}
-
-impl Mix {
-    fn from_percent(name: &str, percent: [f64; TaskKind::COUNT]) -> Mix {
-        let total: f64 = percent.iter().sum();
-        Mix { name: name.to_string(), shares: percent.map(|p| p / total) }
-    }
-
-    /// Thesis Table 6.2, cluster 1 (seven tasks; no georeplication).
-    pub fn cluster_1() -> Mix {
-        Mix::from_percent("cluster-1", [21.0, 2.0, 42.0, 15.0, 14.0, 0.0, 4.0, 2.0])
-    }
-
-    /// Thesis Table 6.2, cluster 2 (seven tasks; no georeplication).
-    pub fn cluster_2() -> Mix {
-        Mix::from_percent("cluster-2", [17.0, 20.0, 17.0, 25.0, 10.0, 0.0, 6.0, 5.0])
-    }
-
-    /// The planner benchmark's mix: cluster 1 with a 4 % georeplication
-    /// share added (our choice, so all eight tasks of SPEC §6 declare),
-    /// renormalised.
-    pub fn bench() -> Mix {
-        Mix::from_percent("bench", [21.0, 2.0, 42.0, 15.0, 14.0, 4.0, 4.0, 2.0])
-    }
-
-    pub fn share(&self, task: TaskKind) -> f64 {
-        self.shares[task.index()]
-    }
+    let t = default_timing(task);
+    (t.period, t.deadline)
 }
 
 /// A steady-state outstanding load: what the eight tasks have declared and
@@ -200,7 +151,7 @@ impl SteadyLoad {
 
 /// The set reconstruction reads to rebuild a lost chunk of `block`: any
 /// live copy of a replicated block, or `k` live members of its stripe.
-fn surviving_set(model: &ClusterModel, block: BlockId) -> Option<BlockSet> {
+pub(crate) fn surviving_set(model: &ClusterModel, block: BlockId) -> Option<BlockSet> {
     let info = model.block(block)?;
     let group = model.group_blocks(block);
     if group.len() == 1 {
@@ -275,14 +226,6 @@ fn random_files(
 mod tests {
     use super::*;
     use crate::model::ClusterSpec;
-
-    #[test]
-    fn presets_sum_to_one() {
-        for mix in [Mix::cluster_1(), Mix::cluster_2(), Mix::bench()] {
-            assert!((mix.shares.iter().sum::<f64>() - 1.0).abs() < 1e-9, "{}", mix.name);
-        }
-        assert!(Mix::bench().share(TaskKind::Georeplication) > 0.0);
-    }
 
     #[test]
     fn steady_load_declares_every_task_and_matches_the_demand() {

@@ -5,6 +5,8 @@ mod bench;
 mod bench_io;
 mod demo;
 mod planner_cmd;
+mod plots;
+mod sim;
 mod storage_cmd;
 mod storage_config;
 mod task_cmd;
@@ -40,6 +42,9 @@ enum Commands {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// The datacenter simulator: maintenance IO in imperative, declarative and optimal modes.
+    #[command(subcommand)]
+    Sim(sim::SimCommand),
 }
 
 #[derive(Subcommand)]
@@ -69,6 +74,7 @@ async fn main() -> std::process::ExitCode {
         Commands::Demo(a) => demo::run(a).await,
         Commands::Bench(BenchCommand::Io(a)) => bench_io::run(a).await,
         Commands::Bench(BenchCommand::Planner(a)) => bench::planner::run(&a),
+        Commands::Sim(c) => sim::run(c),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -36,7 +36,14 @@ fn quick_demo_saves_disk_reads_and_completes_all_work() {
     assert!(ratio < 1.0, "declarative read as much as imperative: {ratio}");
     let gap = s["kernel_counter_gap"].as_f64().unwrap();
     assert!(gap <= 0.05, "node counters and kernel read_bytes differ by {:.1} %", gap * 100.0);
-    for file in ["summary.json", "series-imperative.csv", "series-declarative.csv", "planner-metrics.txt"] {
+    for file in [
+        "summary.json",
+        "series-imperative.csv",
+        "series-declarative.csv",
+        "planner-metrics.txt",
+        "disk-reads.png",
+        "disk-reads.svg",
+    ] {
         assert!(dir.path().join(file).exists(), "{file} missing");
     }
     assert!(!dir.path().join("data-imperative").exists(), "cluster data left behind");

@@ -6,6 +6,7 @@
 
 mod measure;
 mod planner;
+mod plot;
 mod scenario;
 
 use anyhow::{Context, Result};
@@ -66,6 +67,7 @@ pub async fn run(a: DemoArgs) -> Result<()> {
             std::fs::write(a.out.join("planner-metrics.txt"), m)?;
         }
     }
+    plot::disk_reads(&a.out, imp, dec)?;
 
     if a.json {
         println!("{summary}");

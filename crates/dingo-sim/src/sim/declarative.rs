@@ -1,0 +1,251 @@
+//! Declarative mode: every job is a declaration to the real planner
+//! ([`dingo_planner::Planner`]); each quantum is planned, cut into dispatch
+//! groups, and the groups' reads are replayed in order against a pinned
+//! cache of the configured size per disk. A read is free only if its chunk
+//! is really pinned and already read when the read happens.
+
+use super::stats::{Recorder, Source};
+use super::world::Job;
+use dingo_planner::{Budget, CacheDirective, DeclareError, Dispatch, Planner, PlannerConfig, Schedule};
+use dingo_types::{ChunkRef, Member, TaskKind, Timestamp, Topology};
+use roaring::RoaringTreemap;
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
+
+/// A chunk pinned in a disk's reserved cache region.
+#[derive(Clone, Copy, Debug)]
+struct Pin {
+    disk: u32,
+    bytes: u64,
+    until: Timestamp,
+    /// Reads the directive still expects.
+    readers_left: u32,
+    /// The task whose read brought the chunk in; `None` until read.
+    loaded_by: Option<TaskKind>,
+}
+
+/// Pinned regions of every disk, each of `capacity` bytes.
+#[derive(Debug)]
+pub struct PinCache {
+    capacity: u64,
+    pins: FxHashMap<u64, Pin>,
+    /// Pins in the order they were made, to expire them; `until` never
+    /// decreases along it.
+    expiry: VecDeque<(Timestamp, u64)>,
+    pinned: Vec<u64>,
+    /// Most bytes ever pinned on one disk.
+    pub max_disk_pinned: u64,
+    /// Most bytes one disk would have pinned with an unlimited region: the
+    /// cache the directives need.
+    pub max_disk_wanted: u64,
+    /// Bytes of directives refused because the disk's region was full.
+    pub refused_bytes: u64,
+}
+
+impl PinCache {
+    pub fn new(disks: u32, capacity: u64) -> PinCache {
+        PinCache {
+            capacity,
+            pins: FxHashMap::default(),
+            expiry: VecDeque::new(),
+            pinned: vec![0; disks as usize],
+            max_disk_pinned: 0,
+            max_disk_wanted: 0,
+            refused_bytes: 0,
+        }
+    }
+
+    fn unpin(&mut self, key: u64) {
+        if let Some(p) = self.pins.remove(&key) {
+            self.pinned[p.disk as usize] -= p.bytes;
+        }
+    }
+
+    /// Drops pins whose time is up at `now`.
+    fn expire(&mut self, now: Timestamp) {
+        while let Some(&(until, key)) = self.expiry.front() {
+            if until > now {
+                break;
+            }
+            self.expiry.pop_front();
+            if self.pins.get(&key).is_some_and(|p| p.until <= now) {
+                self.unpin(key);
+            }
+        }
+    }
+
+    /// Takes a group's directives; returns the most bytes pinned on one disk after.
+    fn admit(&mut self, directives: &[CacheDirective]) -> u64 {
+        let mut group_max = 0;
+        let mut refused: Vec<(u32, u64)> = Vec::new();
+        for d in directives {
+            let key = Member::Copy(d.chunk).key();
+            if let Some(p) = self.pins.get_mut(&key) {
+                // Still pinned from an earlier group of a split component.
+                p.until = p.until.max(d.until);
+                p.readers_left += d.readers;
+            } else if self.pinned[d.disk.0 as usize] + d.bytes <= self.capacity {
+                self.pinned[d.disk.0 as usize] += d.bytes;
+                let pin =
+                    Pin { disk: d.disk.0, bytes: d.bytes, until: d.until, readers_left: d.readers, loaded_by: None };
+                self.pins.insert(key, pin);
+            } else {
+                self.refused_bytes += d.bytes;
+                match refused.iter_mut().find(|(disk, _)| *disk == d.disk.0) {
+                    Some((_, bytes)) => *bytes += d.bytes,
+                    None => refused.push((d.disk.0, d.bytes)),
+                }
+                continue;
+            }
+            self.expiry.push_back((d.until, key));
+            let on_disk = self.pinned[d.disk.0 as usize];
+            group_max = group_max.max(on_disk);
+        }
+        self.max_disk_pinned = self.max_disk_pinned.max(group_max);
+        let wanted = refused.iter().map(|&(disk, bytes)| self.pinned[disk as usize] + bytes).max().unwrap_or(0);
+        self.max_disk_wanted = self.max_disk_wanted.max(wanted).max(group_max);
+        group_max
+    }
+
+    /// A read of `chunk` by `task`: `Some(owner)` if served from the cache.
+    fn read(&mut self, chunk: ChunkRef, task: TaskKind) -> Option<TaskKind> {
+        let key = Member::Copy(chunk).key();
+        let pin = self.pins.get_mut(&key)?;
+        let hit = pin.loaded_by;
+        if hit.is_none() {
+            pin.loaded_by = Some(task);
+        }
+        pin.readers_left = pin.readers_left.saturating_sub(1);
+        if pin.readers_left == 0 {
+            self.unpin(key);
+        }
+        hit
+    }
+}
+
+pub struct Declarative {
+    pub planner: Planner,
+    pub cache: PinCache,
+    pub recorder: Recorder,
+    /// Quanta whose plan went over the cluster or a disk budget (must stay 0).
+    pub over_budget_quanta: u64,
+}
+
+impl Declarative {
+    pub fn new(config: PlannerConfig, disks: u32, cache_per_disk: u64, recorder: Recorder) -> Declarative {
+        Declarative {
+            planner: Planner::new(config),
+            cache: PinCache::new(disks, cache_per_disk),
+            recorder,
+            over_budget_quanta: 0,
+        }
+    }
+
+    pub fn declare(&mut self, topo: &impl Topology, job: &Job) -> Result<(), DeclareError> {
+        self.planner.declare(topo, job.arrival, &job.declaration()).map(|_| ())
+    }
+
+    pub fn note_deleted(&mut self, topo: &impl Topology, deleted: &RoaringTreemap) {
+        if !deleted.is_empty() {
+            self.planner.note_deleted(topo, deleted);
+        }
+    }
+
+    /// Whether declarations are still outstanding.
+    pub fn busy(&self) -> bool {
+        self.planner.outstanding().next().is_some()
+    }
+
+    /// Plans the quantum starting at `now` and replays its dispatch groups.
+    pub fn run_quantum(&mut self, topo: &impl Topology, now: Timestamp, budget: &Budget) {
+        let plan = self.planner.plan_quantum(topo, now, budget);
+        let planned = plan.schedule.physical_bytes();
+        if planned > budget.cluster_bytes || over_disk_budget(topo, &plan.schedule, budget) {
+            self.over_budget_quanta += 1;
+        }
+        for task in TaskKind::ALL {
+            let stats = plan.report.task(task);
+            self.recorder.elided(task, stats.elided_bytes);
+            self.recorder.missed(task, stats.deadline_misses);
+        }
+        let group_max = self.replay(&plan.schedule, &plan.dispatch);
+        let point = self.recorder.current();
+        point.budget_bytes = Some(budget.cluster_bytes);
+        point.planned_disk_bytes = Some(planned);
+        point.max_disk_pinned_bytes = Some(group_max);
+    }
+
+    /// Replays the groups in order: each group's directives first, then its
+    /// reads, each one free only if its chunk is pinned and already read.
+    fn replay(&mut self, schedule: &Schedule, dispatch: &Dispatch) -> u64 {
+        let mut max_pinned = 0;
+        for (g, group) in dispatch.groups.iter().enumerate() {
+            self.cache.expire(group.at);
+            max_pinned = max_pinned.max(self.cache.admit(dispatch.pins_of(g)));
+            for &s in &dispatch.order[group.sets.start as usize..group.sets.end as usize] {
+                let set = &schedule.sets[s as usize];
+                let task = schedule.decls[set.decl as usize].task;
+                for read in schedule.reads_of(set) {
+                    let source = match self.cache.read(read.chunk, task) {
+                        Some(owner) => Source::Cache(owner),
+                        None => Source::Disk(read.disk),
+                    };
+                    self.recorder.read(task, read.bytes, source);
+                }
+            }
+        }
+        max_pinned
+    }
+}
+
+/// Whether the plan schedules more head time on some disk than its budget.
+fn over_disk_budget(topo: &impl Topology, schedule: &Schedule, budget: &Budget) -> bool {
+    let mut used = vec![0u64; topo.disk_count() as usize];
+    for r in schedule.reads.iter().filter(|r| r.physical) {
+        used[r.disk.0 as usize] += topo.disk_model(r.disk).head_time_us(r.bytes);
+    }
+    used.iter().enumerate().any(|(d, &us)| us > budget.disk_limit_us(d as u32))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dingo_types::{BlockId, DiskId};
+
+    fn directive(block: u64, disk: u32, readers: u32, until: u64) -> CacheDirective {
+        CacheDirective {
+            chunk: ChunkRef { block: BlockId(block), copy: 0 },
+            disk: DiskId(disk),
+            bytes: 10,
+            readers,
+            until: Timestamp(until),
+        }
+    }
+
+    #[test]
+    fn a_pinned_chunk_is_free_only_after_its_first_read_and_until_its_readers_are_done() {
+        let mut cache = PinCache::new(2, 100);
+        cache.admit(&[directive(1, 0, 2, 50)]);
+        let chunk = ChunkRef { block: BlockId(1), copy: 0 };
+        assert_eq!(cache.read(chunk, TaskKind::Scrubbing), None, "first read goes to disk");
+        assert_eq!(cache.read(chunk, TaskKind::Fsck), Some(TaskKind::Scrubbing));
+        assert_eq!(cache.read(chunk, TaskKind::Fsck), None, "unpinned once every reader read it");
+        assert_eq!(cache.pinned[0], 0);
+    }
+
+    #[test]
+    fn full_regions_refuse_pins_and_pins_expire() {
+        let mut cache = PinCache::new(1, 15);
+        cache.admit(&[directive(1, 0, 2, 50), directive(2, 0, 2, 50)]);
+        assert_eq!(cache.refused_bytes, 10);
+        let second = ChunkRef { block: BlockId(2), copy: 0 };
+        assert_eq!(cache.read(second, TaskKind::Scrubbing), None);
+        assert_eq!(cache.read(second, TaskKind::Fsck), None, "a refused pin caches nothing");
+        let first = ChunkRef { block: BlockId(1), copy: 0 };
+        assert_eq!(cache.read(first, TaskKind::Scrubbing), None);
+        cache.expire(Timestamp(50));
+        assert_eq!(cache.read(first, TaskKind::Fsck), None, "expired");
+        assert_eq!(cache.max_disk_pinned, 10);
+        assert_eq!(cache.max_disk_wanted, 20, "the refused pin counts as needed");
+    }
+}

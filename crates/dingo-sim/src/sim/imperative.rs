@@ -1,0 +1,202 @@
+//! Imperative mode, today's behaviour: each job reads its own sets in its
+//! own order (ascending block id) at a steady pace that finishes at its
+//! deadline, skipping sets whose blocks were deleted before it got there.
+//! Every read goes to disk unless it hits a plain per-disk LRU cache of the
+//! configured size. "Any copy" reads go to the first copy (the primary).
+
+use super::stats::{Recorder, Source};
+use super::world::{Job, JobSets, World};
+use dingo_types::{BlockId, ChunkRef, DiskId, Member, TaskKind, Timestamp, Topology};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A plain LRU per disk: `ways` chunks each, most recent first.
+#[derive(Debug)]
+struct Lru {
+    ways: usize,
+    /// `disks × ways` entries of (chunk key, task that read it in); `u64::MAX` is empty.
+    lines: Vec<(u64, TaskKind)>,
+}
+
+impl Lru {
+    fn new(disks: u32, ways: usize) -> Lru {
+        Lru { ways, lines: vec![(u64::MAX, TaskKind::Reconstruction); disks as usize * ways] }
+    }
+
+    /// Looks `key` up on `disk` and makes it most recent; `Some(owner)` on a hit.
+    fn access(&mut self, disk: DiskId, key: u64, task: TaskKind) -> Option<TaskKind> {
+        if self.ways == 0 {
+            return None;
+        }
+        let start = disk.0 as usize * self.ways;
+        let line = &mut self.lines[start..start + self.ways];
+        match line.iter().position(|&(k, _)| k == key) {
+            Some(i) => {
+                line[..=i].rotate_right(1);
+                Some(line[0].1)
+            }
+            None => {
+                line.rotate_right(1);
+                line[0] = (key, task);
+                None
+            }
+        }
+    }
+}
+
+/// Progress of one job.
+#[derive(Clone, Copy, Debug)]
+struct Walk {
+    /// Next set index (files, stripes) or member key to look at.
+    cursor: u64,
+    /// Sets still to read.
+    left: u64,
+    deadline: Timestamp,
+}
+
+pub struct Imperative {
+    pub recorder: Recorder,
+    lru: Lru,
+    walks: BTreeMap<u32, Walk>,
+    quantum: Duration,
+}
+
+impl Imperative {
+    pub fn new(disks: u32, lru_ways: usize, quantum: Duration, recorder: Recorder) -> Imperative {
+        Imperative { recorder, lru: Lru::new(disks, lru_ways), walks: BTreeMap::new(), quantum }
+    }
+
+    pub fn start(&mut self, job: &Job) {
+        self.walks.insert(job.id, Walk { cursor: 0, left: job.sets_to_read(), deadline: job.deadline });
+    }
+
+    /// Every job reads its share of the quantum starting at `now`.
+    pub fn run_quantum(&mut self, world: &World, now: Timestamp) {
+        let quantum_ms = self.quantum.as_millis().max(1) as u64;
+        let ids: Vec<u32> = self.walks.keys().copied().collect();
+        for id in ids {
+            let mut walk = self.walks[&id];
+            let quanta_left = walk.deadline.0.saturating_sub(now.0).div_ceil(quantum_ms).max(1);
+            let quota = walk.left.div_ceil(quanta_left);
+            let job = world.job(id);
+            let taken = self.read_sets(world, job, &mut walk, quota);
+            walk.left -= taken;
+            if walk.left == 0 || taken < quota {
+                // Done, or nothing readable is left (everything else was deleted).
+                self.walks.remove(&id);
+            } else {
+                self.walks.insert(id, walk);
+            }
+        }
+    }
+
+    /// Reads up to `quota` sets of `job` from the cursor on; returns how many.
+    fn read_sets(&mut self, world: &World, job: &Job, walk: &mut Walk, quota: u64) -> u64 {
+        let model = &world.model;
+        let deleted = model.deleted();
+        let block_bytes = model.spec().block_bytes;
+        let mut taken = 0;
+        match &job.sets {
+            JobSets::Files(ranges) => {
+                while taken < quota && (walk.cursor as usize) < ranges.len() {
+                    let r = ranges[walk.cursor as usize];
+                    walk.cursor += 1;
+                    if deleted.contains(r.start.0) {
+                        self.recorder.elided(job.task, u64::from(r.len) * block_bytes);
+                        continue;
+                    }
+                    for b in r.blocks() {
+                        self.read(world, job.task, Member::Any(b));
+                    }
+                    taken += 1;
+                }
+            }
+            JobSets::Stripes { offsets, .. } => {
+                let sets = offsets.len() as u64 - 1;
+                while taken < quota && walk.cursor < sets {
+                    let members: Vec<Member> = job.sets.stripe(walk.cursor as usize).collect();
+                    walk.cursor += 1;
+                    if members.iter().all(|m| deleted.contains(m.block().0)) {
+                        self.recorder.elided(job.task, members.len() as u64 * block_bytes);
+                        continue;
+                    }
+                    for m in members {
+                        self.read(world, job.task, m);
+                    }
+                    taken += 1;
+                }
+            }
+            JobSets::Members(members) => {
+                // Walk order: "any copy" members, then copy 0, 1, ...; the
+                // cursor is (slot << 56) | block, slot 0 meaning "any copy".
+                let slots = u64::from(members.copy_slots()) + 1;
+                while taken < quota && (walk.cursor >> 56) < slots {
+                    let slot = walk.cursor >> 56;
+                    let bitmap = if slot == 0 { Some(members.any()) } else { members.copy(slot as u8 - 1) };
+                    let start = walk.cursor & dingo_types::MAX_BLOCK_ID;
+                    walk.cursor = (slot + 1) << 56;
+                    let Some(bitmap) = bitmap else { continue };
+                    let mut it = bitmap.iter();
+                    it.advance_to(start);
+                    for b in it {
+                        if deleted.contains(b) {
+                            self.recorder.elided(job.task, block_bytes);
+                            continue;
+                        }
+                        let member = match slot {
+                            0 => Member::Any(BlockId(b)),
+                            s => Member::Copy(ChunkRef { block: BlockId(b), copy: s as u8 - 1 }),
+                        };
+                        self.read(world, job.task, member);
+                        taken += 1;
+                        if taken == quota {
+                            walk.cursor = (slot << 56) | (b + 1);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        taken
+    }
+
+    fn read(&mut self, world: &World, task: TaskKind, member: Member) {
+        let model = &world.model;
+        let Some(info) = model.block(member.block()) else { return };
+        let chunk = match member {
+            Member::Copy(c) => Some(c),
+            Member::Any(block) => {
+                (0..info.copies).map(|copy| ChunkRef { block, copy }).find(|&c| model.copy_disk(c).is_some())
+            }
+        };
+        let Some((chunk, disk)) = chunk.and_then(|c| model.copy_disk(c).map(|d| (c, d))) else { return };
+        let source = match self.lru.access(disk, Member::Copy(chunk).key(), task) {
+            Some(owner) => Source::Cache(owner),
+            None => Source::Disk(disk),
+        };
+        self.recorder.read(task, info.size, source);
+    }
+
+    /// Whether jobs are still reading.
+    pub fn busy(&self) -> bool {
+        !self.walks.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lru_keeps_the_most_recent_chunks_per_disk() {
+        let mut lru = Lru::new(2, 2);
+        let (d0, d1) = (DiskId(0), DiskId(1));
+        assert_eq!(lru.access(d0, 1, TaskKind::Scrubbing), None);
+        assert_eq!(lru.access(d0, 2, TaskKind::Fsck), None);
+        assert_eq!(lru.access(d0, 1, TaskKind::Fsck), Some(TaskKind::Scrubbing));
+        assert_eq!(lru.access(d0, 3, TaskKind::Fsck), None, "evicts 2, the least recent");
+        assert_eq!(lru.access(d0, 2, TaskKind::Fsck), None);
+        assert_eq!(lru.access(d1, 1, TaskKind::Fsck), None, "caches are per disk");
+        assert_eq!(Lru::new(1, 0).access(d0, 1, TaskKind::Fsck), None);
+    }
+}

@@ -1,0 +1,437 @@
+//! The datacenter simulator: a time-driven cluster over a horizon (default
+//! 30 days of 3-hour quanta) on which the eight maintenance tasks start
+//! jobs, read in three modes over the same events:
+//!
+//! - [`Mode::Imperative`]: each job at its own steady pace through a plain LRU;
+//! - [`Mode::Declarative`]: the real planner ([`dingo_planner::Planner`]) with
+//!   its dispatcher and a pinned cache of the configured size;
+//! - [`Mode::Optimal`]: the lower bound, every distinct block read once.
+//!
+//! One [`World`] drives all three, so every mode sees the same failures,
+//! files and jobs. The run goes on past the horizon, without new work,
+//! until every job started before it has closed, so all modes do the same
+//! logical work.
+
+mod declarative;
+mod imperative;
+mod optimal;
+pub mod stats;
+pub mod world;
+
+pub use stats::{Mode, ModeResult, QuantumPoint, TaskTotals, WALL_UTILIZATION, io_wall, io_wall_search};
+pub use world::{Job, JobSets, World};
+
+use crate::mix::Mix;
+use crate::model::{ClusterSpec, ModelError};
+use declarative::Declarative;
+use dingo_planner::{Budget, DeclareError, DiskBudget, PlannerConfig};
+use dingo_types::{TaskKind, Timestamp, Topology};
+use imperative::Imperative;
+use optimal::Optimal;
+use serde::{Deserialize, Serialize};
+use stats::Recorder;
+use std::time::Duration;
+use thiserror::Error;
+
+/// Which modes a run simulates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Modes {
+    pub imperative: bool,
+    pub declarative: bool,
+    pub optimal: bool,
+}
+
+impl Modes {
+    pub const ALL: Modes = Modes { imperative: true, declarative: true, optimal: true };
+
+    pub fn only(mode: Mode) -> Modes {
+        Modes {
+            imperative: mode == Mode::Imperative,
+            declarative: mode == Mode::Declarative,
+            optimal: mode == Mode::Optimal,
+        }
+    }
+}
+
+/// Everything a run depends on. Same config, same results.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SimConfig {
+    /// Capacity, drive size, fill, blocks, files, layout, disk model, seed.
+    pub cluster: ClusterSpec,
+    pub mix: Mix,
+    /// Maintenance read demand in MB/s per TB of raw capacity.
+    pub demand_mb_s_per_tb: f64,
+    /// Multiplier of each task's demand, by [`TaskKind::index`] (1: as the mix says).
+    pub intensity: [f64; TaskKind::COUNT],
+    pub quantum: Duration,
+    pub horizon: Duration,
+    /// Cache per disk: the LRU in imperative mode, the pinned region in declarative mode.
+    pub cache_per_disk: u64,
+    /// The planner's cluster-wide byte budget per quantum, as a multiple of
+    /// the total demand over one quantum.
+    pub budget_factor: f64,
+    /// Disk-head time each disk may spend on maintenance per quantum, as a
+    /// fraction of the quantum.
+    pub disk_share: f64,
+    /// Diurnal swing of the budget: budget × (1 + a·sin(2π·t/24 h)), 0 ≤ a < 1.
+    pub diurnal_amplitude: f64,
+    /// Rebalancing declares this many candidate chunks per chunk it must move.
+    pub rebalance_candidates: f64,
+    /// Blocks fsck reads at the start of each file it checks.
+    pub fsck_blocks: u32,
+    pub modes: Modes,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            cluster: ClusterSpec::default(),
+            mix: Mix::cluster_1(),
+            demand_mb_s_per_tb: 2.0,
+            intensity: [1.0; TaskKind::COUNT],
+            quantum: Duration::from_secs(3 * 3600),
+            horizon: Duration::from_secs(30 * 24 * 3600),
+            cache_per_disk: 4_000_000_000,
+            budget_factor: 1.5,
+            disk_share: 0.5,
+            diurnal_amplitude: 0.0,
+            rebalance_candidates: 4.0,
+            fsck_blocks: 2,
+            modes: Modes::ALL,
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum SimError {
+    #[error("building the cluster")]
+    Model(#[from] ModelError),
+    #[error("invalid simulation: {0}")]
+    Invalid(String),
+    #[error("the planner rejected a {task} declaration (a simulator bug): {error}")]
+    Declare { task: TaskKind, error: DeclareError },
+}
+
+impl SimConfig {
+    fn validate(&self) -> Result<(), SimError> {
+        let bad = |what: &str| Err(SimError::Invalid(what.to_string()));
+        if !(self.demand_mb_s_per_tb.is_finite() && self.demand_mb_s_per_tb > 0.0) {
+            return bad("the demand must be a positive number of MB/s per TB");
+        }
+        if self.intensity.iter().any(|i| !i.is_finite() || *i < 0.0) {
+            return bad("task intensities must be non-negative");
+        }
+        if self.quantum.as_millis() == 0 || self.horizon < self.quantum {
+            return bad("the quantum must be positive and the horizon at least one quantum");
+        }
+        if !(self.budget_factor > 0.0 && self.disk_share > 0.0 && self.disk_share <= 1.0) {
+            return bad("the budget factor must be positive and the disk share in (0, 1]");
+        }
+        if !(0.0..1.0).contains(&self.diurnal_amplitude) {
+            return bad("the diurnal amplitude must be in [0, 1)");
+        }
+        if self.rebalance_candidates.is_nan() || self.rebalance_candidates < 1.0 {
+            return bad("rebalancing must declare at least one candidate per chunk it moves");
+        }
+        if !(self.modes.imperative || self.modes.declarative || self.modes.optimal) {
+            return bad("choose at least one mode");
+        }
+        Ok(())
+    }
+
+    /// Total maintenance read demand, in bytes per second, with intensities.
+    pub fn demand_bytes_per_sec(&self) -> f64 {
+        let per_tb = self.demand_mb_s_per_tb * 1e6 * self.cluster.raw_capacity as f64 / 1e12;
+        TaskKind::ALL.iter().map(|t| per_tb * self.mix.share(*t) * self.intensity[t.index()]).sum()
+    }
+
+    /// The planner's budget for the quantum starting at `start`.
+    pub fn budget(&self, start: Timestamp) -> Budget {
+        let q = self.quantum.as_secs_f64();
+        let middle_hours = (start.as_millis() as f64 / 1000.0 + q / 2.0) / 3600.0;
+        let swing = 1.0 + self.diurnal_amplitude * (2.0 * std::f64::consts::PI * middle_hours / 24.0).sin();
+        Budget {
+            cluster_bytes: (self.demand_bytes_per_sec() * q * self.budget_factor * swing) as u64,
+            disk_head_time_us: DiskBudget::Uniform((q * 1e6 * self.disk_share * swing) as u64),
+        }
+    }
+
+    fn quanta(&self, d: Duration) -> u32 {
+        u32::try_from(d.as_millis().div_ceil(self.quantum.as_millis())).unwrap_or(u32::MAX)
+    }
+}
+
+/// One run in progress. Call [`Simulation::step`] until it returns false,
+/// then [`Simulation::finish`].
+pub struct Simulation {
+    config: SimConfig,
+    world: World,
+    imperative: Option<Imperative>,
+    declarative: Option<Declarative>,
+    optimal: Option<Optimal>,
+    quantum: u32,
+    horizon_quanta: u32,
+    /// Expected quanta including the drain (for progress bars).
+    expected_quanta: u32,
+    /// Hard stop, in case declarative work never finishes.
+    max_quanta: u32,
+    done: bool,
+}
+
+impl Simulation {
+    pub fn new(config: SimConfig) -> Result<Simulation, SimError> {
+        config.validate()?;
+        let world = World::new(&config)?;
+        let disks = world.model.disk_count();
+        let disk_model = world.model.spec().disk_model;
+        let recorder = || Recorder::new(disks, disk_model);
+        let block = world.model.spec().block_bytes;
+        let imperative = config.modes.imperative.then(|| {
+            let ways = usize::try_from(config.cache_per_disk / block).unwrap_or(usize::MAX).min(4096);
+            Imperative::new(disks, ways, config.quantum, recorder())
+        });
+        let declarative = config.modes.declarative.then(|| {
+            let rounds = (config.quantum.as_secs() / 30).clamp(1, 100_000) as u32;
+            let planner = PlannerConfig {
+                quantum: config.quantum,
+                dispatch_rounds: rounds,
+                // A group pins at most half the cluster's cache, leaving room
+                // for the previous group's pins in their grace period.
+                group_cache_bytes: (config.cache_per_disk / 2).saturating_mul(u64::from(disks)).max(block),
+                ..PlannerConfig::default()
+            };
+            Declarative::new(planner, disks, config.cache_per_disk, recorder())
+        });
+        let optimal = config.modes.optimal.then(|| Optimal::new(recorder(), block));
+        let horizon_quanta = config.quanta(config.horizon);
+        let longest = TaskKind::ALL
+            .iter()
+            .filter(|t| world.task_rate(**t) > 0.0)
+            .map(|t| config.quanta(world.deadline(*t)))
+            .max()
+            .unwrap_or(0);
+        Ok(Simulation {
+            expected_quanta: horizon_quanta + longest,
+            max_quanta: horizon_quanta + 2 * longest + horizon_quanta,
+            config,
+            world,
+            imperative,
+            declarative,
+            optimal,
+            quantum: 0,
+            horizon_quanta,
+            done: false,
+        })
+    }
+
+    pub fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+
+    /// Quanta the run is expected to take, including the drain after the horizon.
+    pub fn expected_quanta(&self) -> u32 {
+        self.expected_quanta
+    }
+
+    /// Quanta simulated so far.
+    pub fn quanta_done(&self) -> u32 {
+        self.quantum
+    }
+
+    /// Simulates one quantum. Returns false once the run is over.
+    pub fn step(&mut self) -> Result<bool, SimError> {
+        if self.done {
+            return Ok(false);
+        }
+        let q = self.quantum;
+        let now = Timestamp(u64::from(q) * self.config.quantum.as_millis() as u64);
+        let new_work = q < self.horizon_quanta;
+        if !new_work && !self.busy() {
+            self.done = true;
+            return Ok(false);
+        }
+        let closed = self.world.close_due(now);
+        if let Some(opt) = &mut self.optimal {
+            for job in &closed {
+                opt.close(job, self.world.model.deleted());
+            }
+        }
+        drop(closed);
+        let events = self.world.advance(now, new_work);
+        if let Some(decl) = &mut self.declarative {
+            decl.note_deleted(&self.world.model, &events.deleted);
+            for &id in &events.started {
+                let job = self.world.job(id);
+                decl.declare(&self.world.model, job).map_err(|error| SimError::Declare { task: job.task, error })?;
+            }
+        }
+        if let Some(imp) = &mut self.imperative {
+            for &id in &events.started {
+                imp.start(self.world.job(id));
+            }
+        }
+        // The modes only read the world from here on: plan and replay the
+        // declarative quantum on one core while imperative jobs read on another.
+        let (world, budget) = (&self.world, self.config.budget(now));
+        std::thread::scope(|scope| {
+            if let Some(imp) = &mut self.imperative {
+                scope.spawn(move || imp.run_quantum(world, now));
+            }
+            if let Some(decl) = &mut self.declarative {
+                decl.run_quantum(&world.model, now, &budget);
+            }
+        });
+        let hours = now.as_millis() as f64 / 3.6e6;
+        for recorder in self.recorders() {
+            recorder.end_quantum(hours);
+        }
+        self.quantum += 1;
+        if self.quantum >= self.max_quanta {
+            self.done = true;
+        }
+        Ok(!self.done)
+    }
+
+    fn busy(&self) -> bool {
+        self.world.open_jobs() > 0
+            || self.declarative.as_ref().is_some_and(Declarative::busy)
+            || self.imperative.as_ref().is_some_and(Imperative::busy)
+    }
+
+    fn recorders(&mut self) -> impl Iterator<Item = &mut Recorder> {
+        let imp = self.imperative.as_mut().map(|m| &mut m.recorder);
+        let decl = self.declarative.as_mut().map(|m| &mut m.recorder);
+        let opt = self.optimal.as_mut().map(|m| &mut m.recorder);
+        imp.into_iter().chain(decl).chain(opt)
+    }
+
+    /// Runs every remaining quantum, calling `progress` after each.
+    pub fn run(mut self, mut progress: impl FnMut(&Simulation)) -> Result<SimResult, SimError> {
+        while self.step()? {
+            progress(&self);
+        }
+        Ok(self.finish())
+    }
+
+    /// The results. Optimal's jobs still open (only if the hard stop hit)
+    /// are settled now.
+    pub fn finish(mut self) -> SimResult {
+        if let Some(opt) = &mut self.optimal {
+            for job in self.world.close_due(Timestamp(u64::MAX)) {
+                opt.close(&job, self.world.model.deleted());
+            }
+        }
+        let model = &self.world.model;
+        let disks = model.disk_count();
+        let horizon = self.config.horizon.as_secs_f64();
+        let quantum = self.config.quantum.as_secs_f64();
+        let drive = model.spec().drive_bytes;
+        let new = |mode, recorder| ModeResult::new(mode, recorder, disks, horizon, quantum, drive);
+        let imperative = self.imperative.map(|m| {
+            let mut r = new(Mode::Imperative, m.recorder);
+            r.cache_bytes_per_disk = self.config.cache_per_disk;
+            r
+        });
+        let mut over_budget_quanta = 0;
+        let mut refused_pin_bytes = 0;
+        let declarative = self.declarative.map(|m| {
+            over_budget_quanta = m.over_budget_quanta;
+            refused_pin_bytes = m.cache.refused_bytes;
+            let wanted = m.cache.max_disk_wanted;
+            let mut r = new(Mode::Declarative, m.recorder);
+            r.cache_bytes_per_disk = wanted;
+            r
+        });
+        let optimal = self.optimal.map(|m| {
+            let disk_bytes = m.disk_bytes();
+            let mut r = new(Mode::Optimal, m.recorder);
+            let block = model.spec().block_bytes;
+            r.disk_bytes = disk_bytes;
+            r.head_time_us = disk_bytes / block * model.spec().disk_model.head_time_us(block);
+            r.utilization = r.head_time_us as f64 / 1e6 / (f64::from(disks) * horizon);
+            r.io_wall_drive_bytes = io_wall(drive, r.utilization);
+            r
+        });
+        let savings_vs_imperative = match (&imperative, &declarative) {
+            (Some(i), Some(d)) if i.disk_bytes > 0 => Some(1.0 - d.disk_bytes as f64 / i.disk_bytes as f64),
+            _ => None,
+        };
+        let gap_to_optimal = match (&declarative, &optimal) {
+            (Some(d), Some(o)) if o.disk_bytes > 0 => Some(d.disk_bytes as f64 / o.disk_bytes as f64 - 1.0),
+            _ => None,
+        };
+        SimResult {
+            mix: self.config.mix.name.clone(),
+            mix_source: self.config.mix.source.clone(),
+            capacity_bytes: model.spec().raw_capacity,
+            drive_bytes: drive,
+            disks,
+            days: horizon / 86_400.0,
+            quantum_secs: quantum,
+            quanta: self.quantum,
+            demand_mb_s_per_tb: self.config.demand_mb_s_per_tb,
+            cache_per_disk_bytes: self.config.cache_per_disk,
+            seed: model.spec().seed,
+            modes: ModeResults { imperative, declarative, optimal },
+            savings_vs_imperative,
+            gap_to_optimal,
+            over_budget_quanta,
+            refused_pin_bytes,
+        }
+    }
+}
+
+/// Per-mode results; a mode not simulated is absent.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModeResults {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub imperative: Option<ModeResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declarative: Option<ModeResult>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub optimal: Option<ModeResult>,
+}
+
+impl ModeResults {
+    pub fn iter(&self) -> impl Iterator<Item = &ModeResult> {
+        [&self.imperative, &self.declarative, &self.optimal].into_iter().flatten()
+    }
+
+    pub fn get(&self, mode: Mode) -> Option<&ModeResult> {
+        match mode {
+            Mode::Imperative => self.imperative.as_ref(),
+            Mode::Declarative => self.declarative.as_ref(),
+            Mode::Optimal => self.optimal.as_ref(),
+        }
+    }
+}
+
+/// The outcome of one run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SimResult {
+    pub mix: String,
+    pub mix_source: String,
+    pub capacity_bytes: u64,
+    pub drive_bytes: u64,
+    pub disks: u32,
+    pub days: f64,
+    pub quantum_secs: f64,
+    /// Quanta simulated, including the drain after the horizon.
+    pub quanta: u32,
+    pub demand_mb_s_per_tb: f64,
+    pub cache_per_disk_bytes: u64,
+    pub seed: u64,
+    pub modes: ModeResults,
+    /// 1 − declarative disk bytes / imperative disk bytes.
+    pub savings_vs_imperative: Option<f64>,
+    /// Declarative disk bytes / optimal disk bytes − 1.
+    pub gap_to_optimal: Option<f64>,
+    /// Quanta in which the planner scheduled more than its budget (must be 0).
+    pub over_budget_quanta: u64,
+    /// Pin directives the per-disk cache regions could not take.
+    pub refused_pin_bytes: u64,
+}

@@ -1,0 +1,175 @@
+//! Optimal mode, the lower bound: with no budget and no deadlines, every
+//! distinct block any job needs over the run is read once. A block read
+//! for "any copy" and as one exact copy costs one read; exact copies asked
+//! for by scrubbing count once each.
+//!
+//! A job is settled when its window closes: sets whose blocks were all
+//! deleted by then are elided (any schedule could have waited that long).
+//! A data-flexible job (rebalancing: any `n` of its candidates) takes its
+//! candidates that someone reads anyway for free, counted against every
+//! read of the whole run, and pays only for the rest.
+
+use super::stats::Recorder;
+use super::world::{Job, JobSets};
+use dingo_types::{MemberBitmap, TaskKind};
+use roaring::RoaringTreemap;
+
+pub struct Optimal {
+    pub recorder: Recorder,
+    /// Blocks read for "any copy".
+    any: RoaringTreemap,
+    /// `copies[c]`: blocks whose exact copy `c` is read.
+    copies: Vec<RoaringTreemap>,
+    /// Flexible jobs not covered yet: (task, candidates still needed,
+    /// candidates not read by anyone when the job closed).
+    pending: Vec<(TaskKind, u64, MemberBitmap)>,
+    block_bytes: u64,
+}
+
+impl Optimal {
+    pub fn new(recorder: Recorder, block_bytes: u64) -> Optimal {
+        Optimal { recorder, any: RoaringTreemap::new(), copies: Vec::new(), pending: Vec::new(), block_bytes }
+    }
+
+    fn copies_mut(&mut self, copy: usize) -> &mut RoaringTreemap {
+        if self.copies.len() <= copy {
+            self.copies.resize_with(copy + 1, RoaringTreemap::new);
+        }
+        &mut self.copies[copy]
+    }
+
+    /// Settles a job whose window closed; `deleted`: blocks deleted by then.
+    pub fn close(&mut self, job: &Job, deleted: &RoaringTreemap) {
+        let bb = self.block_bytes;
+        match &job.sets {
+            JobSets::Files(ranges) => {
+                for r in ranges {
+                    if deleted.contains(r.start.0) {
+                        self.recorder.elided(job.task, u64::from(r.len) * bb);
+                    } else {
+                        self.any.insert_range(r.start.0..r.end());
+                        self.recorder.logical(job.task, u64::from(r.len) * bb);
+                    }
+                }
+            }
+            JobSets::Stripes { offsets, .. } => {
+                let mut blocks = Vec::new();
+                for i in 0..offsets.len() - 1 {
+                    let before = blocks.len();
+                    blocks.extend(job.sets.stripe(i).map(|m| m.block().0).filter(|b| !deleted.contains(*b)));
+                    let read = (blocks.len() - before) as u64;
+                    if read == 0 {
+                        self.recorder.elided(job.task, (offsets[i + 1] - offsets[i]) as u64 * bb);
+                    } else {
+                        self.recorder.logical(job.task, read * bb);
+                    }
+                }
+                blocks.sort_unstable();
+                blocks.dedup();
+                self.any |= RoaringTreemap::from_sorted_iter(blocks).expect("sorted and deduplicated");
+            }
+            JobSets::Members(members) => {
+                let mut live = members.clone();
+                let gone = live.remove_blocks(deleted);
+                match job.sets_needed {
+                    None => {
+                        self.recorder.elided(job.task, gone * bb);
+                        self.recorder.logical(job.task, live.len() * bb);
+                        self.any |= live.any();
+                        for c in 0..live.copy_slots() {
+                            *self.copies_mut(usize::from(c)) |= live.copy(c).expect("below copy_slots");
+                        }
+                    }
+                    Some(needed) => {
+                        let needed = needed.min(live.len());
+                        self.recorder.logical(job.task, needed * bb);
+                        let unread = self.unread(&live);
+                        let free = live.len() - unread.len();
+                        if free < needed {
+                            self.pending.push((job.task, needed - free, unread));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The members of `m` that no read so far covers.
+    fn unread(&self, m: &MemberBitmap) -> MemberBitmap {
+        let mut out = MemberBitmap::new();
+        let mut any = m.any() - &self.any;
+        for c in &self.copies {
+            any -= c;
+        }
+        for b in &any {
+            out.insert(dingo_types::Member::Any(dingo_types::BlockId(b)));
+        }
+        for c in 0..m.copy_slots() {
+            let mut left = m.copy(c).expect("below copy_slots") - &self.any;
+            if let Some(read) = self.copies.get(usize::from(c)) {
+                left -= read;
+            }
+            out.insert_copies(c, &left);
+        }
+        out
+    }
+
+    /// Disk bytes of the whole run: distinct reads, plus what flexible jobs
+    /// could not get for free from them.
+    pub fn disk_bytes(&self) -> u64 {
+        let mut exact = RoaringTreemap::new();
+        let mut reads = 0;
+        for c in &self.copies {
+            reads += c.len();
+            exact |= c;
+        }
+        reads += self.any.difference_len(&exact);
+        for (_, needed, unread) in &self.pending {
+            let still_unread = self.unread(unread).len();
+            let free = unread.len() - still_unread;
+            reads += needed.saturating_sub(free);
+        }
+        reads * self.block_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dingo_types::{BlockId, BlockRange, ChunkRef, DiskModel, Member, Timestamp};
+
+    fn job(task: TaskKind, sets: JobSets, needed: Option<u64>) -> Job {
+        Job::for_test(task, sets, needed, Timestamp(0))
+    }
+
+    #[test]
+    fn overlapping_reads_count_once_and_exact_copies_count_each() {
+        let mut opt = Optimal::new(Recorder::new(1, DiskModel::HDD), 10);
+        let file = JobSets::Files(vec![BlockRange { start: BlockId(0), len: 4 }]);
+        opt.close(&job(TaskKind::GarbageCollection, file.clone(), None), &RoaringTreemap::new());
+        opt.close(&job(TaskKind::FileScrubbing, file, None), &RoaringTreemap::new());
+        assert_eq!(opt.disk_bytes(), 40);
+        let scrub: MemberBitmap =
+            [0u8, 1].iter().map(|&copy| Member::Copy(ChunkRef { block: BlockId(1), copy })).collect();
+        opt.close(&job(TaskKind::Scrubbing, JobSets::Members(scrub), None), &RoaringTreemap::new());
+        assert_eq!(opt.disk_bytes(), 50, "copy 0 rides on the file read, copy 1 is one more read");
+    }
+
+    #[test]
+    fn flexible_jobs_pay_only_for_candidates_nobody_reads_and_deleted_sets_are_elided() {
+        let mut opt = Optimal::new(Recorder::new(1, DiskModel::HDD), 10);
+        let candidates: MemberBitmap =
+            (0..6u64).map(|b| Member::Copy(ChunkRef { block: BlockId(b), copy: 0 })).collect();
+        opt.close(&job(TaskKind::Rebalancing, JobSets::Members(candidates), Some(3)), &RoaringTreemap::new());
+        assert_eq!(opt.disk_bytes(), 30);
+        // A later file read covers two candidates: only one more is needed.
+        let file = JobSets::Files(vec![BlockRange { start: BlockId(0), len: 2 }]);
+        opt.close(&job(TaskKind::Fsck, file, None), &RoaringTreemap::new());
+        assert_eq!(opt.disk_bytes(), 20 + 10);
+        let gone: RoaringTreemap = (100..104).collect();
+        let deleted_file = JobSets::Files(vec![BlockRange { start: BlockId(100), len: 4 }]);
+        opt.close(&job(TaskKind::GarbageCollection, deleted_file, None), &gone);
+        assert_eq!(opt.disk_bytes(), 30);
+        assert_eq!(opt.recorder.tasks[TaskKind::GarbageCollection.index()].elided_bytes, 40);
+    }
+}

@@ -1,0 +1,144 @@
+//! Validation of the simulator's three modes (issue 3, item 6), on small
+//! clusters and short horizons so the suite stays fast. Every test compares
+//! modes or checks a bound, and fails if the simulator is wrong.
+
+use dingo_sim::ClusterSpec;
+use dingo_sim::mix::Mix;
+use dingo_sim::sim::{Mode, ModeResult, SimConfig, SimResult, Simulation, io_wall_search};
+use dingo_types::TaskKind;
+use std::time::Duration;
+
+const PB: u64 = 1_000_000_000_000_000;
+const TB: u64 = 1_000_000_000_000;
+const DAY: u64 = 24 * 3600;
+
+/// A cluster of `capacity` with one disk per node (so 33-wide stripes fit
+/// on few disks), `days` of horizon, and the mix's 30-day tasks shortened
+/// to the horizon so the run does not drain for a month.
+fn config(mix: Mix, capacity: u64, days: u64, seed: u64) -> SimConfig {
+    let mut config = SimConfig {
+        cluster: ClusterSpec { raw_capacity: capacity, disks_per_node: 1, seed, ..ClusterSpec::default() },
+        mix,
+        horizon: Duration::from_secs(days * DAY),
+        ..SimConfig::default()
+    };
+    for t in &mut config.mix.timing {
+        if t.deadline > config.horizon {
+            t.period = config.horizon;
+            t.deadline = config.horizon;
+        }
+    }
+    config
+}
+
+/// A mix of one task alone.
+fn alone(task: TaskKind) -> Mix {
+    let mut shares = [0.0; TaskKind::COUNT];
+    shares[task.index()] = 1.0;
+    Mix { name: format!("{task} alone"), shares, ..Mix::cluster_1() }
+}
+
+fn run(config: SimConfig) -> SimResult {
+    Simulation::new(config).unwrap().run(|_| {}).unwrap()
+}
+
+fn mode(r: &SimResult, m: Mode) -> &ModeResult {
+    r.modes.get(m).unwrap()
+}
+
+#[test]
+fn one_task_alone_reads_the_same_bytes_in_both_modes() {
+    for task in [TaskKind::GarbageCollection, TaskKind::Scrubbing, TaskKind::FileScrubbing] {
+        let r = run(config(alone(task), 2 * PB, 3, 5));
+        let (imp, decl) = (mode(&r, Mode::Imperative), mode(&r, Mode::Declarative));
+        assert!(imp.logical_bytes > 0, "{task}: nothing read");
+        assert_eq!(decl.logical_bytes, imp.logical_bytes, "{task}");
+        assert_eq!(decl.disk_bytes, imp.disk_bytes, "{task}: same reads, same disk bytes");
+    }
+}
+
+#[test]
+fn an_unlimited_budget_without_overlap_misses_nothing_and_saves_nothing() {
+    let mut c = config(alone(TaskKind::GarbageCollection), 2 * PB, 3, 8);
+    c.budget_factor = 1e6;
+    c.disk_share = 1.0;
+    let r = run(c);
+    let (imp, decl) = (mode(&r, Mode::Imperative), mode(&r, Mode::Declarative));
+    assert_eq!(decl.deadline_misses, 0);
+    assert_eq!(decl.free_bytes, 0, "no other task to overlap with");
+    assert_eq!(decl.disk_bytes, imp.disk_bytes);
+    assert_eq!(r.savings_vs_imperative, Some(0.0));
+}
+
+#[test]
+fn optimal_reads_at_most_declarative_which_reads_at_most_imperative() {
+    for mix in [Mix::cluster_1(), Mix::cluster_2()] {
+        for seed in [1, 2] {
+            let r = run(config(mix.clone(), 2 * PB, 4, seed));
+            let [imp, decl, opt] = [Mode::Imperative, Mode::Declarative, Mode::Optimal].map(|m| mode(&r, m));
+            let label = format!("{} seed {seed}", mix.name);
+            assert!(
+                opt.disk_bytes <= decl.disk_bytes,
+                "{label}: optimal {} > declarative {}",
+                opt.disk_bytes,
+                decl.disk_bytes
+            );
+            assert!(
+                decl.disk_bytes <= imp.disk_bytes,
+                "{label}: declarative {} > imperative {}",
+                decl.disk_bytes,
+                imp.disk_bytes
+            );
+            assert!(r.savings_vs_imperative.unwrap() > 0.0, "{label}: overlapping tasks save something");
+            assert_eq!(r.over_budget_quanta, 0, "{label}");
+        }
+    }
+}
+
+#[test]
+fn no_quantum_goes_over_a_tight_diurnal_budget() {
+    let mut c = config(Mix::cluster_2(), 2 * PB, 3, 3);
+    c.diurnal_amplitude = 0.75;
+    c.budget_factor = 0.5;
+    c.disk_share = 0.2;
+    let r = run(c);
+    assert_eq!(r.over_budget_quanta, 0);
+    let decl = mode(&r, Mode::Declarative);
+    let budgets: Vec<u64> = decl.series.iter().map(|p| p.budget_bytes.unwrap()).collect();
+    assert!(budgets.iter().max() > budgets.iter().min(), "the budget swings");
+    for p in &decl.series {
+        assert!(p.planned_disk_bytes.unwrap() <= p.budget_bytes.unwrap(), "{p:?}");
+    }
+}
+
+#[test]
+fn the_io_wall_search_is_monotone_in_drive_size() {
+    let mut samples: Vec<Vec<(u64, f64, u64)>> = vec![Vec::new(); 3];
+    for drive in [12 * TB, 24 * TB, 48 * TB] {
+        let mut c = config(Mix::cluster_1(), 4 * PB, 2, 4);
+        c.cluster.drive_bytes = drive;
+        let r = run(c);
+        for (i, m) in [Mode::Imperative, Mode::Declarative, Mode::Optimal].into_iter().enumerate() {
+            let m = mode(&r, m);
+            samples[i].push((drive, m.utilization, m.deadline_misses));
+        }
+    }
+    for s in &samples {
+        assert!(s.windows(2).all(|w| w[0].1 < w[1].1), "utilisation grows with drive size: {s:?}");
+        let wall = io_wall_search(s);
+        // The search's answer is under the line and the next size is not.
+        if let Some(w) = wall {
+            let i = s.iter().position(|p| p.0 == w).unwrap();
+            assert!(s[i].1 <= 0.5);
+            assert!(s.get(i + 1).is_none_or(|next| next.1 > 0.5 || next.2 > 0));
+        } else {
+            assert!(s[0].1 > 0.5 || s[0].2 > 0);
+        }
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_run() {
+    let c = config(Mix::cluster_1(), 2 * PB, 2, 9);
+    assert_eq!(run(c.clone()), run(c));
+}

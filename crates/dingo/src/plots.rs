@@ -1,0 +1,241 @@
+//! Charts for the simulator report and the demo, each written as SVG and PNG. Text is
+//! drawn with an embedded DejaVu Sans through ab_glyph, so no system font
+//! library is needed.
+
+use anyhow::{Context, anyhow};
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::Path;
+use std::sync::Once;
+
+const WIDTH: u32 = 1000;
+const HEIGHT: u32 = 560;
+const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+
+/// Colours of the eight tasks, by `TaskKind::index`.
+pub const TASK_COLORS: [RGBColor; 8] = [
+    RGBColor(214, 39, 40),   // reconstruction
+    RGBColor(31, 119, 180),  // scrubbing
+    RGBColor(44, 160, 44),   // garbage collection
+    RGBColor(255, 127, 14),  // transcoding
+    RGBColor(148, 103, 189), // rebalancing
+    RGBColor(140, 86, 75),   // georeplication
+    RGBColor(23, 190, 207),  // file scrubbing
+    RGBColor(188, 189, 34),  // fsck
+];
+pub const MODE_COLORS: [RGBColor; 3] = [RGBColor(200, 55, 45), RGBColor(35, 100, 200), RGBColor(30, 150, 70)];
+pub const DISK_COLOR: RGBColor = RGBColor(70, 70, 70);
+pub const ELIDED_COLOR: RGBColor = RGBColor(200, 200, 200);
+pub const BUDGET_COLOR: RGBColor = RGBColor(110, 110, 110);
+pub const REALIZED_COLOR: RGBColor = RGBColor(255, 127, 14);
+
+fn register_font() -> anyhow::Result<()> {
+    static ONCE: Once = Once::new();
+    let mut result = Ok(());
+    ONCE.call_once(|| {
+        result = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
+            .map_err(|_| anyhow!("the embedded font does not load"));
+    });
+    result
+}
+
+pub struct Series {
+    pub name: String,
+    pub color: RGBColor,
+    pub points: Vec<(f64, f64)>,
+    pub dashed: bool,
+}
+
+pub struct LineChart {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub series: Vec<Series>,
+    /// A horizontal reference line (value, label).
+    pub hline: Option<(f64, String)>,
+    /// A vertical reference line (value, label).
+    pub vline: Option<(f64, String)>,
+}
+
+/// A group of bars side by side under one label; each bar is its
+/// segments stacked bottom up (value, colour).
+pub struct BarGroup {
+    pub label: String,
+    pub bars: Vec<Vec<(f64, RGBColor)>>,
+}
+
+pub struct BarChart {
+    pub title: String,
+    pub y_label: String,
+    pub groups: Vec<BarGroup>,
+    /// Legend entries (label, colour).
+    pub legend: Vec<(String, RGBColor)>,
+    pub hline: Option<(f64, String)>,
+}
+
+/// Writes `name.svg` and `name.png` into `dir`.
+fn save(
+    dir: &Path,
+    name: &str,
+    draw: impl Fn(DrawingArea<SVGBackend, Shift>) -> anyhow::Result<()>,
+    draw_png: impl Fn(DrawingArea<BitMapBackend, Shift>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    register_font()?;
+    let svg = dir.join(format!("{name}.svg"));
+    draw(SVGBackend::new(&svg, (WIDTH, HEIGHT)).into_drawing_area())
+        .with_context(|| format!("drawing {}", svg.display()))?;
+    let png = dir.join(format!("{name}.png"));
+    draw_png(BitMapBackend::new(&png, (WIDTH, HEIGHT)).into_drawing_area())
+        .with_context(|| format!("drawing {}", png.display()))?;
+    Ok(())
+}
+
+pub fn save_line(dir: &Path, name: &str, chart: &LineChart) -> anyhow::Result<()> {
+    save(dir, name, |a| draw_line(a, chart), |a| draw_line(a, chart))
+}
+
+pub fn save_bars(dir: &Path, name: &str, chart: &BarChart) -> anyhow::Result<()> {
+    save(dir, name, |a| draw_bars(a, chart), |a| draw_bars(a, chart))
+}
+
+fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow!("{e}")
+}
+
+fn draw_line<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, chart: &LineChart) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    area.fill(&WHITE).map_err(err)?;
+    let xs = chart.series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
+    let (x_min, x_max) = xs.fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)));
+    let (x_min, x_max) = if x_min > x_max { (0.0, 1.0) } else { (x_min, x_max.max(x_min + 1e-9)) };
+    let y_top = chart
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .chain(chart.hline.as_ref().map(|h| h.0))
+        .fold(0.0f64, f64::max);
+    let y_max = if y_top > 0.0 { y_top * 1.12 } else { 1.0 };
+    let mut ctx = ChartBuilder::on(&area)
+        .caption(&chart.title, ("sans-serif", 24))
+        .margin(14)
+        .x_label_area_size(48)
+        .y_label_area_size(78)
+        .build_cartesian_2d(x_min..x_max, 0.0..y_max)
+        .map_err(err)?;
+    ctx.configure_mesh()
+        .x_desc(&chart.x_label)
+        .y_desc(&chart.y_label)
+        .label_style(("sans-serif", 15))
+        .axis_desc_style(("sans-serif", 17))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(err)?;
+    for s in &chart.series {
+        let style = s.color.stroke_width(2);
+        let anno = if s.dashed {
+            ctx.draw_series(DashedLineSeries::new(s.points.iter().copied(), 10, 6, style)).map_err(err)?
+        } else {
+            ctx.draw_series(LineSeries::new(s.points.iter().copied(), style)).map_err(err)?
+        };
+        let color = s.color;
+        anno.label(&s.name).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], color.stroke_width(3)));
+    }
+    if let Some((y, label)) = &chart.hline {
+        let red = RGBColor(220, 0, 0);
+        ctx.draw_series(DashedLineSeries::new([(x_min, *y), (x_max, *y)], 6, 4, red.stroke_width(2)))
+            .map_err(err)?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], red.stroke_width(2)));
+    }
+    if let Some((x, label)) = &chart.vline {
+        let gray = RGBColor(90, 90, 90);
+        ctx.draw_series(DashedLineSeries::new([(*x, 0.0), (*x, y_max)], 6, 4, gray.stroke_width(2)))
+            .map_err(err)?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], gray.stroke_width(2)));
+    }
+    ctx.configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(RGBColor(180, 180, 180))
+        .label_font(("sans-serif", 15))
+        .draw()
+        .map_err(err)?;
+    area.present().map_err(err)?;
+    Ok(())
+}
+
+fn draw_bars<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, chart: &BarChart) -> anyhow::Result<()>
+where
+    DB::ErrorType: 'static,
+{
+    area.fill(&WHITE).map_err(err)?;
+    let top = chart
+        .groups
+        .iter()
+        .flat_map(|g| g.bars.iter().map(|b| b.iter().map(|s| s.0).sum::<f64>()))
+        .chain(chart.hline.as_ref().map(|h| h.0))
+        .fold(0.0f64, f64::max);
+    let y_max = if top > 0.0 { top * 1.15 } else { 1.0 };
+    let n = chart.groups.len().max(1);
+    let (plot, legend_area) = area.split_horizontally(WIDTH - 250);
+    let mut ctx = ChartBuilder::on(&plot)
+        .caption(&chart.title, ("sans-serif", 22))
+        .margin(14)
+        .x_label_area_size(40)
+        .y_label_area_size(78)
+        .build_cartesian_2d(0.0..n as f64, 0.0..y_max)
+        .map_err(err)?;
+    let labels: Vec<String> = chart.groups.iter().map(|g| g.label.clone()).collect();
+    ctx.configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n * 2 + 1)
+        .x_label_formatter(&|x| {
+            let i = x.floor() as usize;
+            if (x - x.floor() - 0.5).abs() < 0.01 { labels.get(i).cloned().unwrap_or_default() } else { String::new() }
+        })
+        .y_label_formatter(&|y| format!("{y:.0}"))
+        .y_desc(&chart.y_label)
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 17))
+        .light_line_style(RGBColor(235, 235, 235))
+        .draw()
+        .map_err(err)?;
+    for (i, group) in chart.groups.iter().enumerate() {
+        let width = 0.8 / group.bars.len().max(1) as f64;
+        for (j, bar) in group.bars.iter().enumerate() {
+            let x0 = i as f64 + 0.1 + j as f64 * width;
+            let mut base = 0.0;
+            for &(value, color) in bar {
+                if value <= 0.0 {
+                    continue;
+                }
+                let rect = Rectangle::new([(x0 + 0.02, base), (x0 + width - 0.02, base + value)], color.filled());
+                ctx.draw_series(std::iter::once(rect)).map_err(err)?;
+                base += value;
+            }
+        }
+    }
+    if let Some((y, label)) = &chart.hline {
+        let red = RGBColor(220, 0, 0);
+        ctx.draw_series(DashedLineSeries::new([(0.0, *y), (n as f64, *y)], 6, 4, red.stroke_width(2)))
+            .map_err(err)?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], red.stroke_width(2)));
+        ctx.configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .label_font(("sans-serif", 15))
+            .draw()
+            .map_err(err)?;
+    }
+    for (i, (label, color)) in chart.legend.iter().enumerate() {
+        let y = 60 + i as i32 * 24;
+        legend_area.draw(&Rectangle::new([(10, y), (26, y + 16)], color.filled())).map_err(err)?;
+        legend_area.draw(&Text::new(label.clone(), (32, y), ("sans-serif", 14))).map_err(err)?;
+    }
+    area.present().map_err(err)?;
+    Ok(())
+}

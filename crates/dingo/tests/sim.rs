@@ -1,0 +1,118 @@
+//! `dingo sim` end to end on a small cluster: the JSON summary's shape, the
+//! files, figures and report a run writes, a sweep, and bad input.
+
+use std::process::Command;
+
+const EXE: &str = env!("CARGO_BIN_EXE_dingo");
+
+/// A short mix: cluster 1's shares with the month-long tasks shortened to
+/// two days, so a two-day run does not drain for a month.
+const MIX: &str = r#"
+name = "short"
+source = "test: cluster-1 shares, month-long tasks shortened"
+[shares]
+reconstruction = 21
+scrubbing = 2
+garbage-collection = 42
+transcoding = 15
+rebalancing = 14
+file-scrubbing = 4
+fsck = 2
+[timing.scrubbing]
+period_hours = 48
+deadline_hours = 48
+[timing.file-scrubbing]
+period_hours = 48
+deadline_hours = 48
+[timing.fsck]
+period_hours = 48
+deadline_hours = 48
+"#;
+
+fn dingo(args: &[&str]) -> std::process::Output {
+    Command::new(EXE).args(args).output().expect("dingo runs")
+}
+
+fn small_args(mix: &str) -> Vec<String> {
+    ["--mix", mix, "--capacity", "2PB", "--disks-per-node", "2", "--days", "2"].map(String::from).to_vec()
+}
+
+#[test]
+fn a_run_prints_the_summary_and_writes_data_figures_and_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let mix = dir.path().join("short.toml");
+    std::fs::write(&mix, MIX).unwrap();
+    let out = dir.path().join("report");
+    let mut args: Vec<String> = vec!["sim".into(), "run".into()];
+    args.extend(small_args(mix.to_str().unwrap()));
+    args.extend(["--json".into(), "--out".into(), out.to_str().unwrap().into()]);
+    let output = dingo(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    for mode in ["imperative", "declarative", "optimal"] {
+        let m = &summary["modes"][mode];
+        for key in ["logical_bytes", "disk_bytes", "utilization", "deadline_misses"] {
+            assert!(m[key].is_number(), "{mode}.{key} missing: {summary}");
+        }
+    }
+    let disk = |mode: &str| summary["modes"][mode]["disk_bytes"].as_u64().unwrap();
+    assert!(disk("optimal") <= disk("declarative") && disk("declarative") <= disk("imperative"));
+    assert!(summary["savings_vs_imperative"].as_f64().unwrap() > 0.0);
+    assert!(summary["gap_to_optimal"].as_f64().unwrap() >= 0.0);
+    assert_eq!(summary["mix"], "short");
+
+    for figure in ["utilization", "task_bytes", "deadline_misses", "cache", "budget", "io_wall"] {
+        for ext in ["svg", "png"] {
+            let path = out.join(format!("{figure}.{ext}"));
+            let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            assert!(bytes.len() > 1000, "{} is nearly empty", path.display());
+        }
+    }
+    assert!(std::fs::read(out.join("utilization.png")).unwrap().starts_with(b"\x89PNG"));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert_eq!(html.matches("<svg").count(), 6, "every figure is inlined");
+    assert!(html.contains("Savings vs imperative"));
+    let quanta = std::fs::read_to_string(out.join("quanta.csv")).unwrap();
+    assert!(quanta.starts_with("mode,quantum,") && quanta.lines().count() > 3 * 16);
+    let tasks = std::fs::read_to_string(out.join("tasks.csv")).unwrap();
+    assert_eq!(tasks.lines().count(), 1 + 3 * 8);
+}
+
+#[test]
+fn a_sweep_runs_each_point_and_writes_its_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let mix = dir.path().join("short.toml");
+    std::fs::write(&mix, MIX).unwrap();
+    let out = dir.path().join("sweep");
+    let mut args: Vec<String> = ["sim", "sweep", "cache", "--values", "256MB,4GB"].map(String::from).to_vec();
+    args.extend(small_args(mix.to_str().unwrap()));
+    args.extend(["--json".into(), "--out".into(), out.to_str().unwrap().into()]);
+    let output = dingo(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let points = summary["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    assert_eq!(points[1]["value"].as_f64(), Some(4.0));
+    for file in ["sweep.json", "sweep.csv", "sweep.svg", "sweep.png", "report.html"] {
+        assert!(out.join(file).exists(), "{file}");
+    }
+}
+
+#[test]
+fn bad_input_gets_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "name = \"bad\"\n[shares]\ndefrag = 3\n").unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (&["sim", "run", "--mix", bad.to_str().unwrap()], "defrag"),
+        (&["sim", "run", "--preset", "cluster-9"], "cluster-1"),
+        (&["sim", "run", "--capacity", "2PB"], "fewer disks per node"),
+        (&["sim", "run", "--intensity", "fsck"], "TASK=NUMBER"),
+    ];
+    for (args, expected) in cases {
+        let output = dingo(args);
+        assert!(!output.status.success(), "{args:?} succeeded");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
