@@ -176,7 +176,7 @@ fn progress_bar(len: u64, quiet: bool) -> ProgressBar {
     }
     let bar = ProgressBar::new(len);
     bar.set_style(
-        ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} quanta, {elapsed} elapsed, eta {eta}")
+        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} quanta, eta {eta}")
             .expect("valid template")
             .progress_chars("=> "),
     );
