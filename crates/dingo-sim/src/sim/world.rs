@@ -432,7 +432,12 @@ impl World {
                         d
                     })
                     .collect();
-                let members = self.model.placed_chunks(&chosen);
+                // Every disk: the compact whole-cluster form, not a per-disk walk.
+                let members = if disks == u64::from(self.model.disk_count()) {
+                    self.model.all_chunks()
+                } else {
+                    self.model.placed_chunks(&chosen)
+                };
                 self.push_job(task, now, JobSets::Members(members), None, Vec::new())
             }
             TaskKind::Rebalancing => {
