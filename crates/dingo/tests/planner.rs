@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use dingo_client::{Client, IoTag, Redundancy};
-use dingo_cluster::{ClusterSpec, LocalCluster, PlannerProcess, PlannerSpec};
+use dingo_cluster::{LocalCluster, PlannerProcess, PlannerSpec};
 use dingo_planner_service::{
     Callback, CallbackStream, ClientEntry, FileSegment, PlannerClient, ServiceConfig, read_chunk,
 };
@@ -15,7 +15,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use tonic::Code;
 
-const EXE: &str = env!("CARGO_BIN_EXE_dingo");
+use dingo_proto::metrics::scrape;
+
+mod common;
+use common::{EXE, start_cluster};
+
 /// Two 64 KiB checksum segments per block.
 const BLOCK: u64 = 128 * 1024;
 const ADMIN: &str = "admin-token";
@@ -37,20 +41,7 @@ struct Env {
 
 impl Env {
     async fn start(budget: Option<&str>) -> Env {
-        let dir = tempfile::tempdir().unwrap();
-        let storage_config = dir.path().join("dingo.toml");
-        std::fs::write(&storage_config, STORAGE_CONFIG).unwrap();
-        let mut cluster = LocalCluster::start(ClusterSpec {
-            exe: EXE.into(),
-            data: dir.path().join("data"),
-            nodes: 3,
-            disks_per_node: 2,
-            base_port: 0,
-            config: Some(storage_config),
-            node_args: Vec::new(),
-        })
-        .unwrap();
-        cluster.wait_ready(Duration::from_secs(30)).await.unwrap();
+        let (cluster, dir) = start_cluster(3, 2, STORAGE_CONFIG, &[]).await;
         let mut cfg = ServiceConfig::new(ADMIN);
         cfg.meta = cluster.meta_addr().to_string();
         cfg.quantum_ms = 1000;
@@ -201,7 +192,7 @@ async fn shared_reads_are_pinned_before_the_callbacks_and_declarations_finish_wh
     wait_done(&a, da.id).await;
     wait_done(&b, db.id).await;
     assert!(a.status(&[]).await.unwrap().declarations.is_empty(), "done declarations leave the listing");
-    let metrics = http_get(env.planner.metrics_addr());
+    let metrics = scrape(env.planner.metrics_addr()).await.unwrap();
     assert!(metrics.contains("dingo_planner_free_bytes_total{task=\"file-scrubbing\"}"), "{metrics}");
     assert!(!metrics.contains("dingo_planner_pins_sent_total 0\n"), "{metrics}");
 }
@@ -426,20 +417,11 @@ async fn the_budget_is_never_exceeded_and_changes_at_run_time() {
     assert!(per_quantum.values().any(|&(_, n)| n > 3), "unlimited, a quantum serves more than 400KB: {per_quantum:?}");
     wait_done(&a, d.id).await;
     assert!(a.status(&[d.id]).await.unwrap().declarations[0].missed_deadline);
-    let metrics = http_get(env.planner.metrics_addr());
+    let metrics = scrape(env.planner.metrics_addr()).await.unwrap();
     assert!(metrics.contains("dingo_planner_deadline_misses_total{task=\"reconstruction\"} 1"), "{metrics}");
 }
 
 /// The gRPC code of a call that must fail.
 fn code<T: std::fmt::Debug>(r: Result<T, dingo_planner_service::PlannerClientError>) -> Option<Code> {
     r.unwrap_err().code()
-}
-
-fn http_get(addr: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
 }

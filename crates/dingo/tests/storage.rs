@@ -3,15 +3,17 @@
 
 use bytes::Bytes;
 use dingo_client::{BlockRecord, ChunkFault, ChunkLocation, Client, ClientError, DeviceState, IoTag, Redundancy};
-use dingo_cluster::{ClusterSpec, LocalCluster};
+use dingo_cluster::LocalCluster;
+use dingo_proto::metrics::scrape;
 use dingo_types::{BlockId, ChunkRef, DeclarationId, TaskKind};
-use std::io::{BufRead, Read, Seek, SeekFrom, Write};
-use std::path::PathBuf;
+use std::io::{BufRead, Read};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod common;
+use common::{EXE, chunk_file, data, flip_byte, start_cluster};
+
 const MB: u64 = 1_000_000;
-const EXE: &str = env!("CARGO_BIN_EXE_dingo");
 const R3: Redundancy = Redundancy::Replicated(3);
 const EC: Redundancy = Redundancy::Ec { data: 6, parity: 3 };
 const READY: Duration = Duration::from_secs(30);
@@ -27,25 +29,8 @@ struct TestCluster {
 const CONFIG: &str = "[meta]\ndead_after_ms = 1000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\n";
 
 async fn cluster(nodes: u32, node_args: &[&str]) -> TestCluster {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("dingo.toml");
-    std::fs::write(&config, CONFIG).unwrap();
-    let mut c = LocalCluster::start(ClusterSpec {
-        exe: EXE.into(),
-        data: dir.path().join("data"),
-        nodes,
-        disks_per_node: 2,
-        base_port: 0,
-        config: Some(config),
-        node_args: node_args.iter().map(|s| s.to_string()).collect(),
-    })
-    .unwrap();
-    c.wait_ready(READY).await.unwrap();
+    let (c, dir) = start_cluster(nodes, 2, CONFIG, node_args).await;
     TestCluster { c, dir }
-}
-
-fn data(len: u64, seed: u64) -> Bytes {
-    (0..len).map(|i| ((i ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8).collect::<Vec<u8>>().into()
 }
 
 async fn read_all(client: &Client, path: &str) -> Bytes {
@@ -159,25 +144,6 @@ async fn killed_nodes_lose_no_acknowledged_byte() {
     // Two of four nodes down: one replica of each block is left.
     t.c.kill_node(1);
     assert_eq!(read_all(&client, "/k/rep").await, rep);
-}
-
-/// Path of the chunk file of `chunk` stored on disk `disk`.
-async fn chunk_file(client: &Client, disk: u32, chunk: ChunkRef) -> PathBuf {
-    let status = client.cluster_status().await.unwrap();
-    let d = status.nodes.iter().flat_map(|n| &n.disks).find(|d| d.id == disk).unwrap();
-    PathBuf::from(&d.path).join("chunks").join(format!("{}.{}", chunk.block.0, chunk.copy))
-}
-
-/// Flips one data byte of a chunk file (data starts at 8192 for chunks of
-/// at most 64 MiB).
-fn flip_byte(path: &PathBuf, at: u64) {
-    let mut f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
-    f.seek(SeekFrom::Start(8192 + at)).unwrap();
-    let mut b = [0u8];
-    f.read_exact(&mut b).unwrap();
-    f.seek(SeekFrom::Start(8192 + at)).unwrap();
-    f.write_all(&[b[0] ^ 0x5a]).unwrap();
-    f.sync_all().unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -338,17 +304,9 @@ async fn pinned_chunks_are_served_from_cache_and_counted() {
     assert!(disk_reads(&s3) > disk_reads(&s2));
     // The node exposes the counters on /metrics.
     let node_index = (0..3).find(|&i| t.c.node_addr(i) == c.addr).unwrap();
-    let page = http_get(t.c.metrics_addr(Some(node_index)));
+    let page = scrape(t.c.metrics_addr(Some(node_index))).await.unwrap();
     assert!(page.contains("dingo_cache_pinned_hits_total") && page.contains("class=\"scrubbing\""), "{page}");
-    assert!(http_get(t.c.metrics_addr(None)).contains("dingo_meta_nodes{state=\"alive\"} 3"));
-}
-
-fn http_get(addr: &str) -> String {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
+    assert!(scrape(t.c.metrics_addr(None)).await.unwrap().contains("dingo_meta_nodes{state=\"alive\"} 3"));
 }
 
 /// `dingo cluster up` and the `fs` and `status` commands, as a user runs them.
@@ -491,8 +449,8 @@ async fn exact_copies_are_read_rebuilt_and_moved() {
     assert!(matches!(e, ClientError::Chunk { fault: ChunkFault::Corrupt, .. }), "{e}");
     let meta_metrics = t.c.metrics_addr(None).to_string();
     eventually("the corrupt chunk is reported", || {
-        let page = http_get(&meta_metrics);
-        async move { page.contains("dingo_meta_corrupt_chunk_reports_total 1") }
+        let addr = meta_metrics.clone();
+        async move { scrape(&addr).await.unwrap().contains("dingo_meta_corrupt_chunk_reports_total 1") }
     })
     .await;
 

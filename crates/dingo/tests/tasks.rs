@@ -3,17 +3,17 @@
 //! byte, transcoding re-encodes files losslessly, reconstruction restores
 //! what a dead node held, rebalancing fills a new node.
 
-use bytes::Bytes;
 use dingo_client::{Client, IoTag, Redundancy};
-use dingo_cluster::{ClusterSpec, LocalCluster};
+use dingo_cluster::LocalCluster;
 use dingo_tasks::{CancelFlag, imperative, plan};
 use dingo_types::ChunkRef;
-use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-const EXE: &str = env!("CARGO_BIN_EXE_dingo");
+mod common;
+use common::{EXE, chunk_file, data, flip_byte, start_cluster};
+
 const BLOCK: u64 = 256 * 1024;
 const CONFIG: &str = "[meta]\ndead_after_ms = 1000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\ndisk_capacity = \"3MB\"\n";
 
@@ -24,26 +24,9 @@ struct TestCluster {
 }
 
 async fn cluster(nodes: u32) -> TestCluster {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("dingo.toml");
-    std::fs::write(&config, CONFIG).unwrap();
-    let mut c = LocalCluster::start(ClusterSpec {
-        exe: EXE.into(),
-        data: dir.path().join("data"),
-        nodes,
-        disks_per_node: 1,
-        base_port: 0,
-        config: Some(config),
-        node_args: Vec::new(),
-    })
-    .unwrap();
-    c.wait_ready(Duration::from_secs(30)).await.unwrap();
+    let (c, dir) = start_cluster(nodes, 1, CONFIG, &[]).await;
     let client = Client::new(c.meta_addr()).unwrap();
     TestCluster { c, client, _dir: dir }
-}
-
-fn data(len: u64, seed: u64) -> Bytes {
-    (0..len).map(|i| ((i ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8).collect::<Vec<u8>>().into()
 }
 
 fn task(t: &TestCluster, args: &[&str]) -> Vec<serde_json::Value> {
@@ -53,23 +36,11 @@ fn task(t: &TestCluster, args: &[&str]) -> Vec<serde_json::Value> {
     String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
-async fn chunk_file(client: &Client, chunk: ChunkRef) -> PathBuf {
+/// Path of the chunk file of `chunk`, wherever it is stored now.
+async fn current_chunk_file(client: &Client, chunk: ChunkRef) -> PathBuf {
     let rec = client.blocks(&[chunk.block.0]).await.unwrap().pop().unwrap();
     let disk = rec.chunks.iter().find(|c| c.copy == u32::from(chunk.copy)).unwrap().disk;
-    let status = client.cluster_status().await.unwrap();
-    let d = status.nodes.iter().flat_map(|n| &n.disks).find(|d| d.id == disk).unwrap();
-    PathBuf::from(&d.path).join("chunks").join(format!("{}.{}", chunk.block.0, chunk.copy))
-}
-
-/// Flips one data byte (data starts at 8192 in a chunk file).
-fn flip_byte(path: &PathBuf, at: u64) {
-    let mut f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
-    let mut b = [0u8];
-    f.seek(SeekFrom::Start(8192 + at)).unwrap();
-    f.read_exact(&mut b).unwrap();
-    f.seek(SeekFrom::Start(8192 + at)).unwrap();
-    f.write_all(&[b[0] ^ 0x5a]).unwrap();
-    f.sync_all().unwrap();
+    chunk_file(client, disk, chunk).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -79,7 +50,7 @@ async fn scrubbing_repairs_corruption_and_transcoding_keeps_content() {
     t.client.put("/t/rep", Redundancy::Replicated(3), BLOCK, rep.clone()).await.unwrap();
     let first = t.client.stat("/t/rep").await.unwrap().blocks[0].id;
     let damaged = ChunkRef { block: dingo_types::BlockId(first), copy: 1 };
-    flip_byte(&chunk_file(&t.client, damaged).await, 1000);
+    flip_byte(&current_chunk_file(&t.client, damaged).await, 1000);
 
     let reports = task(&t, &["scrub", "--deadline", "2s"]);
     assert_eq!(reports.len(), 5, "one job per disk");

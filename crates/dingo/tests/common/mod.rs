@@ -1,0 +1,65 @@
+//! Helpers shared by the process-level test files: a local cluster in a
+//! temporary directory, deterministic data, and damage to chunk files.
+// Each test file uses its own subset.
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use dingo_client::Client;
+use dingo_cluster::{ClusterSpec, LocalCluster};
+use dingo_types::ChunkRef;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub const EXE: &str = env!("CARGO_BIN_EXE_dingo");
+
+/// Starts a cluster of `nodes` nodes with `disks_per_node` disks each, every
+/// daemon reading `config` (TOML), in a fresh temporary directory, and waits
+/// until every node is alive. Keep the directory alive (and drop it last)
+/// for as long as the cluster runs.
+pub async fn start_cluster(
+    nodes: u32,
+    disks_per_node: u32,
+    config: &str,
+    node_args: &[&str],
+) -> (LocalCluster, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let config_path = dir.path().join("dingo.toml");
+    std::fs::write(&config_path, config).unwrap();
+    let mut c = LocalCluster::start(ClusterSpec {
+        exe: EXE.into(),
+        data: dir.path().join("data"),
+        nodes,
+        disks_per_node,
+        base_port: 0,
+        config: Some(config_path),
+        node_args: node_args.iter().map(|s| s.to_string()).collect(),
+    })
+    .unwrap();
+    c.wait_ready(Duration::from_secs(30)).await.unwrap();
+    (c, dir)
+}
+
+/// `len` deterministic bytes that differ with `seed`.
+pub fn data(len: u64, seed: u64) -> Bytes {
+    (0..len).map(|i| ((i ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8).collect::<Vec<u8>>().into()
+}
+
+/// Path of the chunk file of `chunk` stored on disk `disk`.
+pub async fn chunk_file(client: &Client, disk: u32, chunk: ChunkRef) -> PathBuf {
+    let status = client.cluster_status().await.unwrap();
+    let d = status.nodes.iter().flat_map(|n| &n.disks).find(|d| d.id == disk).unwrap();
+    PathBuf::from(&d.path).join("chunks").join(format!("{}.{}", chunk.block.0, chunk.copy))
+}
+
+/// Flips one data byte of a chunk file (data starts at 8192 for chunks of
+/// at most 64 MiB).
+pub fn flip_byte(path: &Path, at: u64) {
+    let mut f = std::fs::OpenOptions::new().read(true).write(true).open(path).unwrap();
+    f.seek(SeekFrom::Start(8192 + at)).unwrap();
+    let mut b = [0u8];
+    f.read_exact(&mut b).unwrap();
+    f.seek(SeekFrom::Start(8192 + at)).unwrap();
+    f.write_all(&[b[0] ^ 0x5a]).unwrap();
+    f.sync_all().unwrap();
+}
