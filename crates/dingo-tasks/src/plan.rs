@@ -71,14 +71,14 @@ pub async fn reconstruction(client: &Client, label: &str, deadline_ms: u64) -> R
     let recs = records(client, lost.iter().map(|c| c.block.0)).await?;
     // Every member of every stripe that lost one.
     let stripe_ids = recs.values().filter(|r| is_ec(r)).flat_map(|r| {
-        let width = redundancy(r).map_or(0, |x| x.width() as u64);
+        let width = Redundancy::try_from(r.redundancy.as_ref()).ok().map_or(0, |x| x.width() as u64);
         r.group..r.group + width
     });
     let stripes = records(client, stripe_ids).await?;
     let mut items = Vec::new();
     for chunk in lost {
         let Some(rec) = recs.get(&chunk.block.0) else { continue };
-        let sources: Vec<ChunkRef> = match redundancy(rec) {
+        let sources: Vec<ChunkRef> = match Redundancy::try_from(rec.redundancy.as_ref()).ok() {
             Some(Redundancy::Ec { data, parity }) => {
                 let width = u64::from(data) + u64::from(parity);
                 (rec.group..rec.group + width)
@@ -116,12 +116,8 @@ pub async fn reconstruction(client: &Client, label: &str, deadline_ms: u64) -> R
     })
 }
 
-fn redundancy(r: &BlockRecord) -> Option<Redundancy> {
-    Redundancy::try_from(r.redundancy.as_ref()).ok()
-}
-
 fn is_ec(r: &BlockRecord) -> bool {
-    matches!(redundancy(r), Some(Redundancy::Ec { .. }))
+    matches!(Redundancy::try_from(r.redundancy.as_ref()).ok(), Some(Redundancy::Ec { .. }))
 }
 
 /// Moves bytes from over-full to under-full disks: every chunk on a disk
@@ -194,15 +190,11 @@ pub async fn transcoding(
         };
         // The data a reader needs: every block of a replicated file, the
         // data members of an erasure-coded one.
-        let blocks: Vec<u64> = file
-            .blocks
-            .iter()
-            .filter(|b| match redundancy_of_file(&file) {
-                Some(Redundancy::Ec { data, .. }) => b.ec_index < u32::from(data),
-                _ => true,
-            })
-            .map(|b| b.id)
-            .collect();
+        let data_members = match Redundancy::try_from(file.redundancy.as_ref()) {
+            Ok(Redundancy::Ec { data, .. }) => u32::from(data),
+            _ => u32::MAX,
+        };
+        let blocks: Vec<u64> = file.blocks.iter().filter(|b| b.ec_index < data_members).map(|b| b.id).collect();
         let action = Action::Transcode { from: from.clone(), to: to.clone(), redundancy };
         items.push(WorkItem { set: set_of(&action, &blocks), action, bytes: file.size });
     }
@@ -214,8 +206,4 @@ pub async fn transcoding(
         sets_needed: None,
         deadline_ms,
     })
-}
-
-fn redundancy_of_file(f: &dingo_proto::v1::FileInfo) -> Option<Redundancy> {
-    Redundancy::try_from(f.redundancy.as_ref()).ok()
 }

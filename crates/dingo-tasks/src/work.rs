@@ -203,11 +203,13 @@ async fn rebuild(
             _ => *s,
         })
         .collect();
-    let ids: Vec<u64> = sources.iter().map(|s| s.block.0).collect();
-    let read: u64 = client.blocks(&ids).await?.iter().map(|r| r.size).sum();
-    let rec = block_record(client, lost.block).await?;
+    // One metadata call for the sizes of the lost block and the sources
+    // (returned in the order asked); a deleted block fails the rebuild below.
+    let ids: Vec<u64> = std::iter::once(lost.block.0).chain(sources.iter().map(|s| s.block.0)).collect();
+    let sizes: Vec<u64> = client.blocks(&ids).await?.iter().map(|r| r.size).collect();
     client.rebuild_chunk(lost, &sources, tag).await?;
-    Ok(Outcome { logical_bytes: read, written_bytes: rec.size, ..Outcome::default() })
+    let written = sizes.first().copied().unwrap_or(0);
+    Ok(Outcome { logical_bytes: sizes.iter().skip(1).sum(), written_bytes: written, ..Outcome::default() })
 }
 
 async fn move_chunk(client: &Client, chunk: ChunkRef, tag: IoTag) -> Result<Outcome, ClientError> {

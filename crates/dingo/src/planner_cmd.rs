@@ -5,7 +5,7 @@ use crate::storage_cmd::shutdown_signal;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use dingo_planner_service::{PlannerClient, ServiceConfig};
-use dingo_types::{format_bytes, parse_bytes};
+use dingo_types::format_bytes;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -61,7 +61,7 @@ enum BudgetCommand {
     /// Replace the budget (persisted; the diurnal curve, if any, still applies).
     Set {
         /// Bytes read from disk per quantum, cluster-wide (e.g. 500MB; 0 = unlimited).
-        #[arg(long, value_parser = parse_size)]
+        #[arg(long, value_parser = crate::storage_cmd::parse_size)]
         cluster_bytes: u64,
         /// Disk-head time per disk per quantum in milliseconds (0 = unlimited).
         #[arg(long, default_value_t = 0)]
@@ -69,10 +69,6 @@ enum BudgetCommand {
         #[command(flatten)]
         target: Target,
     },
-}
-
-fn parse_size(s: &str) -> Result<u64, String> {
-    parse_bytes(s).map_err(|e| e.to_string())
 }
 
 pub async fn run(a: PlannerArgs) -> Result<()> {

@@ -130,7 +130,8 @@ pub enum FsCommand {
     },
 }
 
-fn parse_size(s: &str) -> Result<u64, String> {
+/// Parses a decimal size such as `500MB` (a clap value parser).
+pub fn parse_size(s: &str) -> Result<u64, String> {
     parse_bytes(s).map_err(|e| e.to_string())
 }
 

@@ -5,6 +5,7 @@
 use anyhow::{Context, Result};
 use dingo_client::{Client, IoTag};
 use dingo_cluster::LocalCluster;
+use dingo_tasks::CancelFlag;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -134,14 +135,14 @@ const FOREGROUND_IN_FLIGHT: usize = 8;
 impl Foreground {
     /// Reads one random whole block of a random file under `prefix` every
     /// `interval` (open loop: a slow read does not delay the next) until
-    /// `stop` is set.
-    pub async fn run(&self, client: Client, prefix: String, interval: Duration, seed: u64, stop: Arc<Mutex<bool>>) {
+    /// `stop` is cancelled.
+    pub async fn run(&self, client: Client, prefix: String, interval: Duration, seed: u64, stop: CancelFlag) {
         let mut rng = fastrand::Rng::with_seed(seed);
         let mut files = Vec::new();
         let mut listed = Instant::now() - Duration::from_secs(3600);
         let in_flight = Arc::new(tokio::sync::Semaphore::new(FOREGROUND_IN_FLIGHT));
         let mut tick = tokio::time::interval(interval);
-        while !*stop.lock().unwrap_or_else(|p| p.into_inner()) {
+        while !stop.is_cancelled() {
             tick.tick().await;
             if listed.elapsed() > Duration::from_secs(2) || files.is_empty() {
                 if let Ok(f) = client.list(&prefix).await {

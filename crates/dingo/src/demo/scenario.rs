@@ -21,7 +21,6 @@ use dingo_types::{DiskModel, TaskKind};
 use futures::StreamExt;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Where the demo's files live in the namespace.
@@ -266,7 +265,7 @@ impl Demo {
         meter.sample(&client, &cluster, nodes).await?;
         meter.reset_baseline();
         let foreground = Foreground::default();
-        let stop = Arc::new(Mutex::new(false));
+        let stop = CancelFlag::default();
         let fg_task = {
             let (fg, c, stop) = (foreground.clone(), client.clone(), stop.clone());
             let interval = scale.foreground_interval;
@@ -366,7 +365,7 @@ impl Demo {
         for p in pending {
             jobs.push(p.await.context("task runner panicked")??);
         }
-        *stop.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        stop.cancel();
         let _ = fg_task.await;
         meter.sample(&client, &cluster, nodes).await?;
         let total = meter.totals();
