@@ -554,10 +554,13 @@ impl ClusterModel {
     }
 
     /// Live chunks placed on `disks`, whether or not they have failed.
-    /// Collects block ids per copy number and builds each bitmap once
-    /// (repeated unions of scattered ids would be quadratic).
+    /// Collects block ids per copy number and turns them into bitmaps in
+    /// sorted batches (repeated inserts of scattered ids would be
+    /// quadratic; one list of a whole-cluster scrub would take gigabytes).
     pub fn placed_chunks(&self, disks: &[DiskId]) -> MemberBitmap {
-        let mut blocks_by_copy: Vec<Vec<u64>> = Vec::new();
+        let mut pending: Vec<Vec<u64>> = Vec::new();
+        let mut pending_len = 0;
+        let mut out = MemberBitmap::new();
         for disk in disks {
             let d = disk.0 as usize;
             let slots = &self.disk_slots[self.disk_slot_offsets[d] as usize..self.disk_slot_offsets[d + 1] as usize];
@@ -567,30 +570,25 @@ impl ClusterModel {
                     Redundancy::Replicated { .. } => slot.position,
                     Redundancy::ErasureCoded { .. } => 0,
                 };
-                if blocks_by_copy.len() <= usize::from(copy) {
-                    blocks_by_copy.resize_with(usize::from(copy) + 1, Vec::new);
+                if pending.len() <= usize::from(copy) {
+                    pending.resize_with(usize::from(copy) + 1, Vec::new);
                 }
                 for region in self.regions.iter().filter(|r| r.scheme == usize::from(slot.scheme)) {
                     let pg = u64::from(slot.pg);
                     let mut stripe = (pg + scheme.pgs - region.stripe_base % scheme.pgs) % scheme.pgs;
                     while stripe < region.stripes {
-                        blocks_by_copy[usize::from(copy)].push(self.member_block(
-                            region,
-                            stripe,
-                            u32::from(slot.position),
-                        ));
+                        pending[usize::from(copy)].push(self.member_block(region, stripe, u32::from(slot.position)));
+                        pending_len += 1;
                         stripe += scheme.pgs;
                     }
                 }
             }
+            if pending_len >= PLACED_CHUNKS_BATCH {
+                flush_sorted(&mut pending, &mut out);
+                pending_len = 0;
+            }
         }
-        let mut out = MemberBitmap::new();
-        for (copy, mut blocks) in blocks_by_copy.into_iter().enumerate() {
-            blocks.sort_unstable();
-            blocks.dedup();
-            let bitmap = RoaringTreemap::from_sorted_iter(blocks).expect("sorted and deduplicated");
-            out.insert_copies(copy as u8, &bitmap);
-        }
+        flush_sorted(&mut pending, &mut out);
         out.remove_blocks(&self.deleted);
         out
     }
@@ -614,6 +612,23 @@ impl ClusterModel {
         }
         out.remove_blocks(&self.deleted);
         out
+    }
+}
+
+/// Block ids [`ClusterModel::placed_chunks`] collects before it merges
+/// them into its bitmaps (8 bytes each: 128 MB).
+const PLACED_CHUNKS_BATCH: usize = 1 << 24;
+
+/// Merges the block ids collected per copy number into `out` and empties the lists.
+fn flush_sorted(pending: &mut [Vec<u64>], out: &mut MemberBitmap) {
+    for (copy, blocks) in pending.iter_mut().enumerate() {
+        if blocks.is_empty() {
+            continue;
+        }
+        blocks.sort_unstable();
+        blocks.dedup();
+        let bitmap = RoaringTreemap::from_sorted_iter(blocks.drain(..)).expect("sorted and deduplicated");
+        out.insert_copies(copy as u8, &bitmap);
     }
 }
 

@@ -3,11 +3,14 @@
 //! groups, and the groups' reads are replayed in order against a pinned
 //! cache of the configured size per disk. A read is free only if its chunk
 //! is really pinned and already read when the read happens.
+//!
+//! Planning is the critical path of a run, so a quantum's dispatch and
+//! replay run on a second core while the next quantum is planned.
 
 use super::stats::{Recorder, Source};
 use super::world::Job;
-use dingo_planner::{Budget, CacheDirective, DeclareError, Dispatch, Planner, PlannerConfig, Schedule};
-use dingo_types::{ChunkRef, Member, TaskKind, Timestamp, Topology};
+use dingo_planner::{Budget, CacheDirective, DeclareError, Planner, PlannerConfig, QuantumReport, Schedule, dispatch};
+use dingo_types::{ChunkRef, DiskModel, Member, TaskKind, Timestamp, Topology};
 use roaring::RoaringTreemap;
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
@@ -123,8 +126,26 @@ impl PinCache {
     }
 }
 
+/// One planned quantum, waiting for its replay.
+struct PlannedQuantum {
+    schedule: Schedule,
+    report: QuantumReport,
+    budget: Budget,
+    start_hours: f64,
+}
+
 pub struct Declarative {
     pub planner: Planner,
+    pub replay: Replay,
+    /// The last quantum planned, replayed while the next one is planned.
+    pending: Option<PlannedQuantum>,
+}
+
+/// The cluster side of declarative mode: dispatches planned quanta and
+/// replays their reads against the pinned cache.
+pub struct Replay {
+    config: PlannerConfig,
+    disk_model: DiskModel,
     pub cache: PinCache,
     pub recorder: Recorder,
     /// Quanta whose plan went over the cluster or a disk budget (must stay 0).
@@ -132,12 +153,23 @@ pub struct Declarative {
 }
 
 impl Declarative {
-    pub fn new(config: PlannerConfig, disks: u32, cache_per_disk: u64, recorder: Recorder) -> Declarative {
+    pub fn new(
+        config: PlannerConfig,
+        disks: u32,
+        disk_model: DiskModel,
+        cache_per_disk: u64,
+        recorder: Recorder,
+    ) -> Declarative {
         Declarative {
-            planner: Planner::new(config),
-            cache: PinCache::new(disks, cache_per_disk),
-            recorder,
-            over_budget_quanta: 0,
+            planner: Planner::new(config.clone()),
+            replay: Replay {
+                config,
+                disk_model,
+                cache: PinCache::new(disks, cache_per_disk),
+                recorder,
+                over_budget_quanta: 0,
+            },
+            pending: None,
         }
     }
 
@@ -156,28 +188,59 @@ impl Declarative {
         self.planner.outstanding().next().is_some()
     }
 
-    /// Plans the quantum starting at `now` and replays its dispatch groups.
-    pub fn run_quantum(&mut self, topo: &impl Topology, now: Timestamp, budget: &Budget) {
-        let plan = self.planner.plan_quantum(topo, now, budget);
-        let planned = plan.schedule.physical_bytes();
-        if planned > budget.cluster_bytes || over_disk_budget(topo, &plan.schedule, budget) {
+    /// Plans the quantum starting at `now` (at `start_hours`) on this core
+    /// while another replays the previous quantum and then runs
+    /// `alongside`. The planner never waits for a replay: replays only
+    /// read plans, so the pipeline gives the same results as running the
+    /// two in turn. [`Self::flush`] replays the last plan.
+    pub fn run_quantum(
+        &mut self,
+        topo: &impl Topology,
+        now: Timestamp,
+        budget: &Budget,
+        start_hours: f64,
+        alongside: impl FnOnce() + Send,
+    ) {
+        let Declarative { planner, replay, pending } = self;
+        let previous = pending.take();
+        let planned = std::thread::scope(|scope| {
+            scope.spawn(move || {
+                if let Some(previous) = previous {
+                    replay.replay(previous);
+                }
+                alongside();
+            });
+            let (schedule, report) = planner.schedule(topo, now, budget);
+            planner.retire_finished();
+            PlannedQuantum { schedule, report, budget: budget.clone(), start_hours }
+        });
+        *pending = Some(planned);
+    }
+
+    /// Replays the quantum planned last, if any.
+    pub fn flush(&mut self) {
+        if let Some(planned) = self.pending.take() {
+            self.replay.replay(planned);
+        }
+    }
+}
+
+impl Replay {
+    /// Dispatches one planned quantum and replays its groups in order: each
+    /// group's directives first, then its reads, each one free only if its
+    /// chunk is pinned and already read. Closes the quantum's record.
+    fn replay(&mut self, planned: PlannedQuantum) {
+        let PlannedQuantum { schedule, report, budget, start_hours } = planned;
+        let planned_bytes = schedule.physical_bytes();
+        if planned_bytes > budget.cluster_bytes || self.over_disk_budget(&schedule, &budget) {
             self.over_budget_quanta += 1;
         }
         for task in TaskKind::ALL {
-            let stats = plan.report.task(task);
+            let stats = report.task(task);
             self.recorder.elided(task, stats.elided_bytes);
             self.recorder.missed(task, stats.deadline_misses);
         }
-        let group_max = self.replay(&plan.schedule, &plan.dispatch);
-        let point = self.recorder.current();
-        point.budget_bytes = Some(budget.cluster_bytes);
-        point.planned_disk_bytes = Some(planned);
-        point.max_disk_pinned_bytes = Some(group_max);
-    }
-
-    /// Replays the groups in order: each group's directives first, then its
-    /// reads, each one free only if its chunk is pinned and already read.
-    fn replay(&mut self, schedule: &Schedule, dispatch: &Dispatch) -> u64 {
+        let dispatch = dispatch(&schedule, &self.config);
         let mut max_pinned = 0;
         for (g, group) in dispatch.groups.iter().enumerate() {
             self.cache.expire(group.at);
@@ -194,17 +257,21 @@ impl Declarative {
                 }
             }
         }
-        max_pinned
+        let point = self.recorder.current();
+        point.budget_bytes = Some(budget.cluster_bytes);
+        point.planned_disk_bytes = Some(planned_bytes);
+        point.max_disk_pinned_bytes = Some(max_pinned);
+        self.recorder.end_quantum(start_hours);
     }
-}
 
-/// Whether the plan schedules more head time on some disk than its budget.
-fn over_disk_budget(topo: &impl Topology, schedule: &Schedule, budget: &Budget) -> bool {
-    let mut used = vec![0u64; topo.disk_count() as usize];
-    for r in schedule.reads.iter().filter(|r| r.physical) {
-        used[r.disk.0 as usize] += topo.disk_model(r.disk).head_time_us(r.bytes);
+    /// Whether the plan schedules more head time on some disk than its budget.
+    fn over_disk_budget(&self, schedule: &Schedule, budget: &Budget) -> bool {
+        let mut used = vec![0u64; self.cache.pinned.len()];
+        for r in schedule.reads.iter().filter(|r| r.physical) {
+            used[r.disk.0 as usize] += self.disk_model.head_time_us(r.bytes);
+        }
+        used.iter().enumerate().any(|(d, &us)| us > budget.disk_limit_us(d as u32))
     }
-    used.iter().enumerate().any(|(d, &us)| us > budget.disk_limit_us(d as u32))
 }
 
 #[cfg(test)]

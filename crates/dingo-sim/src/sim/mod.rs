@@ -200,7 +200,7 @@ impl Simulation {
                 group_cache_bytes: (config.cache_per_disk / 2).saturating_mul(u64::from(disks)).max(block),
                 ..PlannerConfig::default()
             };
-            Declarative::new(planner, disks, config.cache_per_disk, recorder())
+            Declarative::new(planner, disks, disk_model, config.cache_per_disk, recorder())
         });
         let optimal = config.modes.optimal.then(|| Optimal::new(recorder(), block));
         let horizon_quanta = config.quanta(config.horizon);
@@ -274,18 +274,21 @@ impl Simulation {
                 imp.start(self.world.job(id));
             }
         }
-        // The modes only read the world from here on: plan and replay the
-        // declarative quantum on one core while imperative jobs read on another.
+        // The modes only read the world from here on: plan the declarative
+        // quantum on one core while the other replays the previous plan and
+        // runs the imperative jobs.
         let (world, budget) = (&self.world, self.config.budget(now));
-        std::thread::scope(|scope| {
-            if let Some(imp) = &mut self.imperative {
-                scope.spawn(move || imp.run_quantum(world, now));
-            }
-            if let Some(decl) = &mut self.declarative {
-                decl.run_quantum(&world.model, now, &budget);
-            }
-        });
         let hours = now.as_millis() as f64 / 3.6e6;
+        let imperative = self.imperative.as_mut();
+        let run_imperative = move || {
+            if let Some(imp) = imperative {
+                imp.run_quantum(world, now);
+            }
+        };
+        match &mut self.declarative {
+            Some(decl) => decl.run_quantum(&world.model, now, &budget, hours, run_imperative),
+            None => run_imperative(),
+        }
         for recorder in self.recorders() {
             recorder.end_quantum(hours);
         }
@@ -302,11 +305,12 @@ impl Simulation {
             || self.imperative.as_ref().is_some_and(Imperative::busy)
     }
 
+    /// Recorders closed at the end of each step (declarative mode closes
+    /// its own when it replays a quantum).
     fn recorders(&mut self) -> impl Iterator<Item = &mut Recorder> {
         let imp = self.imperative.as_mut().map(|m| &mut m.recorder);
-        let decl = self.declarative.as_mut().map(|m| &mut m.recorder);
         let opt = self.optimal.as_mut().map(|m| &mut m.recorder);
-        imp.into_iter().chain(decl).chain(opt)
+        imp.into_iter().chain(opt)
     }
 
     /// Runs every remaining quantum, calling `progress` after each.
@@ -320,6 +324,9 @@ impl Simulation {
     /// The results. Optimal's jobs still open (only if the hard stop hit)
     /// are settled now.
     pub fn finish(mut self) -> SimResult {
+        if let Some(decl) = &mut self.declarative {
+            decl.flush();
+        }
         if let Some(opt) = &mut self.optimal {
             for job in self.world.close_due(Timestamp(u64::MAX)) {
                 opt.close(&job, self.world.model.deleted());
@@ -339,10 +346,11 @@ impl Simulation {
         let mut over_budget_quanta = 0;
         let mut refused_pin_bytes = 0;
         let declarative = self.declarative.map(|m| {
-            over_budget_quanta = m.over_budget_quanta;
-            refused_pin_bytes = m.cache.refused_bytes;
-            let wanted = m.cache.max_disk_wanted;
-            let mut r = new(Mode::Declarative, m.recorder);
+            let replay = m.replay;
+            over_budget_quanta = replay.over_budget_quanta;
+            refused_pin_bytes = replay.cache.refused_bytes;
+            let wanted = replay.cache.max_disk_wanted;
+            let mut r = new(Mode::Declarative, replay.recorder);
             r.cache_bytes_per_disk = wanted;
             r
         });
