@@ -10,11 +10,9 @@ pub struct TaskStats {
     pub logical_bytes: u64,
     /// Bytes the task's sets newly scheduled from disk.
     pub disk_bytes: u64,
-    /// Bytes delivered that another set had already scheduled this quantum.
+    /// Bytes delivered that another set had already scheduled this quantum
+    /// (split by the task that paid in [`crate::Dispatch::free_bytes_from`]).
     pub free_bytes: u64,
-    /// `free_bytes` split by the task whose set scheduled the disk read,
-    /// indexed by [`TaskKind::index`].
-    pub free_bytes_from: [u64; TaskKind::COUNT],
     /// Bytes not read because their blocks were deleted.
     pub elided_bytes: u64,
     pub sets_delivered: u64,
@@ -36,9 +34,6 @@ impl TaskStats {
         self.logical_bytes += other.logical_bytes;
         self.disk_bytes += other.disk_bytes;
         self.free_bytes += other.free_bytes;
-        for (mine, theirs) in self.free_bytes_from.iter_mut().zip(other.free_bytes_from) {
-            *mine += theirs;
-        }
         self.elided_bytes += other.elided_bytes;
         self.sets_delivered += other.sets_delivered;
         self.sets_elided += other.sets_elided;

@@ -10,6 +10,12 @@
 //! component whose shared chunks exceed the cache budget is split; a chunk
 //! whose readers end up in two groups is then read twice, which is counted
 //! as `split_loss_bytes`.
+//!
+//! Free reads are attributed here to the task that paid for the disk read:
+//! a chunk's readers all share its redundancy group, so they fall in one
+//! component, where the first in scheduling order is the paying one. A
+//! small per-component table does it, where a table over the whole
+//! quantum would miss the CPU cache on every probe.
 
 use crate::config::PlannerConfig;
 use crate::scheduler::{ChunkRead, Schedule};
@@ -52,6 +58,10 @@ pub struct Dispatch {
     pub split_loss_bytes: u64,
     /// Largest `pinned_bytes` of any group: the cache the quantum needs.
     pub max_pinned_bytes: u64,
+    /// `free_bytes_from[rider][payer]`: bytes a task read free because a
+    /// set of another (or the same) task paid for the disk read, indexed
+    /// by [`TaskKind::index`].
+    pub free_bytes_from: [[u64; TaskKind::COUNT]; TaskKind::COUNT],
 }
 
 /// One callback: some sets of one declaration, each resolved to the exact
@@ -95,6 +105,11 @@ impl Dispatch {
         callbacks
     }
 
+    /// Bytes `rider` read free on a disk read that `payer` paid for.
+    pub fn free_bytes_from(&self, rider: TaskKind, payer: TaskKind) -> u64 {
+        self.free_bytes_from[rider.index()][payer.index()]
+    }
+
     pub fn pins_of(&self, g: usize) -> &[CacheDirective] {
         let r = &self.groups[g].pins;
         &self.pins[r.start as usize..r.end as usize]
@@ -134,6 +149,8 @@ struct ChunkUse {
     readers: u32,
     disk: DiskId,
     bytes: u64,
+    /// The task whose read of the chunk goes to disk.
+    payer: TaskKind,
 }
 
 /// A dispatch group being packed.
@@ -155,6 +172,7 @@ struct Packer {
     /// Pins with the index of their group.
     pins: Vec<(u32, CacheDirective)>,
     split_loss_bytes: u64,
+    free_bytes_from: [[u64; TaskKind::COUNT]; TaskKind::COUNT],
 }
 
 impl Packer {
@@ -197,8 +215,8 @@ impl Packer {
         self.open.pinned_bytes = 0;
     }
 
-    /// Adds the set at position `pos` of the order, with its reads.
-    fn add(&mut self, pos: u32, reads: &[ChunkRead]) {
+    /// Adds the set at position `pos` of the order, with its reads, for `task`.
+    fn add(&mut self, pos: u32, reads: &[ChunkRead], task: TaskKind) {
         let g = self.group_index();
         let added_pins: u64 = reads
             .iter()
@@ -211,16 +229,18 @@ impl Packer {
         let g = self.group_index();
         for r in reads {
             let key = Member::Copy(r.chunk).key();
-            let entry =
-                self.chunks.entry(key).or_insert(ChunkUse { group: g, readers: 0, disk: r.disk, bytes: r.bytes });
+            let first_use = ChunkUse { group: g, readers: 0, disk: r.disk, bytes: r.bytes, payer: task };
+            let entry = self.chunks.entry(key).or_insert(first_use);
             if entry.group != g {
                 // Read in an earlier group of a split component: its pin has
                 // lapsed by now, so this group reads the chunk again.
                 self.split_loss_bytes += r.bytes;
                 self.open.disk_bytes += r.bytes;
-                *entry = ChunkUse { group: g, readers: 0, disk: r.disk, bytes: r.bytes };
+                *entry = ChunkUse { group: g, readers: 0, disk: r.disk, bytes: r.bytes, payer: task };
             } else if r.physical {
                 self.open.disk_bytes += r.bytes;
+            } else {
+                self.free_bytes_from[task.index()][entry.payer.index()] += r.bytes;
             }
             entry.readers += 1;
             if entry.readers == 1 {
@@ -247,6 +267,7 @@ pub fn dispatch(schedule: &Schedule, config: &PlannerConfig) -> Dispatch {
         closed: Vec::new(),
         pins: Vec::new(),
         split_loss_bytes: 0,
+        free_bytes_from: [[0; TaskKind::COUNT]; TaskKind::COUNT],
     };
     let mut current_root = u32::MAX;
     for (pos, &(root, s)) in order.iter().enumerate() {
@@ -259,7 +280,8 @@ pub fn dispatch(schedule: &Schedule, config: &PlannerConfig) -> Dispatch {
             }
             current_root = root;
         }
-        packer.add(pos, schedule.reads_of(&schedule.sets[s as usize]));
+        let set = &schedule.sets[s as usize];
+        packer.add(pos, schedule.reads_of(set), schedule.decls[set.decl as usize].task);
     }
     packer.close(order.len() as u32);
 
@@ -268,6 +290,7 @@ pub fn dispatch(schedule: &Schedule, config: &PlannerConfig) -> Dispatch {
     let grace = u64::try_from(config.pin_grace.as_millis()).unwrap_or(u64::MAX);
     out.order = order.into_iter().map(|(_, s)| s).collect();
     out.split_loss_bytes = packer.split_loss_bytes;
+    out.free_bytes_from = packer.free_bytes_from;
     let mut pins = packer.pins.into_iter().peekable();
     for (g, (sets, disk_bytes, pinned_bytes)) in packer.closed.into_iter().enumerate() {
         let until = Timestamp(group_time(g + 1).0.saturating_add(grace));

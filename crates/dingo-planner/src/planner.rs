@@ -324,7 +324,7 @@ mod tests {
         let gc = plan.report.task(TaskKind::GarbageCollection);
         assert_eq!(recon.disk_bytes, 10 * MB);
         assert_eq!(gc.free_bytes, 10 * MB, "GC's copy of block 3 rides on reconstruction's read");
-        assert_eq!(gc.free_bytes_from[TaskKind::Reconstruction.index()], 10 * MB);
+        assert_eq!(plan.dispatch.free_bytes_from(TaskKind::GarbageCollection, TaskKind::Reconstruction), 10 * MB);
         assert_eq!(gc.sets_delivered, 1, "its quota of one set, filled by the free one");
         assert_eq!(gc.disk_bytes, 0);
         let reads = &plan.schedule.reads;

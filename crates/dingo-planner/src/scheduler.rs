@@ -22,7 +22,6 @@ use dingo_types::{
     BlockId, BlockInfo, BlockState, ChunkRef, DeclarationId, DiskId, GroupId, Member, TaskKind, Timestamp, Topology,
 };
 use roaring::RoaringTreemap;
-use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 /// A walk through one declaration gives up after this many sets in a row
@@ -114,9 +113,6 @@ struct QuantumState<'a, T: Topology> {
     blocks: RoaringTreemap,
     /// `copies[c]`: blocks whose copy `c` is scheduled.
     copies: Vec<RoaringTreemap>,
-    /// The task that scheduled each chunk from disk (keyed by the copy's
-    /// [`Member::key`]), to attribute free reads to the task that paid.
-    owners: FxHashMap<u64, TaskKind>,
     disk_used_us: Vec<u64>,
     cluster_left: u64,
     exhausted: bool,
@@ -143,7 +139,6 @@ pub(crate) fn schedule_quantum<T: Topology>(
         budget,
         blocks: RoaringTreemap::new(),
         copies: Vec::new(),
-        owners: FxHashMap::default(),
         disk_used_us: vec![0; topo.disk_count() as usize],
         cluster_left: budget.cluster_bytes,
         exhausted: false,
@@ -459,8 +454,7 @@ impl<T: Topology> QuantumState<'_, T> {
         d.delivered += 1;
         debug_assert!(d.sets_needed.is_none_or(|n| d.delivered <= n), "{} over-delivered", d.id);
         let first_read = u32::try_from(self.schedule.reads.len()).expect("over 4G reads in one quantum");
-        let task = d.task;
-        let mut stats = std::mem::take(self.report.task_mut(task));
+        let mut stats = std::mem::take(self.report.task_mut(d.task));
         let mut staged = std::mem::take(&mut self.staged);
         let mut i = 0;
         while i < staged.len() {
@@ -479,17 +473,13 @@ impl<T: Topology> QuantumState<'_, T> {
             self.record_physical(&mut staged[i..end]);
             for read in &staged[i..end] {
                 stats.logical_bytes += read.bytes;
-                let chunk_key = Member::Copy(read.chunk).key();
                 if read.physical {
-                    self.owners.insert(chunk_key, task);
                     let us = self.topo.disk_model(read.disk).head_time_us(read.bytes);
                     self.disk_used_us[read.disk.0 as usize] += us;
                     self.cluster_left = self.cluster_left.saturating_sub(read.bytes);
                     stats.disk_bytes += read.bytes;
                 } else {
                     stats.free_bytes += read.bytes;
-                    let owner = self.owners.get(&chunk_key).copied().unwrap_or(task);
-                    stats.free_bytes_from[owner.index()] += read.bytes;
                 }
             }
             i = end;
@@ -497,7 +487,7 @@ impl<T: Topology> QuantumState<'_, T> {
         self.staged = staged;
         stats.sets_delivered += 1;
         stats.elided_bytes += deleted_bytes;
-        *self.report.task_mut(task) = stats;
+        *self.report.task_mut(d.task) = stats;
         self.schedule.reads.extend_from_slice(&self.staged);
         self.schedule.sets.push(ScheduledSet { decl, key, first_read, read_count: self.staged.len() as u32 });
     }

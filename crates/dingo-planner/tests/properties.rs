@@ -184,6 +184,16 @@ proptest! {
             for (d, used) in per_disk.iter().enumerate() {
                 prop_assert!(*used <= budget.disk_limit_us(d as u32), "disk {} over budget", d);
             }
+            // Free reads are attributed to a payer, except those re-read
+            // because a split component's pin lapsed.
+            for rider in TaskKind::ALL {
+                let attributed: u64 = TaskKind::ALL.iter().map(|&payer| plan.dispatch.free_bytes_from(rider, payer)).sum();
+                let free = plan.report.task(rider).free_bytes;
+                prop_assert!(attributed <= free, "{}: {} attributed > {} free", rider, attributed, free);
+                if plan.dispatch.split_loss_bytes == 0 {
+                    prop_assert_eq!(attributed, free, "{}: every free byte has a payer", rider);
+                }
+            }
             for set in &plan.schedule.sets {
                 let decl = plan.schedule.decls[set.decl as usize].id;
                 prop_assert!(delivered.entry(decl).or_default().insert(set.key), "set delivered twice");
