@@ -143,15 +143,19 @@ impl Sets {
                     let Some(sched) = copies.map_or(Some(blocks), |c| c.get(usize::from(copy))) else {
                         continue;
                     };
-                    out.extend((mine & sched).iter().map(|b| Member::Copy(ChunkRef { block: BlockId(b), copy }).key()));
+                    out.extend(
+                        intersection(mine, sched)
+                            .iter()
+                            .map(|b| Member::Copy(ChunkRef { block: BlockId(b), copy }).key()),
+                    );
                 }
-                out.extend((remaining.any() & blocks).iter().map(|b| Member::Any(BlockId(b)).key()));
+                out.extend(intersection(remaining.any(), blocks).iter().map(|b| Member::Any(BlockId(b)).key()));
             }
             Sets::Ranges { starts, lens, remaining_blocks, .. } => {
                 // Blocks come in ascending order and a range holds many:
                 // search for the next range only past the current one's end.
                 let mut current_end = 0;
-                for b in (remaining_blocks & blocks).iter() {
+                for b in intersection(remaining_blocks, blocks).iter() {
                     if b < current_end {
                         continue;
                     }
@@ -161,7 +165,7 @@ impl Sets {
                 }
             }
             Sets::Explicit { index_blocks, index_sets, remaining, remaining_blocks, .. } => {
-                for b in (remaining_blocks & blocks).iter() {
+                for b in intersection(remaining_blocks, blocks).iter() {
                     out.extend(
                         Self::explicit_sets_of(index_blocks, index_sets, b)
                             .iter()
@@ -221,7 +225,7 @@ impl Sets {
                     return false;
                 }
                 let start = starts[key as usize];
-                remaining_blocks.remove_range(start..start + u64::from(lens[key as usize]));
+                remove_range(remaining_blocks, start..start + u64::from(lens[key as usize]));
                 true
             }
             Sets::Explicit { member_keys, offsets, index_blocks, index_sets, remaining, remaining_blocks } => {
@@ -262,12 +266,54 @@ impl Sets {
     }
 }
 
+/// Ranges up to this long are removed value by value.
+const SHORT_RANGE: u64 = 256;
+
+/// Removes `range` from `bitmap`. Roaring's `remove_range` walks every
+/// container of the bitmap, so a short range (a file's blocks) goes value
+/// by value, one binary search each.
+fn remove_range(bitmap: &mut RoaringTreemap, range: std::ops::Range<u64>) {
+    if range.end.saturating_sub(range.start) <= SHORT_RANGE {
+        for b in range {
+            bitmap.remove(b);
+        }
+    } else {
+        bitmap.remove_range(range);
+    }
+}
+
+/// `a ∩ b`. Roaring's `&a & &b` on treemaps clones the smaller map whole
+/// before intersecting (megabytes for a quantum's scheduled blocks, on
+/// every call); this merges the two maps' bitmaps instead.
+pub(crate) fn intersection(a: &RoaringTreemap, b: &RoaringTreemap) -> RoaringTreemap {
+    RoaringTreemap::from_bitmaps(a.bitmaps().filter_map(|(high, mine)| {
+        let (_, theirs) = b.bitmaps().find(|&(h, _)| h == high)?;
+        let both = mine & theirs;
+        (!both.is_empty()).then_some((high, both))
+    }))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn range(start: u64, len: u32) -> BlockRange {
         BlockRange { start: BlockId(start), len }
+    }
+
+    #[test]
+    fn intersection_and_short_range_removal_match_roaring() {
+        let a: RoaringTreemap = [1, 5, 70_000, 1 << 33, (1 << 33) + 7].into_iter().collect();
+        let b: RoaringTreemap = [5, 6, 70_000, (1 << 33) + 7, 1 << 40].into_iter().collect();
+        assert_eq!(intersection(&a, &b), &a & &b);
+        assert!(intersection(&a, &RoaringTreemap::new()).is_empty());
+        for range in [0..100, 69_990..70_010, 0..(1 << 34)] {
+            let mut mine = a.clone();
+            let mut theirs = a.clone();
+            remove_range(&mut mine, range.clone());
+            theirs.remove_range(range);
+            assert_eq!(mine, theirs);
+        }
     }
 
     #[test]
