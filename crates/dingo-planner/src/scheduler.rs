@@ -218,29 +218,30 @@ impl<T: Topology> QuantumState<'_, T> {
             return 0;
         }
         let mut keys = std::mem::take(&mut self.keys);
-        let singletons = matches!(d.sets, Sets::Singletons { .. });
         d.sets.touching(&self.blocks, Some(&self.copies), &mut keys);
-        if !singletons {
-            // Rank by free blocks, most first; singletons found here are
-            // entirely free already.
-            let mut ranked: Vec<(u64, u64, bool)> = keys
-                .iter()
-                .map(|&key| {
-                    let (free, all_free) = match d.sets.range(key) {
-                        Some(range) => self.range_free(range, only_free),
-                        None => {
-                            let (free, live) = self.free_members(&d.sets, key);
-                            (free, free == live)
-                        }
-                    };
-                    (key, free, all_free)
-                })
-                .filter(|&(_, _, all_free)| !only_free || all_free)
-                .collect();
-            ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-            keys.clear();
-            keys.extend(ranked.into_iter().map(|(key, _, _)| key));
+        if matches!(d.sets, Sets::Singletons { .. }) {
+            let taken = self.take_free_singletons(d, decl, &keys[..keys.len().min(limit as usize)]);
+            self.keys = keys;
+            return taken;
         }
+        // Rank by free blocks, most first.
+        let mut ranked: Vec<(u64, u64, bool)> = keys
+            .iter()
+            .map(|&key| {
+                let (free, all_free) = match d.sets.range(key) {
+                    Some(range) => self.range_free(range, only_free),
+                    None => {
+                        let (free, live) = self.free_members(&d.sets, key);
+                        (free, free == live)
+                    }
+                };
+                (key, free, all_free)
+            })
+            .filter(|&(_, _, all_free)| !only_free || all_free)
+            .collect();
+        ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        keys.clear();
+        keys.extend(ranked.into_iter().map(|(key, _, _)| key));
         let mut taken = 0;
         for &key in &keys {
             if taken == limit {
@@ -251,6 +252,37 @@ impl<T: Topology> QuantumState<'_, T> {
             }
         }
         self.keys = keys;
+        taken
+    }
+
+    /// Takes the singleton sets `keys`, each naming a chunk scheduled
+    /// already this quantum (so live, on a live disk, and free): the bulk
+    /// path for sets riding on other reads (rebalancing candidates,
+    /// scrubbed copies), with no budget checks and one bitmap subtraction.
+    fn take_free_singletons(&mut self, d: &mut DeclState, decl: u32, keys: &[u64]) -> u64 {
+        let stats = self.report.task_mut(d.task);
+        for &key in keys {
+            let chunk = match Member::from_key(key) {
+                Member::Copy(c) => c,
+                Member::Any(b) => {
+                    let copy = self.copies.iter().position(|s| s.contains(b.0)).expect("touching found it scheduled");
+                    ChunkRef { block: b, copy: copy as u8 }
+                }
+            };
+            let info = self.topo.block(chunk.block).expect("a scheduled block exists");
+            let disk = self.topo.copy_disk(chunk).expect("a scheduled chunk is on a live disk");
+            let first_read = u32::try_from(self.schedule.reads.len()).expect("over 4G reads in one quantum");
+            self.schedule.reads.push(ChunkRead { chunk, disk, group: info.group, bytes: info.size, physical: false });
+            self.schedule.sets.push(ScheduledSet { decl, key, first_read, read_count: 1 });
+            stats.logical_bytes += info.size;
+            stats.free_bytes += info.size;
+        }
+        let taken = keys.len() as u64;
+        stats.sets_delivered += taken;
+        let removed = d.sets.remove_singletons(keys);
+        assert_eq!(removed, taken, "a set of {} scheduled twice", d.id);
+        d.delivered += taken;
+        debug_assert!(d.sets_needed.is_none_or(|n| d.delivered <= n), "{} over-delivered", d.id);
         taken
     }
 

@@ -247,6 +247,14 @@ impl Sets {
         }
     }
 
+    /// Removes the singleton sets `keys` (one bitmap subtraction instead of
+    /// a removal each). Returns how many were outstanding.
+    pub(crate) fn remove_singletons(&mut self, keys: &[u64]) -> u64 {
+        let Sets::Singletons { remaining } = self else { panic!("not a singleton store") };
+        let taken: MemberBitmap = keys.iter().map(|&k| Member::from_key(k)).collect();
+        remaining.subtract(&taken)
+    }
+
     /// Approximate memory held, for the planner's own accounting.
     pub(crate) fn heap_bytes(&self) -> u64 {
         match self {
