@@ -5,8 +5,10 @@
 //! - [`Sets::Ranges`] and [`Sets::Explicit`]: the key is the set's index.
 //!
 //! Invariant: a key is in `remaining` exactly while its set is outstanding
-//! (neither delivered nor elided); `remaining_blocks` is the union of the
-//! blocks of the remaining sets.
+//! (neither delivered nor elided). `declared_blocks` is the union of the
+//! blocks of every set declared, outstanding or not: it never changes, so
+//! taking a set costs one removal from `remaining`, and lookups by block
+//! filter out the sets no longer outstanding.
 
 use dingo_types::{BlockId, BlockRange, BlockSet, ChunkRef, Member, MemberBitmap, ReadSets, Topology};
 use roaring::RoaringTreemap;
@@ -16,7 +18,7 @@ pub(crate) enum Sets {
     /// One set per member. `remaining` doubles as the member list.
     Singletons { remaining: MemberBitmap },
     /// One set per block range, any copy of each block.
-    Ranges { starts: Vec<u64>, lens: Vec<u32>, remaining: RoaringTreemap, remaining_blocks: RoaringTreemap },
+    Ranges { starts: Vec<u64>, lens: Vec<u32>, remaining: RoaringTreemap, declared_blocks: RoaringTreemap },
     /// Arbitrary sets, flattened: set `i` is `member_keys[offsets[i]..offsets[i + 1]]`.
     /// `index_blocks`/`index_sets` map each block to the sets naming it,
     /// sorted by block (two vectors: 12 bytes per member, no padding).
@@ -26,7 +28,7 @@ pub(crate) enum Sets {
         index_blocks: Vec<u64>,
         index_sets: Vec<u32>,
         remaining: RoaringTreemap,
-        remaining_blocks: RoaringTreemap,
+        declared_blocks: RoaringTreemap,
     },
 }
 
@@ -50,18 +52,18 @@ impl Sets {
 
     /// `ranges` must be sorted by start and disjoint (checked by validation).
     pub(crate) fn ranges(ranges: &[BlockRange]) -> Sets {
-        let mut remaining_blocks = RoaringTreemap::new();
+        let mut declared_blocks = RoaringTreemap::new();
         for r in ranges {
-            remaining_blocks.insert_range(r.start.0..r.end());
+            declared_blocks.insert_range(r.start.0..r.end());
         }
-        remaining_blocks.optimize();
+        declared_blocks.optimize();
         let mut remaining = RoaringTreemap::new();
         remaining.insert_range(0..ranges.len() as u64);
         Sets::Ranges {
             starts: ranges.iter().map(|r| r.start.0).collect(),
             lens: ranges.iter().map(|r| r.len).collect(),
             remaining,
-            remaining_blocks,
+            declared_blocks,
         }
     }
 
@@ -80,14 +82,13 @@ impl Sets {
         }
         block_index.sort_unstable();
         block_index.dedup();
-        let mut remaining_blocks = RoaringTreemap::new();
-        for &(b, _) in &block_index {
-            remaining_blocks.insert(b);
-        }
+        let mut blocks: Vec<u64> = block_index.iter().map(|&(b, _)| b).collect();
+        blocks.dedup();
+        let declared_blocks = RoaringTreemap::from_sorted_iter(blocks).expect("sorted and deduplicated");
         let mut remaining = RoaringTreemap::new();
         remaining.insert_range(0..sets.len() as u64);
         let (index_blocks, index_sets) = block_index.into_iter().unzip();
-        Sets::Explicit { member_keys, offsets, index_blocks, index_sets, remaining, remaining_blocks }
+        Sets::Explicit { member_keys, offsets, index_blocks, index_sets, remaining, declared_blocks }
     }
 
     /// Sets of an explicit store that name block `b`.
@@ -151,21 +152,23 @@ impl Sets {
                 }
                 out.extend(intersection(remaining.any(), blocks).iter().map(|b| Member::Any(BlockId(b)).key()));
             }
-            Sets::Ranges { starts, lens, remaining_blocks, .. } => {
+            Sets::Ranges { starts, lens, remaining, declared_blocks } => {
                 // Blocks come in ascending order and a range holds many:
                 // search for the next range only past the current one's end.
                 let mut current_end = 0;
-                for b in intersection(remaining_blocks, blocks).iter() {
+                for b in intersection(declared_blocks, blocks).iter() {
                     if b < current_end {
                         continue;
                     }
                     let idx = starts.partition_point(|&s| s <= b) - 1;
                     current_end = starts[idx] + u64::from(lens[idx]);
-                    out.push(idx as u64);
+                    if remaining.contains(idx as u64) {
+                        out.push(idx as u64);
+                    }
                 }
             }
-            Sets::Explicit { index_blocks, index_sets, remaining, remaining_blocks, .. } => {
-                for b in intersection(remaining_blocks, blocks).iter() {
+            Sets::Explicit { index_blocks, index_sets, remaining, declared_blocks, .. } => {
+                for b in intersection(declared_blocks, blocks).iter() {
                     out.extend(
                         Self::explicit_sets_of(index_blocks, index_sets, b)
                             .iter()
@@ -220,30 +223,7 @@ impl Sets {
     pub(crate) fn remove(&mut self, key: u64) -> bool {
         match self {
             Sets::Singletons { remaining } => remaining.remove(Member::from_key(key)),
-            Sets::Ranges { starts, lens, remaining, remaining_blocks } => {
-                if !remaining.remove(key) {
-                    return false;
-                }
-                let start = starts[key as usize];
-                remove_range(remaining_blocks, start..start + u64::from(lens[key as usize]));
-                true
-            }
-            Sets::Explicit { member_keys, offsets, index_blocks, index_sets, remaining, remaining_blocks } => {
-                if !remaining.remove(key) {
-                    return false;
-                }
-                let (from, to) = (offsets[key as usize] as usize, offsets[key as usize + 1] as usize);
-                for &k in &member_keys[from..to] {
-                    let b = Member::from_key(k).block().0;
-                    let still_needed = Self::explicit_sets_of(index_blocks, index_sets, b)
-                        .iter()
-                        .any(|&set| remaining.contains(u64::from(set)));
-                    if !still_needed {
-                        remaining_blocks.remove(b);
-                    }
-                }
-                true
-            }
+            Sets::Ranges { remaining, .. } | Sets::Explicit { remaining, .. } => remaining.remove(key),
         }
     }
 
@@ -259,34 +239,18 @@ impl Sets {
     pub(crate) fn heap_bytes(&self) -> u64 {
         match self {
             Sets::Singletons { remaining } => remaining.heap_bytes(),
-            Sets::Ranges { starts, lens, remaining, remaining_blocks } => {
+            Sets::Ranges { starts, lens, remaining, declared_blocks } => {
                 (starts.capacity() * 8 + lens.capacity() * 4) as u64
                     + remaining.serialized_size() as u64
-                    + remaining_blocks.serialized_size() as u64
+                    + declared_blocks.serialized_size() as u64
             }
-            Sets::Explicit { member_keys, offsets, index_blocks, index_sets, remaining, remaining_blocks } => {
+            Sets::Explicit { member_keys, offsets, index_blocks, index_sets, remaining, declared_blocks } => {
                 (member_keys.capacity() * 8 + offsets.capacity() * 4 + index_blocks.capacity() * 8) as u64
                     + index_sets.capacity() as u64 * 4
                     + remaining.serialized_size() as u64
-                    + remaining_blocks.serialized_size() as u64
+                    + declared_blocks.serialized_size() as u64
             }
         }
-    }
-}
-
-/// Ranges up to this long are removed value by value.
-const SHORT_RANGE: u64 = 256;
-
-/// Removes `range` from `bitmap`. Roaring's `remove_range` walks every
-/// container of the bitmap, so a short range (a file's blocks) goes value
-/// by value, one binary search each.
-fn remove_range(bitmap: &mut RoaringTreemap, range: std::ops::Range<u64>) {
-    if range.end.saturating_sub(range.start) <= SHORT_RANGE {
-        for b in range {
-            bitmap.remove(b);
-        }
-    } else {
-        bitmap.remove_range(range);
     }
 }
 
@@ -310,18 +274,11 @@ mod tests {
     }
 
     #[test]
-    fn intersection_and_short_range_removal_match_roaring() {
+    fn intersection_matches_roaring() {
         let a: RoaringTreemap = [1, 5, 70_000, 1 << 33, (1 << 33) + 7].into_iter().collect();
         let b: RoaringTreemap = [5, 6, 70_000, (1 << 33) + 7, 1 << 40].into_iter().collect();
         assert_eq!(intersection(&a, &b), &a & &b);
         assert!(intersection(&a, &RoaringTreemap::new()).is_empty());
-        for range in [0..100, 69_990..70_010, 0..(1 << 34)] {
-            let mut mine = a.clone();
-            let mut theirs = a.clone();
-            remove_range(&mut mine, range.clone());
-            theirs.remove_range(range);
-            assert_eq!(mine, theirs);
-        }
     }
 
     #[test]
