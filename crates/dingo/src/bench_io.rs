@@ -292,11 +292,7 @@ pub async fn run(a: BenchIoArgs) -> Result<()> {
             );
             println!(
                 "{:<13} CPU s per GB: writes {:.2} client + {:.2} nodes, reads {:.2} client + {:.2} nodes",
-                "",
-                f.write_cpu.client,
-                f.write_cpu.nodes,
-                f.read_cpu.client,
-                f.read_cpu.nodes
+                "", f.write_cpu.client, f.write_cpu.nodes, f.read_cpu.client, f.read_cpu.nodes
             );
         }
         println!("RS 6+3 on one core: encode {enc:.2} GB/s, decode {dec:.2} GB/s");
@@ -328,7 +324,10 @@ mod tests {
             .collect();
         let m = median_figures(&rounds);
         assert_eq!((m.client_write_mb_s, m.client_read_mb_s, m.disk_write_mb_s), (5.0, 10.0, 15.0));
-        assert_eq!((m.write_cpu.client, m.write_cpu.nodes, m.read_cpu.client, m.read_cpu.nodes), (20.0, 25.0, 30.0, 35.0));
+        assert_eq!(
+            (m.write_cpu.client, m.write_cpu.nodes, m.read_cpu.client, m.read_cpu.nodes),
+            (20.0, 25.0, 30.0, 35.0)
+        );
     }
 
     #[test]
