@@ -49,7 +49,9 @@ fn err(e: reed_solomon_simd::Error) -> EcError {
 pub fn encode(stripe: &[u8], k: usize, m: usize) -> Result<Vec<Vec<u8>>, EcError> {
     let s = shard_len(stripe.len(), k);
     let members: Vec<&[u8]> = (0..k).map(|i| &stripe[member_range(stripe.len(), k, i)]).collect();
-    let mut parity = vec![vec![0u8; s]; m];
+    // Filled slice by slice, never zeroed first: zeroing would be a needless
+    // pass over every parity byte.
+    let mut parity: Vec<Vec<u8>> = (0..m).map(|_| Vec::with_capacity(s)).collect();
     let mut enc = ReedSolomonEncoder::new(k, m, SLICE.min(s)).map_err(err)?;
     let mut pad = Vec::new();
     for off in (0..s).step_by(SLICE) {
@@ -60,7 +62,7 @@ pub fn encode(stripe: &[u8], k: usize, m: usize) -> Result<Vec<Vec<u8>>, EcError
         }
         let result = enc.encode().map_err(err)?;
         for (p, r) in parity.iter_mut().zip(result.recovery_iter()) {
-            p[off..off + n].copy_from_slice(r);
+            p.extend_from_slice(r);
         }
     }
     Ok(parity)

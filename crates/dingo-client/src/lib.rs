@@ -27,7 +27,7 @@ pub mod ec;
 pub use dingo_proto::v1::{BlockRecord, ChunkLocation, DeviceState};
 pub use dingo_proto::{IoTag, Redundancy};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use dingo_proto::v1::meta_client::MetaClient;
 use dingo_proto::v1::node_client::NodeClient;
 use dingo_proto::v1::*;
@@ -221,10 +221,11 @@ impl Client {
         Writer::new(self, r)
     }
 
-    /// Creates, writes and seals a file in one go; returns its size.
+    /// Creates, writes and seals a file in one go; returns its size. Whole
+    /// write units are sent straight from `data`, without copying.
     pub async fn put(&self, path: &str, redundancy: Redundancy, block_size: u64, data: Bytes) -> Result<u64> {
         let mut w = self.create(path, redundancy, block_size).await?;
-        w.append(data).await?;
+        w.append_bytes(data).await?;
         w.seal().await
     }
 
@@ -748,23 +749,55 @@ impl<'c> Writer<'c> {
     /// Buffers data and starts writing every complete unit.
     pub async fn append(&mut self, data: impl AsRef<[u8]>) -> Result<()> {
         let mut data = data.as_ref();
-        let unit = self.unit_len();
         while !data.is_empty() {
-            let n = (unit - self.buf.len()).min(data.len());
-            self.buf.extend_from_slice(&data[..n]);
+            let n = self.buffer(data);
             data = &data[n..];
-            if self.buf.len() == unit {
-                self.start_unit().await?;
-            }
+            self.start_full_unit().await?;
         }
         Ok(())
     }
 
-    async fn start_unit(&mut self) -> Result<()> {
+    /// Like [`Writer::append`], but whole units that start at a unit
+    /// boundary are written straight from `data` (shared, not copied).
+    pub async fn append_bytes(&mut self, mut data: Bytes) -> Result<()> {
+        let unit = self.unit_len();
+        while !data.is_empty() {
+            if self.buf.is_empty() && data.len() >= unit {
+                self.start_unit(data.split_to(unit)).await?;
+                continue;
+            }
+            let n = self.buffer(&data);
+            data.advance(n);
+            self.start_full_unit().await?;
+        }
+        Ok(())
+    }
+
+    /// Copies as much of `data` as fits into the unit being filled; returns
+    /// how much. The buffer is allocated once per unit at its full size.
+    fn buffer(&mut self, data: &[u8]) -> usize {
+        let unit = self.unit_len();
+        if self.buf.capacity() == 0 {
+            self.buf.reserve_exact(unit);
+        }
+        let n = (unit - self.buf.len()).min(data.len());
+        self.buf.extend_from_slice(&data[..n]);
+        n
+    }
+
+    /// Starts writing the buffered unit if it is complete.
+    async fn start_full_unit(&mut self) -> Result<()> {
+        if self.buf.len() < self.unit_len() {
+            return Ok(());
+        }
+        let data = Bytes::from(std::mem::take(&mut self.buf));
+        self.start_unit(data).await
+    }
+
+    async fn start_unit(&mut self, data: Bytes) -> Result<()> {
         if self.in_flight.len() >= WRITES_IN_FLIGHT {
             self.commit_next().await?;
         }
-        let data = Bytes::from(std::mem::take(&mut self.buf));
         self.in_flight.push_back(tokio::spawn(self.unit.clone().write(data)));
         Ok(())
     }
@@ -782,7 +815,8 @@ impl<'c> Writer<'c> {
     /// unit: on return, everything appended is acknowledged.
     pub async fn flush(&mut self) -> Result<()> {
         if !self.buf.is_empty() {
-            self.start_unit().await?;
+            let data = Bytes::from(std::mem::take(&mut self.buf));
+            self.start_unit(data).await?;
         }
         while !self.in_flight.is_empty() {
             self.commit_next().await?;

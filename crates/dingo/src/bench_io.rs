@@ -49,16 +49,60 @@ struct Figures {
     client_write_mb_s: f64,
     client_read_mb_s: f64,
     disk_write_mb_s: f64,
+    /// CPU seconds per GB of file data, client process and all nodes, while writing and while reading.
+    write_cpu: Cpu,
+    read_cpu: Cpu,
+}
+
+/// CPU seconds (user + system) per GB of file data moved.
+#[derive(Clone, Copy)]
+struct Cpu {
+    client: f64,
+    nodes: f64,
 }
 
 /// The median of each figure over rounds.
 fn median_figures(rounds: &[Figures]) -> Figures {
-    let of = |f: fn(&Figures) -> f64| median(rounds.iter().map(f).collect());
+    let of = |f: &dyn Fn(&Figures) -> f64| median(rounds.iter().map(f).collect());
     Figures {
-        client_write_mb_s: of(|f| f.client_write_mb_s),
-        client_read_mb_s: of(|f| f.client_read_mb_s),
-        disk_write_mb_s: of(|f| f.disk_write_mb_s),
+        client_write_mb_s: of(&|f| f.client_write_mb_s),
+        client_read_mb_s: of(&|f| f.client_read_mb_s),
+        disk_write_mb_s: of(&|f| f.disk_write_mb_s),
+        write_cpu: Cpu { client: of(&|f| f.write_cpu.client), nodes: of(&|f| f.write_cpu.nodes) },
+        read_cpu: Cpu { client: of(&|f| f.read_cpu.client), nodes: of(&|f| f.read_cpu.nodes) },
     }
+}
+
+/// CPU seconds (user + system, all threads) a process has used so far, from `/proc/<pid>/stat`.
+fn cpu_seconds(pid: &str) -> Result<f64> {
+    let path = format!("/proc/{pid}/stat");
+    let stat = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
+    // Fields after the parenthesised command name start at field 3 (state); utime and stime are fields 14 and 15.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).with_context(|| format!("{path}: no command name"))?;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| -> Result<u64> {
+        fields.get(i).and_then(|f| f.parse().ok()).with_context(|| format!("{path}: bad field {}", i + 3))
+    };
+    // SAFETY: sysconf only reads a system constant.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    Ok((ticks(11)? + ticks(12)?) as f64 / hz)
+}
+
+/// CPU seconds used so far by this process (the client) and by the cluster's nodes.
+fn cpu_now(cluster: &LocalCluster) -> Result<(f64, f64)> {
+    let mut nodes = 0.0;
+    for i in 0..NODES as usize {
+        let pid = cluster.node_pid(i).context("a node is not running")?;
+        nodes += cpu_seconds(&pid.to_string())?;
+    }
+    Ok((cpu_seconds("self")?, nodes))
+}
+
+/// CPU seconds per GB of `bytes` of file data since `before` (from [`cpu_now`]).
+fn cpu_per_gb(cluster: &LocalCluster, before: (f64, f64), bytes: u64) -> Result<Cpu> {
+    let now = cpu_now(cluster)?;
+    let gb = bytes as f64 / 1e9;
+    Ok(Cpu { client: (now.0 - before.0) / gb, nodes: (now.1 - before.1) / gb })
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -120,27 +164,37 @@ async fn disk_bytes_written(client: &Client, cluster: &LocalCluster) -> Result<u
 
 async fn client_throughput(client: &Client, cluster: &LocalCluster, r: Redundancy, data: &Bytes) -> Result<Figures> {
     let path = format!("/bench/{}", r.to_string().replace(':', "-"));
+    let n = data.len() as u64;
     let before = disk_bytes_written(client, cluster).await?;
+    let cpu = cpu_now(cluster)?;
     let t = Instant::now();
     client.put(&path, r, BLOCK, data.clone()).await?;
     let wt = t.elapsed();
+    let write_cpu = cpu_per_gb(cluster, cpu, n)?;
     let disk = disk_bytes_written(client, cluster).await? - before;
     // Timed: a reader consuming pieces as they come (no copy into one
     // buffer, memory reused), like `dingo fs get`.
+    let cpu = cpu_now(cluster)?;
     let t = Instant::now();
     let file = client.stat(&path).await?;
     let mut pieces = client.read_pieces(&file, 0, file.size, IoTag::Foreground)?;
-    let mut n = 0;
+    let mut got = 0;
     while let Some(piece) = pieces.try_next().await? {
-        n += piece.len() as u64;
+        got += piece.len() as u64;
     }
     let rt = t.elapsed();
-    ensure!(n == data.len() as u64, "{r}: read {n} bytes of {}", data.len());
+    let read_cpu = cpu_per_gb(cluster, cpu, n)?;
+    ensure!(got == n, "{r}: read {got} bytes of {n}");
     // Untimed: the content is right.
     ensure!(client.read_file(&file, 0, file.size, IoTag::Foreground).await? == *data, "{r}: data read back differs");
     client.delete(&path).await?;
-    let n = data.len() as u64;
-    Ok(Figures { client_write_mb_s: mb_s(n, wt), client_read_mb_s: mb_s(n, rt), disk_write_mb_s: mb_s(disk, wt) })
+    Ok(Figures {
+        client_write_mb_s: mb_s(n, wt),
+        client_read_mb_s: mb_s(n, rt),
+        disk_write_mb_s: mb_s(disk, wt),
+        write_cpu,
+        read_cpu,
+    })
 }
 
 /// Encode and decode GB/s of RS 6+3 over 8 MB stripes' worth of shards.
@@ -206,6 +260,8 @@ pub async fn run(a: BenchIoArgs) -> Result<()> {
             "client_read_mb_s": round(f.client_read_mb_s),
             "client_write_mb_s": round(f.client_write_mb_s),
             "disk_write_mb_s": round(f.disk_write_mb_s),
+            "write_cpu_s_per_gb": {"client": round(f.write_cpu.client), "nodes": round(f.write_cpu.nodes)},
+            "read_cpu_s_per_gb": {"client": round(f.read_cpu.client), "nodes": round(f.read_cpu.nodes)},
         })
     };
     if a.json {
@@ -234,6 +290,10 @@ pub async fn run(a: BenchIoArgs) -> Result<()> {
                 f.client_read_mb_s,
                 100.0 * f.client_read_mb_s / raw_read
             );
+            println!(
+                "{:<13} CPU s per GB: writes {:.2} client + {:.2} nodes, reads {:.2} client + {:.2} nodes",
+                "", f.write_cpu.client, f.write_cpu.nodes, f.read_cpu.client, f.read_cpu.nodes
+            );
         }
         println!("RS 6+3 on one core: encode {enc:.2} GB/s, decode {dec:.2} GB/s");
     }
@@ -254,9 +314,34 @@ mod tests {
         assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
         let rounds: Vec<Figures> = [1.0, 9.0, 5.0]
             .iter()
-            .map(|&x| Figures { client_write_mb_s: x, client_read_mb_s: 2.0 * x, disk_write_mb_s: 3.0 * x })
+            .map(|&x| Figures {
+                client_write_mb_s: x,
+                client_read_mb_s: 2.0 * x,
+                disk_write_mb_s: 3.0 * x,
+                write_cpu: Cpu { client: 4.0 * x, nodes: 5.0 * x },
+                read_cpu: Cpu { client: 6.0 * x, nodes: 7.0 * x },
+            })
             .collect();
         let m = median_figures(&rounds);
         assert_eq!((m.client_write_mb_s, m.client_read_mb_s, m.disk_write_mb_s), (5.0, 10.0, 15.0));
+        assert_eq!(
+            (m.write_cpu.client, m.write_cpu.nodes, m.read_cpu.client, m.read_cpu.nodes),
+            (20.0, 25.0, 30.0, 35.0)
+        );
+    }
+
+    #[test]
+    fn own_cpu_time_is_read_and_grows() {
+        // Spinning must show up as CPU time within seconds (the clock ticks at ~10 ms).
+        let before = cpu_seconds("self").unwrap();
+        let mut x = 0u64;
+        let t = Instant::now();
+        while cpu_seconds("self").unwrap() == before {
+            assert!(t.elapsed() < Duration::from_secs(10), "CPU time did not grow");
+            for _ in 0..100_000 {
+                x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(7));
+            }
+        }
+        assert!(cpu_seconds("0").is_err());
     }
 }

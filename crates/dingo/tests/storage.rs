@@ -53,12 +53,15 @@ async fn round_trips_for_both_redundancy_kinds() {
             }
         }
     }
-    // Append to an unsealed file in several calls, then seal.
+    // Append to an unsealed file in several calls, then seal. Then shared bytes: they first complete
+    // the buffered unit (copied), then a whole unit goes out as is, and the rest is buffered.
     let mut w = client.create("/t/appended", EC, MB).await.unwrap();
-    let d = data(7 * MB + 3, 99);
-    for piece in d.chunks(700_001) {
+    let d = data(19 * MB + 3, 99);
+    let copied = 7 * MB + 3;
+    for piece in d[..copied as usize].chunks(700_001) {
         w.append(piece).await.unwrap();
     }
+    w.append_bytes(d.slice(copied as usize..)).await.unwrap();
     w.flush().await.unwrap();
     assert_eq!(w.size(), d.len() as u64);
     drop(w);
