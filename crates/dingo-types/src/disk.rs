@@ -20,8 +20,14 @@ impl DiskModel {
     /// Head time of one request of `bytes` bytes, in microseconds.
     pub fn head_time_us(&self, bytes: u64) -> u64 {
         debug_assert!(self.transfer_bytes_per_sec > 0, "transfer rate must be positive");
-        let transfer = (u128::from(bytes) * 1_000_000).div_ceil(u128::from(self.transfer_bytes_per_sec.max(1)));
-        self.positioning_us.saturating_add(u64::try_from(transfer).unwrap_or(u64::MAX))
+        let rate = self.transfer_bytes_per_sec.max(1);
+        // 64-bit division unless the product overflows (requests over 18 TB):
+        // the planner computes this for every read it schedules.
+        let transfer = match bytes.checked_mul(1_000_000) {
+            Some(scaled) => scaled.div_ceil(rate),
+            None => u64::try_from((u128::from(bytes) * 1_000_000).div_ceil(u128::from(rate))).unwrap_or(u64::MAX),
+        };
+        self.positioning_us.saturating_add(transfer)
     }
 }
 
@@ -39,6 +45,15 @@ mod tests {
     fn hdd_reads_a_256mb_block_in_about_1_7_seconds() {
         let t = DiskModel::HDD.head_time_us(256_000_000);
         assert_eq!(t, 10_000 + 1_706_667);
+    }
+
+    #[test]
+    fn huge_requests_take_the_wide_path_with_the_same_rounding() {
+        let model = DiskModel { positioning_us: 0, transfer_bytes_per_sec: 3 };
+        assert_eq!(model.head_time_us(1), 333_334);
+        let huge = u64::MAX / 1_000;
+        let exact = (u128::from(huge) * 1_000_000).div_ceil(3);
+        assert_eq!(u128::from(model.head_time_us(huge)), exact.min(u128::from(u64::MAX)));
     }
 
     #[test]

@@ -367,6 +367,13 @@ fn run_figures(dir: &Path, r: &SimResult) -> anyhow::Result<Vec<Figure>> {
                     .collect(),
                 dashed: true,
             },
+            // Realised reads first, the plan dashed on top: they nearly coincide.
+            Series {
+                name: "read from disk".into(),
+                color: REALIZED_COLOR,
+                points: d.series.iter().map(|p| (days(p.start_hours), p.disk_bytes as f64 / TB)).collect(),
+                dashed: false,
+            },
             Series {
                 name: "scheduled by the planner".into(),
                 color: mode_color(Mode::Declarative),
@@ -375,13 +382,7 @@ fn run_figures(dir: &Path, r: &SimResult) -> anyhow::Result<Vec<Figure>> {
                     .iter()
                     .map(|p| (days(p.start_hours), p.planned_disk_bytes.unwrap_or(0) as f64 / TB))
                     .collect(),
-                dashed: false,
-            },
-            Series {
-                name: "read from disk".into(),
-                color: REALIZED_COLOR,
-                points: d.series.iter().map(|p| (days(p.start_hours), p.disk_bytes as f64 / TB)).collect(),
-                dashed: false,
+                dashed: true,
             },
         ];
         plots::save_line(
