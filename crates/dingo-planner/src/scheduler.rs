@@ -260,13 +260,12 @@ impl<T: Topology> QuantumState<'_, T> {
     /// path for sets riding on other reads (rebalancing candidates,
     /// scrubbed copies), with no budget checks and one bitmap subtraction.
     fn take_free_singletons(&mut self, d: &mut DeclState, decl: u32, keys: &[u64]) -> u64 {
-        let stats = self.report.task_mut(d.task);
+        let mut bytes = 0;
         for &key in keys {
             let chunk = match Member::from_key(key) {
                 Member::Copy(c) => c,
                 Member::Any(b) => {
-                    let copy = self.copies.iter().position(|s| s.contains(b.0)).expect("touching found it scheduled");
-                    ChunkRef { block: b, copy: copy as u8 }
+                    ChunkRef { block: b, copy: self.scheduled_copy(b).expect("touching found it scheduled") }
                 }
             };
             let info = self.topo.block(chunk.block).expect("a scheduled block exists");
@@ -274,10 +273,12 @@ impl<T: Topology> QuantumState<'_, T> {
             let first_read = u32::try_from(self.schedule.reads.len()).expect("over 4G reads in one quantum");
             self.schedule.reads.push(ChunkRead { chunk, disk, group: info.group, bytes: info.size, physical: false });
             self.schedule.sets.push(ScheduledSet { decl, key, first_read, read_count: 1 });
-            stats.logical_bytes += info.size;
-            stats.free_bytes += info.size;
+            bytes += info.size;
         }
         let taken = keys.len() as u64;
+        let stats = self.report.task_mut(d.task);
+        stats.logical_bytes += bytes;
+        stats.free_bytes += bytes;
         stats.sets_delivered += taken;
         let removed = d.sets.remove_singletons(keys);
         assert_eq!(removed, taken, "a set of {} scheduled twice", d.id);

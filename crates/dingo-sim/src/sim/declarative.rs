@@ -10,7 +10,7 @@
 use super::stats::{Recorder, Source};
 use super::world::Job;
 use dingo_planner::{Budget, CacheDirective, DeclareError, Planner, PlannerConfig, QuantumReport, Schedule, dispatch};
-use dingo_types::{ChunkRef, DiskModel, Member, TaskKind, Timestamp, Topology};
+use dingo_types::{ChunkRef, Member, TaskKind, Timestamp, Topology};
 use roaring::RoaringTreemap;
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
@@ -145,7 +145,6 @@ pub struct Declarative {
 /// replays their reads against the pinned cache.
 pub struct Replay {
     config: PlannerConfig,
-    disk_model: DiskModel,
     pub cache: PinCache,
     pub recorder: Recorder,
     /// Quanta whose plan went over the cluster or a disk budget (must stay 0).
@@ -153,22 +152,10 @@ pub struct Replay {
 }
 
 impl Declarative {
-    pub fn new(
-        config: PlannerConfig,
-        disks: u32,
-        disk_model: DiskModel,
-        cache_per_disk: u64,
-        recorder: Recorder,
-    ) -> Declarative {
+    pub fn new(config: PlannerConfig, disks: u32, cache_per_disk: u64, recorder: Recorder) -> Declarative {
         Declarative {
             planner: Planner::new(config.clone()),
-            replay: Replay {
-                config,
-                disk_model,
-                cache: PinCache::new(disks, cache_per_disk),
-                recorder,
-                over_budget_quanta: 0,
-            },
+            replay: Replay { config, cache: PinCache::new(disks, cache_per_disk), recorder, over_budget_quanta: 0 },
             pending: None,
         }
     }
@@ -266,9 +253,9 @@ impl Replay {
 
     /// Whether the plan schedules more head time on some disk than its budget.
     fn over_disk_budget(&self, schedule: &Schedule, budget: &Budget) -> bool {
-        let mut used = vec![0u64; self.cache.pinned.len()];
+        let mut used = vec![0u64; self.recorder.disk_count()];
         for r in schedule.reads.iter().filter(|r| r.physical) {
-            used[r.disk.0 as usize] += self.disk_model.head_time_us(r.bytes);
+            used[r.disk.0 as usize] += self.recorder.head_time_us(r.bytes);
         }
         used.iter().enumerate().any(|(d, &us)| us > budget.disk_limit_us(d as u32))
     }

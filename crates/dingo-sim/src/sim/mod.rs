@@ -200,7 +200,7 @@ impl Simulation {
                 group_cache_bytes: (config.cache_per_disk / 2).saturating_mul(u64::from(disks)).max(block),
                 ..PlannerConfig::default()
             };
-            Declarative::new(planner, disks, disk_model, config.cache_per_disk, recorder())
+            Declarative::new(planner, disks, config.cache_per_disk, recorder())
         });
         let optimal = config.modes.optimal.then(|| Optimal::new(recorder(), block));
         let horizon_quanta = config.quanta(config.horizon);

@@ -133,6 +133,15 @@ impl Recorder {
         self.current.deadline_misses += declarations;
     }
 
+    /// Head time of one request of `bytes` on any disk (one model for all).
+    pub fn head_time_us(&self, bytes: u64) -> u64 {
+        self.model.head_time_us(bytes)
+    }
+
+    pub fn disk_count(&self) -> usize {
+        self.disk_us.len()
+    }
+
     /// The current quantum's point, to fill in mode-specific fields.
     pub fn current(&mut self) -> &mut QuantumPoint {
         &mut self.current
