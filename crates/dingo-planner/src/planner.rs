@@ -129,7 +129,8 @@ impl Planner {
         let mut members = Vec::new();
         for d in self.outstanding.values_mut() {
             d.sets.touching(blocks, None, &mut keys);
-            for &key in &keys {
+            let mut elided_bytes = 0;
+            keys.retain(|&key| {
                 members.clear();
                 d.sets.members(key, &mut members);
                 let mut bytes = 0;
@@ -141,13 +142,17 @@ impl Planner {
                     Some(_) => false,
                     None => true,
                 });
-                if all_deleted && d.sets.remove(key) {
-                    d.elided += 1;
-                    let stats = self.carried.task_mut(d.task);
-                    stats.sets_elided += 1;
-                    stats.elided_bytes += bytes;
+                if all_deleted {
+                    elided_bytes += bytes;
                 }
-            }
+                all_deleted
+            });
+            let elided = d.sets.remove_all(&keys);
+            assert_eq!(elided, keys.len() as u64, "touching named a set of {} not outstanding", d.id);
+            d.elided += elided;
+            let stats = self.carried.task_mut(d.task);
+            stats.sets_elided += elided;
+            stats.elided_bytes += elided_bytes;
         }
     }
 

@@ -225,23 +225,22 @@ impl<T: Topology> QuantumState<'_, T> {
             return taken;
         }
         // Rank by free blocks, most first.
-        let mut ranked: Vec<(u64, u64, bool)> = keys
+        let mut ranked: Vec<(u64, u64)> = keys
             .iter()
-            .map(|&key| {
-                let (free, all_free) = match d.sets.range(key) {
-                    Some(range) => self.range_free(range, only_free),
-                    None => {
-                        let (free, live) = self.free_members(&d.sets, key);
-                        (free, free == live)
+            .filter_map(|&key| {
+                let free = match d.sets.range(key) {
+                    Some(range) => {
+                        let (free, all_free) = self.range_free(range, only_free);
+                        (!only_free || all_free).then_some(free)
                     }
+                    None => self.free_members(&d.sets, key, only_free),
                 };
-                (key, free, all_free)
+                free.map(|free| (key, free))
             })
-            .filter(|&(_, _, all_free)| !only_free || all_free)
             .collect();
         ranked.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         keys.clear();
-        keys.extend(ranked.into_iter().map(|(key, _, _)| key));
+        keys.extend(ranked.into_iter().map(|(key, _)| key));
         let mut taken = 0;
         for &key in &keys {
             if taken == limit {
@@ -280,7 +279,7 @@ impl<T: Topology> QuantumState<'_, T> {
         stats.logical_bytes += bytes;
         stats.free_bytes += bytes;
         stats.sets_delivered += taken;
-        let removed = d.sets.remove_singletons(keys);
+        let removed = d.sets.remove_all(keys);
         assert_eq!(removed, taken, "a set of {} scheduled twice", d.id);
         d.delivered += taken;
         debug_assert!(d.sets_needed.is_none_or(|n| d.delivered <= n), "{} over-delivered", d.id);
@@ -302,23 +301,25 @@ impl<T: Topology> QuantumState<'_, T> {
         (free, all_free)
     }
 
-    /// Free and live member counts of set `key`.
-    fn free_members(&mut self, sets: &Sets, key: u64) -> (u64, u64) {
+    /// Free live members of set `key`; with `only_free`, `None` as soon as
+    /// one live member is not free (most sets in the free pass fail early).
+    fn free_members(&mut self, sets: &Sets, key: u64, only_free: bool) -> Option<u64> {
         self.members.clear();
         sets.members(key, &mut self.members);
-        let (mut free, mut live) = (0, 0);
+        let mut free = 0;
         for &m in &self.members {
-            if self.topo.block(m.block()).is_none_or(|info| info.state == BlockState::Deleted) {
-                continue;
-            }
-            live += 1;
             let scheduled = match m {
                 Member::Any(b) => self.blocks.contains(b.0),
                 Member::Copy(c) => self.copies.get(usize::from(c.copy)).is_some_and(|s| s.contains(c.block.0)),
             };
-            free += u64::from(scheduled);
+            // Scheduled blocks are live; only the others need a lookup.
+            if scheduled {
+                free += 1;
+            } else if only_free && self.topo.block(m.block()).is_some_and(|info| info.state != BlockState::Deleted) {
+                return None;
+            }
         }
-        (free, live)
+        Some(free)
     }
 
     /// Takes up to `limit` sets of `d` in key order, within budget.

@@ -11,6 +11,7 @@
 //! filter out the sets no longer outstanding.
 
 use dingo_types::{BlockId, BlockRange, BlockSet, ChunkRef, Member, MemberBitmap, ReadSets, Topology};
+use fixedbitset::FixedBitSet;
 use roaring::RoaringTreemap;
 
 #[derive(Debug)]
@@ -18,7 +19,7 @@ pub(crate) enum Sets {
     /// One set per member. `remaining` doubles as the member list.
     Singletons { remaining: MemberBitmap },
     /// One set per block range, any copy of each block.
-    Ranges { starts: Vec<u64>, lens: Vec<u32>, remaining: RoaringTreemap, declared_blocks: RoaringTreemap },
+    Ranges { starts: Vec<u64>, lens: Vec<u32>, remaining: Outstanding, declared_blocks: RoaringTreemap },
     /// Arbitrary sets, flattened: set `i` is `member_keys[offsets[i]..offsets[i + 1]]`.
     /// `index_blocks`/`index_sets` map each block to the sets naming it,
     /// sorted by block (two vectors: 12 bytes per member, no padding).
@@ -27,7 +28,7 @@ pub(crate) enum Sets {
         offsets: Vec<u32>,
         index_blocks: Vec<u64>,
         index_sets: Vec<u32>,
-        remaining: RoaringTreemap,
+        remaining: Outstanding,
         declared_blocks: RoaringTreemap,
     },
 }
@@ -57,12 +58,10 @@ impl Sets {
             declared_blocks.insert_range(r.start.0..r.end());
         }
         declared_blocks.optimize();
-        let mut remaining = RoaringTreemap::new();
-        remaining.insert_range(0..ranges.len() as u64);
         Sets::Ranges {
             starts: ranges.iter().map(|r| r.start.0).collect(),
             lens: ranges.iter().map(|r| r.len).collect(),
-            remaining,
+            remaining: Outstanding::all(ranges.len()),
             declared_blocks,
         }
     }
@@ -85,17 +84,9 @@ impl Sets {
         let mut blocks: Vec<u64> = block_index.iter().map(|&(b, _)| b).collect();
         blocks.dedup();
         let declared_blocks = RoaringTreemap::from_sorted_iter(blocks).expect("sorted and deduplicated");
-        let mut remaining = RoaringTreemap::new();
-        remaining.insert_range(0..sets.len() as u64);
+        let remaining = Outstanding::all(sets.len());
         let (index_blocks, index_sets) = block_index.into_iter().unzip();
         Sets::Explicit { member_keys, offsets, index_blocks, index_sets, remaining, declared_blocks }
-    }
-
-    /// Sets of an explicit store that name block `b`.
-    fn explicit_sets_of<'a>(index_blocks: &[u64], index_sets: &'a [u32], b: u64) -> &'a [u32] {
-        let from = index_blocks.partition_point(|&blk| blk < b);
-        let to = from + index_blocks[from..].partition_point(|&blk| blk == b);
-        &index_sets[from..to]
     }
 
     pub(crate) fn remaining_count(&self) -> u64 {
@@ -156,11 +147,12 @@ impl Sets {
                 // Blocks come in ascending order and a range holds many:
                 // search for the next range only past the current one's end.
                 let mut current_end = 0;
+                let mut idx = 0;
                 for b in intersection(declared_blocks, blocks).iter() {
                     if b < current_end {
                         continue;
                     }
-                    let idx = starts.partition_point(|&s| s <= b) - 1;
+                    idx += gallop(&starts[idx..], |s| s <= b) - 1;
                     current_end = starts[idx] + u64::from(lens[idx]);
                     if remaining.contains(idx as u64) {
                         out.push(idx as u64);
@@ -168,13 +160,14 @@ impl Sets {
                 }
             }
             Sets::Explicit { index_blocks, index_sets, remaining, declared_blocks, .. } => {
+                let mut from = 0;
                 for b in intersection(declared_blocks, blocks).iter() {
+                    from += gallop(&index_blocks[from..], |blk| blk < b);
+                    let to = from + gallop(&index_blocks[from..], |blk| blk == b);
                     out.extend(
-                        Self::explicit_sets_of(index_blocks, index_sets, b)
-                            .iter()
-                            .map(|&set| u64::from(set))
-                            .filter(|&set| remaining.contains(set)),
+                        index_sets[from..to].iter().map(|&set| u64::from(set)).filter(|&set| remaining.contains(set)),
                     );
+                    from = to;
                 }
                 out.sort_unstable();
                 out.dedup();
@@ -210,11 +203,7 @@ impl Sets {
                 it.advance_to(start);
                 out.extend(it.take(max.saturating_sub(out.len())).map(|b| Member::Any(BlockId(b)).key()));
             }
-            Sets::Ranges { remaining, .. } | Sets::Explicit { remaining, .. } => {
-                let mut it = remaining.iter();
-                it.advance_to(from);
-                out.extend(it.take(max.saturating_sub(out.len())));
-            }
+            Sets::Ranges { remaining, .. } | Sets::Explicit { remaining, .. } => remaining.next_keys(from, max, out),
         }
     }
 
@@ -227,12 +216,20 @@ impl Sets {
         }
     }
 
-    /// Removes the singleton sets `keys` (one bitmap subtraction instead of
-    /// a removal each). Returns how many were outstanding.
-    pub(crate) fn remove_singletons(&mut self, keys: &[u64]) -> u64 {
-        let Sets::Singletons { remaining } = self else { panic!("not a singleton store") };
-        let taken: MemberBitmap = keys.iter().map(|&k| Member::from_key(k)).collect();
-        remaining.subtract(&taken)
+    /// Removes the outstanding sets `keys` (distinct); returns how many
+    /// were outstanding. Singletons go in one bitmap subtraction: removing
+    /// members one by one from run-compressed containers (a whole-cluster
+    /// scrub) splits a run each time.
+    pub(crate) fn remove_all(&mut self, keys: &[u64]) -> u64 {
+        match self {
+            Sets::Singletons { remaining } => {
+                let taken: MemberBitmap = keys.iter().map(|&k| Member::from_key(k)).collect();
+                remaining.subtract(&taken)
+            }
+            Sets::Ranges { remaining, .. } | Sets::Explicit { remaining, .. } => {
+                keys.iter().map(|&k| u64::from(remaining.remove(k))).sum()
+            }
+        }
     }
 
     /// Approximate memory held, for the planner's own accounting.
@@ -241,17 +238,93 @@ impl Sets {
             Sets::Singletons { remaining } => remaining.heap_bytes(),
             Sets::Ranges { starts, lens, remaining, declared_blocks } => {
                 (starts.capacity() * 8 + lens.capacity() * 4) as u64
-                    + remaining.serialized_size() as u64
+                    + remaining.heap_bytes()
                     + declared_blocks.serialized_size() as u64
             }
             Sets::Explicit { member_keys, offsets, index_blocks, index_sets, remaining, declared_blocks } => {
                 (member_keys.capacity() * 8 + offsets.capacity() * 4 + index_blocks.capacity() * 8) as u64
                     + index_sets.capacity() as u64 * 4
-                    + remaining.serialized_size() as u64
+                    + remaining.heap_bytes()
                     + declared_blocks.serialized_size() as u64
             }
         }
     }
+}
+
+/// The outstanding sets of a range or explicit store, by index: one bit
+/// per set declared (a set itself takes at least 12 bytes), so a lookup or
+/// a removal is one word, where a roaring bitmap of a shrinking range
+/// searches split runs.
+#[derive(Debug)]
+pub(crate) struct Outstanding {
+    bits: FixedBitSet,
+    count: u64,
+}
+
+impl Outstanding {
+    fn all(sets: usize) -> Outstanding {
+        let mut bits = FixedBitSet::with_capacity(sets);
+        bits.insert_range(..);
+        Outstanding { bits, count: sets as u64 }
+    }
+
+    fn len(&self) -> u64 {
+        self.count
+    }
+
+    fn contains(&self, set: u64) -> bool {
+        usize::try_from(set).is_ok_and(|i| self.bits.contains(i))
+    }
+
+    /// Returns whether `set` was outstanding.
+    fn remove(&mut self, set: u64) -> bool {
+        let was = self.contains(set);
+        if was {
+            self.bits.set(set as usize, false);
+            self.count -= 1;
+        }
+        was
+    }
+
+    /// Appends outstanding sets `>= from`, ascending, until `out` holds `max`.
+    fn next_keys(&self, from: u64, max: usize, out: &mut Vec<u64>) {
+        let words = self.bits.as_slice();
+        let Ok(from) = usize::try_from(from) else { return };
+        const BITS: usize = usize::BITS as usize;
+        let mut word = from / BITS;
+        // Bits below `from` in its word are masked off.
+        let mut bits = words.get(word).map_or(0, |&w| w & (usize::MAX << (from % BITS)));
+        while out.len() < max {
+            if bits == 0 {
+                word += 1;
+                match words.get(word) {
+                    Some(&w) => bits = w,
+                    None => return,
+                }
+                continue;
+            }
+            out.push((word * BITS + bits.trailing_zeros() as usize) as u64);
+            bits &= bits - 1;
+        }
+    }
+
+    fn heap_bytes(&self) -> u64 {
+        std::mem::size_of_val(self.bits.as_slice()) as u64
+    }
+}
+
+/// The number of leading elements of `sorted` that satisfy `pred`, which
+/// must hold for a prefix only: like `partition_point`, but searching
+/// outward from the front first, so a walk of ascending lookups through
+/// one sorted vector costs the log of each step, not of the whole vector.
+fn gallop(sorted: &[u64], pred: impl Fn(u64) -> bool) -> usize {
+    let mut bound = 1;
+    while bound <= sorted.len() && pred(sorted[bound - 1]) {
+        bound *= 2;
+    }
+    let lo = bound / 2;
+    let hi = bound.min(sorted.len());
+    lo + sorted[lo..hi].partition_point(|&x| pred(x))
 }
 
 /// `a ∩ b`. Roaring's `&a & &b` on treemaps clones the smaller map whole
@@ -271,6 +344,37 @@ mod tests {
 
     fn range(start: u64, len: u32) -> BlockRange {
         BlockRange { start: BlockId(start), len }
+    }
+
+    #[test]
+    fn outstanding_walks_from_any_key_and_counts_removals() {
+        let mut sets = Outstanding::all(200);
+        assert!(sets.remove(3) && sets.remove(64) && sets.remove(130));
+        assert!(!sets.remove(3), "removed once");
+        assert!(!sets.remove(200) && !sets.remove(u64::MAX), "out of range");
+        assert_eq!(sets.len(), 197);
+        let mut out = Vec::new();
+        sets.next_keys(62, 4, &mut out);
+        assert_eq!(out, vec![62, 63, 65, 66]);
+        out.clear();
+        sets.next_keys(128, 100, &mut out);
+        assert_eq!(out.len(), 71);
+        assert_eq!(out[..3], [128, 129, 131]);
+        assert_eq!(out.last(), Some(&199));
+        out.clear();
+        sets.next_keys(500, 10, &mut out);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn gallop_matches_partition_point() {
+        let sorted: Vec<u64> = (0..300).map(|i| i * 3).collect();
+        for len in [0, 1, 2, 3, 7, 64, 300] {
+            for probe in 0..=len as u64 * 3 + 1 {
+                let v = &sorted[..len];
+                assert_eq!(gallop(v, |x| x < probe), v.partition_point(|&x| x < probe), "len {len} probe {probe}");
+            }
+        }
     }
 
     #[test]
