@@ -19,7 +19,7 @@ use crate::config::{Budget, LeftoverPolicy, PlannerConfig};
 use crate::declaration::DeclState;
 use crate::sets::Sets;
 use dingo_types::{
-    BlockId, BlockInfo, BlockState, ChunkRef, DeclarationId, DiskId, GroupId, Member, TaskKind, Timestamp, Topology,
+    BlockId, BlockState, ChunkRef, DeclarationId, DiskId, GroupId, Member, TaskKind, Timestamp, Topology,
 };
 use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
@@ -120,6 +120,8 @@ struct QuantumState<'a, T: Topology> {
     report: QuantumReport,
     // Scratch buffers reused across sets.
     members: Vec<Member>,
+    /// Disks of the copies of the block being resolved, by copy number.
+    copy_disks: Vec<Option<DiskId>>,
     staged: Vec<ChunkRead>,
     pending_us: Vec<(DiskId, u64)>,
     keys: Vec<u64>,
@@ -145,6 +147,7 @@ pub(crate) fn schedule_quantum<T: Topology>(
         schedule: Schedule { start: now, ..Schedule::default() },
         report: QuantumReport::default(),
         members: Vec::new(),
+        copy_disks: Vec::new(),
         staged: Vec::new(),
         pending_us: Vec::new(),
         keys: Vec::new(),
@@ -267,8 +270,8 @@ impl<T: Topology> QuantumState<'_, T> {
                     ChunkRef { block: b, copy: self.scheduled_copy(b).expect("touching found it scheduled") }
                 }
             };
-            let info = self.topo.block(chunk.block).expect("a scheduled block exists");
-            let disk = self.topo.copy_disk(chunk).expect("a scheduled chunk is on a live disk");
+            let info = self.topo.block_copies(chunk.block, &mut self.copy_disks).expect("a scheduled block exists");
+            let disk = self.copy_disks[usize::from(chunk.copy)].expect("a scheduled chunk is on a live disk");
             let first_read = u32::try_from(self.schedule.reads.len()).expect("over 4G reads in one quantum");
             self.schedule.reads.push(ChunkRead { chunk, disk, group: info.group, bytes: info.size, physical: false });
             self.schedule.sets.push(ScheduledSet { decl, key, first_read, read_count: 1 });
@@ -367,11 +370,13 @@ impl<T: Topology> QuantumState<'_, T> {
         self.copies.iter().position(|s| s.contains(b.0)).map(|c| c as u8)
     }
 
-    /// For an "any copy" member not yet scheduled: the live copy on the disk
-    /// with the most head-time budget left (lowest copy number on ties).
-    fn pick_copy(&self, b: BlockId, info: &BlockInfo) -> Option<(u8, DiskId)> {
-        (0..info.copies)
-            .filter_map(|copy| self.topo.copy_disk(ChunkRef { block: b, copy }).map(|disk| (copy, disk)))
+    /// For an "any copy" member not yet scheduled, whose copies' disks are
+    /// in `copy_disks`: the live copy on the disk with the most head-time
+    /// budget left (lowest copy number on ties).
+    fn pick_copy(&self) -> Option<(u8, DiskId)> {
+        (0..)
+            .zip(&self.copy_disks)
+            .filter_map(|(copy, disk)| disk.map(|disk| (copy, disk)))
             .max_by_key(|&(copy, disk)| {
                 let left = self.budget.disk_limit_us(disk.0).saturating_sub(self.disk_used_us[disk.0 as usize]);
                 (left, std::cmp::Reverse(copy))
@@ -391,28 +396,27 @@ impl<T: Topology> QuantumState<'_, T> {
         let mut deleted_bytes = 0u64;
         for &m in &self.members {
             let b = m.block();
-            let info = match self.topo.block(b) {
+            let info = match self.topo.block_copies(b, &mut self.copy_disks) {
                 Some(info) if info.state != BlockState::Deleted => info,
                 deleted => {
                     deleted_bytes += deleted.map_or(0, |info| info.size);
                     continue;
                 }
             };
+            let copy_disk = |copy: u8| self.copy_disks.get(usize::from(copy)).copied().flatten();
             let (copy, disk, free) = match m {
                 Member::Copy(c) => {
-                    let Some(disk) = self.topo.copy_disk(c) else { return Take::Misfit };
+                    let Some(disk) = copy_disk(c.copy) else { return Take::Misfit };
                     let free = self.copies.get(usize::from(c.copy)).is_some_and(|s| s.contains(b.0));
                     (c.copy, disk, free)
                 }
                 Member::Any(_) => match if none_scheduled { None } else { self.scheduled_copy(b) } {
                     Some(copy) => {
-                        let Some(disk) = self.topo.copy_disk(ChunkRef { block: b, copy }) else {
-                            return Take::Misfit;
-                        };
+                        let Some(disk) = copy_disk(copy) else { return Take::Misfit };
                         (copy, disk, true)
                     }
                     None => {
-                        let Some((copy, disk)) = self.pick_copy(b, &info) else { return Take::Misfit };
+                        let Some((copy, disk)) = self.pick_copy() else { return Take::Misfit };
                         (copy, disk, false)
                     }
                 },

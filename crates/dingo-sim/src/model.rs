@@ -415,6 +415,17 @@ impl ClusterModel {
             || (!self.loose_deleted.is_empty() && self.loose_deleted.contains(b))
     }
 
+    /// What [`Topology::block`] says of block `id`, found at `loc`.
+    fn block_at(&self, id: BlockId, loc: &Locator) -> BlockInfo {
+        let region = &self.regions[loc.region];
+        let (copies, group) = match self.schemes[region.scheme].redundancy {
+            Redundancy::Replicated { copies } => (copies, GroupId(id.0)),
+            Redundancy::ErasureCoded { .. } => (1, GroupId(self.member_block(region, loc.stripe, 0))),
+        };
+        let state = if self.deleted_at(id.0, loc) { BlockState::Deleted } else { BlockState::Sealed };
+        BlockInfo { size: self.spec.block_bytes, copies, group, state }
+    }
+
     fn mark_dead(&mut self, file: u64) {
         self.dead_files[(file / 64) as usize] |= 1 << (file % 64);
     }
@@ -634,14 +645,21 @@ fn flush_sorted(pending: &mut [Vec<u64>], out: &mut MemberBitmap) {
 
 impl Topology for ClusterModel {
     fn block(&self, id: BlockId) -> Option<BlockInfo> {
+        self.locate(id.0).map(|loc| self.block_at(id, &loc))
+    }
+
+    fn block_copies(&self, id: BlockId, disks: &mut Vec<Option<DiskId>>) -> Option<BlockInfo> {
+        disks.clear();
         let loc = self.locate(id.0)?;
+        let info = self.block_at(id, &loc);
         let region = &self.regions[loc.region];
-        let (copies, group) = match self.schemes[region.scheme].redundancy {
-            Redundancy::Replicated { copies } => (copies, GroupId(id.0)),
-            Redundancy::ErasureCoded { .. } => (1, GroupId(self.member_block(region, loc.stripe, 0))),
-        };
-        let state = if self.deleted_at(id.0, &loc) { BlockState::Deleted } else { BlockState::Sealed };
-        Some(BlockInfo { size: self.spec.block_bytes, copies, group, state })
+        let live = |disk: u32| (!self.failed[disk as usize]).then_some(DiskId(disk));
+        match self.schemes[region.scheme].redundancy {
+            Redundancy::Replicated { copies } => disks
+                .extend((0..u32::from(copies)).map(|copy| live(self.placement_disk(region, loc.stripe, copy)))),
+            Redundancy::ErasureCoded { .. } => disks.push(live(self.placement_disk(region, loc.stripe, loc.position))),
+        }
+        Some(info)
     }
 
     fn copy_disk(&self, chunk: ChunkRef) -> Option<DiskId> {
@@ -778,6 +796,26 @@ mod tests {
         assert_eq!(m.block(file.start).unwrap().state, BlockState::Deleted);
         let past_end = BlockRange { start: BlockId(m.block_count()), len: 1 };
         assert!(matches!(m.check_range(past_end), Err(BlockProblem::Unknown(_))));
+    }
+
+    #[test]
+    fn block_copies_agrees_with_block_and_copy_disk() {
+        let mut m = small();
+        m.fail_disk(DiskId(5));
+        let file = m.file_blocks(0);
+        m.delete_blocks(&(file.start.0..file.end()).collect());
+        let mut disks = Vec::new();
+        let mut lost = 0;
+        for b in (0..m.block_count() + 2).map(BlockId) {
+            let info = m.block_copies(b, &mut disks);
+            assert_eq!(info, m.block(b), "{b}");
+            let expected: Vec<_> = (0..info.map_or(0, |i| i.copies))
+                .map(|copy| m.copy_disk(ChunkRef { block: b, copy }))
+                .collect();
+            assert_eq!(disks, expected, "{b}");
+            lost += disks.iter().filter(|d| d.is_none()).count();
+        }
+        assert!(lost > 0, "the failed disk's copies show as lost");
     }
 
     #[test]

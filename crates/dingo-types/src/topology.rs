@@ -52,6 +52,18 @@ pub trait Topology {
     /// is lost (its disk failed) or does not exist.
     fn copy_disk(&self, chunk: ChunkRef) -> Option<DiskId>;
 
+    /// The block and, in `disks` (cleared first, indexed by copy number),
+    /// the disk of each copy (`None` for a lost copy); `None` if no such
+    /// block was ever created. The planner resolves every read this way:
+    /// implementations that locate a block by computation or search
+    /// override it to locate the block once for all its copies.
+    fn block_copies(&self, id: BlockId, disks: &mut Vec<Option<DiskId>>) -> Option<BlockInfo> {
+        disks.clear();
+        let info = self.block(id)?;
+        disks.extend((0..info.copies).map(|copy| self.copy_disk(ChunkRef { block: id, copy })));
+        Some(info)
+    }
+
     fn disk_count(&self) -> u32;
 
     fn disk_model(&self, disk: DiskId) -> DiskModel;

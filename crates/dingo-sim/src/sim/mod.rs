@@ -255,12 +255,9 @@ impl Simulation {
             return Ok(false);
         }
         let closed = self.world.close_due(now);
-        if let Some(opt) = &mut self.optimal {
-            for job in &closed {
-                opt.close(job, self.world.model.deleted());
-            }
-        }
-        drop(closed);
+        // Deletions only add up: optimal settles the closed jobs against the
+        // blocks deleted as of now, later on the second core.
+        let deleted_at_close = (self.optimal.is_some() && !closed.is_empty()).then(|| self.world.model.deleted().clone());
         let events = self.world.advance(now, new_work);
         if let Some(decl) = &mut self.declarative {
             decl.note_deleted(&self.world.model, &events.deleted);
@@ -275,19 +272,24 @@ impl Simulation {
             }
         }
         // The modes only read the world from here on: plan the declarative
-        // quantum on one core while the other replays the previous plan and
-        // runs the imperative jobs.
+        // quantum on one core while the other replays the previous plan,
+        // runs the imperative jobs and settles optimal's closed jobs.
         let (world, budget) = (&self.world, self.config.budget(now));
         let hours = now.as_millis() as f64 / 3.6e6;
-        let imperative = self.imperative.as_mut();
-        let run_imperative = move || {
+        let (imperative, optimal) = (self.imperative.as_mut(), self.optimal.as_mut());
+        let other_modes = move || {
+            if let (Some(opt), Some(deleted)) = (optimal, deleted_at_close) {
+                for job in &closed {
+                    opt.close(job, &deleted);
+                }
+            }
             if let Some(imp) = imperative {
                 imp.run_quantum(world, now);
             }
         };
         match &mut self.declarative {
-            Some(decl) => decl.run_quantum(&world.model, now, &budget, hours, run_imperative),
-            None => run_imperative(),
+            Some(decl) => decl.run_quantum(&world.model, now, &budget, hours, other_modes),
+            None => other_modes(),
         }
         for recorder in self.recorders() {
             recorder.end_quantum(hours);
