@@ -584,12 +584,21 @@ impl ClusterModel {
                 if pending.len() <= usize::from(copy) {
                     pending.resize_with(usize::from(copy) + 1, Vec::new);
                 }
-                for region in self.regions.iter().filter(|r| r.scheme == usize::from(slot.scheme)) {
+                for (index, region) in self.regions.iter().enumerate() {
+                    if region.scheme != usize::from(slot.scheme) {
+                        continue;
+                    }
                     let pg = u64::from(slot.pg);
                     let mut stripe = (pg + scheme.pgs - region.stripe_base % scheme.pgs) % scheme.pgs;
                     while stripe < region.stripes {
-                        pending[usize::from(copy)].push(self.member_block(region, stripe, u32::from(slot.position)));
-                        pending_len += 1;
+                        let block = self.member_block(region, stripe, u32::from(slot.position));
+                        // A bit test per chunk: subtracting the deleted
+                        // blocks afterwards cost more than collecting.
+                        let position = u32::from(slot.position);
+                        if !self.deleted_at(block, &Locator { region: index, stripe, position }) {
+                            pending[usize::from(copy)].push(block);
+                            pending_len += 1;
+                        }
                         stripe += scheme.pgs;
                     }
                 }
@@ -600,7 +609,6 @@ impl ClusterModel {
             }
         }
         flush_sorted(&mut pending, &mut out);
-        out.remove_blocks(&self.deleted);
         out
     }
 
@@ -636,7 +644,9 @@ fn flush_sorted(pending: &mut [Vec<u64>], out: &mut MemberBitmap) {
         if blocks.is_empty() {
             continue;
         }
-        blocks.sort_unstable();
+        // A radix sort: the lists run to millions of ids, where a
+        // comparison sort took most of a rebalancing job's set-up.
+        radsort::sort(blocks);
         blocks.dedup();
         let bitmap = RoaringTreemap::from_sorted_iter(blocks.drain(..)).expect("sorted and deduplicated");
         out.insert_copies(copy as u8, &bitmap);
