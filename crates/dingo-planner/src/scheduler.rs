@@ -127,15 +127,23 @@ struct QuantumState<'a, T: Topology> {
     keys: Vec<u64>,
 }
 
-/// Schedules one quantum starting at `now`. `decls` must already be in
-/// priority order. Marks what it schedules as delivered in `decls`.
+/// Schedules one quantum starting at `now` into `buffers` (a spent
+/// schedule whose vectors are reused, or an empty one). `decls` must
+/// already be in priority order. Marks what it schedules as delivered in
+/// `decls`.
 pub(crate) fn schedule_quantum<T: Topology>(
     decls: &mut [&mut DeclState],
     topo: &T,
     now: Timestamp,
     config: &PlannerConfig,
     budget: &Budget,
+    buffers: Schedule,
 ) -> (Schedule, QuantumReport) {
+    let mut schedule = buffers;
+    schedule.start = now;
+    schedule.decls.clear();
+    schedule.sets.clear();
+    schedule.reads.clear();
     let mut q = QuantumState {
         topo,
         budget,
@@ -144,7 +152,7 @@ pub(crate) fn schedule_quantum<T: Topology>(
         disk_used_us: vec![0; topo.disk_count() as usize],
         cluster_left: budget.cluster_bytes,
         exhausted: false,
-        schedule: Schedule { start: now, ..Schedule::default() },
+        schedule,
         report: QuantumReport::default(),
         members: Vec::new(),
         copy_disks: Vec::new(),
@@ -374,13 +382,12 @@ impl<T: Topology> QuantumState<'_, T> {
     /// in `copy_disks`: the live copy on the disk with the most head-time
     /// budget left (lowest copy number on ties).
     fn pick_copy(&self) -> Option<(u8, DiskId)> {
-        (0..)
-            .zip(&self.copy_disks)
-            .filter_map(|(copy, disk)| disk.map(|disk| (copy, disk)))
-            .max_by_key(|&(copy, disk)| {
+        (0..).zip(&self.copy_disks).filter_map(|(copy, disk)| disk.map(|disk| (copy, disk))).max_by_key(
+            |&(copy, disk)| {
                 let left = self.budget.disk_limit_us(disk.0).saturating_sub(self.disk_used_us[disk.0 as usize]);
                 (left, std::cmp::Reverse(copy))
-            })
+            },
+        )
     }
 
     /// Resolves set `key` of `d` to chunk reads and takes it if it fits
@@ -462,8 +469,9 @@ impl<T: Topology> QuantumState<'_, T> {
 
     /// Marks the chunks of `run` scheduled: either one free read, or
     /// physical reads of one copy of consecutive blocks. A read of a chunk
-    /// already scheduled (a set naming it twice) turns free.
-    fn record_physical(&mut self, run: &mut [ChunkRead]) {
+    /// already scheduled (a set naming it twice) turns free; `distinct`
+    /// says the set names each block once (a range), so that cannot happen.
+    fn record_physical(&mut self, run: &mut [ChunkRead], distinct: bool) {
         if !run[0].physical {
             return;
         }
@@ -472,7 +480,7 @@ impl<T: Topology> QuantumState<'_, T> {
             self.copies.resize_with(copy + 1, RoaringTreemap::new);
         }
         let blocks = run[0].chunk.block.0..run[run.len() - 1].chunk.block.0 + 1;
-        if run.len() > 1 && none_in(&self.copies[copy], blocks.clone()) {
+        if run.len() > 1 && (distinct || none_in(&self.copies[copy], blocks.clone())) {
             self.copies[copy].insert_range(blocks.clone());
             self.blocks.insert_range(blocks);
             return;
@@ -494,6 +502,7 @@ impl<T: Topology> QuantumState<'_, T> {
         let first_read = u32::try_from(self.schedule.reads.len()).expect("over 4G reads in one quantum");
         let mut stats = std::mem::take(self.report.task_mut(d.task));
         let mut staged = std::mem::take(&mut self.staged);
+        let distinct = d.sets.range(key).is_some();
         let mut i = 0;
         while i < staged.len() {
             // A run of physical reads of one copy of consecutive blocks (a
@@ -508,7 +517,7 @@ impl<T: Topology> QuantumState<'_, T> {
                     end += 1;
                 }
             }
-            self.record_physical(&mut staged[i..end]);
+            self.record_physical(&mut staged[i..end], distinct);
             for read in &staged[i..end] {
                 stats.logical_bytes += read.bytes;
                 if read.physical {

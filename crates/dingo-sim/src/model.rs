@@ -665,8 +665,9 @@ impl Topology for ClusterModel {
         let region = &self.regions[loc.region];
         let live = |disk: u32| (!self.failed[disk as usize]).then_some(DiskId(disk));
         match self.schemes[region.scheme].redundancy {
-            Redundancy::Replicated { copies } => disks
-                .extend((0..u32::from(copies)).map(|copy| live(self.placement_disk(region, loc.stripe, copy)))),
+            Redundancy::Replicated { copies } => {
+                disks.extend((0..u32::from(copies)).map(|copy| live(self.placement_disk(region, loc.stripe, copy))))
+            }
             Redundancy::ErasureCoded { .. } => disks.push(live(self.placement_disk(region, loc.stripe, loc.position))),
         }
         Some(info)
@@ -819,9 +820,8 @@ mod tests {
         for b in (0..m.block_count() + 2).map(BlockId) {
             let info = m.block_copies(b, &mut disks);
             assert_eq!(info, m.block(b), "{b}");
-            let expected: Vec<_> = (0..info.map_or(0, |i| i.copies))
-                .map(|copy| m.copy_disk(ChunkRef { block: b, copy }))
-                .collect();
+            let expected: Vec<_> =
+                (0..info.map_or(0, |i| i.copies)).map(|copy| m.copy_disk(ChunkRef { block: b, copy })).collect();
             assert_eq!(disks, expected, "{b}");
             lost += disks.iter().filter(|d| d.is_none()).count();
         }

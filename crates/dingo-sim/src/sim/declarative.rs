@@ -190,17 +190,20 @@ impl Declarative {
     ) {
         let Declarative { planner, replay, pending } = self;
         let previous = pending.take();
-        let planned = std::thread::scope(|scope| {
-            scope.spawn(move || {
-                if let Some(previous) = previous {
-                    replay.replay(previous);
-                }
+        let (planned, spent) = std::thread::scope(|scope| {
+            let replaying = scope.spawn(move || {
+                let spent = previous.map(|previous| replay.replay(previous));
                 alongside();
+                spent
             });
             let (schedule, report) = planner.schedule(topo, now, budget);
             planner.retire_finished();
-            PlannedQuantum { schedule, report, budget: budget.clone(), start_hours }
+            let spent = replaying.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (PlannedQuantum { schedule, report, budget: budget.clone(), start_hours }, spent)
         });
+        if let Some(spent) = spent {
+            planner.recycle(spent);
+        }
         *pending = Some(planned);
     }
 
@@ -215,8 +218,9 @@ impl Declarative {
 impl Replay {
     /// Dispatches one planned quantum and replays its groups in order: each
     /// group's directives first, then its reads, each one free only if its
-    /// chunk is pinned and already read. Closes the quantum's record.
-    fn replay(&mut self, planned: PlannedQuantum) {
+    /// chunk is pinned and already read. Closes the quantum's record and
+    /// returns the spent schedule, for the planner to reuse.
+    fn replay(&mut self, planned: PlannedQuantum) -> Schedule {
         let PlannedQuantum { schedule, report, budget, start_hours } = planned;
         let planned_bytes = schedule.physical_bytes();
         if planned_bytes > budget.cluster_bytes || self.over_disk_budget(&schedule, &budget) {
@@ -249,6 +253,7 @@ impl Replay {
         point.planned_disk_bytes = Some(planned_bytes);
         point.max_disk_pinned_bytes = Some(max_pinned);
         self.recorder.end_quantum(start_hours);
+        schedule
     }
 
     /// Whether the plan schedules more head time on some disk than its budget.

@@ -257,7 +257,8 @@ impl Simulation {
         let closed = self.world.close_due(now);
         // Deletions only add up: optimal settles the closed jobs against the
         // blocks deleted as of now, later on the second core.
-        let deleted_at_close = (self.optimal.is_some() && !closed.is_empty()).then(|| self.world.model.deleted().clone());
+        let deleted_at_close =
+            (self.optimal.is_some() && !closed.is_empty()).then(|| self.world.model.deleted().clone());
         let events = self.world.advance(now, new_work);
         if let Some(decl) = &mut self.declarative {
             decl.note_deleted(&self.world.model, &events.deleted);
