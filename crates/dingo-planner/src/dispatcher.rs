@@ -218,13 +218,20 @@ impl Packer {
     /// Adds the set at position `pos` of the order, with its reads, for `task`.
     fn add(&mut self, pos: u32, reads: &[ChunkRead], task: TaskKind) {
         let g = self.group_index();
-        let added_pins: u64 = reads
-            .iter()
-            .filter(|r| self.chunks.get(&Member::Copy(r.chunk).key()).is_some_and(|u| u.group == g && u.readers == 1))
-            .map(|r| r.bytes)
-            .sum();
-        if pos > self.open.start && self.open.pinned_bytes + added_pins > self.cache_budget {
-            self.close(pos);
+        // The set pins at most all its bytes: only near the budget is it
+        // worth looking its chunks up to count what it would add.
+        let at_most: u64 = reads.iter().map(|r| r.bytes).sum();
+        if pos > self.open.start && self.open.pinned_bytes + at_most > self.cache_budget {
+            let added_pins: u64 = reads
+                .iter()
+                .filter(|r| {
+                    self.chunks.get(&Member::Copy(r.chunk).key()).is_some_and(|u| u.group == g && u.readers == 1)
+                })
+                .map(|r| r.bytes)
+                .sum();
+            if self.open.pinned_bytes + added_pins > self.cache_budget {
+                self.close(pos);
+            }
         }
         let g = self.group_index();
         for r in reads {

@@ -6,7 +6,7 @@
 
 use super::stats::{Recorder, Source};
 use super::world::{Job, JobSets, World};
-use dingo_types::{BlockId, ChunkRef, DiskId, Member, TaskKind, Timestamp, Topology};
+use dingo_types::{BlockId, BlockInfo, BlockState, ChunkRef, DiskId, Member, TaskKind, Timestamp, Topology};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -59,11 +59,13 @@ pub struct Imperative {
     lru: Lru,
     walks: BTreeMap<u32, Walk>,
     quantum: Duration,
+    /// Scratch: the disks of the copies of the block being read.
+    copy_disks: Vec<Option<DiskId>>,
 }
 
 impl Imperative {
     pub fn new(disks: u32, lru_ways: usize, quantum: Duration, recorder: Recorder) -> Imperative {
-        Imperative { recorder, lru: Lru::new(disks, lru_ways), walks: BTreeMap::new(), quantum }
+        Imperative { recorder, lru: Lru::new(disks, lru_ways), walks: BTreeMap::new(), quantum, copy_disks: Vec::new() }
     }
 
     pub fn start(&mut self, job: &Job) {
@@ -139,7 +141,10 @@ impl Imperative {
                     let mut it = bitmap.iter();
                     it.advance_to(start);
                     for b in it {
-                        if deleted.contains(b) {
+                        // The block's state, not a search of the deleted set:
+                        // a whole-cluster scrub reads millions a quantum.
+                        let info = model.block_copies(BlockId(b), &mut self.copy_disks);
+                        if info.is_some_and(|info| info.state == BlockState::Deleted) {
                             self.recorder.elided(job.task, block_bytes);
                             continue;
                         }
@@ -147,7 +152,9 @@ impl Imperative {
                             0 => Member::Any(BlockId(b)),
                             s => Member::Copy(ChunkRef { block: BlockId(b), copy: s as u8 - 1 }),
                         };
-                        self.read(world, job.task, member);
+                        if let Some(info) = info {
+                            self.read_resolved(job.task, member, &info);
+                        }
                         taken += 1;
                         if taken == quota {
                             walk.cursor = (slot << 56) | (b + 1);
@@ -161,15 +168,28 @@ impl Imperative {
     }
 
     fn read(&mut self, world: &World, task: TaskKind, member: Member) {
-        let model = &world.model;
-        let Some(info) = model.block(member.block()) else { return };
-        let chunk = match member {
-            Member::Copy(c) => Some(c),
+        if let Some(info) = world.model.block_copies(member.block(), &mut self.copy_disks) {
+            self.read_resolved(task, member, &info);
+        }
+    }
+
+    /// Reads `member`, whose block and copies' disks were just resolved
+    /// into `info` and `self.copy_disks`.
+    fn read_resolved(&mut self, task: TaskKind, member: Member, info: &BlockInfo) {
+        let (chunk, disk) = match member {
+            Member::Copy(c) => match self.copy_disks.get(usize::from(c.copy)).copied().flatten() {
+                Some(disk) => (c, disk),
+                None => return,
+            },
             Member::Any(block) => {
-                (0..info.copies).map(|copy| ChunkRef { block, copy }).find(|&c| model.copy_disk(c).is_some())
+                let Some((copy, disk)) =
+                    (0..).zip(&self.copy_disks).find_map(|(copy, disk)| disk.map(|disk| (copy, disk)))
+                else {
+                    return;
+                };
+                (ChunkRef { block, copy }, disk)
             }
         };
-        let Some((chunk, disk)) = chunk.and_then(|c| model.copy_disk(c).map(|d| (c, d))) else { return };
         let source = match self.lru.access(disk, Member::Copy(chunk).key(), task) {
             Some(owner) => Source::Cache(owner),
             None => Source::Disk(disk),
