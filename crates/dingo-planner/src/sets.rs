@@ -96,6 +96,14 @@ impl Sets {
         }
     }
 
+    #[cfg(test)]
+    fn is_outstanding(&self, key: u64) -> bool {
+        match self {
+            Sets::Singletons { remaining } => remaining.contains(Member::from_key(key)),
+            Sets::Ranges { remaining, .. } | Sets::Explicit { remaining, .. } => remaining.contains(key),
+        }
+    }
+
     /// The blocks of set `key` if this is a range store.
     pub(crate) fn range(&self, key: u64) -> Option<std::ops::Range<u64>> {
         match self {
@@ -142,6 +150,15 @@ impl Sets {
                     );
                 }
                 out.extend(intersection(remaining.any(), blocks).iter().map(|b| Member::Any(BlockId(b)).key()));
+            }
+            Sets::Ranges { starts, lens, remaining, .. } if remaining.len() <= RANGE_PROBE_LIMIT => {
+                // Few ranges left: probe each, where intersecting the
+                // declared blocks would copy a bitmap container of
+                // `blocks` for every container the ranges span.
+                out.extend(remaining.iter().filter(|&idx| {
+                    let start = starts[idx as usize];
+                    blocks.range_cardinality(start..start + u64::from(lens[idx as usize])) > 0
+                }));
             }
             Sets::Ranges { starts, lens, remaining, declared_blocks } => {
                 // Blocks come in ascending order and a range holds many:
@@ -251,6 +268,10 @@ impl Sets {
     }
 }
 
+/// Outstanding ranges up to which [`Sets::touching`] probes each range
+/// instead of intersecting bitmaps.
+const RANGE_PROBE_LIMIT: u64 = 1 << 16;
+
 /// The outstanding sets of a range or explicit store, by index: one bit
 /// per set declared (a set itself takes at least 12 bytes), so a lookup or
 /// a removal is one word, where a roaring bitmap of a shrinking range
@@ -306,6 +327,10 @@ impl Outstanding {
             out.push((word * BITS + bits.trailing_zeros() as usize) as u64);
             bits &= bits - 1;
         }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = u64> + '_ {
+        self.bits.ones().map(|i| i as u64)
     }
 
     fn heap_bytes(&self) -> u64 {
@@ -397,6 +422,26 @@ mod tests {
         sets.touching(&scheduled, None, &mut out);
         assert_eq!(out, vec![2]);
         assert_eq!(sets.remaining_count(), 2);
+    }
+
+    #[test]
+    fn ranges_touching_is_the_same_probed_or_intersected() {
+        // Just over the probe limit, then under it once some are taken.
+        let count = RANGE_PROBE_LIMIT + 1;
+        let ranges: Vec<BlockRange> = (0..count).map(|i| range(i * 10, 3)).collect();
+        let mut sets = Sets::ranges(&ranges);
+        let scheduled: RoaringTreemap = (0..count * 10).filter(|b| b % 7 == 0).collect();
+        let expected = |sets: &Sets| -> Vec<u64> {
+            (0..count).filter(|&i| sets.is_outstanding(i) && (i * 10..i * 10 + 3).any(|b| b % 7 == 0)).collect()
+        };
+        let mut out = Vec::new();
+        sets.touching(&scheduled, None, &mut out);
+        assert_eq!(out, expected(&sets), "intersected");
+        for key in (0..count).step_by(2) {
+            sets.remove(key);
+        }
+        sets.touching(&scheduled, None, &mut out);
+        assert_eq!(out, expected(&sets), "probed");
     }
 
     #[test]
