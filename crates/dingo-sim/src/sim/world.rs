@@ -20,6 +20,7 @@ use crate::model::{ClusterModel, ModelError, Redundancy};
 use crate::rng::SplitMix64;
 use crate::workload::surviving_set;
 use dingo_types::{BlockRange, BlockSet, DiskId, Member, MemberBitmap, ReadSets, TaskKind, Timestamp, Topology};
+use fixedbitset::FixedBitSet;
 use roaring::RoaringTreemap;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -175,7 +176,7 @@ pub struct World {
     delete_cursor: FileCursor,
     scrub_cursor: u32,
     /// Files a pending rewrite owns; nobody else rewrites or deletes them.
-    claimed: RoaringTreemap,
+    claimed: ClaimedFiles,
     jobs: BTreeMap<u32, Job>,
     pending_commits: Vec<Commit>,
     next_job: u32,
@@ -214,7 +215,7 @@ impl World {
             ingest_carry: 0.0,
             delete_cursor: FileCursor::default(),
             scrub_cursor: 0,
-            claimed: RoaringTreemap::new(),
+            claimed: ClaimedFiles::default(),
             jobs: BTreeMap::new(),
             pending_commits: Vec::new(),
             next_job: 0,
@@ -549,6 +550,33 @@ impl Rates {
 
 /// Mean reconstruction read bytes of one disk failure: each lost chunk of a
 /// replicated block costs one read, of an RS k-of-n stripe k reads.
+/// A set of file ids, one bit per file: random picks of files test it
+/// millions of times a quantum, most of them on files long deleted.
+#[derive(Debug, Default)]
+struct ClaimedFiles(FixedBitSet);
+
+impl ClaimedFiles {
+    fn insert(&mut self, file: u64) {
+        let i = usize::try_from(file).expect("file ids fit in memory");
+        if i >= self.0.len() {
+            self.0.grow(i + 1);
+        }
+        self.0.insert(i);
+    }
+
+    fn remove(&mut self, file: u64) {
+        if let Ok(i) = usize::try_from(file)
+            && i < self.0.len()
+        {
+            self.0.set(i, false);
+        }
+    }
+
+    fn contains(&self, file: u64) -> bool {
+        usize::try_from(file).is_ok_and(|i| self.0.contains(i))
+    }
+}
+
 fn bytes_per_failure(model: &ClusterModel) -> f64 {
     let reads: f64 = (0..model.scheme_count())
         .map(|s| {
@@ -586,6 +614,18 @@ fn poisson(rng: &mut SplitMix64, mean: f64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn claimed_files_grow_on_demand_and_forget_cleanly() {
+        let mut claimed = ClaimedFiles::default();
+        assert!(!claimed.contains(5));
+        claimed.remove(1 << 40);
+        claimed.insert(70);
+        claimed.insert(3);
+        assert!(claimed.contains(70) && claimed.contains(3) && !claimed.contains(4));
+        claimed.remove(70);
+        assert!(!claimed.contains(70) && claimed.contains(3));
+    }
 
     #[test]
     fn poisson_draws_have_the_right_mean() {
