@@ -5,7 +5,8 @@
 //! is really pinned and already read when the read happens.
 //!
 //! Planning is the critical path of a run, so a quantum's dispatch and
-//! replay run on a second core while the next quantum is planned.
+//! replay run on a thread of their own while the world advances and the
+//! next quantum is planned.
 
 use super::stats::{Recorder, Source};
 use super::world::Job;
@@ -14,6 +15,7 @@ use dingo_types::{ChunkRef, Member, TaskKind, Timestamp, Topology};
 use roaring::RoaringTreemap;
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
+use std::thread::JoinHandle;
 
 /// A chunk pinned in a disk's reserved cache region.
 #[derive(Clone, Copy, Debug)]
@@ -136,9 +138,17 @@ struct PlannedQuantum {
 
 pub struct Declarative {
     pub planner: Planner,
-    pub replay: Replay,
-    /// The last quantum planned, replayed while the next one is planned.
-    pending: Option<PlannedQuantum>,
+    /// The replay side: here while idle, or replaying the last plan on a
+    /// thread of its own.
+    replay: ReplayState,
+}
+
+enum ReplayState {
+    Idle(Replay),
+    /// Replaying a plan; hands back the replay and the spent schedule.
+    Busy(JoinHandle<(Replay, Schedule)>),
+    /// Only while switching between the two.
+    Switching,
 }
 
 /// The cluster side of declarative mode: dispatches planned quanta and
@@ -153,11 +163,13 @@ pub struct Replay {
 
 impl Declarative {
     pub fn new(config: PlannerConfig, disks: u32, cache_per_disk: u64, recorder: Recorder) -> Declarative {
-        Declarative {
-            planner: Planner::new(config.clone()),
-            replay: Replay { config, cache: PinCache::new(disks, cache_per_disk), recorder, over_budget_quanta: 0 },
-            pending: None,
-        }
+        let replay = Replay {
+            config: config.clone(),
+            cache: PinCache::new(disks, cache_per_disk),
+            recorder,
+            over_budget_quanta: 0,
+        };
+        Declarative { planner: Planner::new(config), replay: ReplayState::Idle(replay) }
     }
 
     pub fn declare(&mut self, topo: &impl Topology, job: &Job) -> Result<(), DeclareError> {
@@ -176,10 +188,11 @@ impl Declarative {
     }
 
     /// Plans the quantum starting at `now` (at `start_hours`) on this core
-    /// while another replays the previous quantum and then runs
-    /// `alongside`. The planner never waits for a replay: replays only
-    /// read plans, so the pipeline gives the same results as running the
-    /// two in turn. [`Self::flush`] replays the last plan.
+    /// while another runs `alongside`, then hands the plan to the replay
+    /// thread. A plan's replay thus runs from the end of its planning to
+    /// the end of the next quantum's, beside the world's advance and the
+    /// next planning. The planner never waits for a replay: replays only
+    /// read plans, so this gives the same results as running them in turn.
     pub fn run_quantum(
         &mut self,
         topo: &impl Topology,
@@ -188,30 +201,36 @@ impl Declarative {
         start_hours: f64,
         alongside: impl FnOnce() + Send,
     ) {
-        let Declarative { planner, replay, pending } = self;
-        let previous = pending.take();
-        let (planned, spent) = std::thread::scope(|scope| {
-            let replaying = scope.spawn(move || {
-                let spent = previous.map(|previous| replay.replay(previous));
-                alongside();
-                spent
-            });
+        let planner = &mut self.planner;
+        let planned = std::thread::scope(|scope| {
+            scope.spawn(alongside);
             let (schedule, report) = planner.schedule(topo, now, budget);
             planner.retire_finished();
-            let spent = replaying.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (PlannedQuantum { schedule, report, budget: budget.clone(), start_hours }, spent)
+            PlannedQuantum { schedule, report, budget: budget.clone(), start_hours }
         });
-        if let Some(spent) = spent {
-            planner.recycle(spent);
-        }
-        *pending = Some(planned);
+        let mut replay = self.idle_replay();
+        self.replay = ReplayState::Busy(std::thread::spawn(move || {
+            let spent = replay.replay(planned);
+            (replay, spent)
+        }));
     }
 
-    /// Replays the quantum planned last, if any.
-    pub fn flush(&mut self) {
-        if let Some(planned) = self.pending.take() {
-            self.replay.replay(planned);
+    /// Waits for the replay in flight, if any; recycles its schedule.
+    fn idle_replay(&mut self) -> Replay {
+        match std::mem::replace(&mut self.replay, ReplayState::Switching) {
+            ReplayState::Idle(replay) => replay,
+            ReplayState::Busy(replaying) => {
+                let (replay, spent) = replaying.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                self.planner.recycle(spent);
+                replay
+            }
+            ReplayState::Switching => unreachable!("a replay is always idle or busy between calls"),
         }
+    }
+
+    /// The replay side once every plan is replayed.
+    pub fn finish(mut self) -> Replay {
+        self.idle_replay()
     }
 }
 

@@ -327,9 +327,6 @@ impl Simulation {
     /// The results. Optimal's jobs still open (only if the hard stop hit)
     /// are settled now.
     pub fn finish(mut self) -> SimResult {
-        if let Some(decl) = &mut self.declarative {
-            decl.flush();
-        }
         if let Some(opt) = &mut self.optimal {
             for job in self.world.close_due(Timestamp(u64::MAX)) {
                 opt.close(&job, self.world.model.deleted());
@@ -349,7 +346,7 @@ impl Simulation {
         let mut over_budget_quanta = 0;
         let mut refused_pin_bytes = 0;
         let declarative = self.declarative.map(|m| {
-            let replay = m.replay;
+            let replay = m.finish();
             over_budget_quanta = replay.over_budget_quanta;
             refused_pin_bytes = replay.cache.refused_bytes;
             let wanted = replay.cache.max_disk_wanted;
