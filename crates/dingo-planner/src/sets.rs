@@ -233,16 +233,14 @@ impl Sets {
         }
     }
 
-    /// Removes the outstanding sets `keys` (distinct); returns how many
-    /// were outstanding. Singletons go in one bitmap subtraction: removing
-    /// members one by one from run-compressed containers (a whole-cluster
-    /// scrub) splits a run each time.
+    /// Removes the outstanding sets `keys` (strictly ascending, as
+    /// [`Self::touching`] lists them); returns how many were outstanding.
+    /// Singletons go in one bitmap subtraction: removing members one by one
+    /// from run-compressed containers (a whole-cluster scrub) splits a run
+    /// each time.
     pub(crate) fn remove_all(&mut self, keys: &[u64]) -> u64 {
         match self {
-            Sets::Singletons { remaining } => {
-                let taken: MemberBitmap = keys.iter().map(|&k| Member::from_key(k)).collect();
-                remaining.subtract(&taken)
-            }
+            Sets::Singletons { remaining } => remaining.subtract(&MemberBitmap::from_sorted_keys(keys)),
             Sets::Ranges { remaining, .. } | Sets::Explicit { remaining, .. } => {
                 keys.iter().map(|&k| u64::from(remaining.remove(k))).sum()
             }

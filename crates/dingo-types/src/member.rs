@@ -170,6 +170,22 @@ impl MemberBitmap {
         before - self.len()
     }
 
+    /// The members whose [`Member::key`]s are `keys`, which must be strictly
+    /// ascending (panics otherwise): each bitmap is built by appending, where
+    /// inserting millions of keys one by one searches for each.
+    pub fn from_sorted_keys(keys: &[u64]) -> MemberBitmap {
+        let mut out = MemberBitmap::new();
+        for run in keys.chunk_by(|a, b| a >> 56 == b >> 56) {
+            let blocks = RoaringTreemap::from_sorted_iter(run.iter().map(|&k| k & MAX_BLOCK_ID))
+                .expect("member keys in strictly ascending order");
+            match run[0] >> 56 {
+                ANY_TAG => out.any = blocks,
+                copy => *out.copy_mut(copy as u8) = blocks,
+            }
+        }
+        out
+    }
+
     /// Removes every member of `other`; returns how many went.
     pub fn subtract(&mut self, other: &MemberBitmap) -> u64 {
         let before = self.len();
@@ -225,6 +241,29 @@ mod tests {
             let listed: std::collections::BTreeSet<Member> = bitmap.iter().collect();
             prop_assert_eq!(listed, set);
         }
+    }
+
+    #[test]
+    fn from_sorted_keys_matches_inserting_one_by_one() {
+        let members = [
+            Member::Copy(ChunkRef { block: BlockId(7), copy: 0 }),
+            Member::Copy(ChunkRef { block: BlockId(9), copy: 0 }),
+            Member::Copy(ChunkRef { block: BlockId(1 << 40), copy: 2 }),
+            Member::Any(BlockId(3)),
+            Member::Any(BlockId(5)),
+        ];
+        let keys: Vec<u64> = members.iter().map(|m| m.key()).collect();
+        assert!(keys.is_sorted());
+        let built = MemberBitmap::from_sorted_keys(&keys);
+        assert_eq!(built.iter().collect::<Vec<_>>(), MemberBitmap::from_iter(members).iter().collect::<Vec<_>>());
+        assert!(MemberBitmap::from_sorted_keys(&[]).is_empty());
+    }
+
+    #[test]
+    #[should_panic(expected = "ascending")]
+    fn from_sorted_keys_rejects_unsorted_keys() {
+        let keys = [Member::Any(BlockId(5)).key(), Member::Any(BlockId(3)).key()];
+        MemberBitmap::from_sorted_keys(&keys);
     }
 
     #[test]
