@@ -144,9 +144,9 @@ pub struct Declarative {
 }
 
 enum ReplayState {
-    Idle(Replay),
+    Idle(Box<Replay>),
     /// Replaying a plan; hands back the replay and the spent schedule.
-    Busy(JoinHandle<(Replay, Schedule)>),
+    Busy(JoinHandle<(Box<Replay>, Schedule)>),
     /// Only while switching between the two.
     Switching,
 }
@@ -169,7 +169,7 @@ impl Declarative {
             recorder,
             over_budget_quanta: 0,
         };
-        Declarative { planner: Planner::new(config), replay: ReplayState::Idle(replay) }
+        Declarative { planner: Planner::new(config), replay: ReplayState::Idle(Box::new(replay)) }
     }
 
     pub fn declare(&mut self, topo: &impl Topology, job: &Job) -> Result<(), DeclareError> {
@@ -216,7 +216,7 @@ impl Declarative {
     }
 
     /// Waits for the replay in flight, if any; recycles its schedule.
-    fn idle_replay(&mut self) -> Replay {
+    fn idle_replay(&mut self) -> Box<Replay> {
         match std::mem::replace(&mut self.replay, ReplayState::Switching) {
             ReplayState::Idle(replay) => replay,
             ReplayState::Busy(replaying) => {
@@ -230,7 +230,7 @@ impl Declarative {
 
     /// The replay side once every plan is replayed.
     pub fn finish(mut self) -> Replay {
-        self.idle_replay()
+        *self.idle_replay()
     }
 }
 
