@@ -17,6 +17,7 @@ use dingo_client::Client;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
@@ -147,8 +148,47 @@ fn port(base: u16, offset: usize) -> Result<u16, ClusterError> {
         return u16::try_from(usize::from(base) + offset)
             .map_err(|_| ClusterError::Port(std::io::Error::other("port number beyond 65535")));
     }
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(ClusterError::Port)?;
-    Ok(l.local_addr().map_err(ClusterError::Port)?.port())
+    free_port()
+}
+
+/// The first port of the kernel's ephemeral range (Linux's default if
+/// unknown).
+fn ephemeral_port_start() -> u16 {
+    fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
+}
+
+/// Lowest port [`free_port`] hands out.
+const FIRST_FREE_PORT: u16 = 10_000;
+
+/// A port nothing listens on, for a daemon to bind a moment later.
+///
+/// Every port of a cluster is chosen before its daemons start, and the
+/// daemons connect to each other while starting: a port the kernel picked
+/// (`bind` to port 0) lies in its ephemeral range, where one of those
+/// outgoing connections could take it before its daemon binds it ("address
+/// already in use"). So ports come from below the ephemeral range, in turn
+/// from a per-process starting point, so that concurrent clusters of one
+/// process never share one and other processes rarely do.
+fn free_port() -> Result<u16, ClusterError> {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let span = u32::from(ephemeral_port_start().saturating_sub(FIRST_FREE_PORT));
+    if span < 1024 {
+        // No room below the ephemeral range: let the kernel choose.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(ClusterError::Port)?;
+        return Ok(l.local_addr().map_err(ClusterError::Port)?.port());
+    }
+    let start = std::process::id().wrapping_mul(7919) % span;
+    for _ in 0..span {
+        let offset = (start + NEXT.fetch_add(1, Ordering::Relaxed)) % span;
+        let candidate = FIRST_FREE_PORT + offset as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", candidate)).is_ok() {
+            return Ok(candidate);
+        }
+    }
+    Err(ClusterError::Port(std::io::Error::other("no free port below the ephemeral range")))
 }
 
 impl LocalCluster {
@@ -362,5 +402,26 @@ impl LocalCluster {
 impl Drop for LocalCluster {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_ports_are_distinct_bindable_and_outside_the_ephemeral_range() {
+        let ports: Vec<u16> = (0..50).map(|_| free_port().unwrap()).collect();
+        let mut distinct = ports.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), ports.len(), "a process never hands out a port twice in a row");
+        let ephemeral_start = ephemeral_port_start();
+        for port in ports {
+            if ephemeral_start >= FIRST_FREE_PORT + 1024 {
+                assert!((FIRST_FREE_PORT..ephemeral_start).contains(&port), "{port}");
+            }
+            std::net::TcpListener::bind(("127.0.0.1", port)).expect("free port is bindable");
+        }
     }
 }
