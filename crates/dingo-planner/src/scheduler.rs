@@ -17,7 +17,7 @@
 use crate::accounting::QuantumReport;
 use crate::config::{Budget, LeftoverPolicy, PlannerConfig};
 use crate::declaration::DeclState;
-use crate::sets::Sets;
+use crate::sets::{Sets, none_in};
 use dingo_types::{
     BlockId, BlockState, ChunkRef, DeclarationId, DiskId, GroupId, Member, TaskKind, Timestamp, Topology,
 };
@@ -209,14 +209,6 @@ pub(crate) fn schedule_quantum<T: Topology>(
     q.report.total_head_time_us = q.disk_used_us.iter().sum();
     q.report.budget_exhausted = q.exhausted;
     (q.schedule, q.report)
-}
-
-/// Whether `bitmap` holds nothing in `range` (one seek; counting the range
-/// would scan whole bitmap containers).
-fn none_in(bitmap: &RoaringTreemap, range: std::ops::Range<u64>) -> bool {
-    let mut it = bitmap.iter();
-    it.advance_to(range.start);
-    it.next().is_none_or(|b| b >= range.end)
 }
 
 impl<T: Topology> QuantumState<'_, T> {

@@ -590,11 +590,11 @@ impl ClusterModel {
                     }
                     let pg = u64::from(slot.pg);
                     let mut stripe = (pg + scheme.pgs - region.stripe_base % scheme.pgs) % scheme.pgs;
+                    let position = u32::from(slot.position);
                     while stripe < region.stripes {
-                        let block = self.member_block(region, stripe, u32::from(slot.position));
+                        let block = self.member_block(region, stripe, position);
                         // A bit test per chunk: subtracting the deleted
                         // blocks afterwards cost more than collecting.
-                        let position = u32::from(slot.position);
                         if !self.deleted_at(block, &Locator { region: index, stripe, position }) {
                             pending[usize::from(copy)].push(block);
                             pending_len += 1;

@@ -256,7 +256,7 @@ impl Simulation {
         }
         let closed = self.world.close_due(now);
         // Deletions only add up: optimal settles the closed jobs against the
-        // blocks deleted as of now, later on the second core.
+        // blocks deleted as of now, later on another thread.
         let deleted_at_close =
             (self.optimal.is_some() && !closed.is_empty()).then(|| self.world.model.deleted().clone());
         let events = self.world.advance(now, new_work);
@@ -273,8 +273,9 @@ impl Simulation {
             }
         }
         // The modes only read the world from here on: plan the declarative
-        // quantum on one core while the other replays the previous plan,
-        // runs the imperative jobs and settles optimal's closed jobs.
+        // quantum on this thread while another runs the imperative jobs and
+        // settles optimal's closed jobs (the previous plan's replay runs on
+        // a third, see `Declarative::run_quantum`).
         let (world, budget) = (&self.world, self.config.budget(now));
         let hours = now.as_millis() as f64 / 3.6e6;
         let (imperative, optimal) = (self.imperative.as_mut(), self.optimal.as_mut());

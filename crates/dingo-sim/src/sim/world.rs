@@ -548,8 +548,6 @@ impl Rates {
     }
 }
 
-/// Mean reconstruction read bytes of one disk failure: each lost chunk of a
-/// replicated block costs one read, of an RS k-of-n stripe k reads.
 /// A set of file ids, one bit per file: random picks of files test it
 /// millions of times a quantum, most of them on files long deleted.
 #[derive(Debug, Default)]
@@ -577,6 +575,8 @@ impl ClaimedFiles {
     }
 }
 
+/// Mean reconstruction read bytes of one disk failure: each lost chunk of a
+/// replicated block costs one read, of an RS k-of-n stripe k reads.
 fn bytes_per_failure(model: &ClusterModel) -> f64 {
     let reads: f64 = (0..model.scheme_count())
         .map(|s| {
