@@ -81,7 +81,7 @@ pub async fn run(cfg: MetaConfig, shutdown: impl Future<Output = ()> + Send + 's
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
         )
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(dingo_proto::accept_nodelay(listener), shutdown)
         .await;
     if let Some(task) = metrics_task {
         task.abort();

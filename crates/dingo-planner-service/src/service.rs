@@ -393,7 +393,7 @@ pub async fn run(config: ServiceConfig, shutdown: impl Future<Output = ()> + Sen
     );
     let server = tonic::transport::Server::builder()
         .add_service(service)
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), shutdown.clone());
+        .serve_with_incoming_shutdown(dingo_proto::accept_nodelay(listener), shutdown.clone());
     // Callback streams never end on their own; close them at shutdown so
     // the server's graceful stop does not wait on them.
     let closer = {
