@@ -13,6 +13,11 @@
 //!   of every block not deleted (open or sealed), kept in step with `blocks`
 //!   in the same transactions; built from `blocks` when first missing.
 //! - `dead_disks`, `dead_nodes`: id → `()`: disks and nodes marked DEAD.
+//! - `open_blocks`: block id → path: blocks allocated to a writer and neither
+//!   committed nor abandoned yet. Once that writer's lease is gone — another
+//!   writer took the file over, the file was sealed or deleted, or the lease
+//!   expired (see [`MetaDb::drop_expired_writes`]) — they can never be
+//!   committed, so they are deleted and their chunks freed on the nodes.
 //!
 //! Every mutation is one write transaction committed with redb's default
 //! immediate durability before the RPC answers, so an acknowledged change
@@ -35,6 +40,7 @@ const PENDING_DELETES: TableDefinition<(u32, u64, u32), ()> = TableDefinition::n
 const DISK_CHUNKS: TableDefinition<(u32, u64, u32), ()> = TableDefinition::new("disk_chunks");
 const DEAD_DISKS: TableDefinition<u32, ()> = TableDefinition::new("dead_disks");
 const DEAD_NODES: TableDefinition<u32, ()> = TableDefinition::new("dead_nodes");
+const OPEN_BLOCKS: TableDefinition<u64, &str> = TableDefinition::new("open_blocks");
 /// Set in `counters` once `disk_chunks` has been built.
 const DISK_INDEX_BUILT: &str = "disk_chunks_built";
 /// Most blocks one `get_blocks` call returns.
@@ -95,6 +101,23 @@ fn delete_block(tx: &WriteTransaction, mut b: BlockRecord) -> Result<(), MetaErr
     }
     drop((pending, index));
     put_block(tx, &b)
+}
+
+/// Deletes the open blocks of `path` (allocations of a writer whose lease
+/// is gone) and queues their chunks for deletion. Returns how many.
+fn drop_open_blocks(tx: &WriteTransaction, path: &str) -> Result<u64, MetaError> {
+    let mut ids = Vec::new();
+    for e in tx.open_table(OPEN_BLOCKS)?.iter()? {
+        let (id, owner) = e?;
+        if owner.value() == path {
+            ids.push(id.value());
+        }
+    }
+    for &id in &ids {
+        tx.open_table(OPEN_BLOCKS)?.remove(id)?;
+        delete_block(tx, get_block(tx, id)?)?;
+    }
+    Ok(ids.len() as u64)
 }
 
 /// Fills `disk_chunks` from `blocks` (databases written before it existed).
@@ -168,6 +191,7 @@ impl MetaDb {
         tx.open_table(DISK_CHUNKS)?;
         tx.open_table(DEAD_DISKS)?;
         tx.open_table(DEAD_NODES)?;
+        tx.open_table(OPEN_BLOCKS)?;
         let built = tx.open_table(COUNTERS)?.get(DISK_INDEX_BUILT)?.is_some();
         if !built {
             build_disk_index(&tx)?;
@@ -283,6 +307,8 @@ impl MetaDb {
         if f.lease_expiry_ms >= now_ms {
             return Err(MetaError::LeaseHeld { path: path.to_string(), ms_left: f.lease_expiry_ms - now_ms });
         }
+        // The previous writer's lease expired: its open blocks are orphans.
+        drop_open_blocks(&tx, path)?;
         f.lease = lease.id;
         f.lease_expiry_ms = lease.expiry_ms;
         put_file(&tx, &f)?;
@@ -322,6 +348,7 @@ impl MetaDb {
             };
             b.set_state(BlockState::Open);
             put_block(&tx, &b)?;
+            tx.open_table(OPEN_BLOCKS)?.insert(id, path)?;
             let mut index = tx.open_table(DISK_CHUNKS)?;
             for c in &b.chunks {
                 index.insert((c.disk, b.id, c.copy), ())?;
@@ -355,6 +382,7 @@ impl MetaDb {
             }
             b.size = size;
             b.set_state(BlockState::Sealed);
+            tx.open_table(OPEN_BLOCKS)?.remove(id)?;
             if b.ec_index < data_members {
                 f.size += size;
             }
@@ -375,6 +403,7 @@ impl MetaDb {
             if b.file != f.id || b.state() != BlockState::Open {
                 return Err(MetaError::Invalid(format!("block {id} is not an open block of {path}")));
             }
+            tx.open_table(OPEN_BLOCKS)?.remove(id)?;
             delete_block(&tx, b)?;
         }
         put_file(&tx, &f)?;
@@ -385,6 +414,8 @@ impl MetaDb {
     pub fn seal(&self, path: &str, lease: u64, now_ms: u64) -> Result<u64, MetaError> {
         let tx = self.db.begin_write()?;
         let mut f = leased_file(&tx, path, lease, now_ms, 0)?;
+        // Left by write attempts the writer neither committed nor abandoned.
+        drop_open_blocks(&tx, path)?;
         f.sealed = true;
         f.lease = 0;
         f.lease_expiry_ms = 0;
@@ -436,9 +467,45 @@ impl MetaDb {
         for id in &f.block_ids {
             delete_block(&tx, get_block(&tx, *id)?)?;
         }
+        drop_open_blocks(&tx, path)?;
         tx.open_table(FILES)?.remove(path)?;
         tx.commit()?;
         Ok(f.block_ids.len() as u64)
+    }
+
+    /// Deletes the open blocks of every file whose writer's lease expired
+    /// before `now_ms` (the writer died or stalled: an expired lease can
+    /// never commit), queueing their chunks for deletion. Returns how many.
+    pub fn drop_expired_writes(&self, now_ms: u64) -> Result<u64, MetaError> {
+        // A file deleted without its open blocks cannot exist; it would count as expired.
+        let expired = |f: Option<FileInfo>| f.is_none_or(|f| f.lease_expiry_ms < now_ms);
+        let candidates: std::collections::BTreeSet<String> = {
+            let tx = self.db.begin_read()?;
+            let files = tx.open_table(FILES)?;
+            let mut paths = std::collections::BTreeSet::new();
+            for e in tx.open_table(OPEN_BLOCKS)?.iter()? {
+                let path = e?.1.value().to_string();
+                if !paths.contains(&path) && expired(files.get(path.as_str())?.map(|v| decode(v.value())).transpose()?)
+                {
+                    paths.insert(path);
+                }
+            }
+            paths
+        };
+        if candidates.is_empty() {
+            return Ok(0);
+        }
+        let tx = self.db.begin_write()?;
+        let mut dropped = 0;
+        for path in &candidates {
+            // Checked again: another writer may have taken the file over since.
+            let file = tx.open_table(FILES)?.get(path.as_str())?.map(|v| decode(v.value())).transpose()?;
+            if expired(file) {
+                dropped += drop_open_blocks(&tx, path)?;
+            }
+        }
+        tx.commit()?;
+        Ok(dropped)
     }
 
     /// Confirms deletions a node made, and returns those still pending on
@@ -693,6 +760,52 @@ mod tests {
         let (rows, end) = db.blocks(0, 10).unwrap();
         assert_eq!(end, 2);
         assert!(rows.iter().all(|r| r.state() == BlockState::Deleted));
+    }
+
+    /// Regression: a writer that died between allocate and commit left its
+    /// blocks open, and their chunks on the nodes, forever.
+    #[test]
+    fn open_blocks_of_a_gone_writer_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = |db: &MetaDb, id: u64| db.get_blocks(&[id]).unwrap()[0].state();
+        let allocate = |db: &MetaDb, path: &str, lease: u64, now: u64, disk: u32| {
+            db.allocate(path, lease, now, 1000, &[vec![loc(0, disk)]]).unwrap()[0].id
+        };
+        let (committed, orphan, taken_over, deleted, sealed);
+        {
+            let db = MetaDb::open(dir.path()).unwrap();
+            // Lease expiry at now + ttl = 1000.
+            db.create_file("/died", R3, 100, lease(1), 0).unwrap();
+            committed = allocate(&db, "/died", 1, 0, 1);
+            orphan = allocate(&db, "/died", 1, 0, 1);
+            db.commit("/died", 1, 0, 1000, &[(committed, 10)]).unwrap();
+            assert_eq!(db.drop_expired_writes(1000).unwrap(), 0, "the lease is still live");
+            for (path, lease_id) in [("/taken", 2), ("/deleted", 3), ("/sealed", 4)] {
+                db.create_file(path, R3, 100, lease(lease_id), 0).unwrap();
+            }
+            taken_over = allocate(&db, "/taken", 2, 0, 2);
+            deleted = allocate(&db, "/deleted", 3, 0, 3);
+            sealed = allocate(&db, "/sealed", 4, 0, 4);
+            db.open_for_append("/taken", Lease { id: 5, expiry_ms: 9_000_000 }, 5000).unwrap();
+            db.delete("/deleted").unwrap();
+            db.seal("/sealed", 4, 10).unwrap();
+            for id in [taken_over, deleted, sealed] {
+                assert_eq!(state(&db, id), BlockState::Deleted, "block {id}");
+            }
+        }
+        // The open block survives a restart and is dropped once its lease is gone.
+        let db = MetaDb::open(dir.path()).unwrap();
+        assert_eq!(state(&db, orphan), BlockState::Open);
+        assert_eq!(db.drop_expired_writes(1001).unwrap(), 1);
+        assert_eq!((state(&db, orphan), state(&db, committed)), (BlockState::Deleted, BlockState::Sealed));
+        assert_eq!(db.stat("/died").unwrap().size, 10);
+        assert_eq!(db.drop_expired_writes(5000).unwrap(), 0, "each block is dropped once");
+        let pending = db.sync_deletes(&[], &[1, 2, 3, 4]).unwrap();
+        assert_eq!(pending, vec![(1, orphan, 0), (2, taken_over, 0), (3, deleted, 0), (4, sealed, 0)]);
+        // The new writer of a taken-over file keeps its own open blocks.
+        let fresh = allocate(&db, "/taken", 5, 6000, 2);
+        assert_eq!(db.drop_expired_writes(6500).unwrap(), 0);
+        assert_eq!(state(&db, fresh), BlockState::Open);
     }
 
     #[test]

@@ -20,6 +20,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Shortest interval between checks for writers whose lease expired.
+const EXPIRY_CHECK_MIN: Duration = Duration::from_millis(100);
+
 /// Everything the metadata service needs to run.
 #[derive(Clone, Debug)]
 pub struct MetaConfig {
@@ -71,6 +74,8 @@ pub async fn run(cfg: MetaConfig, shutdown: impl Future<Output = ()> + Send + 's
         }
         None => None,
     };
+    // A dead writer's blocks go within 1.5 lease lifetimes.
+    let reaper = tokio::spawn(service.clone().drop_expired_writes_every((cfg.lease_ttl / 2).max(EXPIRY_CHECK_MIN)));
     tracing::info!(%bound, data = %cfg.data_dir.display(), "metadata service listening");
     let result = tonic::transport::Server::builder()
         .initial_stream_window_size(dingo_proto::STREAM_WINDOW)
@@ -83,6 +88,7 @@ pub async fn run(cfg: MetaConfig, shutdown: impl Future<Output = ()> + Send + 's
         )
         .serve_with_incoming_shutdown(dingo_proto::accept_nodelay(listener), shutdown)
         .await;
+    reaper.abort();
     if let Some(task) = metrics_task {
         task.abort();
     }

@@ -52,6 +52,8 @@ pub struct MetaService {
     cluster: Mutex<Cluster>,
     /// Corrupt chunks reported by nodes' heartbeats since start.
     corrupt_reports: AtomicU64,
+    /// Open blocks of writers whose lease expired, dropped since start.
+    expired_open_blocks: AtomicU64,
     /// A node is dead after this long without a heartbeat.
     dead_after: Duration,
     lease_ttl: Duration,
@@ -90,6 +92,7 @@ impl MetaService {
             db: Arc::new(db),
             cluster: Mutex::new(cluster),
             corrupt_reports: AtomicU64::new(0),
+            expired_open_blocks: AtomicU64::new(0),
             dead_after,
             lease_ttl,
         })
@@ -157,6 +160,26 @@ impl MetaService {
         self.lease_ttl.as_millis() as u64
     }
 
+    /// Every `period`, drops the open blocks of writers whose lease expired
+    /// ([`MetaDb::drop_expired_writes`]), so a writer that died between
+    /// allocating and committing leaves no chunks behind. Runs until aborted.
+    pub async fn drop_expired_writes_every(self: Arc<Self>, period: Duration) {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let db = self.db.clone();
+            match blocking(move || db.drop_expired_writes(now_ms())).await {
+                Ok(0) => {}
+                Ok(n) => {
+                    tracing::info!(blocks = n, "dropped the open blocks of writers whose lease expired");
+                    self.expired_open_blocks.fetch_add(n, Relaxed);
+                }
+                Err(e) => tracing::warn!("cannot drop the open blocks of expired writers: {}", e.message()),
+            }
+        }
+    }
+
     /// Prometheus page of the metadata service.
     pub fn render_metrics(&self) -> String {
         let mut m = MetricsText::new();
@@ -171,6 +194,12 @@ impl MetaService {
         m.sample("dingo_meta_marked_dead", &[("kind", "node")], cluster.dead_nodes.len());
         m.family("dingo_meta_corrupt_chunk_reports_total", "counter", "Corrupt chunks reported by nodes.");
         m.sample("dingo_meta_corrupt_chunk_reports_total", &[], self.corrupt_reports.load(Relaxed));
+        m.family(
+            "dingo_meta_expired_open_blocks_dropped_total",
+            "counter",
+            "Blocks allocated to writers whose lease expired before they committed them.",
+        );
+        m.sample("dingo_meta_expired_open_blocks_dropped_total", &[], self.expired_open_blocks.load(Relaxed));
         for (name, help, get) in [
             (
                 "dingo_meta_disk_capacity_bytes",

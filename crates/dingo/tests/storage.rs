@@ -596,3 +596,43 @@ async fn dead_nodes_and_disks_lose_chunks_that_rebuilds_restore() {
     assert!(client.mark_node_dead(999).await.unwrap_err().to_string().contains("not registered"));
     assert_eq!(read_all(&client, "/d/ec").await, ec);
 }
+
+/// Chunks the nodes last reported holding, over all disks.
+async fn chunks_reported(client: &Client) -> u64 {
+    let s = client.cluster_status().await.unwrap();
+    s.nodes.iter().flat_map(|n| &n.disks).map(|d| d.chunks).sum()
+}
+
+/// Regression: a writer that died after writing chunks but before
+/// committing them left its blocks open, and the chunks on the nodes,
+/// forever. Once its lease expires they are deleted; committed data stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_writers_uncommitted_chunks_are_freed() {
+    let config = "[meta]\nlease_ttl_ms = 1000\n[node]\nheartbeat_ms = 200\n";
+    let (c, _dir) = start_cluster(3, 1, config, &[]).await;
+    let client = Client::new(c.meta_addr()).unwrap();
+    let kept = data(2 * MB, 1);
+    client.put("/kept", R3, MB, kept.clone()).await.unwrap();
+    // Four whole units start writing at once and nothing commits them
+    // before the writer is gone.
+    let mut w = client.create("/dies", R3, MB).await.unwrap();
+    w.append(data(4 * MB, 2)).await.unwrap();
+    drop(w);
+    let orphans = [2, 3, 4, 5];
+    eventually("the dead writer's chunks are on the nodes", || async {
+        chunks_reported(&client).await == 6 + 3 * orphans.len() as u64
+    })
+    .await;
+    eventually("its blocks are deleted and its chunks freed", || async {
+        let blocks = client.blocks(&orphans).await.unwrap();
+        blocks.iter().all(|b| b.state() == dingo_proto::v1::BlockState::Deleted) && chunks_reported(&client).await == 6
+    })
+    .await;
+    assert_eq!(read_all(&client, "/kept").await, kept);
+    // The file itself is intact and another writer can take it over.
+    assert_eq!(client.stat("/dies").await.unwrap().size, 0);
+    let mut w = client.open_append("/dies").await.unwrap();
+    w.append(data(MB, 3)).await.unwrap();
+    assert_eq!(w.seal().await.unwrap(), MB);
+    assert_eq!(read_all(&client, "/dies").await, data(MB, 3));
+}
