@@ -508,6 +508,21 @@ impl MetaDb {
         Ok(dropped)
     }
 
+    /// Of `chunks` (disk, block, copy), those that no block record places
+    /// on that disk: orphans, such as a chunk write that landed after its
+    /// open block was dropped, or a moved copy whose move was refused.
+    pub fn unknown_chunks(&self, chunks: &[(u32, u64, u32)]) -> Result<Vec<(u32, u64, u32)>, MetaError> {
+        let tx = self.db.begin_read()?;
+        let index = tx.open_table(DISK_CHUNKS)?;
+        let mut unknown = Vec::new();
+        for &c in chunks {
+            if index.get(c)?.is_none() {
+                unknown.push(c);
+            }
+        }
+        Ok(unknown)
+    }
+
     /// Confirms deletions a node made, and returns those still pending on
     /// `disks`.
     pub fn sync_deletes(
@@ -806,6 +821,18 @@ mod tests {
         let fresh = allocate(&db, "/taken", 5, 6000, 2);
         assert_eq!(db.drop_expired_writes(6500).unwrap(), 0);
         assert_eq!(state(&db, fresh), BlockState::Open);
+    }
+
+    #[test]
+    fn chunks_no_block_places_are_unknown() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = MetaDb::open(dir.path()).unwrap();
+        db.create_file("/f", R3, 100, lease(1), 0).unwrap();
+        let open = db.allocate("/f", 1, 0, 1000, &[vec![loc(0, 1), loc(1, 2)]]).unwrap()[0].id;
+        let gone = db.allocate("/f", 1, 0, 1000, &[vec![loc(0, 1)]]).unwrap()[0].id;
+        db.abandon("/f", 1, 0, 1000, &[gone]).unwrap();
+        let asked = [(1, open, 0), (2, open, 1), (2, open, 0), (1, gone, 0), (1, 999, 0)];
+        assert_eq!(db.unknown_chunks(&asked).unwrap(), vec![(2, open, 0), (1, gone, 0), (1, 999, 0)]);
     }
 
     #[test]

@@ -64,6 +64,15 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, MetaError> + 
     tokio::task::spawn_blocking(f).await.map_err(|e| Status::internal(e.to_string()))?.map_err(Status::from)
 }
 
+/// A chunk on a disk as the database keys it: `(disk, block, copy)`.
+fn from_wire(c: &ChunkOnDisk) -> Option<(u32, u64, u32)> {
+    c.chunk.as_ref().map(|id| (c.disk, id.block, id.copy))
+}
+
+fn to_wire((disk, block, copy): (u32, u64, u32)) -> ChunkOnDisk {
+    ChunkOnDisk { disk, chunk: Some(ChunkId { block, copy }) }
+}
+
 fn new_lease(ttl: Duration) -> Lease {
     Lease { id: fastrand::u64(1..), expiry_ms: now_ms() + ttl.as_millis() as u64 }
 }
@@ -269,15 +278,34 @@ impl Meta for MetaService {
             }
             s.usage.keys().copied().collect()
         };
-        let confirmed: Vec<(u32, u64, u32)> =
-            r.deleted.iter().filter_map(|d| d.chunk.as_ref().map(|c| (d.disk, c.block, c.copy))).collect();
+        let confirmed: Vec<(u32, u64, u32)> = r.deleted.iter().filter_map(from_wire).collect();
         let db = self.db.clone();
         let pending = blocking(move || db.sync_deletes(&confirmed, &disks)).await?;
-        let delete = pending
-            .into_iter()
-            .map(|(disk, block, copy)| ChunkOnDisk { disk, chunk: Some(ChunkId { block, copy }) })
-            .collect();
+        let delete = pending.into_iter().map(to_wire).collect();
         Ok(Response::new(HeartbeatReply { delete }))
+    }
+
+    async fn report_chunks(
+        &self,
+        request: Request<ReportChunksRequest>,
+    ) -> Result<Response<ReportChunksReply>, Status> {
+        let r = request.into_inner();
+        // Only disks registered to the reporting node: a stale report must
+        // not condemn chunks of a disk that has moved to another node.
+        let own: HashSet<u32> = {
+            let cluster = self.cluster();
+            let s = cluster.nodes.get(&r.node).ok_or(MetaError::UnknownNode(r.node))?;
+            s.usage.keys().copied().collect()
+        };
+        let chunks: Vec<(u32, u64, u32)> =
+            r.chunks.iter().filter(|c| own.contains(&c.disk)).filter_map(from_wire).collect();
+        let db = self.db.clone();
+        let unknown = blocking(move || db.unknown_chunks(&chunks)).await?;
+        if !unknown.is_empty() {
+            tracing::info!(node = r.node, chunks = unknown.len(), "node holds orphan chunks; it will delete them");
+        }
+        let orphans = unknown.into_iter().map(to_wire).collect();
+        Ok(Response::new(ReportChunksReply { orphans }))
     }
 
     async fn create_file(&self, request: Request<CreateFileRequest>) -> Result<Response<OpenFileReply>, Status> {
@@ -460,10 +488,7 @@ impl Meta for MetaService {
         disks.sort_unstable();
         let db = self.db.clone();
         let found = blocking(move || db.sealed_chunks_on(&disks)).await?;
-        let chunks = found
-            .into_iter()
-            .map(|(disk, block, copy)| ChunkOnDisk { disk, chunk: Some(ChunkId { block, copy }) })
-            .collect();
+        let chunks = found.into_iter().map(to_wire).collect();
         Ok(Response::new(LostChunksReply { chunks }))
     }
 

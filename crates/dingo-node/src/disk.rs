@@ -17,7 +17,7 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 const LABEL: &str = "DINGO_DISK";
 const LABEL_PREFIX: &str = "dingo-disk v1 ";
@@ -61,14 +61,23 @@ pub struct Disk {
     pub buffers: Arc<BufPool>,
 }
 
+/// A sealed chunk found on a disk when it was opened.
+#[derive(Clone, Copy, Debug)]
+pub struct ListedChunk {
+    pub chunk: ChunkRef,
+    pub file_len: u64,
+    /// The chunk file's modification time: when it was sealed.
+    pub sealed_at: SystemTime,
+}
+
 impl Disk {
     /// Opens (formatting on first use) the disk directory at `path` and lists
-    /// its sealed chunks with their file sizes.
+    /// its sealed chunks.
     pub fn open(
         path: &Path,
         capacity: Option<u64>,
         model: Option<DiskModel>,
-    ) -> Result<(Disk, Vec<(ChunkRef, u64)>), StoreError> {
+    ) -> Result<(Disk, Vec<ListedChunk>), StoreError> {
         let ctx = |what: &str, e: io::Error| StoreError::Disk(format!("disk {}: {what}: {e}", path.display()));
         fs::create_dir_all(path).map_err(|e| ctx("cannot create directory", e))?;
         if !path.is_dir() {
@@ -92,9 +101,11 @@ impl Disk {
                 tracing::warn!(disk = %path.display(), file = ?name, "ignoring unexpected file in chunks/");
                 continue;
             };
-            let len = entry.metadata().map_err(|e| ctx("cannot stat chunk", e))?.len();
-            used += len;
-            listed.push((chunk, len));
+            let meta = entry.metadata().map_err(|e| ctx("cannot stat chunk", e))?;
+            used += meta.len();
+            // Without a modification time, the chunk counts as just sealed.
+            let sealed_at = meta.modified().unwrap_or_else(|_| SystemTime::now());
+            listed.push(ListedChunk { chunk, file_len: meta.len(), sealed_at });
         }
 
         let probe = tmp_dir.join("direct-io-probe");

@@ -21,6 +21,7 @@ use dingo_proto::v1::meta_client::MetaClient;
 use dingo_proto::v1::node_server::NodeServer;
 use dingo_proto::v1::{
     ChunkOnDisk, DiskModel as WireModel, DiskRegistration, DiskUsage, HeartbeatRequest, RegisterNodeRequest,
+    ReportChunksRequest,
 };
 use dingo_proto::{MAX_MESSAGE_BYTES, chunk_ref};
 use dingo_types::DiskId;
@@ -49,6 +50,11 @@ pub struct NodeConfig {
     /// Pinned cache region, bytes.
     pub pinned_bytes: u64,
     pub heartbeat: Duration,
+    /// Chunks sealed longer ago than this are listed to the metadata
+    /// service, which names those no block places here (orphans) for
+    /// deletion. Longer than any write, move or rebuild takes between
+    /// writing a chunk and recording it.
+    pub orphan_grace: Duration,
 }
 
 #[derive(Debug, Error)]
@@ -99,6 +105,7 @@ pub async fn run(cfg: NodeConfig, shutdown: impl Future<Output = ()> + Send + 's
         store.clone(),
         node,
         cfg.heartbeat,
+        cfg.orphan_grace,
     )));
 
     tonic::transport::Server::builder()
@@ -174,6 +181,37 @@ async fn register(
 /// service asks for, and confirms them in the next heartbeat — sent at once,
 /// so that confirmations and the freed space show without waiting a period.
 /// Also reports chunks that reads found corrupt.
+/// Most chunks listed in one `ReportChunks` call.
+const ORPHAN_REPORT_BATCH: usize = 100_000;
+
+/// Lists the chunks sealed more than `grace` ago to the metadata service
+/// and deletes those it names as orphans.
+async fn delete_orphans(meta: &MetaClient<Channel>, store: &Store, node: u32, grace: Duration) {
+    let Some(cutoff) = std::time::SystemTime::now().checked_sub(grace) else { return };
+    let old = store.sealed_before(cutoff);
+    for batch in old.chunks(ORPHAN_REPORT_BATCH) {
+        let chunks =
+            batch.iter().map(|&(disk, chunk)| ChunkOnDisk { disk: disk.0, chunk: Some(chunk.into()) }).collect();
+        let orphans = match meta.clone().report_chunks(ReportChunksRequest { node, chunks }).await {
+            Ok(reply) => reply.into_inner().orphans,
+            Err(s) => {
+                tracing::debug!("orphan check failed: {}", s.message());
+                return;
+            }
+        };
+        for c in orphans {
+            let Ok(chunk) = chunk_ref(c.chunk.as_ref()) else { continue };
+            match tokio::task::block_in_place(|| store.delete_orphan(chunk, DiskId(c.disk), cutoff)) {
+                Ok(true) => {
+                    tracing::warn!(%chunk, disk = c.disk, "deleted an orphan chunk no block record places here")
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(%chunk, "orphan delete failed: {e}"),
+            }
+        }
+    }
+}
+
 async fn heartbeat_loop(
     meta: MetaClient<Channel>,
     meta_addr: String,
@@ -181,12 +219,21 @@ async fn heartbeat_loop(
     store: Arc<Store>,
     mut node: u32,
     every: Duration,
+    orphan_grace: Duration,
 ) {
     let mut deleted: Vec<ChunkOnDisk> = Vec::new();
     let mut corrupt: Vec<ChunkOnDisk> = Vec::new();
     let mut ticker = tokio::time::interval(every);
+    // A chunk becomes an orphan candidate `orphan_grace` after sealing and
+    // is checked within a quarter of that.
+    let orphan_check_every = orphan_grace / 4;
+    let mut orphans_checked = tokio::time::Instant::now();
     loop {
         ticker.tick().await;
+        if orphans_checked.elapsed() >= orphan_check_every {
+            orphans_checked = tokio::time::Instant::now();
+            delete_orphans(&meta, &store, node, orphan_grace).await;
+        }
         for (disk, chunk) in store.take_corrupt() {
             corrupt.push(ChunkOnDisk { disk: disk.map_or(u32::MAX, |d| d.0), chunk: Some(chunk.into()) });
         }

@@ -212,6 +212,12 @@ pub fn render_metrics(store: &Store) -> String {
         ),
         ("dingo_cache_general_bytes", "gauge", "Bytes in the general region.", c.general_bytes),
         ("dingo_cache_pinned_bytes", "gauge", "Bytes in the pinned region.", c.pinned_bytes),
+        (
+            "dingo_node_orphan_chunks_deleted_total",
+            "counter",
+            "Chunks deleted because no block record placed them here.",
+            store.orphans_deleted.load(std::sync::atomic::Ordering::Relaxed),
+        ),
     ] {
         m.family(name, kind, help).sample(name, &[], v);
     }

@@ -6,20 +6,23 @@
 
 use crate::cache::BlockCache;
 use crate::chunk::{self, ChunkMeta, ChunkWriter, SEGMENT};
-use crate::disk::Disk;
+use crate::disk::{Disk, ListedChunk};
 use crate::error::StoreError;
 use bytes::{Bytes, BytesMut};
 use dingo_proto::{IoTag, now_ms};
 use dingo_types::{ChunkRef, DiskId, DiskModel};
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::SystemTime;
 
 /// Where one sealed chunk lives. Its header and checksum table are read on
 /// first access and kept, since sealed chunks never change.
 struct Stored {
     disk: usize,
     file_len: u64,
+    sealed_at: SystemTime,
     meta: OnceLock<Arc<ChunkMeta>>,
 }
 
@@ -47,6 +50,8 @@ pub struct Store {
     /// instead of reading the device again (two tasks called back for the
     /// same pinned chunk read it at the same moment).
     filling: Mutex<HashMap<ChunkRef, Arc<Mutex<()>>>>,
+    /// Orphan chunks deleted (see [`Store::delete_orphan`]).
+    pub orphans_deleted: AtomicU64,
 }
 
 /// Drops a chunk's fill lock from the map once its last user is done.
@@ -77,12 +82,12 @@ impl Store {
         let mut index = HashMap::new();
         for (i, spec) in disks.iter().enumerate() {
             let (disk, chunks) = Disk::open(&spec.path, spec.capacity, spec.hdd)?;
-            for (chunk, file_len) in chunks {
+            for ListedChunk { chunk, file_len, sealed_at } in chunks {
                 if index.contains_key(&chunk) {
                     tracing::warn!(%chunk, disk = %spec.path.display(), "duplicate chunk ignored");
                     continue;
                 }
-                index.insert(chunk, Arc::new(Stored { disk: i, file_len, meta: OnceLock::new() }));
+                index.insert(chunk, Arc::new(Stored { disk: i, file_len, sealed_at, meta: OnceLock::new() }));
             }
             if opened.iter().any(|d: &Disk| d.uuid == disk.uuid) {
                 return Err(StoreError::Invalid(format!("disk {} is listed twice", spec.path.display())));
@@ -96,6 +101,7 @@ impl Store {
             declarations: Mutex::new(HashMap::new()),
             corrupt: Mutex::new(Vec::new()),
             filling: Mutex::new(HashMap::new()),
+            orphans_deleted: AtomicU64::new(0),
         })
     }
 
@@ -138,7 +144,7 @@ impl Store {
         // Sealing refuses to replace an existing chunk file, so two racing
         // writers of one chunk cannot both win.
         let file_len = w.seal()?;
-        let stored = Arc::new(Stored { disk: d, file_len, meta: OnceLock::new() });
+        let stored = Arc::new(Stored { disk: d, file_len, sealed_at: SystemTime::now(), meta: OnceLock::new() });
         self.index.write().unwrap_or_else(|p| p.into_inner()).insert(chunk, stored);
         Ok(file_len)
     }
@@ -243,10 +249,24 @@ impl Store {
     /// Removes a chunk — only if it is on disk `on` when given; returns
     /// whether it was removed.
     pub fn delete(&self, chunk: ChunkRef, on: Option<DiskId>) -> Result<bool, StoreError> {
+        self.remove_if(chunk, |s| on.is_none_or(|id| self.disks[s.disk].id() == Some(id)))
+    }
+
+    /// Deletes an orphan chunk the metadata service does not know (see
+    /// [`Store::sealed_before`]), if it is still the copy on `disk` sealed
+    /// before `cutoff`: a copy written since is not the one reported.
+    pub fn delete_orphan(&self, chunk: ChunkRef, disk: DiskId, cutoff: SystemTime) -> Result<bool, StoreError> {
+        let deleted = self.remove_if(chunk, |s| self.disks[s.disk].id() == Some(disk) && s.sealed_at < cutoff)?;
+        if deleted {
+            self.orphans_deleted.fetch_add(1, Relaxed);
+        }
+        Ok(deleted)
+    }
+
+    fn remove_if(&self, chunk: ChunkRef, condition: impl Fn(&Stored) -> bool) -> Result<bool, StoreError> {
         let stored = {
             let mut index = self.index.write().unwrap_or_else(|p| p.into_inner());
-            let here = index.get(&chunk).is_some_and(|s| on.is_none_or(|id| self.disks[s.disk].id() == Some(id)));
-            if !here {
+            if !index.get(&chunk).is_some_and(|s| condition(s)) {
                 return Ok(false);
             }
             index.remove(&chunk).expect("present")
@@ -267,6 +287,16 @@ impl Store {
         }
         out.iter_mut().for_each(|v| v.sort_unstable());
         out
+    }
+
+    /// Chunks sealed before `cutoff`, with their disks (those registered).
+    pub fn sealed_before(&self, cutoff: SystemTime) -> Vec<(DiskId, ChunkRef)> {
+        let index = self.index.read().unwrap_or_else(|p| p.into_inner());
+        index
+            .iter()
+            .filter(|(_, s)| s.sealed_at < cutoff)
+            .filter_map(|(chunk, s)| Some((self.disks[s.disk].id()?, *chunk)))
+            .collect()
     }
 
     /// Bytes read per declaration id, sorted by id.
@@ -337,6 +367,28 @@ mod tests {
         assert!(!store.delete(C, None).unwrap());
         assert!(matches!(store.read(C, 0, 1, IoTag::Foreground), Err(StoreError::NotFound(_))));
         assert_eq!(store.disks[0].used(), 0);
+    }
+
+    #[test]
+    fn only_the_reported_copy_of_an_orphan_is_deleted() {
+        let dir = tempfile::tempdir().unwrap();
+        let before = SystemTime::now() - std::time::Duration::from_secs(1);
+        let store = open(dir.path(), 0, 0);
+        put(&store, C, b"orphan");
+        let after = SystemTime::now() + std::time::Duration::from_secs(1);
+        assert!(store.sealed_before(before).is_empty());
+        assert_eq!(store.sealed_before(after), vec![(DiskId(5), C)]);
+        // A copy sealed after the cutoff is not the one that was reported.
+        assert!(!store.delete_orphan(C, DiskId(5), before).unwrap());
+        assert!(!store.delete_orphan(C, DiskId(6), after).unwrap(), "not on that disk");
+        assert!(store.delete_orphan(C, DiskId(5), after).unwrap());
+        assert_eq!((store.orphans_deleted.load(Relaxed), store.disks[0].used()), (1, 0));
+        // Found again at reopen, a chunk's age is its file's.
+        put(&store, C, b"again");
+        drop(store);
+        let store = open(dir.path(), 0, 0);
+        assert_eq!(store.sealed_before(SystemTime::now() + std::time::Duration::from_secs(1)).len(), 1);
+        assert!(store.sealed_before(before).is_empty());
     }
 
     #[test]

@@ -205,6 +205,7 @@ pub async fn run_node(a: NodeArgs) -> Result<()> {
             cache_bytes: cfg.node.cache_bytes()?,
             pinned_bytes: cfg.node.pinned_bytes()?,
             heartbeat: cfg.node.heartbeat(),
+            orphan_grace: cfg.node.orphan_grace(),
         },
         shutdown_signal(),
     )

@@ -11,6 +11,7 @@
 //!
 //! [node]
 //! heartbeat_ms = 1000
+//! orphan_grace_ms = 3600000  # delete chunks no block places here after this age
 //! cache = "256MB"          # general cache region
 //! pinned = "64MB"          # pinned cache region
 //! disk_capacity = "10GB"   # per disk; default: the filesystem's size
@@ -53,6 +54,7 @@ pub struct MetaSection {
 #[serde(deny_unknown_fields)]
 pub struct NodeSection {
     pub heartbeat_ms: Option<u64>,
+    pub orphan_grace_ms: Option<u64>,
     pub cache: Option<String>,
     pub pinned: Option<String>,
     pub disk_capacity: Option<String>,
@@ -94,6 +96,12 @@ impl NodeSection {
 
     pub fn heartbeat(&self) -> Duration {
         Duration::from_millis(self.heartbeat_ms.unwrap_or(1000).max(10))
+    }
+
+    /// Age after which a chunk no block record places on its disk is
+    /// deleted; default one hour.
+    pub fn orphan_grace(&self) -> Duration {
+        Duration::from_millis(self.orphan_grace_ms.unwrap_or(3_600_000).max(100))
     }
 
     pub fn cache_bytes(&self) -> Result<u64> {

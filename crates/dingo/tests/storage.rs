@@ -636,3 +636,33 @@ async fn a_dead_writers_uncommitted_chunks_are_freed() {
     assert_eq!(w.seal().await.unwrap(), MB);
     assert_eq!(read_all(&client, "/dies").await, data(MB, 3));
 }
+
+/// A chunk that no block record places on its disk (here written straight
+/// to a node under a block id never allocated) is deleted once older than
+/// the node's orphan grace period; every chunk of a file stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphan_chunks_are_deleted_and_known_ones_kept() {
+    let config = "[node]\nheartbeat_ms = 100\norphan_grace_ms = 300\n";
+    let (c, _dir) = start_cluster(3, 1, config, &[]).await;
+    let client = Client::new(c.meta_addr()).unwrap();
+    let kept = data(3 * MB, 4);
+    client.put("/kept", R3, MB, kept.clone()).await.unwrap();
+    let status = client.cluster_status().await.unwrap();
+    let node = &status.nodes[0];
+    let stray = dingo_proto::v1::WriteChunkRequest {
+        chunk: Some(dingo_proto::v1::ChunkId { block: 1_000_000, copy: 0 }),
+        disk: node.disks[0].id,
+        data: data(1000, 5),
+        seal: true,
+        total_len: 1000,
+    };
+    let mut node_client =
+        dingo_proto::v1::node_client::NodeClient::connect(format!("http://{}", node.addr)).await.unwrap();
+    node_client.write_chunk(futures::stream::iter([stray])).await.unwrap();
+    eventually("the stray chunk is reported", || async { chunks_reported(&client).await == 9 + 1 }).await;
+    eventually("the stray chunk is deleted", || async { chunks_reported(&client).await == 9 }).await;
+    // Checks keep running: the known chunks are past the grace period too.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(chunks_reported(&client).await, 9);
+    assert_eq!(read_all(&client, "/kept").await, kept);
+}
