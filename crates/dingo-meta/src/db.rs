@@ -18,6 +18,7 @@
 //!   writer took the file over, the file was sealed or deleted, or the lease
 //!   expired (see [`MetaDb::drop_expired_writes`]) — they can never be
 //!   committed, so they are deleted and their chunks freed on the nodes.
+//!   Built from `blocks` when first missing.
 //!
 //! Every mutation is one write transaction committed with redb's default
 //! immediate durability before the RPC answers, so an acknowledged change
@@ -43,6 +44,8 @@ const DEAD_NODES: TableDefinition<u32, ()> = TableDefinition::new("dead_nodes");
 const OPEN_BLOCKS: TableDefinition<u64, &str> = TableDefinition::new("open_blocks");
 /// Set in `counters` once `disk_chunks` has been built.
 const DISK_INDEX_BUILT: &str = "disk_chunks_built";
+/// Set in `counters` once `open_blocks` has been built.
+const OPEN_INDEX_BUILT: &str = "open_blocks_built";
 /// Most blocks one `get_blocks` call returns.
 pub const MAX_GET_BLOCKS: usize = 65_536;
 
@@ -132,8 +135,32 @@ fn build_disk_index(tx: &WriteTransaction) -> Result<(), MetaError> {
             }
         }
     }
-    drop((index, blocks));
-    tx.open_table(COUNTERS)?.insert(DISK_INDEX_BUILT, 1)?;
+    Ok(())
+}
+
+/// Fills `open_blocks` from `blocks` (databases written before it existed).
+/// An open block whose file is gone can never be committed: it is dropped.
+fn build_open_index(tx: &WriteTransaction) -> Result<(), MetaError> {
+    let mut paths = std::collections::HashMap::new();
+    for e in tx.open_table(FILES)?.iter()? {
+        let f: FileInfo = decode(e?.1.value())?;
+        paths.insert(f.id, f.path);
+    }
+    let mut open = Vec::new();
+    for e in tx.open_table(BLOCKS)?.iter()? {
+        let b: BlockRecord = decode(e?.1.value())?;
+        if b.state() == BlockState::Open {
+            open.push(b);
+        }
+    }
+    for b in open {
+        match paths.get(&b.file) {
+            Some(path) => {
+                tx.open_table(OPEN_BLOCKS)?.insert(b.id, path.as_str())?;
+            }
+            None => delete_block(tx, b)?,
+        }
+    }
     Ok(())
 }
 
@@ -192,9 +219,12 @@ impl MetaDb {
         tx.open_table(DEAD_DISKS)?;
         tx.open_table(DEAD_NODES)?;
         tx.open_table(OPEN_BLOCKS)?;
-        let built = tx.open_table(COUNTERS)?.get(DISK_INDEX_BUILT)?.is_some();
-        if !built {
-            build_disk_index(&tx)?;
+        type Build = fn(&WriteTransaction) -> Result<(), MetaError>;
+        for (built, build) in [(DISK_INDEX_BUILT, build_disk_index as Build), (OPEN_INDEX_BUILT, build_open_index)] {
+            if tx.open_table(COUNTERS)?.get(built)?.is_none() {
+                build(&tx)?;
+                tx.open_table(COUNTERS)?.insert(built, 1)?;
+            }
         }
         tx.commit()?;
         Ok(MetaDb { db })
@@ -892,6 +922,32 @@ mod tests {
         assert_eq!(db.sync_deletes(&[], &[9]).unwrap(), vec![(9, id, 1)]);
         assert!(db.sealed_chunks_on(&[5, 6, 7]).unwrap().is_empty());
         assert!(matches!(db.get_blocks(&[id, 99]), Err(MetaError::NoSuchBlock(99))));
+    }
+
+    #[test]
+    fn the_open_block_index_is_built_for_older_databases() {
+        let dir = tempfile::tempdir().unwrap();
+        let (open, of_deleted_file) = {
+            let db = MetaDb::open(dir.path()).unwrap();
+            db.create_file("/writing", R3, 100, lease(1), 0).unwrap();
+            db.create_file("/deleted", R3, 100, lease(2), 0).unwrap();
+            let open = db.allocate("/writing", 1, 0, 1000, &[vec![loc(0, 1)]]).unwrap()[0].id;
+            let of_deleted_file = db.allocate("/deleted", 2, 0, 1000, &[vec![loc(0, 2)]]).unwrap()[0].id;
+            // Forget the index, as a database from before it existed whose
+            // file was deleted without its open blocks.
+            let tx = db.db.begin_write().unwrap();
+            tx.delete_table(OPEN_BLOCKS).unwrap();
+            tx.open_table(COUNTERS).unwrap().remove(OPEN_INDEX_BUILT).unwrap();
+            tx.open_table(FILES).unwrap().remove("/deleted").unwrap();
+            tx.commit().unwrap();
+            (open, of_deleted_file)
+        };
+        let db = MetaDb::open(dir.path()).unwrap();
+        let state = |id| db.get_blocks(&[id]).unwrap()[0].state();
+        assert_eq!((state(open), state(of_deleted_file)), (BlockState::Open, BlockState::Deleted));
+        assert_eq!(db.drop_expired_writes(1001).unwrap(), 1);
+        assert_eq!(state(open), BlockState::Deleted);
+        assert_eq!(db.sync_deletes(&[], &[1, 2]).unwrap(), vec![(1, open, 0), (2, of_deleted_file, 0)]);
     }
 
     #[test]
