@@ -88,6 +88,10 @@ impl NodeSection {
         self.cache_bytes()?;
         self.pinned_bytes()?;
         self.disk_capacity()?;
+        anyhow::ensure!(
+            self.orphan_grace_ms.is_none_or(|ms| ms >= 100),
+            "node.orphan_grace_ms must be at least 100: chunks younger than this may still be on their way to being recorded"
+        );
         if let Some(h) = self.hdd {
             anyhow::ensure!(h.transfer_bytes_per_sec > 0, "node.hdd.transfer_bytes_per_sec must be positive");
         }
@@ -101,7 +105,7 @@ impl NodeSection {
     /// Age after which a chunk no block record places on its disk is
     /// deleted; default one hour.
     pub fn orphan_grace(&self) -> Duration {
-        Duration::from_millis(self.orphan_grace_ms.unwrap_or(3_600_000).max(100))
+        Duration::from_millis(self.orphan_grace_ms.unwrap_or(3_600_000))
     }
 
     pub fn cache_bytes(&self) -> Result<u64> {
@@ -149,6 +153,9 @@ mod tests {
         assert!(e.contains("malformed config") && e.contains("cahce"), "{e}");
         let e = format!("{:#}", parse("[node]\ncache = \"lots\"\n").unwrap_err());
         assert!(e.contains("node.cache") && e.contains("invalid size"), "{e}");
+        let e = format!("{:#}", parse("[node]\norphan_grace_ms = 0\n").unwrap_err());
+        assert!(e.contains("node.orphan_grace_ms must be at least 100"), "{e}");
+        assert_eq!(parse("[node]\norphan_grace_ms = 100\n").unwrap().node.orphan_grace(), Duration::from_millis(100));
         let e = format!("{:#}", parse("[cluster\n").unwrap_err());
         assert!(e.contains("malformed config"), "{e}");
         let e = format!("{:#}", StorageConfig::load(Some(Path::new("/nonexistent/c.toml"))).unwrap_err());
