@@ -603,16 +603,22 @@ async fn chunks_reported(client: &Client) -> u64 {
     s.nodes.iter().flat_map(|n| &n.disks).map(|d| d.chunks).sum()
 }
 
+/// A 3-node cluster of one disk each with `config`, holding the 3-way
+/// replicated file `/kept` of `kept` in 1 MB blocks.
+async fn cluster_keeping(config: &str, kept: &Bytes) -> (TestCluster, Client) {
+    let (c, dir) = start_cluster(3, 1, config, &[]).await;
+    let client = Client::new(c.meta_addr()).unwrap();
+    client.put("/kept", R3, MB, kept.clone()).await.unwrap();
+    (TestCluster { c, dir }, client)
+}
+
 /// Regression: a writer that died after writing chunks but before
 /// committing them left its blocks open, and the chunks on the nodes,
 /// forever. Once its lease expires they are deleted; committed data stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_writers_uncommitted_chunks_are_freed() {
-    let config = "[meta]\nlease_ttl_ms = 1000\n[node]\nheartbeat_ms = 200\n";
-    let (c, _dir) = start_cluster(3, 1, config, &[]).await;
-    let client = Client::new(c.meta_addr()).unwrap();
     let kept = data(2 * MB, 1);
-    client.put("/kept", R3, MB, kept.clone()).await.unwrap();
+    let (_cluster, client) = cluster_keeping("[meta]\nlease_ttl_ms = 1000\n[node]\nheartbeat_ms = 200\n", &kept).await;
     // Four whole units start writing at once and nothing commits them
     // before the writer is gone.
     let mut w = client.create("/dies", R3, MB).await.unwrap();
@@ -642,11 +648,8 @@ async fn a_dead_writers_uncommitted_chunks_are_freed() {
 /// the node's orphan grace period; every chunk of a file stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orphan_chunks_are_deleted_and_known_ones_kept() {
-    let config = "[node]\nheartbeat_ms = 100\norphan_grace_ms = 300\n";
-    let (c, _dir) = start_cluster(3, 1, config, &[]).await;
-    let client = Client::new(c.meta_addr()).unwrap();
     let kept = data(3 * MB, 4);
-    client.put("/kept", R3, MB, kept.clone()).await.unwrap();
+    let (_cluster, client) = cluster_keeping("[node]\nheartbeat_ms = 100\norphan_grace_ms = 300\n", &kept).await;
     let status = client.cluster_status().await.unwrap();
     let node = &status.nodes[0];
     let stray = dingo_proto::v1::WriteChunkRequest {
