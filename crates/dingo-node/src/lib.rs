@@ -177,10 +177,6 @@ async fn register(
     }
 }
 
-/// Reports usage every `every`, carries out the deletions the metadata
-/// service asks for, and confirms them in the next heartbeat — sent at once,
-/// so that confirmations and the freed space show without waiting a period.
-/// Also reports chunks that reads found corrupt.
 /// Most chunks listed in one `ReportChunks` call.
 const ORPHAN_REPORT_BATCH: usize = 100_000;
 
@@ -212,6 +208,11 @@ async fn delete_orphans(meta: &MetaClient<Channel>, store: &Store, node: u32, gr
     }
 }
 
+/// Reports usage every `every`, carries out the deletions the metadata
+/// service asks for, and confirms them in the next heartbeat — sent at once,
+/// so that confirmations and the freed space show without waiting a period.
+/// Also reports chunks that reads found corrupt, and has orphan chunks
+/// checked every quarter of `orphan_grace`.
 async fn heartbeat_loop(
     meta: MetaClient<Channel>,
     meta_addr: String,
