@@ -69,6 +69,7 @@ fn from_wire(c: &ChunkOnDisk) -> Option<(u32, u64, u32)> {
     c.chunk.as_ref().map(|id| (c.disk, id.block, id.copy))
 }
 
+/// The wire form of a `(disk, block, copy)` key.
 fn to_wire((disk, block, copy): (u32, u64, u32)) -> ChunkOnDisk {
     ChunkOnDisk { disk, chunk: Some(ChunkId { block, copy }) }
 }
