@@ -13,7 +13,7 @@
 //!   of every block not deleted (open or sealed), kept in step with `blocks`
 //!   in the same transactions; built from `blocks` when first missing.
 //! - `dead_disks`, `dead_nodes`: id → `()`: disks and nodes marked DEAD.
-//! - `open_blocks`: block id → path: blocks allocated to a writer and neither
+//! - `open_blocks`: `(path, block id) → ()`: blocks allocated to a writer and neither
 //!   committed nor abandoned yet. Once that writer's lease is gone — another
 //!   writer took the file over, the file was sealed or deleted, or the lease
 //!   expired (see [`MetaDb::drop_expired_writes`]) — they can never be
@@ -41,7 +41,7 @@ const PENDING_DELETES: TableDefinition<(u32, u64, u32), ()> = TableDefinition::n
 const DISK_CHUNKS: TableDefinition<(u32, u64, u32), ()> = TableDefinition::new("disk_chunks");
 const DEAD_DISKS: TableDefinition<u32, ()> = TableDefinition::new("dead_disks");
 const DEAD_NODES: TableDefinition<u32, ()> = TableDefinition::new("dead_nodes");
-const OPEN_BLOCKS: TableDefinition<u64, &str> = TableDefinition::new("open_blocks");
+const OPEN_BLOCKS: TableDefinition<(&str, u64), ()> = TableDefinition::new("open_blocks");
 /// Set in `counters` once `disk_chunks` has been built.
 const DISK_INDEX_BUILT: &str = "disk_chunks_built";
 /// Set in `counters` once `open_blocks` has been built.
@@ -110,14 +110,11 @@ fn delete_block(tx: &WriteTransaction, mut b: BlockRecord) -> Result<(), MetaErr
 /// is gone) and queues their chunks for deletion. Returns how many.
 fn drop_open_blocks(tx: &WriteTransaction, path: &str) -> Result<u64, MetaError> {
     let mut ids = Vec::new();
-    for e in tx.open_table(OPEN_BLOCKS)?.iter()? {
-        let (id, owner) = e?;
-        if owner.value() == path {
-            ids.push(id.value());
-        }
+    for e in tx.open_table(OPEN_BLOCKS)?.range((path, 0)..=(path, u64::MAX))? {
+        ids.push(e?.0.value().1);
     }
     for &id in &ids {
-        tx.open_table(OPEN_BLOCKS)?.remove(id)?;
+        tx.open_table(OPEN_BLOCKS)?.remove((path, id))?;
         delete_block(tx, get_block(tx, id)?)?;
     }
     Ok(ids.len() as u64)
@@ -156,7 +153,7 @@ fn build_open_index(tx: &WriteTransaction) -> Result<(), MetaError> {
     for b in open {
         match paths.get(&b.file) {
             Some(path) => {
-                tx.open_table(OPEN_BLOCKS)?.insert(b.id, path.as_str())?;
+                tx.open_table(OPEN_BLOCKS)?.insert((path.as_str(), b.id), ())?;
             }
             None => delete_block(tx, b)?,
         }
@@ -378,7 +375,7 @@ impl MetaDb {
             };
             b.set_state(BlockState::Open);
             put_block(&tx, &b)?;
-            tx.open_table(OPEN_BLOCKS)?.insert(id, path)?;
+            tx.open_table(OPEN_BLOCKS)?.insert((path, id), ())?;
             let mut index = tx.open_table(DISK_CHUNKS)?;
             for c in &b.chunks {
                 index.insert((c.disk, b.id, c.copy), ())?;
@@ -412,7 +409,7 @@ impl MetaDb {
             }
             b.size = size;
             b.set_state(BlockState::Sealed);
-            tx.open_table(OPEN_BLOCKS)?.remove(id)?;
+            tx.open_table(OPEN_BLOCKS)?.remove((path, id))?;
             if b.ec_index < data_members {
                 f.size += size;
             }
@@ -433,7 +430,7 @@ impl MetaDb {
             if b.file != f.id || b.state() != BlockState::Open {
                 return Err(MetaError::Invalid(format!("block {id} is not an open block of {path}")));
             }
-            tx.open_table(OPEN_BLOCKS)?.remove(id)?;
+            tx.open_table(OPEN_BLOCKS)?.remove((path, id))?;
             delete_block(&tx, b)?;
         }
         put_file(&tx, &f)?;
@@ -513,12 +510,18 @@ impl MetaDb {
             let tx = self.db.begin_read()?;
             let files = tx.open_table(FILES)?;
             let mut paths = std::collections::BTreeSet::new();
+            let mut last: Option<String> = None;
+            // Keys sort by path: each file's open blocks come together.
             for e in tx.open_table(OPEN_BLOCKS)?.iter()? {
-                let path = e?.1.value().to_string();
-                if !paths.contains(&path) && expired(files.get(path.as_str())?.map(|v| decode(v.value())).transpose()?)
-                {
-                    paths.insert(path);
+                let key = e?.0;
+                let path = key.value().0;
+                if last.as_deref() == Some(path) {
+                    continue;
                 }
+                if expired(files.get(path)?.map(|v| decode(v.value())).transpose()?) {
+                    paths.insert(path.to_string());
+                }
+                last = Some(path.to_string());
             }
             paths
         };
