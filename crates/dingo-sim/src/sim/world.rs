@@ -555,11 +555,7 @@ struct ClaimedFiles(FixedBitSet);
 
 impl ClaimedFiles {
     fn insert(&mut self, file: u64) {
-        let i = usize::try_from(file).expect("file ids fit in memory");
-        if i >= self.0.len() {
-            self.0.grow(i + 1);
-        }
-        self.0.insert(i);
+        self.0.grow_and_insert(usize::try_from(file).expect("file ids fit in memory"));
     }
 
     fn remove(&mut self, file: u64) {
