@@ -114,6 +114,8 @@ struct Scheme {
     pg_disks: Vec<u32>,
     /// Stripes placed so far: the next region's first global stripe index.
     stripes_so_far: u64,
+    /// Chunks of this scheme's live blocks.
+    live_chunks: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -225,7 +227,7 @@ impl ClusterModel {
                     pg_disks.push(node * spec.disks_per_node + rng.below(u64::from(spec.disks_per_node)) as u32);
                 }
             }
-            schemes.push(Scheme { redundancy, pgs, pg_disks, stripes_so_far: 0 });
+            schemes.push(Scheme { redundancy, pgs, pg_disks, stripes_so_far: 0, live_chunks: 0 });
         }
         let mut model = ClusterModel {
             disks,
@@ -307,6 +309,7 @@ impl ClusterModel {
         let stripe_base = self.schemes[scheme].stripes_so_far;
         self.schemes[scheme].stripes_so_far += stripes;
         self.live_chunks += stripes * u64::from(redundancy.width());
+        self.schemes[scheme].live_chunks += stripes * u64::from(redundancy.width());
         self.region_firsts.push(first);
         self.region_first_files.push(first_file);
         let end = first + data_blocks + parity_blocks;
@@ -448,6 +451,8 @@ impl ClusterModel {
             let [data, parity] = self.file_block_ranges(file);
             let stripes = (data.end - data.start) / redundancy.data_per_stripe();
             self.live_chunks -= stripes * u64::from(redundancy.width());
+            let scheme = self.file_scheme(file);
+            self.schemes[scheme].live_chunks -= stripes * u64::from(redundancy.width());
             self.mark_dead(file);
             gone.insert_range(data);
             gone.insert_range(parity);
@@ -459,6 +464,11 @@ impl ClusterModel {
     /// Chunks of live blocks: raw bytes in use divided by the block size.
     pub fn live_chunks(&self) -> u64 {
         self.live_chunks
+    }
+
+    /// Chunks of the live blocks stored with scheme `scheme`.
+    pub fn scheme_live_chunks(&self, scheme: usize) -> u64 {
+        self.schemes[scheme].live_chunks
     }
 
     pub fn scheme_count(&self) -> usize {
@@ -489,10 +499,13 @@ impl ClusterModel {
         let new = blocks - &self.deleted;
         for b in &new {
             let Some(loc) = self.locate(b) else { continue };
-            self.live_chunks -= match self.schemes[self.regions[loc.region].scheme].redundancy {
+            let scheme = &mut self.schemes[self.regions[loc.region].scheme];
+            let chunks = match scheme.redundancy {
                 Redundancy::Replicated { copies } => u64::from(copies),
                 Redundancy::ErasureCoded { .. } => 1,
             };
+            scheme.live_chunks -= chunks;
+            self.live_chunks -= chunks;
         }
         self.loose_deleted |= &new;
         self.deleted |= new;

@@ -2,10 +2,14 @@
 //! 30 days of 3-hour quanta) on which the eight maintenance tasks start
 //! jobs, read in three modes over the same events:
 //!
-//! - [`Mode::Imperative`]: each job at its own steady pace through a plain LRU;
+//! - [`Mode::Imperative`]: each job at its own steady pace, one disk byte
+//!   per declared byte (the paper's baseline; a skip-deleted variant with a
+//!   plain LRU is reported beside it);
 //! - [`Mode::Declarative`]: the real planner ([`dingo_planner::Planner`]) with
 //!   its dispatcher and a pinned cache of the configured size;
-//! - [`Mode::Optimal`]: the lower bound, every distinct block read once.
+//! - [`Mode::Optimal`]: the lower bound, every distinct block read once (the
+//!   paper's definition; a variant that also elides sets deleted before
+//!   their deadline is reported beside it).
 //!
 //! One [`World`] drives all three, so every mode sees the same failures,
 //! files and jobs. The run goes on past the horizon, without new work,
@@ -13,21 +17,24 @@
 //! logical work.
 
 mod declarative;
+mod files;
 mod imperative;
 mod optimal;
+mod result;
 pub mod stats;
 pub mod world;
 
+pub use result::{Churn, Comparisons, ModeResults, SimResult, Variants};
 pub use stats::{Mode, ModeResult, QuantumPoint, TaskTotals, WALL_UTILIZATION, io_wall, io_wall_search};
-pub use world::{Job, JobSets, World};
+pub use world::{Job, JobSets, PAPER_DEMAND_MB_S_PER_TB, World};
 
 use crate::mix::Mix;
 use crate::model::{ClusterSpec, ModelError};
 use declarative::Declarative;
-use dingo_planner::{Budget, DeclareError, DiskBudget, PlannerConfig};
+use dingo_planner::{Budget, DeclareError, DiskBudget, LeftoverPolicy, PlannerConfig};
 use dingo_types::{TaskKind, Timestamp, Topology};
 use imperative::Imperative;
-use optimal::Optimal;
+use optimal::{Optimal, OptimalRule};
 use serde::{Deserialize, Serialize};
 use stats::Recorder;
 use std::time::Duration;
@@ -68,8 +75,13 @@ pub struct SimConfig {
     /// Cache per disk: the LRU in imperative mode, the pinned region in declarative mode.
     pub cache_per_disk: u64,
     /// The planner's cluster-wide byte budget per quantum, as a multiple of
-    /// the total demand over one quantum.
+    /// the total demand over one quantum (unless `supply_mb_s_per_tb` is set).
     pub budget_factor: f64,
+    /// The planner's cluster-wide budget as a supply in MB/s per TB of raw
+    /// capacity (the thesis' Fig. 6.15 axis); overrides `budget_factor`.
+    pub supply_mb_s_per_tb: Option<f64>,
+    /// What the planner does with budget its declarations do not need.
+    pub leftover: LeftoverPolicy,
     /// Disk-head time each disk may spend on maintenance per quantum, as a
     /// fraction of the quantum.
     pub disk_share: f64,
@@ -79,6 +91,10 @@ pub struct SimConfig {
     pub rebalance_candidates: f64,
     /// Blocks fsck reads at the start of each file it checks.
     pub fsck_blocks: u32,
+    /// Fraction of the files designated as the object/KV store that garbage
+    /// collection rewrites (paper appendix A.2 names the subset, not its
+    /// size: 20 % is our choice, see docs/REPRODUCTION.md).
+    pub gc_subset_fraction: f64,
     pub modes: Modes,
 }
 
@@ -93,10 +109,13 @@ impl Default for SimConfig {
             horizon: Duration::from_secs(30 * 24 * 3600),
             cache_per_disk: 4_000_000_000,
             budget_factor: 1.5,
+            supply_mb_s_per_tb: None,
+            leftover: LeftoverPolicy::Unused,
             disk_share: 0.5,
             diurnal_amplitude: 0.0,
             rebalance_candidates: 4.0,
             fsck_blocks: 2,
+            gc_subset_fraction: 0.2,
             modes: Modes::ALL,
         }
     }
@@ -127,6 +146,12 @@ impl SimConfig {
         if !(self.budget_factor > 0.0 && self.disk_share > 0.0 && self.disk_share <= 1.0) {
             return bad("the budget factor must be positive and the disk share in (0, 1]");
         }
+        if self.supply_mb_s_per_tb.is_some_and(|s| !(s.is_finite() && s > 0.0)) {
+            return bad("the supply must be a positive number of MB/s per TB");
+        }
+        if !(self.gc_subset_fraction > 0.0 && self.gc_subset_fraction <= 1.0) {
+            return bad("the garbage-collection subset must be a fraction in (0, 1]");
+        }
         if !(0.0..1.0).contains(&self.diurnal_amplitude) {
             return bad("the diurnal amplitude must be in [0, 1)");
         }
@@ -139,7 +164,9 @@ impl SimConfig {
         Ok(())
     }
 
-    /// Total maintenance read demand, in bytes per second, with intensities.
+    /// Total maintenance read demand, in bytes per second, with
+    /// intensities (scrubbing's nominal share taken as the mix's: the
+    /// budget's scale, not what the world generates).
     pub fn demand_bytes_per_sec(&self) -> f64 {
         let per_tb = self.demand_mb_s_per_tb * 1e6 * self.cluster.raw_capacity as f64 / 1e12;
         TaskKind::ALL.iter().map(|t| per_tb * self.mix.share(*t) * self.intensity[t.index()]).sum()
@@ -150,8 +177,12 @@ impl SimConfig {
         let q = self.quantum.as_secs_f64();
         let middle_hours = (start.as_millis() as f64 / 1000.0 + q / 2.0) / 3600.0;
         let swing = 1.0 + self.diurnal_amplitude * (2.0 * std::f64::consts::PI * middle_hours / 24.0).sin();
+        let per_sec = match self.supply_mb_s_per_tb {
+            Some(supply) => supply * 1e6 * self.cluster.raw_capacity as f64 / 1e12,
+            None => self.demand_bytes_per_sec() * self.budget_factor,
+        };
         Budget {
-            cluster_bytes: (self.demand_bytes_per_sec() * q * self.budget_factor * swing) as u64,
+            cluster_bytes: (per_sec * q * swing) as u64,
             disk_head_time_us: DiskBudget::Uniform((q * 1e6 * self.disk_share * swing) as u64),
         }
     }
@@ -169,12 +200,18 @@ pub struct Simulation {
     imperative: Option<Imperative>,
     declarative: Option<Declarative>,
     optimal: Option<Optimal>,
+    optimal_elide: Option<Optimal>,
     quantum: u32,
     horizon_quanta: u32,
     /// Expected quanta including the drain (for progress bars).
     expected_quanta: u32,
     /// Hard stop, in case declarative work never finishes.
     max_quanta: u32,
+    /// Fraction of the files of day 0 deleted by the end of the horizon.
+    initial_files_deleted: Option<f64>,
+    /// Layout (share of raw bytes per scheme) and fill at the start and at
+    /// the end of the horizon.
+    layout: [(Vec<f64>, f64); 2],
     done: bool,
 }
 
@@ -195,6 +232,7 @@ impl Simulation {
             let planner = PlannerConfig {
                 quantum: config.quantum,
                 dispatch_rounds: rounds,
+                leftover: config.leftover,
                 // A group pins at most half the cluster's cache, leaving room
                 // for the previous group's pins in their grace period.
                 group_cache_bytes: (config.cache_per_disk / 2).saturating_mul(u64::from(disks)).max(block),
@@ -202,7 +240,10 @@ impl Simulation {
             };
             Declarative::new(planner, disks, config.cache_per_disk, recorder())
         });
-        let optimal = config.modes.optimal.then(|| Optimal::new(recorder(), block));
+        let optimal = config.modes.optimal.then(|| Optimal::new(OptimalRule::EachBlockOnce, recorder(), block));
+        let optimal_elide =
+            config.modes.optimal.then(|| Optimal::new(OptimalRule::ElideDeletedBeforeDeadline, recorder(), block));
+        let layout = (world.layout(), world.fill());
         let horizon_quanta = config.quanta(config.horizon);
         let longest = TaskKind::ALL
             .iter()
@@ -218,8 +259,11 @@ impl Simulation {
             imperative,
             declarative,
             optimal,
+            optimal_elide,
             quantum: 0,
             horizon_quanta,
+            initial_files_deleted: None,
+            layout: [layout.clone(), layout],
             done: false,
         })
     }
@@ -260,6 +304,10 @@ impl Simulation {
         let deleted_at_close =
             (self.optimal.is_some() && !closed.is_empty()).then(|| self.world.model.deleted().clone());
         let events = self.world.advance(now, new_work);
+        if q == self.horizon_quanta {
+            self.initial_files_deleted = Some(self.world.initial_files_deleted_fraction());
+            self.layout[1] = (self.world.layout(), self.world.fill());
+        }
         if let Some(decl) = &mut self.declarative {
             decl.note_deleted(&self.world.model, &events.deleted);
             for &id in &events.started {
@@ -279,10 +327,12 @@ impl Simulation {
         let (world, budget) = (&self.world, self.config.budget(now));
         let hours = now.as_millis() as f64 / 3.6e6;
         let (imperative, optimal) = (self.imperative.as_mut(), self.optimal.as_mut());
+        let optimal_elide = self.optimal_elide.as_mut();
         let other_modes = move || {
-            if let (Some(opt), Some(deleted)) = (optimal, deleted_at_close) {
+            if let (Some(opt), Some(elide), Some(deleted)) = (optimal, optimal_elide, deleted_at_close) {
                 for job in &closed {
                     opt.close(job, &deleted);
+                    elide.close(job, &deleted);
                 }
             }
             if let Some(imp) = imperative {
@@ -312,9 +362,9 @@ impl Simulation {
     /// Recorders closed at the end of each step (declarative mode closes
     /// its own when it replays a quantum).
     fn recorders(&mut self) -> impl Iterator<Item = &mut Recorder> {
-        let imp = self.imperative.as_mut().map(|m| &mut m.recorder);
-        let opt = self.optimal.as_mut().map(|m| &mut m.recorder);
-        imp.into_iter().chain(opt)
+        let imp = self.imperative.as_mut().map(|m| [&mut m.recorder, &mut m.skip_deleted]);
+        let opt = [self.optimal.as_mut(), self.optimal_elide.as_mut()].map(|m| m.map(|m| &mut m.recorder));
+        imp.into_iter().flatten().chain(opt.into_iter().flatten())
     }
 
     /// Runs every remaining quantum, calling `progress` after each.
@@ -328,7 +378,7 @@ impl Simulation {
     /// The results. Optimal's jobs still open (only if the hard stop hit)
     /// are settled now.
     pub fn finish(mut self) -> SimResult {
-        if let Some(opt) = &mut self.optimal {
+        for opt in [&mut self.optimal, &mut self.optimal_elide].into_iter().flatten() {
             for job in self.world.close_due(Timestamp(u64::MAX)) {
                 opt.close(&job, self.world.model.deleted());
             }
@@ -338,12 +388,17 @@ impl Simulation {
         let horizon = self.config.horizon.as_secs_f64();
         let quantum = self.config.quantum.as_secs_f64();
         let drive = model.spec().drive_bytes;
+        let block = model.spec().block_bytes;
         let new = |mode, recorder| ModeResult::new(mode, recorder, disks, horizon, quantum, drive);
-        let imperative = self.imperative.map(|m| {
-            let mut r = new(Mode::Imperative, m.recorder);
-            r.cache_bytes_per_disk = self.config.cache_per_disk;
-            r
-        });
+        let lru_bytes = self.config.cache_per_disk;
+        let (imperative, imperative_skip_deleted) = match self.imperative {
+            Some(m) => {
+                let mut variant = new(Mode::Imperative, m.skip_deleted);
+                variant.cache_bytes_per_disk = lru_bytes;
+                (Some(new(Mode::Imperative, m.recorder)), Some(variant))
+            }
+            None => (None, None),
+        };
         let mut over_budget_quanta = 0;
         let mut refused_pin_bytes = 0;
         let declarative = self.declarative.map(|m| {
@@ -355,24 +410,39 @@ impl Simulation {
             r.cache_bytes_per_disk = wanted;
             r
         });
-        let optimal = self.optimal.map(|m| {
+        let head_time_us = model.spec().disk_model.head_time_us(block);
+        let optimal_result = |m: Optimal| {
             let disk_bytes = m.disk_bytes();
             let mut r = new(Mode::Optimal, m.recorder);
-            let block = model.spec().block_bytes;
             r.disk_bytes = disk_bytes;
-            r.head_time_us = disk_bytes / block * model.spec().disk_model.head_time_us(block);
+            r.head_time_us = disk_bytes / block * head_time_us;
             r.utilization = r.head_time_us as f64 / 1e6 / (f64::from(disks) * horizon);
             r.io_wall_drive_bytes = io_wall(drive, r.utilization);
             r
-        });
-        let savings_vs_imperative = match (&imperative, &declarative) {
-            (Some(i), Some(d)) if i.disk_bytes > 0 => Some(1.0 - d.disk_bytes as f64 / i.disk_bytes as f64),
-            _ => None,
         };
-        let gap_to_optimal = match (&declarative, &optimal) {
-            (Some(d), Some(o)) if o.disk_bytes > 0 => Some(d.disk_bytes as f64 / o.disk_bytes as f64 - 1.0),
-            _ => None,
+        let optimal = self.optimal.map(optimal_result);
+        let optimal_elide_deleted = self.optimal_elide.map(optimal_result);
+        let demand_realised = TaskKind::ALL
+            .iter()
+            .filter(|&&t| self.world.nominal_bytes(t) > 0.0)
+            .map(|&t| (t.name().to_string(), self.world.generated_bytes(t) / self.world.nominal_bytes(t)))
+            .collect();
+        let scrub = TaskKind::Scrubbing;
+        let scrub_deleted_fraction = declarative
+            .as_ref()
+            .filter(|_| self.world.generated_bytes(scrub) > 0.0)
+            .map(|d| d.task(scrub).elided_bytes as f64 / self.world.generated_bytes(scrub));
+        let [start, end] = self.layout;
+        let churn = Churn {
+            scrub_deleted_fraction,
+            initial_files_deleted_fraction: self.initial_files_deleted.unwrap_or(0.0),
+            layout_start: start.0,
+            layout_end: end.0,
+            fill_start: start.1,
+            fill_end: end.1,
         };
+        let modes = ModeResults { imperative, declarative, optimal };
+        let variants = Variants { imperative_skip_deleted, optimal_elide_deleted };
         SimResult {
             mix: self.config.mix.name.clone(),
             mix_source: self.config.mix.source.clone(),
@@ -385,62 +455,13 @@ impl Simulation {
             demand_mb_s_per_tb: self.config.demand_mb_s_per_tb,
             cache_per_disk_bytes: self.config.cache_per_disk,
             seed: model.spec().seed,
-            modes: ModeResults { imperative, declarative, optimal },
-            savings_vs_imperative,
-            gap_to_optimal,
+            comparisons: Comparisons::new(&modes, &variants),
+            modes,
+            variants,
+            demand_realised,
+            churn,
             over_budget_quanta,
             refused_pin_bytes,
         }
     }
-}
-
-/// Per-mode results; a mode not simulated is absent.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ModeResults {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub imperative: Option<ModeResult>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub declarative: Option<ModeResult>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub optimal: Option<ModeResult>,
-}
-
-impl ModeResults {
-    pub fn iter(&self) -> impl Iterator<Item = &ModeResult> {
-        [&self.imperative, &self.declarative, &self.optimal].into_iter().flatten()
-    }
-
-    pub fn get(&self, mode: Mode) -> Option<&ModeResult> {
-        match mode {
-            Mode::Imperative => self.imperative.as_ref(),
-            Mode::Declarative => self.declarative.as_ref(),
-            Mode::Optimal => self.optimal.as_ref(),
-        }
-    }
-}
-
-/// The outcome of one run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SimResult {
-    pub mix: String,
-    pub mix_source: String,
-    pub capacity_bytes: u64,
-    pub drive_bytes: u64,
-    pub disks: u32,
-    pub days: f64,
-    pub quantum_secs: f64,
-    /// Quanta simulated, including the drain after the horizon.
-    pub quanta: u32,
-    pub demand_mb_s_per_tb: f64,
-    pub cache_per_disk_bytes: u64,
-    pub seed: u64,
-    pub modes: ModeResults,
-    /// 1 − declarative disk bytes / imperative disk bytes.
-    pub savings_vs_imperative: Option<f64>,
-    /// Declarative disk bytes / optimal disk bytes − 1.
-    pub gap_to_optimal: Option<f64>,
-    /// Quanta in which the planner scheduled more than its budget (must be 0).
-    pub over_budget_quanta: u64,
-    /// Pin directives the per-disk cache regions could not take.
-    pub refused_pin_bytes: u64,
 }

@@ -3,8 +3,12 @@
 //! for "any copy" and as one exact copy costs one read; exact copies asked
 //! for by scrubbing count once each.
 //!
-//! A job is settled when its window closes: sets whose blocks were all
-//! deleted by then are elided (any schedule could have waited that long).
+//! A job is settled when its window closes. Under the paper's rule
+//! ([`OptimalRule::EachBlockOnce`], §6.2: it "knows all future
+//! declarations" and ignores budgets and deadlines) every declared block
+//! counts; under [`OptimalRule::ElideDeletedBeforeDeadline`] sets whose
+//! blocks were all deleted by the deadline are elided too (any schedule
+//! could have waited that long), a stricter bound in a world that churns.
 //! A data-flexible job (rebalancing: any `n` of its candidates) takes its
 //! candidates that someone reads anyway for free, counted against every
 //! read of the whole run, and pays only for the rest.
@@ -14,7 +18,17 @@ use super::world::{Job, JobSets};
 use dingo_types::{MemberBitmap, TaskKind};
 use roaring::RoaringTreemap;
 
+/// Which deletions the bound may take credit for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OptimalRule {
+    /// None: each distinct declared block is read once (the paper's definition).
+    EachBlockOnce,
+    /// Sets deleted before their deadline are not read.
+    ElideDeletedBeforeDeadline,
+}
+
 pub struct Optimal {
+    rule: OptimalRule,
     pub recorder: Recorder,
     /// Blocks read for "any copy".
     any: RoaringTreemap,
@@ -27,8 +41,8 @@ pub struct Optimal {
 }
 
 impl Optimal {
-    pub fn new(recorder: Recorder, block_bytes: u64) -> Optimal {
-        Optimal { recorder, any: RoaringTreemap::new(), copies: Vec::new(), pending: Vec::new(), block_bytes }
+    pub fn new(rule: OptimalRule, recorder: Recorder, block_bytes: u64) -> Optimal {
+        Optimal { rule, recorder, any: RoaringTreemap::new(), copies: Vec::new(), pending: Vec::new(), block_bytes }
     }
 
     fn copies_mut(&mut self, copy: usize) -> &mut RoaringTreemap {
@@ -38,8 +52,14 @@ impl Optimal {
         &mut self.copies[copy]
     }
 
-    /// Settles a job whose window closed; `deleted`: blocks deleted by then.
-    pub fn close(&mut self, job: &Job, deleted: &RoaringTreemap) {
+    /// Settles a job whose window closed; `deleted_by_deadline`: blocks
+    /// deleted by then (used only by [`OptimalRule::ElideDeletedBeforeDeadline`]).
+    pub fn close(&mut self, job: &Job, deleted_by_deadline: &RoaringTreemap) {
+        let none = RoaringTreemap::new();
+        let deleted = match self.rule {
+            OptimalRule::EachBlockOnce => &none,
+            OptimalRule::ElideDeletedBeforeDeadline => deleted_by_deadline,
+        };
         let bb = self.block_bytes;
         match &job.sets {
             JobSets::Files(ranges) => {
@@ -144,7 +164,7 @@ mod tests {
 
     #[test]
     fn overlapping_reads_count_once_and_exact_copies_count_each() {
-        let mut opt = Optimal::new(Recorder::new(1, DiskModel::HDD), 10);
+        let mut opt = Optimal::new(OptimalRule::ElideDeletedBeforeDeadline, Recorder::new(1, DiskModel::HDD), 10);
         let file = JobSets::Files(vec![BlockRange { start: BlockId(0), len: 4 }]);
         opt.close(&job(TaskKind::GarbageCollection, file.clone(), None), &RoaringTreemap::new());
         opt.close(&job(TaskKind::FileScrubbing, file, None), &RoaringTreemap::new());
@@ -157,7 +177,7 @@ mod tests {
 
     #[test]
     fn flexible_jobs_pay_only_for_candidates_nobody_reads_and_deleted_sets_are_elided() {
-        let mut opt = Optimal::new(Recorder::new(1, DiskModel::HDD), 10);
+        let mut opt = Optimal::new(OptimalRule::ElideDeletedBeforeDeadline, Recorder::new(1, DiskModel::HDD), 10);
         let candidates: MemberBitmap =
             (0..6u64).map(|b| Member::Copy(ChunkRef { block: BlockId(b), copy: 0 })).collect();
         opt.close(&job(TaskKind::Rebalancing, JobSets::Members(candidates), Some(3)), &RoaringTreemap::new());
@@ -168,8 +188,18 @@ mod tests {
         assert_eq!(opt.disk_bytes(), 20 + 10);
         let gone: RoaringTreemap = (100..104).collect();
         let deleted_file = JobSets::Files(vec![BlockRange { start: BlockId(100), len: 4 }]);
-        opt.close(&job(TaskKind::GarbageCollection, deleted_file, None), &gone);
+        opt.close(&job(TaskKind::GarbageCollection, deleted_file.clone(), None), &gone);
         assert_eq!(opt.disk_bytes(), 30);
         assert_eq!(opt.recorder.tasks[TaskKind::GarbageCollection.index()].elided_bytes, 40);
+    }
+
+    #[test]
+    fn the_papers_rule_counts_deleted_blocks_too() {
+        let mut opt = Optimal::new(OptimalRule::EachBlockOnce, Recorder::new(1, DiskModel::HDD), 10);
+        let gone: RoaringTreemap = (100..104).collect();
+        let file = JobSets::Files(vec![BlockRange { start: BlockId(100), len: 4 }]);
+        opt.close(&job(TaskKind::GarbageCollection, file, None), &gone);
+        assert_eq!(opt.disk_bytes(), 40);
+        assert_eq!(opt.recorder.tasks[TaskKind::GarbageCollection.index()].elided_bytes, 0);
     }
 }

@@ -4,23 +4,27 @@
 //! and the clock — so the three modes see the same events and are
 //! comparable.
 //!
-//! Life cycle of data (SPEC §7, paper appendix A.2): files are ingested
-//! 3-way replicated, transcoded with age to RS 6-of-9 and then RS 30-of-33
-//! (rewritten, old blocks deleted), rewritten in place by garbage
-//! collection, and the oldest are deleted by their owners to keep the fill
-//! at its target. Disks fail at random and are replaced at once;
+//! Life cycle of data (SPEC §7, paper appendix A.2): files are transcoded
+//! with age from 3-way replication to RS 6-of-9 and then RS 30-of-33
+//! (rewritten, old blocks deleted); as many new replicated files are
+//! ingested as transcoding moves on, so the layout holds; the owners delete
+//! the oldest RS 30-of-33 files to keep the fill at its target. Garbage
+//! collection rewrites random files of a designated object/KV-store subset
+//! in their own scheme. Disks fail at random and are replaced at once;
 //! reconstruction rebuilds their chunks from the survivors.
 //!
 //! A rewriting job (GC, transcoding) commits its rewrites when its window
 //! closes, at its deadline: every mode has read the files by then, and
-//! commits happen at the same instant in every mode.
+//! commits happen at the same instant in every mode. Nothing is claimed: a
+//! file may be picked by several jobs, and a commit skips the files that an
+//! earlier commit or the owners already deleted, as a real store would.
 
 use super::SimConfig;
+use super::files::{FileCursor, ObjectFiles};
 use crate::model::{ClusterModel, ModelError, Redundancy};
 use crate::rng::SplitMix64;
 use crate::workload::surviving_set;
 use dingo_types::{BlockRange, BlockSet, DiskId, Member, MemberBitmap, ReadSets, TaskKind, Timestamp, Topology};
-use fixedbitset::FixedBitSet;
 use roaring::RoaringTreemap;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -117,46 +121,18 @@ impl Job {
     }
 }
 
-/// Oldest-first walk over the files of one scheme.
-#[derive(Clone, Copy, Debug, Default)]
-struct FileCursor {
-    next: u64,
-}
-
-impl FileCursor {
-    /// Up to `n` live files of `scheme` at or after the cursor that
-    /// `accept`s, oldest first; the cursor moves past every file it looked at.
-    fn take(&mut self, model: &ClusterModel, scheme: usize, n: u64, accept: impl Fn(u64) -> bool) -> Vec<u64> {
-        let mut out = Vec::new();
-        if n == 0 {
-            return out;
-        }
-        for range in model.scheme_file_ranges(scheme) {
-            for f in range.start.max(self.next)..range.end {
-                self.next = f + 1;
-                if model.file_live(f) && accept(f) {
-                    out.push(f);
-                    if out.len() as u64 == n {
-                        return out;
-                    }
-                }
-            }
-        }
-        out
-    }
-}
-
 /// Per-task event sizes derived from the demand.
 #[derive(Clone, Debug)]
 struct Rates {
     /// Bytes per second each task reads.
     bytes_per_sec: [f64; TaskKind::COUNT],
-    /// Period and deadline each task uses (scrubbing's shortened if one
-    /// period's share is more than the whole cluster).
+    /// Period and deadline each task uses (scrubbing's shortened when the
+    /// demand asks for more than one pass over the cluster per period).
     period: [Duration; TaskKind::COUNT],
     deadline: [Duration; TaskKind::COUNT],
-    /// Expected reconstruction bytes one disk failure causes.
-    bytes_per_failure: f64,
+    /// Fraction of the disks one scrubbing event covers (1 unless the
+    /// demand is below the paper's, when a pass takes several periods).
+    scrub_fraction: f64,
 }
 
 pub struct World {
@@ -166,21 +142,27 @@ pub struct World {
     /// Transcoding chain: layout schemes by decreasing overhead.
     chain: Vec<usize>,
     rngs: [SplitMix64; TaskKind::COUNT],
-    /// Failures and ingest draw from their own stream.
+    /// Failed disks are drawn from their own stream.
     failure_rng: SplitMix64,
     next_event: [Timestamp; TaskKind::COUNT],
-    /// Fractional files/disks carried between events so rates stay exact.
+    /// Fractional files/disks/failures carried between events so rates stay exact.
     carry: [f64; TaskKind::COUNT],
-    ingest_carry: f64,
     transcode_cursors: Vec<FileCursor>,
     delete_cursor: FileCursor,
     scrub_cursor: u32,
-    /// Files a pending rewrite owns; nobody else rewrites or deletes them.
-    claimed: ClaimedFiles,
+    /// The object/KV-store files garbage collection rewrites.
+    objects: ObjectFiles,
+    /// Replicated files to ingest: as many as transcoding moved on.
+    ingest_due: u64,
     jobs: BTreeMap<u32, Job>,
     pending_commits: Vec<Commit>,
     next_job: u32,
     target_chunks: u64,
+    /// Logical bytes each task's jobs declared (what it must read), by
+    /// [`TaskKind::index`].
+    generated_bytes: [f64; TaskKind::COUNT],
+    /// Files that existed at the start (ids below this).
+    initial_files: u64,
 }
 
 /// What changed at the start of one quantum.
@@ -201,7 +183,9 @@ impl World {
         let mut seeds = SplitMix64::new(config.cluster.seed ^ 0x05EE_D0FD_16E0);
         let rngs = TaskKind::ALL.map(|_| SplitMix64::new(seeds.next_u64()));
         let failure_rng = SplitMix64::new(seeds.next_u64());
+        let objects = ObjectFiles::new(&model, config.gc_subset_fraction, &mut SplitMix64::new(seeds.next_u64()));
         let target_chunks = model.live_chunks();
+        let model_files = model.file_count();
         Ok(World {
             transcode_cursors: vec![FileCursor::default(); chain.len()],
             model,
@@ -212,14 +196,16 @@ impl World {
             failure_rng,
             next_event: [Timestamp::ZERO; TaskKind::COUNT],
             carry: [0.0; TaskKind::COUNT],
-            ingest_carry: 0.0,
             delete_cursor: FileCursor::default(),
             scrub_cursor: 0,
-            claimed: ClaimedFiles::default(),
+            objects,
+            ingest_due: 0,
             jobs: BTreeMap::new(),
             pending_commits: Vec::new(),
             next_job: 0,
             target_chunks,
+            generated_bytes: [0.0; TaskKind::COUNT],
+            initial_files: model_files,
         })
     }
 
@@ -240,6 +226,37 @@ impl World {
     /// The deadline each task's jobs get.
     pub fn deadline(&self, task: TaskKind) -> Duration {
         self.rates.deadline[task.index()]
+    }
+
+    /// Logical bytes `task` reads per second at the configured demand and
+    /// intensity, times the horizon: what its jobs should declare.
+    pub fn nominal_bytes(&self, task: TaskKind) -> f64 {
+        self.task_rate(task) * self.config.horizon.as_secs_f64()
+    }
+
+    /// Logical bytes `task`'s jobs declared so far.
+    pub fn generated_bytes(&self, task: TaskKind) -> f64 {
+        self.generated_bytes[task.index()]
+    }
+
+    /// Fraction of the files that existed at the start that are deleted now.
+    pub fn initial_files_deleted_fraction(&self) -> f64 {
+        if self.initial_files == 0 {
+            return 0.0;
+        }
+        let live = (0..self.initial_files).filter(|&f| self.model.file_live(f)).count() as u64;
+        1.0 - live as f64 / self.initial_files as f64
+    }
+
+    /// Fraction of the live raw bytes stored with each scheme (by scheme index).
+    pub fn layout(&self) -> Vec<f64> {
+        let total = self.model.live_chunks().max(1) as f64;
+        (0..self.model.scheme_count()).map(|s| self.model.scheme_live_chunks(s) as f64 / total).collect()
+    }
+
+    /// Live raw bytes over raw capacity.
+    pub fn fill(&self) -> f64 {
+        self.model.live_chunks() as f64 * self.block_bytes() / self.model.spec().raw_capacity as f64
     }
 
     /// Closes the jobs whose deadline is at or before `now`, the start of
@@ -272,39 +289,55 @@ impl World {
         events
     }
 
+    /// Rewrites a closed job's files that are still live (the others were
+    /// rewritten or deleted since it picked them) into new files, which
+    /// keep their place in the object/KV-store subset.
     fn apply(&mut self, commit: Commit, deleted: &mut RoaringTreemap) {
-        for &f in &commit.files {
-            self.claimed.remove(f);
-        }
         let live: Vec<u64> = commit.files.iter().copied().filter(|&f| self.model.file_live(f)).collect();
-        let mut per_scheme = vec![0u64; self.model.scheme_count()];
+        // New files per (scheme, object-store member).
+        let mut new_files = vec![[0u64; 2]; self.model.scheme_count()];
         for &f in &live {
-            per_scheme[commit.to_scheme.unwrap_or_else(|| self.model.file_scheme(f))] += 1;
+            let scheme = commit.to_scheme.unwrap_or_else(|| self.model.file_scheme(f));
+            new_files[scheme][usize::from(self.objects.contains(f))] += 1;
         }
-        *deleted |= self.model.delete_files(&live);
-        for (scheme, files) in per_scheme.into_iter().enumerate() {
-            self.model.add_files(scheme, files);
+        if self.chain.len() > 1 && commit.to_scheme == Some(self.chain[1]) {
+            self.ingest_due += live.len() as u64;
+        }
+        *deleted |= self.delete_files(&live);
+        for (scheme, [plain, objects]) in new_files.into_iter().enumerate() {
+            self.model.add_files(scheme, plain);
+            for f in self.model.add_files(scheme, objects) {
+                self.objects.insert(f);
+            }
         }
     }
 
-    /// Ingests new replicated files at the rate transcoding moves them on,
-    /// then deletes the oldest files of the last scheme while the cluster
-    /// is over its fill target (owners deleting old data).
+    /// Deletes live files, keeping the object-store subset's count.
+    fn delete_files(&mut self, files: &[u64]) -> RoaringTreemap {
+        for &f in files {
+            if self.model.file_live(f) {
+                self.objects.forget(f);
+            }
+        }
+        self.model.delete_files(files)
+    }
+
+    /// Ingests as many new replicated files as transcoding moved on (so the
+    /// layout holds; new files refill the object-store subset where the
+    /// owners deleted members), then deletes the oldest files of the last
+    /// scheme while the cluster is over its fill target (owners deleting
+    /// old data).
     fn ingest_and_expire(&mut self, deleted: &mut RoaringTreemap) {
-        if self.chain.len() > 1 {
-            let per_sec = self.rates.bytes_per_sec[TaskKind::Transcoding.index()] / (self.chain.len() - 1) as f64;
-            self.ingest_carry += per_sec * self.config.quantum.as_secs_f64() / self.file_bytes();
-            let files = self.ingest_carry.floor();
-            self.ingest_carry -= files;
-            self.model.add_files(self.chain[0], files as u64);
+        let files = std::mem::take(&mut self.ingest_due);
+        let objects = files.min(self.objects.deficit());
+        self.model.add_files(self.chain[0], files - objects);
+        for f in self.model.add_files(self.chain[0], objects) {
+            self.objects.insert(f);
         }
         let last = *self.chain.last().expect("at least one scheme");
         let over = self.model.live_chunks().saturating_sub(self.target_chunks);
-        let claimed = &self.claimed;
-        let victims = self
-            .delete_cursor
-            .take(&self.model, last, over.div_ceil(self.chunks_per_file(last)), |f| !claimed.contains(f));
-        *deleted |= self.model.delete_files(&victims);
+        let victims = self.delete_cursor.take(&self.model, last, over.div_ceil(self.chunks_per_file(last)));
+        *deleted |= self.delete_files(&victims);
     }
 
     fn chunks_per_file(&self, scheme: usize) -> u64 {
@@ -331,11 +364,16 @@ impl World {
                 continue;
             }
             let period = self.rates.period[task.index()];
-            while self.next_event[task.index()] < quantum_end {
+            let horizon = Timestamp(self.config.horizon.as_millis() as u64);
+            while self.next_event[task.index()] < quantum_end.min(horizon) {
                 let event = self.next_event[task.index()];
                 self.next_event[task.index()] = event.saturating_add(period.max(Duration::from_millis(1)));
-                let bytes = self.rates.bytes_per_sec[task.index()] * period.as_secs_f64();
-                if let Some(job) = self.make_job(task, now, bytes) {
+                // An event covers its period; the last one only what is
+                // left of the horizon, so a run generates its nominal demand.
+                let covered = period.min(Duration::from_millis(horizon.0 - event.0)).as_secs_f64();
+                let bytes = self.rates.bytes_per_sec[task.index()] * covered;
+                let scale = covered / period.as_secs_f64();
+                if let Some(job) = self.make_job(task, now, bytes, scale) {
                     started.push(job);
                 }
             }
@@ -361,13 +399,15 @@ impl World {
         commits: Vec<Commit>,
     ) -> Option<u32> {
         if sets.is_empty() {
-            for c in &commits {
-                for &f in &c.files {
-                    self.claimed.remove(f);
-                }
-            }
             return None;
         }
+        let block_bytes = self.block_bytes();
+        let sets_bytes = match &sets {
+            JobSets::Files(ranges) => ranges.iter().map(|r| f64::from(r.len)).sum::<f64>() * block_bytes,
+            JobSets::Members(m) => sets_needed.unwrap_or(m.len()) as f64 * block_bytes,
+            JobSets::Stripes { keys, .. } => keys.len() as f64 * block_bytes,
+        };
+        self.generated_bytes[task.index()] += sets_bytes;
         let id = self.next_job;
         self.next_job += 1;
         let deadline = now.saturating_add(self.rates.deadline[task.index()]);
@@ -375,15 +415,14 @@ impl World {
         Some(id)
     }
 
-    fn make_job(&mut self, task: TaskKind, now: Timestamp, bytes: f64) -> Option<u32> {
+    /// One event of `task` reading `bytes`; a scrubbing event covers
+    /// `scale` of its period's pass.
+    fn make_job(&mut self, task: TaskKind, now: Timestamp, bytes: f64, scale: f64) -> Option<u32> {
         let file_bytes = self.file_bytes();
         match task {
             TaskKind::GarbageCollection => {
                 let n = self.units(task, bytes, file_bytes);
-                let files = self.random_files(task, n, true);
-                for &f in &files {
-                    self.claimed.insert(f);
-                }
+                let files = self.objects.pick(&self.model, n, &mut self.rngs[task.index()]);
                 let ranges = self.ranges(&files, u32::MAX);
                 self.push_job(task, now, JobSets::Files(ranges), None, vec![Commit { files, to_scheme: None }])
             }
@@ -397,11 +436,7 @@ impl World {
                 let mut commits = Vec::new();
                 for stage in 0..stages {
                     let (from, to) = (self.chain[stage], self.chain[stage + 1]);
-                    let claimed = &self.claimed;
-                    let files = self.transcode_cursors[stage].take(&self.model, from, n, |f| !claimed.contains(f));
-                    for &f in &files {
-                        self.claimed.insert(f);
-                    }
+                    let files = self.transcode_cursors[stage].take(&self.model, from, n);
                     all.extend_from_slice(&files);
                     commits.push(Commit { files, to_scheme: Some(to) });
                 }
@@ -411,21 +446,23 @@ impl World {
             }
             TaskKind::Georeplication | TaskKind::FileScrubbing => {
                 let n = self.units(task, bytes, file_bytes);
-                let files = self.random_files(task, n, false);
+                let files = self.random_files(task, n);
                 let ranges = self.ranges(&files, u32::MAX);
                 self.push_job(task, now, JobSets::Files(ranges), None, Vec::new())
             }
             TaskKind::Fsck => {
                 let blocks = self.config.fsck_blocks.clamp(1, self.model.spec().file_blocks);
                 let n = self.units(task, bytes, self.block_bytes() * f64::from(blocks));
-                let files = self.random_files(task, n, false);
+                let files = self.random_files(task, n);
                 let ranges = self.ranges(&files, blocks);
                 self.push_job(task, now, JobSets::Files(ranges), None, Vec::new())
             }
             TaskKind::Scrubbing => {
-                let per_disk =
-                    self.model.live_chunks() as f64 * self.block_bytes() / f64::from(self.model.disk_count());
-                let disks = self.units(task, bytes, per_disk).min(u64::from(self.model.disk_count()));
+                // A pass covers every written chunk (paper appendix A.2); an
+                // event covers its fraction of the disks, round-robin.
+                let disk_count = f64::from(self.model.disk_count());
+                let disks = self.units(task, self.rates.scrub_fraction * scale * disk_count, 1.0);
+                let disks = disks.min(u64::from(self.model.disk_count()));
                 let chosen: Vec<DiskId> = (0..disks)
                     .map(|_| {
                         let d = DiskId(self.scrub_cursor);
@@ -466,15 +503,17 @@ impl World {
         }
     }
 
-    /// Disk failures this quantum (Poisson, at the rate that makes
-    /// reconstruction read its share); one reconstruction job each. The
-    /// failed disk is replaced at once; its chunks are rebuilt from the
+    /// Disk failures this quantum, at the rate that makes reconstruction
+    /// read its share given what a failure costs in the cluster as it is
+    /// now; one reconstruction job each. The count carries its fraction to
+    /// the next quantum (an exact rate: Poisson counts would put a small
+    /// cluster's month 15 % off its share), the disk is drawn at random.
+    /// The failed disk is replaced at once; its chunks are rebuilt from the
     /// survivors, chosen while the disk is out.
     fn fail_disks(&mut self, now: Timestamp, started: &mut Vec<u32>) {
         let task = TaskKind::Reconstruction;
-        let mean = self.rates.bytes_per_sec[task.index()] * self.config.quantum.as_secs_f64()
-            / self.rates.bytes_per_failure.max(1.0);
-        let failures = poisson(&mut self.failure_rng, mean);
+        let bytes = self.rates.bytes_per_sec[task.index()] * self.config.quantum.as_secs_f64();
+        let failures = self.units(task, bytes, bytes_per_failure(&self.model).max(1.0));
         for _ in 0..failures {
             let disk = DiskId(self.failure_rng.below(u64::from(self.model.disk_count())) as u32);
             let lost = self.model.placed_chunks(&[disk]);
@@ -494,23 +533,23 @@ impl World {
         }
     }
 
-    /// `n` distinct random live files (not claimed by a pending rewrite when
-    /// `unclaimed`), sorted.
-    fn random_files(&mut self, task: TaskKind, n: u64, unclaimed: bool) -> Vec<u64> {
+    /// `n` distinct random live files (every live file if there are no
+    /// more), sorted.
+    fn random_files(&mut self, task: TaskKind, n: u64) -> Vec<u64> {
         let files = self.model.file_count();
+        if n >= live_files(&self.model) {
+            return (0..files).filter(|&f| self.model.file_live(f)).collect();
+        }
         let rng = &mut self.rngs[task.index()];
+        let mut taken = fixedbitset::FixedBitSet::with_capacity(usize::try_from(files).expect("fits in memory"));
         let mut picked = Vec::with_capacity(n as usize);
-        let mut attempts = 0u64;
-        let limit = n.saturating_mul(64) + 1024;
-        while (picked.len() as u64) < n && attempts < limit {
-            attempts += 1;
+        while (picked.len() as u64) < n {
             let f = rng.below(files);
-            if self.model.file_live(f) && !(unclaimed && self.claimed.contains(f)) {
+            if self.model.file_live(f) && !taken.put(f as usize) {
                 picked.push(f);
             }
         }
         picked.sort_unstable();
-        picked.dedup();
         picked
     }
 
@@ -527,110 +566,79 @@ impl World {
 }
 
 impl Rates {
+    /// Scrubbing is sized by coverage, not by its mix share: at the paper's
+    /// demand a pass reads every written chunk once per scrubbing period
+    /// (Table 2: 30 days); a higher demand (or intensity) scrubs more often
+    /// with a deadline cut to the period, a lower one covers part of the
+    /// cluster per period (paper §6.4). The other tasks split what is left
+    /// of the demand in proportion to their shares. A mix with no
+    /// scrubbing share does not scrub.
     fn new(config: &SimConfig, model: &ClusterModel) -> Rates {
         let capacity_tb = model.spec().raw_capacity as f64 / 1e12;
         let total = config.demand_mb_s_per_tb * 1e6 * capacity_tb;
-        let bytes_per_sec = TaskKind::ALL.map(|t| total * config.mix.share(t) * config.intensity[t.index()].max(0.0));
+        let s = TaskKind::Scrubbing.index();
         let mut period = TaskKind::ALL.map(|t| config.mix.timing(t).period);
         let mut deadline = TaskKind::ALL.map(|t| config.mix.timing(t).deadline);
-        // Scrubbing covers whole disks. If one period's share is more than
-        // the cluster holds, scrub the whole cluster more often, and shorten
-        // the deadline so a scrub never overlaps the next (as the paper does
-        // when it scales demand).
-        let s = TaskKind::Scrubbing.index();
-        let cluster_bytes = model.live_chunks() as f64 * model.spec().block_bytes as f64;
-        let per_period = bytes_per_sec[s] * period[s].as_secs_f64();
-        if per_period > cluster_bytes && cluster_bytes > 0.0 {
-            period[s] = Duration::from_secs_f64(period[s].as_secs_f64() * cluster_bytes / per_period);
-            deadline[s] = deadline[s].min(period[s]);
+        let scrub_share = config.mix.shares[s];
+        let written_bytes = model.live_chunks() as f64 * model.spec().block_bytes as f64;
+        let passes = config.demand_mb_s_per_tb / PAPER_DEMAND_MB_S_PER_TB;
+        let scrub_rate = if scrub_share > 0.0 { written_bytes / period[s].as_secs_f64() * passes } else { 0.0 };
+        let others = (total - scrub_rate).max(0.0);
+        let bytes_per_sec = TaskKind::ALL.map(|t| {
+            let nominal = if t.index() == s { scrub_rate } else { others * config.mix.share(t) / (1.0 - scrub_share) };
+            nominal * config.intensity[t.index()].max(0.0)
+        });
+        let scrub_passes = passes * config.intensity[s];
+        // Tasks that sample files: an event that would need more files
+        // than the cluster holds becomes more frequent events instead.
+        let file_bytes = model.spec().block_bytes as f64 * f64::from(model.spec().file_blocks);
+        let fsck_bytes = model.spec().block_bytes as f64 * f64::from(config.fsck_blocks.min(model.spec().file_blocks));
+        let files = live_files(model).max(1) as f64;
+        let events_per_period =
+            |t: TaskKind, unit: f64| bytes_per_sec[t.index()] * period[t.index()].as_secs_f64() / unit / files;
+        let speedups = [
+            (TaskKind::Scrubbing, scrub_passes),
+            (TaskKind::Fsck, events_per_period(TaskKind::Fsck, fsck_bytes)),
+            (TaskKind::FileScrubbing, events_per_period(TaskKind::FileScrubbing, file_bytes)),
+            (TaskKind::Georeplication, events_per_period(TaskKind::Georeplication, file_bytes)),
+        ];
+        for (t, factor) in speedups {
+            if factor > 1.0 {
+                period[t.index()] = Duration::from_secs_f64(period[t.index()].as_secs_f64() / factor);
+                deadline[t.index()] = deadline[t.index()].min(period[t.index()]);
+            }
         }
-        Rates { bytes_per_sec, period, deadline, bytes_per_failure: bytes_per_failure(model) }
+        Rates { bytes_per_sec, period, deadline, scrub_fraction: scrub_passes.min(1.0) }
     }
 }
 
-/// A set of file ids, one bit per file: random picks of files test it
-/// millions of times a quantum, most of them on files long deleted.
-#[derive(Debug, Default)]
-struct ClaimedFiles(FixedBitSet);
+/// The demand (MB/s per TB) at which scrubbing covers the cluster once per
+/// period: the paper's default (§6.1).
+pub const PAPER_DEMAND_MB_S_PER_TB: f64 = 2.0;
 
-impl ClaimedFiles {
-    fn insert(&mut self, file: u64) {
-        self.0.grow_and_insert(usize::try_from(file).expect("file ids fit in memory"));
-    }
-
-    fn remove(&mut self, file: u64) {
-        if let Ok(i) = usize::try_from(file)
-            && i < self.0.len()
-        {
-            self.0.set(i, false);
-        }
-    }
-
-    fn contains(&self, file: u64) -> bool {
-        usize::try_from(file).is_ok_and(|i| self.0.contains(i))
-    }
+/// Live files: live chunks of each scheme over its chunks per file.
+fn live_files(model: &ClusterModel) -> u64 {
+    (0..model.scheme_count())
+        .map(|s| {
+            let r = model.scheme(s);
+            let per_file = u64::from(model.spec().file_blocks) / r.data_per_stripe() * u64::from(r.width());
+            model.scheme_live_chunks(s) / per_file
+        })
+        .sum()
 }
 
-/// Mean reconstruction read bytes of one disk failure: each lost chunk of a
-/// replicated block costs one read, of an RS k-of-n stripe k reads.
+/// Mean reconstruction read bytes of one disk failure in the cluster as it
+/// is: each lost chunk of a replicated block costs one read, of an RS
+/// k-of-n stripe k reads.
 fn bytes_per_failure(model: &ClusterModel) -> f64 {
     let reads: f64 = (0..model.scheme_count())
         .map(|s| {
-            let r = model.scheme(s);
-            let files: u64 = model.scheme_file_ranges(s).map(|f| f.end - f.start).sum();
-            let chunks = files * u64::from(model.spec().file_blocks) / r.data_per_stripe() * u64::from(r.width());
-            let per_chunk = match r {
+            let per_chunk = match model.scheme(s) {
                 Redundancy::Replicated { .. } => 1.0,
-                Redundancy::ErasureCoded { .. } => r.data_per_stripe() as f64,
+                r @ Redundancy::ErasureCoded { .. } => r.data_per_stripe() as f64,
             };
-            chunks as f64 * per_chunk
+            model.scheme_live_chunks(s) as f64 * per_chunk
         })
         .sum();
     reads * model.spec().block_bytes as f64 / f64::from(model.disk_count())
-}
-
-/// A Poisson draw (Knuth's method, in steps of at most 30 so `exp` stays
-/// representable for large means).
-fn poisson(rng: &mut SplitMix64, mean: f64) -> u64 {
-    let mut left = mean.max(0.0);
-    let mut count = 0;
-    while left > 0.0 {
-        let step = left.min(30.0);
-        left -= step;
-        let limit = (-step).exp();
-        let mut p = rng.unit();
-        while p > limit {
-            count += 1;
-            p *= rng.unit();
-        }
-    }
-    count
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn claimed_files_grow_on_demand_and_forget_cleanly() {
-        let mut claimed = ClaimedFiles::default();
-        assert!(!claimed.contains(5));
-        claimed.remove(1 << 40);
-        claimed.insert(70);
-        claimed.insert(3);
-        assert!(claimed.contains(70) && claimed.contains(3) && !claimed.contains(4));
-        claimed.remove(70);
-        assert!(!claimed.contains(70) && claimed.contains(3));
-    }
-
-    #[test]
-    fn poisson_draws_have_the_right_mean() {
-        let mut rng = SplitMix64::new(4);
-        for mean in [0.3, 2.0, 75.0] {
-            let n = 4000;
-            let total: u64 = (0..n).map(|_| poisson(&mut rng, mean)).sum();
-            let got = total as f64 / n as f64;
-            assert!((got - mean).abs() < 0.05 * mean + 0.05, "mean {mean}: got {got}");
-        }
-    }
 }

@@ -213,8 +213,8 @@ fn summarize(kind: SweepKind, base: &SimConfig, points: &[Point], results: &[Sim
             task: p.line.map(|t| t.name().to_string()),
             value: p.x,
             modes: report::mode_summaries(r),
-            savings_vs_imperative: r.savings_vs_imperative,
-            gap_to_optimal: r.gap_to_optimal,
+            savings_vs_imperative: r.comparisons.savings_vs_imperative,
+            gap_to_optimal: r.comparisons.gap_to_optimal,
             over_budget_quanta: r.over_budget_quanta,
         })
         .collect();
@@ -300,8 +300,8 @@ fn write_sweep(
                 m.disk_bytes,
                 m.utilization,
                 m.deadline_misses,
-                r.savings_vs_imperative.map_or(String::new(), |v| format!("{v:.6}")),
-                r.gap_to_optimal.map_or(String::new(), |v| format!("{v:.6}")),
+                r.comparisons.savings_vs_imperative.map_or(String::new(), |v| format!("{v:.6}")),
+                r.comparisons.gap_to_optimal.map_or(String::new(), |v| format!("{v:.6}")),
                 r.over_budget_quanta
             );
         }
