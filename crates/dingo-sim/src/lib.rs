@@ -9,6 +9,7 @@
 
 pub mod mix;
 pub mod model;
+pub mod paper;
 pub mod rng;
 pub mod sim;
 pub mod workload;

@@ -21,11 +21,12 @@
 
 use super::SimConfig;
 use super::files::{FileCursor, ObjectFiles};
-use crate::model::{ClusterModel, ModelError, Redundancy};
+use crate::model::{ClusterModel, ClusterSpec, ModelError, Redundancy};
 use crate::rng::SplitMix64;
 use crate::workload::surviving_set;
 use dingo_types::{BlockRange, BlockSet, DiskId, Member, MemberBitmap, ReadSets, TaskKind, Timestamp, Topology};
 use roaring::RoaringTreemap;
+use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -154,6 +155,10 @@ pub struct World {
     objects: ObjectFiles,
     /// Replicated files to ingest: as many as transcoding moved on.
     ingest_due: u64,
+    /// Files a pending transcoding job will move, and the scheme it moves
+    /// them to: garbage collection rewriting one of them writes it there
+    /// (the rewrite does the transcoding, and the layout's flows stay balanced).
+    transcode_to: FxHashMap<u64, usize>,
     jobs: BTreeMap<u32, Job>,
     pending_commits: Vec<Commit>,
     next_job: u32,
@@ -176,7 +181,8 @@ pub struct QuantumEvents {
 
 impl World {
     pub fn new(config: &SimConfig) -> Result<World, ModelError> {
-        let model = ClusterModel::new(config.cluster.clone())?;
+        let spec = ClusterSpec { layout: steady_layout(config), ..config.cluster.clone() };
+        let model = ClusterModel::new(spec)?;
         let mut chain: Vec<usize> = (0..model.scheme_count()).collect();
         chain.sort_by(|&a, &b| model.scheme(b).overhead().total_cmp(&model.scheme(a).overhead()));
         let rates = Rates::new(config, &model);
@@ -200,6 +206,7 @@ impl World {
             scrub_cursor: 0,
             objects,
             ingest_due: 0,
+            transcode_to: FxHashMap::default(),
             jobs: BTreeMap::new(),
             pending_commits: Vec::new(),
             next_job: 0,
@@ -297,11 +304,20 @@ impl World {
         // New files per (scheme, object-store member).
         let mut new_files = vec![[0u64; 2]; self.model.scheme_count()];
         for &f in &live {
-            let scheme = commit.to_scheme.unwrap_or_else(|| self.model.file_scheme(f));
+            let to = match commit.to_scheme {
+                Some(to) => Some(to),
+                None => self.transcode_to.get(&f).copied(),
+            };
+            let scheme = to.unwrap_or_else(|| self.model.file_scheme(f));
             new_files[scheme][usize::from(self.objects.contains(f))] += 1;
+            if self.chain.len() > 1 && to == Some(self.chain[1]) {
+                self.ingest_due += 1;
+            }
         }
-        if self.chain.len() > 1 && commit.to_scheme == Some(self.chain[1]) {
-            self.ingest_due += live.len() as u64;
+        if commit.to_scheme.is_some() {
+            for f in &commit.files {
+                self.transcode_to.remove(f);
+            }
         }
         *deleted |= self.delete_files(&live);
         for (scheme, [plain, objects]) in new_files.into_iter().enumerate() {
@@ -437,6 +453,7 @@ impl World {
                 for stage in 0..stages {
                     let (from, to) = (self.chain[stage], self.chain[stage + 1]);
                     let files = self.transcode_cursors[stage].take(&self.model, from, n);
+                    self.transcode_to.extend(files.iter().map(|&f| (f, to)));
                     all.extend_from_slice(&files);
                     commits.push(Commit { files, to_scheme: Some(to) });
                 }
@@ -566,6 +583,7 @@ impl World {
 }
 
 impl Rates {
+    /// Bytes per second each task reads, with `written_bytes` stored.
     /// Scrubbing is sized by coverage, not by its mix share: at the paper's
     /// demand a pass reads every written chunk once per scrubbing period
     /// (Table 2: 30 days); a higher demand (or intensity) scrubs more often
@@ -573,21 +591,27 @@ impl Rates {
     /// cluster per period (paper §6.4). The other tasks split what is left
     /// of the demand in proportion to their shares. A mix with no
     /// scrubbing share does not scrub.
+    fn bytes_per_sec(config: &SimConfig, written_bytes: f64) -> [f64; TaskKind::COUNT] {
+        let total = config.demand_mb_s_per_tb * 1e6 * config.cluster.raw_capacity as f64 / 1e12;
+        let s = TaskKind::Scrubbing.index();
+        let scrub_share = config.mix.shares[s];
+        let passes = config.demand_mb_s_per_tb / PAPER_DEMAND_MB_S_PER_TB;
+        let period = config.mix.timing[s].period.as_secs_f64();
+        let scrub_rate = if scrub_share > 0.0 { written_bytes / period * passes } else { 0.0 };
+        let others = (total - scrub_rate).max(0.0);
+        TaskKind::ALL.map(|t| {
+            let nominal = if t.index() == s { scrub_rate } else { others * config.mix.share(t) / (1.0 - scrub_share) };
+            nominal * config.intensity[t.index()].max(0.0)
+        })
+    }
+
     fn new(config: &SimConfig, model: &ClusterModel) -> Rates {
-        let capacity_tb = model.spec().raw_capacity as f64 / 1e12;
-        let total = config.demand_mb_s_per_tb * 1e6 * capacity_tb;
         let s = TaskKind::Scrubbing.index();
         let mut period = TaskKind::ALL.map(|t| config.mix.timing(t).period);
         let mut deadline = TaskKind::ALL.map(|t| config.mix.timing(t).deadline);
-        let scrub_share = config.mix.shares[s];
         let written_bytes = model.live_chunks() as f64 * model.spec().block_bytes as f64;
+        let bytes_per_sec = Rates::bytes_per_sec(config, written_bytes);
         let passes = config.demand_mb_s_per_tb / PAPER_DEMAND_MB_S_PER_TB;
-        let scrub_rate = if scrub_share > 0.0 { written_bytes / period[s].as_secs_f64() * passes } else { 0.0 };
-        let others = (total - scrub_rate).max(0.0);
-        let bytes_per_sec = TaskKind::ALL.map(|t| {
-            let nominal = if t.index() == s { scrub_rate } else { others * config.mix.share(t) / (1.0 - scrub_share) };
-            nominal * config.intensity[t.index()].max(0.0)
-        });
         let scrub_passes = passes * config.intensity[s];
         // Tasks that sample files: an event that would need more files
         // than the cluster holds becomes more frequent events instead.
@@ -610,6 +634,48 @@ impl Rates {
         }
         Rates { bytes_per_sec, period, deadline, scrub_fraction: scrub_passes.min(1.0) }
     }
+}
+
+/// The layout the world starts from and keeps: the configured one, except
+/// that a scheme transcoding reads from must hold the files transcoding has
+/// in flight (one stage's share over one deadline, plus a tenth): files stay
+/// in their scheme until their job commits, so a smaller tier would run out
+/// of files and transcoding would read less than its share. The coldest
+/// scheme gives up what the others need.
+fn steady_layout(config: &SimConfig) -> Vec<(Redundancy, f64)> {
+    let spec = &config.cluster;
+    let mut layout = spec.layout.clone();
+    let total: f64 = layout.iter().map(|(_, share)| share).sum();
+    if layout.len() < 2 || total <= 0.0 {
+        return layout;
+    }
+    for (_, share) in &mut layout {
+        *share /= total;
+    }
+    let mut chain: Vec<usize> = (0..layout.len()).collect();
+    chain.sort_by(|&a, &b| layout[b].0.overhead().total_cmp(&layout[a].0.overhead()));
+    let written = spec.raw_capacity as f64 * spec.fill;
+    let rates = Rates::bytes_per_sec(config, written);
+    let transcoding = TaskKind::Transcoding.index();
+    let in_flight =
+        rates[transcoding] / (chain.len() - 1) as f64 * config.mix.timing[transcoding].deadline.as_secs_f64();
+    let (&coldest, sources) = chain.split_last().expect("two schemes or more");
+    for &s in sources {
+        let needed = layout[s].0.overhead() * in_flight * 1.1 / written;
+        layout[s].1 = layout[s].1.max(needed);
+    }
+    let others: f64 = sources.iter().map(|&s| layout[s].1).sum();
+    if others >= 1.0 {
+        // Transcoding asks for more than the cluster holds: no cold tier,
+        // and transcoding reads what it can.
+        for &s in sources {
+            layout[s].1 /= others;
+        }
+        layout[coldest].1 = 0.0;
+    } else {
+        layout[coldest].1 = 1.0 - others;
+    }
+    layout
 }
 
 /// The demand (MB/s per TB) at which scrubbing covers the cluster once per

@@ -2,11 +2,13 @@
 //! (`dingo_sim::sim`) from the command line, with a progress bar, a JSON
 //! summary, and CSV, figures and an HTML report in `--out`.
 
+mod paper;
 mod report;
 mod sweep;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
+use dingo_planner::LeftoverPolicy;
 use dingo_sim::ClusterSpec;
 use dingo_sim::mix::Mix;
 use dingo_sim::sim::{Mode, Modes, SimConfig, SimResult, Simulation};
@@ -22,12 +24,17 @@ pub enum SimCommand {
     Run(RunArgs),
     /// Simulate a series of clusters varying one parameter.
     Sweep(sweep::SweepArgs),
+    /// Regenerate every simulator figure of the Declarative IO paper's
+    /// evaluation and the thesis' supply and cache studies, with a page
+    /// that puts each published number beside the measured one.
+    Paper(paper::PaperArgs),
 }
 
 pub fn run(command: SimCommand) -> anyhow::Result<()> {
     match command {
         SimCommand::Run(args) => run_one(&args),
         SimCommand::Sweep(args) => sweep::run(&args),
+        SimCommand::Paper(args) => paper::run(&args),
     }
 }
 
@@ -62,8 +69,19 @@ pub struct ScenarioArgs {
     #[arg(long, default_value = "4GB", value_parser = parse_bytes)]
     cache_per_disk: u64,
     /// The planner's cluster-wide budget per quantum, as a multiple of the demand.
-    #[arg(long, default_value_t = 1.5)]
+    #[arg(long, default_value_t = 1.5, conflicts_with = "supply")]
     budget_factor: f64,
+    /// The planner's cluster-wide budget as a supply in MB/s per TB of raw
+    /// capacity (instead of --budget-factor).
+    #[arg(long)]
+    supply: Option<f64>,
+    /// What the planner does with budget its declarations do not need this
+    /// quantum: leave it unused (the paper) or fill it, earliest deadline first (the thesis).
+    #[arg(long, value_enum, default_value = "unused")]
+    leftover: LeftoverArg,
+    /// Fraction of the files that form the object/KV store garbage collection rewrites.
+    #[arg(long, default_value_t = 0.2)]
+    gc_subset: f64,
     /// Disk-head time per disk the planner may use, as a fraction of each quantum.
     #[arg(long, default_value_t = 0.5)]
     disk_share: f64,
@@ -116,6 +134,12 @@ impl ScenarioArgs {
             horizon: Duration::from_secs_f64(self.days * 86_400.0),
             cache_per_disk: self.cache_per_disk,
             budget_factor: self.budget_factor,
+            supply_mb_s_per_tb: self.supply,
+            leftover: match self.leftover {
+                LeftoverArg::Unused => LeftoverPolicy::Unused,
+                LeftoverArg::Fill => LeftoverPolicy::Fill,
+            },
+            gc_subset_fraction: self.gc_subset,
             disk_share: self.disk_share,
             diurnal_amplitude: self.diurnal,
             modes,
@@ -132,6 +156,12 @@ impl ScenarioArgs {
         }
         Ok(config)
     }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LeftoverArg {
+    Unused,
+    Fill,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -170,7 +200,7 @@ pub struct RunArgs {
 }
 
 /// A progress bar on stderr, hidden when `quiet` or stderr is not a terminal.
-fn progress_bar(len: u64, quiet: bool) -> ProgressBar {
+pub fn progress_bar(len: u64, quiet: bool) -> ProgressBar {
     if quiet || !std::io::stderr().is_terminal() {
         return ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::hidden());
     }

@@ -493,7 +493,7 @@ pub fn short_task(t: TaskKind) -> &'static str {
     }
 }
 
-fn escape(s: &str) -> String {
+pub fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 

@@ -28,6 +28,9 @@ pub enum SweepKind {
     Cache,
     /// Drive size (default 16TB to 96TB); finds each mode's IO wall.
     DriveSize,
+    /// The planner's budget as a supply in MB/s per TB (default 0.5 to 3);
+    /// use with --leftover fill for the thesis' Fig. 6.15.
+    Supply,
 }
 
 #[derive(Args)]
@@ -87,6 +90,7 @@ fn default_values(kind: SweepKind) -> &'static [&'static str] {
         SweepKind::Diurnal => &["0", "0.25", "0.5", "0.75"],
         SweepKind::Cache => &["256MB", "1GB", "4GB", "16GB"],
         SweepKind::DriveSize => &["16TB", "24TB", "32TB", "48TB", "64TB", "96TB"],
+        SweepKind::Supply => &["0.5", "0.75", "1.0", "1.5", "2.0", "3.0"],
     }
 }
 
@@ -145,6 +149,14 @@ fn points(kind: SweepKind, values: &[String], base: &SimConfig) -> anyhow::Resul
                         config.cluster.drive_bytes = parse_bytes(v)?;
                         config.cluster.drive_bytes as f64 / 1e12
                     }
+                    SweepKind::Supply => {
+                        let supply = number(v)?;
+                        if supply <= 0.0 {
+                            bail!("the supply must be positive");
+                        }
+                        config.supply_mb_s_per_tb = Some(supply);
+                        supply
+                    }
                     SweepKind::Intensity | SweepKind::Deadline => unreachable!("handled above"),
                 };
                 out.push(Point { line: None, x, config });
@@ -162,6 +174,7 @@ fn x_label(kind: SweepKind) -> &'static str {
         SweepKind::Diurnal => "diurnal budget swing (amplitude)",
         SweepKind::Cache => "cache per disk (GB)",
         SweepKind::DriveSize => "drive size (TB)",
+        SweepKind::Supply => "planner supply (MB/s per TB)",
     }
 }
 
