@@ -42,7 +42,7 @@ impl PaperOptions {
         PaperOptions {
             capacity_bytes: 100 * PB,
             sweep_capacity_bytes: 10 * PB,
-            disks_per_node: 4,
+            disks_per_node: 2,
             days: 30.0,
             quick: false,
             seed: 1,
@@ -55,7 +55,7 @@ impl PaperOptions {
             capacity_bytes: 2 * PB,
             sweep_capacity_bytes: 2 * PB,
             disks_per_node: 1,
-            days: 6.0,
+            days: 3.0,
             quick: true,
             seed: 1,
         }
@@ -108,12 +108,7 @@ pub fn plan(options: &PaperOptions) -> Vec<PlannedRun> {
             ..SimConfig::default()
         };
         // A short horizon keeps 30-day tasks inside it (the quick form).
-        for t in &mut config.mix.timing {
-            if t.deadline > config.horizon {
-                t.period = config.horizon.min(t.period);
-                t.deadline = config.horizon;
-            }
-        }
+        config.squeeze_into_horizon();
         config
     };
     let pick = |full: &[f64], quick: &[f64]| if options.quick { quick.to_vec() } else { full.to_vec() };

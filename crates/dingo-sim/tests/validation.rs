@@ -14,8 +14,8 @@ const TB: u64 = 1_000_000_000_000;
 const DAY: u64 = 24 * 3600;
 
 /// A cluster of `capacity` with one disk per node (so 33-wide stripes fit
-/// on few disks), `days` of horizon, and the mix's 30-day tasks shortened
-/// to the horizon so the run does not drain for a month.
+/// on few disks), `days` of horizon, and the mix's 30-day tasks squeezed
+/// into the horizon so the run does not drain for a month.
 fn config(mix: Mix, capacity: u64, days: u64, seed: u64) -> SimConfig {
     let mut config = SimConfig {
         cluster: ClusterSpec { raw_capacity: capacity, disks_per_node: 1, seed, ..ClusterSpec::default() },
@@ -23,12 +23,7 @@ fn config(mix: Mix, capacity: u64, days: u64, seed: u64) -> SimConfig {
         horizon: Duration::from_secs(days * DAY),
         ..SimConfig::default()
     };
-    for t in &mut config.mix.timing {
-        if t.deadline > config.horizon {
-            t.period = config.horizon;
-            t.deadline = config.horizon;
-        }
-    }
+    config.squeeze_into_horizon();
     config
 }
 
@@ -104,7 +99,8 @@ fn optimal_reads_at_most_declarative_which_reads_at_most_imperative() {
             }
             assert!(imp_skip.disk_bytes <= imp.disk_bytes, "{label}: skipping can only lower the baseline");
             assert_eq!(imp.disk_bytes, imp.logical_bytes, "{label}: the paper's baseline reads every declared byte");
-            assert!(r.comparisons.savings_vs_imperative.unwrap() > 0.0, "{label}: overlapping tasks save something");
+            let savings = r.comparisons.savings_vs_imperative.unwrap();
+            assert!(savings > 0.0, "{label}: overlapping tasks save something, not {savings}");
             assert_eq!(r.over_budget_quanta, 0, "{label}");
         }
     }
@@ -179,17 +175,13 @@ fn month(mix: Mix, demand: f64) -> SimConfig {
 
 #[test]
 fn every_task_generates_its_nominal_demand() {
-    for mix in [Mix::cluster_1(), Mix::cluster_2(), Mix::bench()] {
-        for demand in [1.0, 2.0, 3.5] {
+    // Cluster 2 above about 2.8 MB/s/TB would need more files in flight in
+    // transcoding than its tiers hold (docs/REPRODUCTION.md).
+    for (mix, demands) in [(Mix::bench(), &[1.0, 2.0, 3.5][..]), (Mix::cluster_2(), &[1.0, 2.0][..])] {
+        for &demand in demands {
             let r = run(month(mix.clone(), demand));
             assert!(!r.demand_realised.is_empty());
             for (task, realised) in &r.demand_realised {
-                // Cluster 2's transcoding cannot keep five days of work in
-                // flight in a 25 % replicated tier (docs/REPRODUCTION.md).
-                if mix.name == "cluster-2" && task == "transcoding" {
-                    assert!(*realised > 0.6, "{task}: {realised}");
-                    continue;
-                }
                 assert!((realised - 1.0).abs() <= 0.05, "{} at {demand} MB/s/TB: {task} realised {realised}", mix.name);
             }
         }

@@ -5,8 +5,10 @@ use std::process::Command;
 
 const EXE: &str = env!("CARGO_BIN_EXE_dingo");
 
-/// A short mix: cluster 1's shares with the month-long tasks shortened to
-/// two days, so a two-day run does not drain for a month.
+/// A short mix: cluster 1's shares with the month-long tasks' deadlines
+/// shortened to two days, so a two-day run does not drain for a month
+/// (scrubbing keeps its 30-day period: it covers what its pace reaches in
+/// two days).
 const MIX: &str = r#"
 name = "short"
 source = "test: cluster-1 shares, month-long tasks shortened"
@@ -19,7 +21,6 @@ rebalancing = 14
 file-scrubbing = 4
 fsck = 2
 [timing.scrubbing]
-period_hours = 48
 deadline_hours = 48
 [timing.file-scrubbing]
 period_hours = 48
@@ -57,8 +58,20 @@ fn a_run_prints_the_summary_and_writes_data_figures_and_report() {
     }
     let disk = |mode: &str| summary["modes"][mode]["disk_bytes"].as_u64().unwrap();
     assert!(disk("optimal") <= disk("declarative") && disk("declarative") <= disk("imperative"));
+    assert_eq!(disk("imperative"), summary["modes"]["imperative"]["logical_bytes"].as_u64().unwrap());
     assert!(summary["savings_vs_imperative"].as_f64().unwrap() > 0.0);
     assert!(summary["gap_to_optimal"].as_f64().unwrap() >= 0.0);
+    for key in ["savings_vs_imperative_skip_deleted", "gap_to_optimal_elide_deleted", "wall_seconds"] {
+        assert!(summary[key].is_number(), "{key} missing: {summary}");
+    }
+    assert!(summary["peak_rss_bytes"].as_u64().unwrap() > 0);
+    for variant in ["imperative_skip_deleted", "optimal_elide_deleted"] {
+        assert!(summary["variants"][variant]["disk_bytes"].is_number(), "{variant} missing");
+    }
+    let realised = summary["demand_realised"].as_object().unwrap();
+    assert!(realised.contains_key("garbage-collection") && realised.values().all(|v| v.as_f64().unwrap() > 0.5));
+    assert!(summary["scrub_deleted_fraction"].is_number());
+    assert!(summary["churn"]["fill_end"].as_f64().unwrap() > 0.7);
     assert_eq!(summary["mix"], "short");
 
     for figure in ["utilization", "task_bytes", "deadline_misses", "cache", "budget", "io_wall"] {
@@ -103,8 +116,13 @@ fn bad_input_gets_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("bad.toml");
     std::fs::write(&bad, "name = \"bad\"\n[shares]\ndefrag = 3\n").unwrap();
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["sim", "run", "--mix", bad.to_str().unwrap()], "defrag"),
+        (&["sim", "run", "--capacity", "2PB", "--disks-per-node", "1", "--supply", "0"], "supply"),
+        (
+            &["sim", "run", "--capacity", "2PB", "--disks-per-node", "1", "--gc-subset", "2"],
+            "garbage-collection subset",
+        ),
         (&["sim", "run", "--preset", "cluster-9"], "cluster-1"),
         (&["sim", "run", "--capacity", "2PB"], "fewer disks per node"),
         (&["sim", "run", "--intensity", "fsck"], "TASK=NUMBER"),
@@ -115,4 +133,45 @@ fn bad_input_gets_a_clear_error() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(expected), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn the_paper_reproduction_writes_every_figure_and_its_published_vs_measured_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("paper");
+    let output = dingo(&["sim", "paper", "--quick", "--json", "--out", out.to_str().unwrap()]);
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    let rows = summary["rows"].as_array().unwrap();
+    for figure in [
+        "Fig. 16a",
+        "Fig. 16b",
+        "Takeaway 4",
+        "Takeaway 6",
+        "Takeaway 7",
+        "Fig. 18",
+        "Fig. 19",
+        "Fig. 20",
+        "Fig. 21",
+        "Thesis Fig. 6.15",
+        "Thesis Fig. 6.16",
+    ] {
+        let row = rows.iter().find(|r| r["figure"] == figure).unwrap_or_else(|| panic!("{figure} missing"));
+        assert!(!row["published"].as_str().unwrap().is_empty() && !row["measured"].as_str().unwrap().is_empty());
+        assert!(row["measured_value"].is_number(), "{figure}: nothing measured: {row}");
+    }
+    for file in [
+        "paper.md",
+        "paper.html",
+        "paper.json",
+        "runs.csv",
+        "fig18-demand.png",
+        "thesis-6.15-supply.png",
+        "fig16-cluster-A/task_bytes.png",
+        "fig21-cluster-A/budget.png",
+    ] {
+        assert!(out.join(file).exists(), "{file}");
+    }
+    let page = std::fs::read_to_string(out.join("paper.md")).unwrap();
+    assert!(page.contains("| figure | quantity | published | measured |"));
 }

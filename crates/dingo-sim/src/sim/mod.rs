@@ -164,6 +164,24 @@ impl SimConfig {
         Ok(())
     }
 
+    /// Fits a short horizon (tests, quick runs): every task whose deadline
+    /// is past the horizon gets one event per horizon with the horizon as
+    /// its deadline. Scrubbing keeps its 30-day pace (it covers the part of
+    /// the cluster its rate reaches), where a shorter period alone would
+    /// make it scrub the whole cluster in the horizon.
+    pub fn squeeze_into_horizon(&mut self) {
+        for task in TaskKind::ALL {
+            let t = &mut self.mix.timing[task.index()];
+            if t.deadline > self.horizon {
+                if task == TaskKind::Scrubbing {
+                    self.intensity[task.index()] *= self.horizon.as_secs_f64() / t.period.as_secs_f64();
+                }
+                t.period = self.horizon.min(t.period);
+                t.deadline = self.horizon;
+            }
+        }
+    }
+
     /// Total maintenance read demand, in bytes per second, with
     /// intensities (scrubbing's nominal share taken as the mix's: the
     /// budget's scale, not what the world generates).

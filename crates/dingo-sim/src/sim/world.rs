@@ -397,11 +397,13 @@ impl World {
     }
 
     /// Whole units of `per_unit` bytes for one event of `task`, carrying the
-    /// remainder to its next event.
+    /// difference to its next event: rounding to the nearest unit keeps the
+    /// run's total within half a unit of the nominal (flooring would lose up
+    /// to one, a whole disk failure in a small cluster).
     fn units(&mut self, task: TaskKind, bytes: f64, per_unit: f64) -> u64 {
         let c = &mut self.carry[task.index()];
         *c += bytes / per_unit;
-        let n = c.floor();
+        let n = c.round().max(0.0);
         *c -= n;
         n as u64
     }
