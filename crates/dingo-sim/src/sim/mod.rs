@@ -165,18 +165,18 @@ impl SimConfig {
     }
 
     /// Fits a short horizon (tests, quick runs): every task whose deadline
-    /// is past the horizon gets one event per horizon with the horizon as
-    /// its deadline. Scrubbing keeps its 30-day pace (it covers the part of
-    /// the cluster its rate reaches), where a shorter period alone would
-    /// make it scrub the whole cluster in the horizon.
+    /// is past the horizon gets the horizon as its deadline and at most one
+    /// event per horizon. Scrubbing keeps its period, so its pace stays the
+    /// coverage one (its one event covers the part of the cluster that pace
+    /// reaches in the horizon), where a period cut to the horizon would
+    /// scrub the whole cluster in it.
     pub fn squeeze_into_horizon(&mut self) {
         for task in TaskKind::ALL {
             let t = &mut self.mix.timing[task.index()];
             if t.deadline > self.horizon {
-                if task == TaskKind::Scrubbing {
-                    self.intensity[task.index()] *= self.horizon.as_secs_f64() / t.period.as_secs_f64();
+                if task != TaskKind::Scrubbing {
+                    t.period = self.horizon.min(t.period);
                 }
-                t.period = self.horizon.min(t.period);
                 t.deadline = self.horizon;
             }
         }
