@@ -100,7 +100,13 @@ fn optimal_reads_at_most_declarative_which_reads_at_most_imperative() {
             assert!(imp_skip.disk_bytes <= imp.disk_bytes, "{label}: skipping can only lower the baseline");
             assert_eq!(imp.disk_bytes, imp.logical_bytes, "{label}: the paper's baseline reads every declared byte");
             let savings = r.comparisons.savings_vs_imperative.unwrap();
-            assert!(savings > 0.0, "{label}: overlapping tasks save something, not {savings}: {:?} {:?} {:?}", r.demand_realised, decl.tasks.iter().map(|t| (t.logical_bytes, t.disk_bytes, t.free_bytes)).collect::<Vec<_>>(), imp.tasks.iter().map(|t| t.disk_bytes).collect::<Vec<_>>());
+            assert!(
+                savings > 0.0,
+                "{label}: overlapping tasks save something, not {savings}: {:?} {:?} {:?}",
+                r.demand_realised,
+                decl.tasks.iter().map(|t| (t.logical_bytes, t.disk_bytes, t.free_bytes)).collect::<Vec<_>>(),
+                imp.tasks.iter().map(|t| t.disk_bytes).collect::<Vec<_>>()
+            );
             assert_eq!(r.over_budget_quanta, 0, "{label}");
         }
     }

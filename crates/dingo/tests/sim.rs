@@ -69,7 +69,11 @@ fn a_run_prints_the_summary_and_writes_data_figures_and_report() {
         assert!(summary["variants"][variant]["disk_bytes"].is_number(), "{variant} missing");
     }
     let realised = summary["demand_realised"].as_object().unwrap();
-    assert!(realised.contains_key("garbage-collection") && realised.values().all(|v| v.as_f64().unwrap() > 0.5));
+    // Each task's figure is there (validation.rs checks their values over a
+    // month; two days may hold no disk failure).
+    assert_eq!(realised.len(), 7, "{realised:?}");
+    let gc = realised["garbage-collection"].as_f64().unwrap();
+    assert!((gc - 1.0).abs() < 0.05, "garbage collection realised {gc}");
     assert!(summary["scrub_deleted_fraction"].is_number());
     assert!(summary["churn"]["fill_end"].as_f64().unwrap() > 0.7);
     assert_eq!(summary["mix"], "short");
