@@ -1,4 +1,9 @@
 //! DINGO's flash cache tier, as a pure simulation core (see README.md).
 
+mod bloom;
 pub mod device;
 mod hash;
+pub mod index;
+mod log;
+pub mod object;
+mod set;
