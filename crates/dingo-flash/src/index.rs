@@ -253,7 +253,8 @@ mod tests {
                     let r = index.insert(bucket, (offset % 512) as u16, offset, 6).unwrap();
                     model[bucket as usize].push((r, offset));
                 } else {
-                    let (r, _) = model[bucket as usize].remove(offset as usize % model[bucket as usize].len());
+                    let chain = &mut model[bucket as usize];
+                    let (r, _) = chain.remove(offset as usize % chain.len());
                     index.remove(bucket, r);
                 }
             }
