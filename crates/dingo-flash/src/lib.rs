@@ -7,3 +7,4 @@ pub mod index;
 mod log;
 pub mod object;
 mod set;
+pub mod engine;
