@@ -3,6 +3,8 @@
 
 
 pub mod kangaroo;
+pub mod log_structured;
+pub mod set_assoc;
 
 
 
