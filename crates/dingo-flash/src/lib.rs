@@ -6,5 +6,6 @@ mod hash;
 pub mod index;
 mod log;
 pub mod object;
+pub mod trace;
 mod set;
 pub mod engine;
