@@ -1,6 +1,7 @@
 //! DINGO's flash cache tier, as a pure simulation core (see README.md).
 
 mod bloom;
+pub mod bench;
 pub mod device;
 mod hash;
 pub mod index;

@@ -79,10 +79,6 @@ impl SegmentLog {
         }
     }
 
-    pub fn seg_pages(&self) -> u32 {
-        self.seg_pages
-    }
-
     /// The live copy of `key`, if any.
     pub fn lookup(&self, key: u64, bucket: u32, tag: u16) -> Option<LiveObject> {
         let mut found = None;
@@ -158,11 +154,6 @@ impl SegmentLog {
         self.sealed.front().copied()
     }
 
-    /// Sealed slots, oldest first.
-    pub fn sealed_slots(&self) -> impl Iterator<Item = u32> + '_ {
-        self.sealed.iter().copied()
-    }
-
     /// The objects still live in `slot`, in log order.
     pub fn live_in_slot(&self, slot: u32) -> Vec<LiveObject> {
         let base = slot * self.seg_pages;
@@ -177,11 +168,6 @@ impl SegmentLog {
             }
         }
         out
-    }
-
-    /// Live objects pointing into `slot`.
-    pub fn live_count(&self, slot: u32) -> u32 {
-        self.live[slot as usize]
     }
 
     /// All live objects of a bucket (Kangaroo's ENUMERATE-SET).

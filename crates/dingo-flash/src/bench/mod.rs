@@ -1,0 +1,174 @@
+//! The trace-driven benchmark: each system replays the same trace under
+//! equal DRAM and device-write budgets; the result is a [`BenchReport`].
+
+mod compare;
+mod replay;
+mod report;
+
+pub use compare::Comparison;
+pub use replay::{RunResult, WriteAmplification, replay};
+pub use report::{markdown, write_report};
+
+use serde::Serialize;
+
+use crate::device::PAGE_BYTES;
+use crate::engine::CacheEngine;
+use crate::engine::kangaroo::{Kangaroo, KangarooConfig};
+use crate::engine::log_structured::{LogStructured, LogStructuredConfig};
+use crate::engine::set_assoc::{SetAssoc, SetAssocConfig};
+use crate::object::Object;
+use crate::trace::TraceConfig;
+
+/// How big a run is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum BenchSize {
+    /// Seconds in a test build: for CI.
+    Quick,
+    /// Minutes in a release build: for docs/FLASH.md.
+    Full,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct BenchOptions {
+    pub size: BenchSize,
+    pub seed: u64,
+}
+
+/// Scale of a run. DRAM:flash is the thesis' 16 GB : 2 TB (1:125) and the
+/// device-write budget its 62.5 MB/s at 100K req/s = 625 B/request, which
+/// is invariant under the thesis' scaling (research/flash-cache.md §4).
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Budgets {
+    pub device_bytes: u64,
+    pub dram_budget_bits: u64,
+    pub device_write_bytes_per_request: f64,
+    pub requests: u64,
+    pub warmup_requests: u64,
+    pub trace: TraceConfig,
+}
+
+impl Budgets {
+    pub fn for_size(size: BenchSize, seed: u64) -> Budgets {
+        let (device_pages, keys, requests) = match size {
+            BenchSize::Quick => (1u64 << 13, 1_200_000, 3_000_000),
+            BenchSize::Full => (1u64 << 16, 10_000_000, 40_000_000),
+        };
+        let device_bytes = device_pages * PAGE_BYTES;
+        Budgets {
+            device_bytes,
+            dram_budget_bits: device_bytes * 8 / 125,
+            device_write_bytes_per_request: 625.0,
+            requests,
+            warmup_requests: requests / 2,
+            trace: TraceConfig::fb_like(keys, seed),
+        }
+    }
+
+    pub fn device_pages(&self) -> u64 {
+        self.device_bytes / PAGE_BYTES
+    }
+}
+
+/// Everything one benchmark produced.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    pub size: BenchSize,
+    pub budgets: Budgets,
+    /// Mean object size of the trace, bytes.
+    pub mean_object_bytes: u32,
+    /// Every budgeted configuration run.
+    pub runs: Vec<RunResult>,
+    /// The lowest-miss run of each system within both budgets.
+    pub best_within_budget: Vec<RunResult>,
+    /// Kangaroo against FairyWREN and its ablations, same flash and DRAM.
+    pub fairywren: Vec<RunResult>,
+    /// The bars, published against measured.
+    pub comparisons: Vec<Comparison>,
+}
+
+/// Admission probabilities tried, highest first, until a run fits the budget.
+const ADMISSION_LADDER: [f64; 9] = [1.0, 0.8, 0.6, 0.45, 0.3, 0.2, 0.12, 0.07, 0.04];
+
+/// Runs every system and configuration.
+pub fn run_bench(options: &BenchOptions) -> BenchReport {
+    let budgets = Budgets::for_size(options.size, options.seed);
+    let trace = budgets.trace.generate(budgets.requests);
+    let mean_object_bytes = (trace.iter().map(|o| u64::from(o.size_bytes)).sum::<u64>() / trace.len() as u64) as u32;
+    let pages = budgets.device_pages();
+    let seed = options.seed;
+    let mut runs = Vec::new();
+
+    for fraction in [0.5, 0.65, 0.81, 0.93] {
+        runs.extend(ladder(&budgets, &trace, &format!("sets on {fraction} of flash"), "set-associative", |p| {
+            Box::new(SetAssoc::new(SetAssocConfig {
+                device_pages: pages,
+                cache_fraction: fraction,
+                admission_probability: p,
+                mean_object_bytes,
+                bloom_bits_per_object: 3.0,
+                seed,
+            }))
+        }));
+    }
+    runs.extend(ladder(&budgets, &trace, "FIFO log, index ≤ DRAM budget", "log-structured", |p| {
+        Box::new(LogStructured::new(LogStructuredConfig {
+            device_pages: pages,
+            max_cache_fraction: 0.93,
+            dram_budget_bits: budgets.dram_budget_bits,
+            segment_pages: 16,
+            admission_probability: p,
+            mean_object_bytes,
+            seed,
+        }))
+    }));
+    runs.extend(ladder(&budgets, &trace, "defaults (log 5 %, n=2, RRIP 3)", "kangaroo", |p| {
+        Box::new(Kangaroo::new(KangarooConfig {
+            admission_probability: p,
+            seed,
+            ..KangarooConfig::new(pages, mean_object_bytes)
+        }))
+    }));
+    let best_within_budget = ["set-associative", "log-structured", "kangaroo"]
+        .iter()
+        .filter_map(|system| {
+            runs.iter()
+                .filter(|r| r.system == *system && r.within_budget)
+                .min_by(|a, b| a.miss_ratio.total_cmp(&b.miss_ratio))
+                .cloned()
+        })
+        .collect();
+    let fairywren = compare::fairywren_runs(&budgets, &trace, mean_object_bytes, seed);
+    let mut report = BenchReport {
+        size: options.size,
+        budgets,
+        mean_object_bytes,
+        runs,
+        best_within_budget,
+        fairywren,
+        comparisons: Vec::new(),
+    };
+    report.comparisons = compare::comparisons(&report);
+    report
+}
+
+/// Runs one configuration down the admission ladder and returns every run
+/// up to and including the first that fits the budgets.
+fn ladder(
+    budgets: &Budgets,
+    trace: &[Object],
+    label: &str,
+    system: &str,
+    mut build: impl FnMut(f64) -> Box<dyn CacheEngine>,
+) -> Vec<RunResult> {
+    let mut out = Vec::new();
+    for p in ADMISSION_LADDER {
+        let mut engine = build(p);
+        let run = replay(engine.as_mut(), trace, budgets, system, &format!("{label}, p={p}"), p);
+        let fits = run.within_budget;
+        out.push(run);
+        if fits {
+            break;
+        }
+    }
+    out
+}
