@@ -154,6 +154,16 @@ impl SegmentLog {
         self.sealed.front().copied()
     }
 
+    /// Sealed slots, oldest first.
+    pub fn sealed_slots(&self) -> Vec<u32> {
+        self.sealed.iter().copied().collect()
+    }
+
+    /// Live objects pointing into `slot`.
+    pub fn live_count(&self, slot: u32) -> u32 {
+        self.live[slot as usize]
+    }
+
     /// The objects still live in `slot`, in log order.
     pub fn live_in_slot(&self, slot: u32) -> Vec<LiveObject> {
         let base = slot * self.seg_pages;

@@ -50,7 +50,7 @@ pub struct Budgets {
 impl Budgets {
     pub fn for_size(size: BenchSize, seed: u64) -> Budgets {
         let (device_pages, keys, requests) = match size {
-            BenchSize::Quick => (1u64 << 13, 1_200_000, 3_000_000),
+            BenchSize::Quick => (1u64 << 13, 400_000, 3_000_000),
             BenchSize::Full => (1u64 << 16, 10_000_000, 40_000_000),
         };
         let device_bytes = device_pages * PAGE_BYTES;

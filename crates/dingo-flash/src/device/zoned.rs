@@ -120,6 +120,11 @@ impl ZonedDevice {
         Ok(())
     }
 
+    /// Pages written in a zone since its last reset.
+    pub fn write_pointer(&self, zone: u32) -> u32 {
+        self.write_pointer[zone as usize]
+    }
+
     /// Zones open right now.
     pub fn active_zones(&self) -> u32 {
         self.active

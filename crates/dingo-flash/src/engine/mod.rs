@@ -2,6 +2,7 @@
 //! their statistics, and random pre-flash admission.
 
 
+pub mod fairywren;
 pub mod kangaroo;
 pub mod log_structured;
 pub mod set_assoc;
