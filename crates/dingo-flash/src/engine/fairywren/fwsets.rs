@@ -35,7 +35,11 @@ pub struct SetZones {
     location: [Vec<u32>; 2],
     open: [Option<u32>; 2],
     contents: Vec<Vec<Placed>>,
-    sealed: VecDeque<u32>,
+    /// Live subsets per zone.
+    live: Vec<u32>,
+    /// Sealed zones of each stream, oldest first: each subset kind is its
+    /// own log (L1515).
+    sealed: [VecDeque<u32>; 2],
 }
 
 impl SetZones {
@@ -49,7 +53,8 @@ impl SetZones {
             location: [vec![NOWHERE; sets as usize], cold],
             open: [None, None],
             contents: vec![Vec::new(); zones as usize],
-            sealed: VecDeque::new(),
+            live: vec![0; zones as usize],
+            sealed: [VecDeque::new(), VecDeque::new()],
         }
     }
 
@@ -61,7 +66,7 @@ impl SetZones {
             return Some(zone);
         }
         device.finish(zone).expect("open zones exist");
-        self.sealed.push_back(zone);
+        self.sealed[subset as usize].push_back(zone);
         self.open[subset as usize] = None;
         None
     }
@@ -76,18 +81,30 @@ impl SetZones {
         let zone = self.open[subset as usize].expect("caller opened a zone");
         let offset = device.append(zone, self.subset_pages).expect("the open zone has room");
         let page = zone * self.zone_pages + offset;
-        self.location[subset as usize][set as usize] = page;
+        let old = std::mem::replace(&mut self.location[subset as usize][set as usize], page);
+        if old != NOWHERE {
+            self.live[(old / self.zone_pages) as usize] -= 1;
+        }
+        self.live[zone as usize] += 1;
         self.contents[zone as usize].push(Placed { set, subset, page });
     }
 
-    /// The oldest sealed zone, removed from the queue, with its live subsets.
+    /// The GC victim: the sealed zone of either log with the fewest live
+    /// subsets (greedy), removed from its queue, with its live subsets.
+    /// Greedy rather than FIFO so that GC leaves cold zones, whose subsets
+    /// rarely die, alone and a pass always frees more than it copies.
     pub fn take_victim(&mut self) -> Option<(u32, Vec<Placed>)> {
-        let zone = self.sealed.pop_front()?;
+        let (stream, at) = (0..2)
+            .flat_map(|stream| self.sealed[stream].iter().enumerate().map(move |(at, &z)| (stream, at, z)))
+            .min_by_key(|&(_, _, z)| self.live[z as usize])
+            .map(|(stream, at, _)| (stream, at))?;
+        let zone = self.sealed[stream].remove(at).expect("found above");
         let placed = std::mem::take(&mut self.contents[zone as usize]);
-        let live = placed
+        let live: Vec<Placed> = placed
             .into_iter()
             .filter(|p| self.location[p.subset as usize][p.set as usize] == p.page)
             .collect();
+        debug_assert_eq!(live.len() as u32, self.live[zone as usize]);
         Some((zone, live))
     }
 

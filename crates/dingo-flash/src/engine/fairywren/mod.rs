@@ -27,10 +27,25 @@ use crate::set::{Rrip, SetArray, SetDram, SetObject, fill};
 use fwsets::{SetZones, Subset};
 use loc::LargeObjectLog;
 
-/// Free SOC zones kept for GC: a victim's copies plus re-splits fit in two.
-const RESERVE_ZONES: usize = 4;
+/// Free SOC zones kept for GC. One GC pass writes at most two pages per
+/// live subset of its victim (a re-split writes hot and cold): two zones,
+/// plus a zone each for the hot and cold streams to roll over into.
+const RESERVE_ZONES: usize = 5;
 /// FairyWREN's active zones: LOC, FWLog, hot, cold (L1525).
 pub const MAX_ACTIVE_ZONES: u32 = 4;
+
+/// Where FairyWREN's flash pages went, by cause.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct WriteBreakdown {
+    /// FWLog and LOC segments.
+    pub log_pages: u64,
+    /// Subsets written because FWLog evicted into their set.
+    pub flush_pages: u64,
+    /// Hot subsets rewritten by GC that absorbed FWLog objects.
+    pub gc_pack_pages: u64,
+    /// Subsets GC copied unchanged.
+    pub gc_copy_pages: u64,
+}
 
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct FairyWrenConfig {
@@ -90,6 +105,9 @@ pub struct FairyWren {
     packings: Vec<u8>,
     free_soc: Vec<u32>,
     in_gc: bool,
+    /// What the current subset writes are for.
+    cause: Cause,
+    breakdown: WriteBreakdown,
     rrip: Rrip,
     admission: RandomAdmission,
     stats: EngineStats,
@@ -146,6 +164,8 @@ impl FairyWren {
             packings: vec![0; if config.hot_cold { sets as usize } else { 0 }],
             free_soc: (loc_zones..zones).rev().collect(),
             in_gc: false,
+            cause: Cause::Flush,
+            breakdown: WriteBreakdown::default(),
             rrip: Rrip::new(config.rrip_bits),
             admission: RandomAdmission::new(config.admission_probability, config.seed),
             config,
@@ -179,6 +199,12 @@ impl FairyWren {
             }
         }
         self.zones.append(&mut self.device, set, subset);
+        let pages = u64::from(self.subsets[0].set_bytes()) / PAGE_BYTES;
+        match self.cause {
+            Cause::Flush => self.breakdown.flush_pages += pages,
+            Cause::GcPack => self.breakdown.gc_pack_pages += pages,
+            Cause::GcCopy => self.breakdown.gc_copy_pages += pages,
+        }
     }
 
     /// Nest-packs `incoming` FWLog objects into `set` (newest first).
@@ -194,7 +220,7 @@ impl FairyWren {
             return;
         }
         let s = set as usize;
-        self.packings[s] += 1;
+        self.packings[s] = self.packings[s].saturating_add(1);
         if resplit || self.packings[s] >= self.config.resplit_every {
             self.packings[s] = 0;
             let mut existing = self.subsets[0].take(set);
@@ -236,20 +262,27 @@ impl FairyWren {
     /// cold subset copied; then the zone is reset.
     fn collect_fwsets_zone(&mut self) {
         let was_in_gc = std::mem::replace(&mut self.in_gc, true);
+        let outer_cause = self.cause;
         let (zone, live) = self.zones.take_victim().expect("a full SOC has sealed FWSets zones");
         for placed in live {
             match placed.subset {
                 Subset::Hot => {
                     let incoming = if self.config.nest_packing { self.drain_log(placed.set) } else { Vec::new() };
                     if incoming.is_empty() {
+                        self.cause = Cause::GcCopy;
                         self.write_subset(placed.set, Subset::Hot);
                     } else {
+                        self.cause = Cause::GcPack;
                         self.pack_set(placed.set, incoming, false);
                     }
                 }
-                Subset::Cold => self.write_subset(placed.set, Subset::Cold),
+                Subset::Cold => {
+                    self.cause = Cause::GcCopy;
+                    self.write_subset(placed.set, Subset::Cold);
+                }
             }
         }
+        self.cause = outer_cause;
         self.device.reset(zone).expect("SOC zones exist");
         self.free_soc.push(zone);
         self.in_gc = was_in_gc;
@@ -311,6 +344,12 @@ impl FairyWren {
             .append(zone, self.config.zone_pages)
             .expect("an empty zone takes a whole segment");
         self.fwlog_zone[slot as usize] = zone;
+        self.breakdown.log_pages += u64::from(self.config.zone_pages);
+    }
+
+    /// Pages written so far, by cause (LOC segments are not counted here).
+    pub fn write_breakdown(&self) -> WriteBreakdown {
+        self.breakdown
     }
 
     /// DRAM of the small-object cache alone, bits.
@@ -329,6 +368,13 @@ impl FairyWren {
     pub fn device(&self) -> &ZonedDevice {
         &self.device
     }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cause {
+    Flush,
+    GcPack,
+    GcCopy,
 }
 
 /// Splits ranked objects into those that fit `capacity_bytes` in order and the rest.

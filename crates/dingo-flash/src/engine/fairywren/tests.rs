@@ -64,6 +64,11 @@ fn nest_packing_and_hot_cold_each_cut_writes() {
             }
         }
         let s = fw.stats();
+        // Every page the device took is accounted for by a cause.
+        let b = fw.write_breakdown();
+        let pages = b.log_pages + b.flush_pages + b.gc_pack_pages + b.gc_copy_pages;
+        assert_eq!(pages * PAGE_BYTES, s.device.host_write_bytes, "{b:?}");
+        eprintln!("nest {nest_packing} hot/cold {hot_cold}: {b:?}");
         s.device.nand_write_bytes as f64 / s.admitted_bytes as f64
     };
     let separated = writes(false, false);
