@@ -1,6 +1,7 @@
 //! The trace-driven benchmark: each system replays the same trace under
 //! equal DRAM and device-write budgets; the result is a [`BenchReport`].
 
+mod ablation;
 mod compare;
 mod replay;
 mod report;
@@ -82,6 +83,8 @@ pub struct BenchReport {
     pub best_within_budget: Vec<RunResult>,
     /// Kangaroo against FairyWREN and its ablations, same flash and DRAM.
     pub fairywren: Vec<RunResult>,
+    /// Kangaroo with one parameter changed at a time (Fig. 4.14).
+    pub kangaroo_ablations: Vec<RunResult>,
     /// The bars, published against measured.
     pub comparisons: Vec<Comparison>,
 }
@@ -138,6 +141,7 @@ pub fn run_bench(options: &BenchOptions) -> BenchReport {
         })
         .collect();
     let fairywren = compare::fairywren_runs(&budgets, &trace, mean_object_bytes, seed);
+    let kangaroo_ablations = ablation::kangaroo_ablations(&budgets, &trace, mean_object_bytes, seed);
     let mut report = BenchReport {
         size: options.size,
         budgets,
@@ -145,6 +149,7 @@ pub fn run_bench(options: &BenchOptions) -> BenchReport {
         runs,
         best_within_budget,
         fairywren,
+        kangaroo_ablations,
         comparisons: Vec::new(),
     };
     report.comparisons = compare::comparisons(&report);

@@ -20,7 +20,7 @@ fn runs_csv(report: &BenchReport) -> String {
         "system,label,admission_probability,miss_ratio,app_write_bytes_per_request,device_write_bytes_per_request,\
          app_wa,device_wa,total_wa,dram_bits_per_object,flash_utilisation,flash_fill,max_active_zones,within_budget\n",
     );
-    for r in report.runs.iter().chain(&report.fairywren) {
+    for r in report.runs.iter().chain(&report.fairywren).chain(&report.kangaroo_ablations) {
         let w = r.write_amplification;
         let _ = writeln!(
             out,
@@ -78,6 +78,8 @@ pub fn markdown(report: &BenchReport) -> String {
     table(&mut out, report.best_within_budget.iter());
     let _ = writeln!(out, "\n## Kangaroo vs FairyWREN, same flash and DRAM, no write budget\n");
     table(&mut out, report.fairywren.iter());
+    let _ = writeln!(out, "\n## Kangaroo ablations, admitting everything\n");
+    table(&mut out, report.kangaroo_ablations.iter());
     let _ = writeln!(out, "\n## Every budgeted run\n");
     table(&mut out, report.runs.iter());
     out
