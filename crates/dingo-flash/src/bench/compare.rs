@@ -45,7 +45,9 @@ pub fn fairywren_runs(budgets: &Budgets, trace: &[Object], mean_object_bytes: u3
             seed,
             ..FairyWrenConfig::new(pages, zone_pages, mean_object_bytes)
         });
-        out.push(replay(&mut fw, trace, budgets, system, label, 1.0));
+        let mut run = replay(&mut fw, trace, budgets, system, label, 1.0);
+        run.fairywren_writes = Some(fw.write_breakdown());
+        out.push(run);
     }
     out
 }

@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use crate::bench::Budgets;
+use crate::engine::fairywren::WriteBreakdown;
 use crate::engine::{CacheEngine, EngineStats};
 use crate::object::Object;
 
@@ -36,6 +37,9 @@ pub struct RunResult {
     pub flash_fill: f64,
     pub max_active_zones: u32,
     pub within_budget: bool,
+    /// FairyWREN only: its flash pages by cause, whole run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fairywren_writes: Option<WriteBreakdown>,
 }
 
 /// Replays `trace` look-aside (insert after a miss); counts from the end of warm-up.
@@ -86,5 +90,6 @@ pub fn replay(
         max_active_zones: end.max_active_zones,
         within_budget: end.dram_bits <= budgets.dram_budget_bits
             && device_write_bytes_per_request <= budgets.device_write_bytes_per_request,
+        fairywren_writes: None,
     }
 }

@@ -78,6 +78,19 @@ pub fn markdown(report: &BenchReport) -> String {
     table(&mut out, report.best_within_budget.iter());
     let _ = writeln!(out, "\n## Kangaroo vs FairyWREN, same flash and DRAM, no write budget\n");
     table(&mut out, report.fairywren.iter());
+    let _ = writeln!(
+        out,
+        "\nFairyWREN's flash pages by cause (whole run):\n\n| system | log segments | FWLog flushes | GC packs | GC copies |\n|---|---|---|---|---|"
+    );
+    for r in &report.fairywren {
+        if let Some(w) = r.fairywren_writes {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} |",
+                r.system, w.log_pages, w.flush_pages, w.gc_pack_pages, w.gc_copy_pages
+            );
+        }
+    }
     let _ = writeln!(out, "\n## Kangaroo ablations, admitting everything\n");
     table(&mut out, report.kangaroo_ablations.iter());
     let _ = writeln!(out, "\n## Every budgeted run\n");
