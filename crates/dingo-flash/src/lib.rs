@@ -6,6 +6,7 @@ pub mod device;
 mod hash;
 pub mod index;
 mod log;
+pub mod model;
 pub mod object;
 pub mod trace;
 mod set;

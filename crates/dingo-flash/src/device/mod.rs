@@ -8,7 +8,7 @@
 mod ftl;
 mod zoned;
 
-pub use ftl::{FtlConfig, FtlDevice};
+pub use ftl::{FtlConfig, FtlDevice, GcPolicy};
 pub use zoned::{ZoneState, ZonedConfig, ZonedDevice};
 
 use serde::Serialize;

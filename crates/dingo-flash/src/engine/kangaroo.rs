@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 
-use crate::device::{Device, FtlConfig, FtlDevice, PAGE_BYTES};
+use crate::device::{Device, FtlConfig, FtlDevice, GcPolicy, PAGE_BYTES};
 use crate::engine::{CacheEngine, EngineStats, RandomAdmission, fraction_of, pages_bytes, per_set_bits};
 use crate::hash::{probe_hash, set_of};
 use crate::index::tag_of;
@@ -112,6 +112,7 @@ impl Kangaroo {
             logical_pages: config.device_pages,
             eu_pages: 64,
             hidden_op: 0.07,
+            gc: GcPolicy::Greedy,
         });
         let stats = EngineStats {
             cache_capacity_bytes: pages_bytes(log_pages + u64::from(sets)),

@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::device::{Device, FtlConfig, FtlDevice, PAGE_BYTES};
+use crate::device::{Device, FtlConfig, FtlDevice, GcPolicy, PAGE_BYTES};
 use crate::engine::kangaroo::tables_for;
 use crate::engine::{CacheEngine, EngineStats, RandomAdmission, fraction_of, pages_bytes};
 use crate::hash::{place_hash, probe_hash};
@@ -56,6 +56,7 @@ impl LogStructured {
             logical_pages: config.device_pages,
             eu_pages: 64,
             hidden_op: 0.07,
+            gc: GcPolicy::Greedy,
         });
         LogStructured {
             stats: EngineStats {

@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use crate::device::{Device, FtlConfig, FtlDevice, PAGE_BYTES};
+use crate::device::{Device, FtlConfig, FtlDevice, GcPolicy, PAGE_BYTES};
 use crate::engine::{CacheEngine, EngineStats, RandomAdmission, fraction_of, pages_bytes, per_set_bits};
 use crate::hash::set_of;
 use crate::object::{MAX_SMALL_OBJECT_BYTES, Object};
@@ -43,6 +43,7 @@ impl SetAssoc {
             logical_pages: config.device_pages,
             eu_pages: 64,
             hidden_op: 0.07,
+            gc: GcPolicy::Greedy,
         });
         SetAssoc {
             stats: EngineStats {
