@@ -41,6 +41,9 @@ pub struct KangarooConfig {
     pub rrip_bits: u8,
     /// Readmit KLog objects that were hit instead of dropping them (L984).
     pub readmit_hits: bool,
+    /// Flush the whole log at once instead of one segment: the simplified
+    /// model of Theorem 1, for checking against it (L745-756).
+    pub whole_log_flush: bool,
     /// Expected object size, to size per-set DRAM.
     pub mean_object_bytes: u32,
     /// Bloom filter bits per expected object (3, Table 4.2).
@@ -62,6 +65,7 @@ impl KangarooConfig {
             admission_probability: 0.9,
             rrip_bits: 3,
             readmit_hits: true,
+            whole_log_flush: false,
             mean_object_bytes,
             bloom_bits_per_object: 3.0,
             hit_bits_per_object: 1.0,
@@ -155,7 +159,13 @@ impl Kangaroo {
     fn seal_partition(&mut self, p: usize) {
         let mut readmit = Vec::new();
         while !self.klog[p].has_free_slot() {
-            self.flush_oldest(p, &mut readmit);
+            if self.config.whole_log_flush {
+                for _ in self.klog[p].sealed_slots() {
+                    self.flush_oldest(p, &mut readmit);
+                }
+            } else {
+                self.flush_oldest(p, &mut readmit);
+            }
         }
         let slot = self.klog[p].seal();
         let seg_pages = u64::from(self.config.segment_pages);
@@ -207,6 +217,16 @@ impl Kangaroo {
         self.device
             .write(self.kset_base_page + u64::from(set), 1)
             .expect("KSet lies inside the device");
+    }
+
+    /// KSet's set count.
+    pub fn sets(&self) -> u32 {
+        self.kset.sets()
+    }
+
+    /// KLog segments per partition and pages per segment.
+    pub fn log_geometry(&self) -> (u32, u32) {
+        (self.slots_per_partition, self.config.segment_pages)
     }
 
     /// KSet Bloom-filter false positives so far (each cost a set read).
@@ -291,6 +311,47 @@ mod tests {
         };
         let (one, two) = (host_bytes(1), host_bytes(2));
         assert!(two * 10 < one * 8, "threshold 2 wrote {two} bytes, threshold 1 {one}");
+    }
+
+    /// The simulator in whole-log-flush mode against Theorem 1's direct
+    /// balls-into-bins count (research/flash-cache.md §1.7), within 3 %.
+    #[test]
+    fn whole_log_flush_matches_the_direct_count() {
+        let object_bytes = 102u32;
+        let per_page = PAGE_BYTES as u32 / object_bytes;
+        for threshold in [1, 2, 3] {
+            let mut k = Kangaroo::new(KangarooConfig {
+                partitions: 1,
+                segment_pages: 4,
+                log_fraction: 0.028,
+                threshold,
+                readmit_hits: false,
+                whole_log_flush: true,
+                ..small(1 << 14)
+            });
+            let (slots, seg_pages) = k.log_geometry();
+            // Each whole-log flush empties every sealed segment.
+            let flushed = f64::from((slots - 1) * seg_pages * per_page);
+            let lambda = flushed / f64::from(k.sets());
+            let mut key = 0u64;
+            let mut insert = |k: &mut Kangaroo, n: u64| {
+                for _ in 0..n {
+                    k.insert(Object { key, size_bytes: object_bytes });
+                    key += 1;
+                }
+            };
+            insert(&mut k, 400_000);
+            let start = k.stats();
+            insert(&mut k, 600_000);
+            let end = k.stats();
+            let host = (end.device.host_write_bytes - start.device.host_write_bytes) as f64;
+            let measured = host / (end.admitted_bytes - start.admitted_bytes) as f64;
+            let log_cost = PAGE_BYTES as f64 / f64::from(per_page * object_bytes);
+            let w = PAGE_BYTES as f64 / f64::from(object_bytes);
+            let model = crate::model::klog_direct_alwa(lambda, w, threshold) - 1.0 + log_cost;
+            let error = (measured - model).abs() / model;
+            assert!(error <= 0.03, "n={threshold} λ={lambda:.3}: sim {measured:.3} model {model:.3}");
+        }
     }
 
     proptest! {
