@@ -19,11 +19,7 @@ impl BloomArray {
     /// `sets` filters of `bits_per_set` bits probed by `hashes` hash functions.
     pub fn new(sets: u32, bits_per_set: u32, hashes: u32) -> BloomArray {
         assert!(bits_per_set > 0 && hashes > 0);
-        BloomArray {
-            bits_per_set,
-            hashes,
-            bits: FixedBitSet::with_capacity(sets as usize * bits_per_set as usize),
-        }
+        BloomArray { bits_per_set, hashes, bits: FixedBitSet::with_capacity(sets as usize * bits_per_set as usize) }
     }
 
     /// Probe positions by double hashing (Kirsch-Mitzenmacher).

@@ -116,10 +116,7 @@ impl ChainedIndex {
                 free_head: NIL,
             })
             .collect();
-        ChainedIndex {
-            tables,
-            live_entries: 0,
-        }
+        ChainedIndex { tables, live_entries: 0 }
     }
 
     fn locate(&self, bucket: u32) -> (usize, usize) {

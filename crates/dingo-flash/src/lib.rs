@@ -1,13 +1,13 @@
 //! DINGO's flash cache tier, as a pure simulation core (see README.md).
 
-mod bloom;
 pub mod bench;
+mod bloom;
 pub mod device;
+pub mod engine;
 mod hash;
 pub mod index;
 mod log;
 pub mod model;
 pub mod object;
-pub mod trace;
 mod set;
-pub mod engine;
+pub mod trace;

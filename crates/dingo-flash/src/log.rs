@@ -82,33 +82,28 @@ impl SegmentLog {
     /// The live copy of `key`, if any.
     pub fn lookup(&self, key: u64, bucket: u32, tag: u16) -> Option<LiveObject> {
         let mut found = None;
-        self.index.find(bucket, |e| {
-            if e.tag() != tag {
-                return false;
-            }
-            // A tag match costs a page read; the page tells whether it is our key.
-            match self.pages[e.offset() as usize].iter().find(|p| p.object.key == key) {
-                Some(p) => {
-                    found = Some(p.object);
-                    true
+        self.index
+            .find(bucket, |e| {
+                if e.tag() != tag {
+                    return false;
                 }
-                None => false,
-            }
-        })
-        .map(|(entry, e)| LiveObject {
-            entry,
-            object: found.expect("set with the match"),
-            rrip: e.rrip(),
-        })
+                // A tag match costs a page read; the page tells whether it is our key.
+                match self.pages[e.offset() as usize].iter().find(|p| p.object.key == key) {
+                    Some(p) => {
+                        found = Some(p.object);
+                        true
+                    }
+                    None => false,
+                }
+            })
+            .map(|(entry, e)| LiveObject { entry, object: found.expect("set with the match"), rrip: e.rrip() })
     }
 
     /// Appends `object`, replacing any older copy of its key.
     pub fn append(&mut self, object: Object, bucket: u32, tag: u16, rrip: u8) -> Result<EntryRef, AppendError> {
         assert!(u64::from(object.size_bytes) <= PAGE_BYTES, "object larger than a page");
         let page_full = self.open_page_bytes + object.size_bytes > PAGE_BYTES as u32;
-        let clash = self.pages[self.open_global_page() as usize]
-            .iter()
-            .any(|p| p.bucket == bucket && p.tag == tag);
+        let clash = self.pages[self.open_global_page() as usize].iter().any(|p| p.bucket == bucket && p.tag == tag);
         if page_full || clash {
             if self.open_page + 1 == self.seg_pages {
                 return Err(AppendError::SegmentFull);
@@ -190,11 +185,7 @@ impl SegmentLog {
                     .iter()
                     .find(|p| p.bucket == bucket && p.tag == e.tag())
                     .expect("an entry's page holds its object");
-                LiveObject {
-                    entry,
-                    object: p.object,
-                    rrip: e.rrip(),
-                }
+                LiveObject { entry, object: p.object, rrip: e.rrip() }
             })
             .collect()
     }

@@ -59,11 +59,9 @@ fn find<'a>(runs: &'a [RunResult], system: &str) -> Option<&'a RunResult> {
 pub fn comparisons(report: &BenchReport) -> Vec<Comparison> {
     let mut out = Vec::new();
     let best = &report.best_within_budget;
-    if let (Some(k), Some(sa), Some(ls)) = (
-        find(best, "kangaroo"),
-        find(best, "set-associative"),
-        find(best, "log-structured"),
-    ) {
+    if let (Some(k), Some(sa), Some(ls)) =
+        (find(best, "kangaroo"), find(best, "set-associative"), find(best, "log-structured"))
+    {
         let vs_sa = k.miss_ratio / sa.miss_ratio - 1.0;
         let vs_ls = k.miss_ratio / ls.miss_ratio - 1.0;
         out.push(Comparison {
@@ -102,7 +100,9 @@ pub fn comparisons(report: &BenchReport) -> Vec<Comparison> {
     }
     let ab = &report.kangaroo_ablations;
     let by_label = |label: &str| ab.iter().find(|r| r.label == label);
-    if let (Some(d), Some(fifo), Some(t1)) = (by_label("defaults"), by_label("FIFO sets (0 RRIP bits)"), by_label("threshold 1")) {
+    if let (Some(d), Some(fifo), Some(t1)) =
+        (by_label("defaults"), by_label("FIFO sets (0 RRIP bits)"), by_label("threshold 1"))
+    {
         let rrip = d.miss_ratio / fifo.miss_ratio - 1.0;
         out.push(Comparison {
             claim: "RRIParoo 3 bits vs FIFO sets: misses".into(),

@@ -51,7 +51,7 @@ pub struct Budgets {
 impl Budgets {
     pub fn for_size(size: BenchSize, seed: u64) -> Budgets {
         let (device_pages, keys, requests) = match size {
-            BenchSize::Quick => (1u64 << 13, 400_000, 3_000_000),
+            BenchSize::Quick => (1u64 << 13, 400_000, 2_400_000),
             BenchSize::Full => (1u64 << 16, 10_000_000, 40_000_000),
         };
         let device_bytes = device_pages * PAGE_BYTES;
@@ -88,9 +88,6 @@ pub struct BenchReport {
     /// The bars, published against measured.
     pub comparisons: Vec<Comparison>,
 }
-
-/// Admission probabilities tried, highest first, until a run fits the budget.
-const ADMISSION_LADDER: [f64; 9] = [1.0, 0.8, 0.6, 0.45, 0.3, 0.2, 0.12, 0.07, 0.04];
 
 /// Runs every system and configuration.
 pub fn run_bench(options: &BenchOptions) -> BenchReport {
@@ -156,8 +153,10 @@ pub fn run_bench(options: &BenchOptions) -> BenchReport {
     report
 }
 
-/// Runs one configuration down the admission ladder and returns every run
-/// up to and including the first that fits the budgets.
+/// Runs one configuration at full admission and, if it breaks the
+/// device-write budget, again at the admission probability that scales its
+/// writes to 95 % of the budget (writes are proportional to admissions),
+/// stepping down by a fifth until it fits. Returns every run.
 fn ladder(
     budgets: &Budgets,
     trace: &[Object],
@@ -166,14 +165,18 @@ fn ladder(
     mut build: impl FnMut(f64) -> Box<dyn CacheEngine>,
 ) -> Vec<RunResult> {
     let mut out = Vec::new();
-    for p in ADMISSION_LADDER {
+    let mut p = 1.0;
+    for _ in 0..6 {
         let mut engine = build(p);
-        let run = replay(engine.as_mut(), trace, budgets, system, &format!("{label}, p={p}"), p);
+        let run = replay(engine.as_mut(), trace, budgets, system, &format!("{label}, p={p:.3}"), p);
         let fits = run.within_budget;
+        let written = run.device_write_bytes_per_request;
         out.push(run);
         if fits {
             break;
         }
+        let scaled = 0.95 * budgets.device_write_bytes_per_request / written.max(1.0) * p;
+        p = if scaled < p { scaled } else { p * 0.8 }.clamp(0.005, 1.0);
     }
     out
 }

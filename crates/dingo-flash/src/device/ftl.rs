@@ -66,9 +66,7 @@ impl FtlDevice {
         assert!(config.eu_pages >= 2, "an erase unit needs at least 2 pages");
         assert!(config.hidden_op > 0.0, "greedy GC needs some over-provisioning");
         let logical_eus = config.logical_pages.div_ceil(u64::from(config.eu_pages));
-        let physical_eus = ((logical_eus as f64) * (1.0 + config.hidden_op)).ceil() as u64
-            + MIN_FREE_EUS as u64
-            + 1;
+        let physical_eus = ((logical_eus as f64) * (1.0 + config.hidden_op)).ceil() as u64 + MIN_FREE_EUS as u64 + 1;
         let physical_pages = physical_eus * u64::from(config.eu_pages);
         assert!(physical_pages < u64::from(UNMAPPED), "device too large for 32-bit page ids");
         let mut free: Vec<u32> = (0..physical_eus as u32).rev().collect();
@@ -90,11 +88,7 @@ impl FtlDevice {
     /// Writes `pages` logical pages starting at `page`.
     pub fn write(&mut self, page: u64, pages: u64) -> Result<(), DeviceError> {
         if page + pages > self.config.logical_pages {
-            return Err(DeviceError::OutOfRange {
-                page,
-                pages,
-                capacity_pages: self.config.logical_pages,
-            });
+            return Err(DeviceError::OutOfRange { page, pages, capacity_pages: self.config.logical_pages });
         }
         for lpn in page..page + pages {
             self.program(lpn as u32);
@@ -162,10 +156,7 @@ impl FtlDevice {
                 self.sealed_order.push_back(eu);
             },
         };
-        assert!(
-            self.valid[victim as usize] < eu_pages,
-            "victim has no invalid page: over-provisioning exhausted"
-        );
+        assert!(self.valid[victim as usize] < eu_pages, "victim has no invalid page: over-provisioning exhausted");
         self.sealed[victim as usize] = false;
         let base = victim * eu_pages;
         for ppn in base..base + eu_pages {
@@ -230,12 +221,7 @@ mod tests {
     /// Uniform random 4 KiB overwrites of `utilisation` of the logical space,
     /// after a sequential fill, as in the study's calibration script.
     fn random_write_dlwa(logical_pages: u64, utilisation: f64, seed: u64) -> f64 {
-        let mut ftl = FtlDevice::new(FtlConfig {
-            logical_pages,
-            eu_pages: 128,
-            hidden_op: 0.07,
-            gc: GcPolicy::Greedy,
-        });
+        let mut ftl = FtlDevice::new(FtlConfig { logical_pages, eu_pages: 128, hidden_op: 0.07, gc: GcPolicy::Greedy });
         let used = (logical_pages as f64 * utilisation) as u64;
         ftl.write(0, used).unwrap();
         let mut rng = fastrand::Rng::with_seed(seed);
@@ -276,12 +262,8 @@ mod tests {
         let logical_pages = 1u64 << 17;
         let mut large = Vec::new();
         for eu_pages in [2u32, 4, 8, 16, 32, 64, 128] {
-            let mut ftl = FtlDevice::new(FtlConfig {
-                logical_pages,
-                eu_pages,
-                hidden_op: 0.07,
-                gc: GcPolicy::FifoPlus,
-            });
+            let mut ftl =
+                FtlDevice::new(FtlConfig { logical_pages, eu_pages, hidden_op: 0.07, gc: GcPolicy::FifoPlus });
             ftl.write(0, logical_pages).unwrap();
             let mut rng = fastrand::Rng::with_seed(3);
             for _ in 0..2 * logical_pages {
@@ -309,12 +291,8 @@ mod tests {
 
     #[test]
     fn sequential_overwrites_need_no_gc_copies() {
-        let mut ftl = FtlDevice::new(FtlConfig {
-            logical_pages: 4096,
-            eu_pages: 64,
-            hidden_op: 0.07,
-            gc: GcPolicy::Greedy,
-        });
+        let mut ftl =
+            FtlDevice::new(FtlConfig { logical_pages: 4096, eu_pages: 64, hidden_op: 0.07, gc: GcPolicy::Greedy });
         for _ in 0..5 {
             ftl.write(0, 4096).unwrap();
         }
@@ -325,12 +303,8 @@ mod tests {
 
     #[test]
     fn writes_past_capacity_are_refused() {
-        let mut ftl = FtlDevice::new(FtlConfig {
-            logical_pages: 100,
-            eu_pages: 8,
-            hidden_op: 0.07,
-            gc: GcPolicy::Greedy,
-        });
+        let mut ftl =
+            FtlDevice::new(FtlConfig { logical_pages: 100, eu_pages: 8, hidden_op: 0.07, gc: GcPolicy::Greedy });
         assert!(matches!(ftl.write(99, 2), Err(DeviceError::OutOfRange { .. })));
         assert_eq!(ftl.counters().host_write_bytes, 0);
     }

@@ -40,11 +40,7 @@ impl DeviceCounters {
 
     /// NAND bytes per host byte; 1.0 when nothing was written.
     pub fn write_amplification(&self) -> f64 {
-        if self.host_write_bytes == 0 {
-            1.0
-        } else {
-            self.nand_write_bytes as f64 / self.host_write_bytes as f64
-        }
+        if self.host_write_bytes == 0 { 1.0 } else { self.nand_write_bytes as f64 / self.host_write_bytes as f64 }
     }
 }
 
@@ -68,18 +64,10 @@ pub trait Device {
 pub enum DeviceError {
     /// An address past the host-visible capacity.
     #[error("page {page} + {pages} is past the capacity of {capacity_pages} pages")]
-    OutOfRange {
-        page: u64,
-        pages: u64,
-        capacity_pages: u64,
-    },
+    OutOfRange { page: u64, pages: u64, capacity_pages: u64 },
     /// A zone append would pass the zone's capacity.
     #[error("zone {zone} has {free_pages} pages left, asked for {pages}")]
-    ZoneFull {
-        zone: u32,
-        free_pages: u64,
-        pages: u64,
-    },
+    ZoneFull { zone: u32, free_pages: u64, pages: u64 },
     /// Opening one more zone would pass the active-zone limit.
     #[error("opening zone {zone} would exceed the limit of {limit} active zones")]
     TooManyActiveZones { zone: u32, limit: u32 },

@@ -70,18 +70,11 @@ impl ZonedDevice {
             _ => self.config.zone_pages - wp,
         };
         if pages > free_pages {
-            return Err(DeviceError::ZoneFull {
-                zone,
-                free_pages: u64::from(free_pages),
-                pages: u64::from(pages),
-            });
+            return Err(DeviceError::ZoneFull { zone, free_pages: u64::from(free_pages), pages: u64::from(pages) });
         }
         if self.state[zone as usize] == ZoneState::Empty && pages > 0 {
             if self.active == self.config.max_active_zones {
-                return Err(DeviceError::TooManyActiveZones {
-                    zone,
-                    limit: self.config.max_active_zones,
-                });
+                return Err(DeviceError::TooManyActiveZones { zone, limit: self.config.max_active_zones });
             }
             self.state[zone as usize] = ZoneState::Open;
             self.active += 1;
@@ -168,11 +161,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn device(max_active_zones: u32) -> ZonedDevice {
-        ZonedDevice::new(ZonedConfig {
-            zones: 8,
-            zone_pages: 4,
-            max_active_zones,
-        })
+        ZonedDevice::new(ZonedConfig { zones: 8, zone_pages: 4, max_active_zones })
     }
 
     #[test]
@@ -195,10 +184,7 @@ mod tests {
         let mut d = device(2);
         d.append(0, 1).unwrap();
         d.append(1, 1).unwrap();
-        assert_eq!(
-            d.append(2, 1),
-            Err(DeviceError::TooManyActiveZones { zone: 2, limit: 2 })
-        );
+        assert_eq!(d.append(2, 1), Err(DeviceError::TooManyActiveZones { zone: 2, limit: 2 }));
         d.finish(0).unwrap();
         d.append(2, 1).unwrap();
         assert_eq!(d.max_active_seen(), 2);

@@ -103,9 +103,8 @@ impl Kangaroo {
         let log_objects_per_partition =
             u64::from(slots * config.segment_pages) * PAGE_BYTES / u64::from(config.mean_object_bytes);
         let tables = tables_for(log_objects_per_partition * 2, buckets);
-        let klog = (0..config.partitions)
-            .map(|_| SegmentLog::new(slots, config.segment_pages, buckets, tables))
-            .collect();
+        let klog =
+            (0..config.partitions).map(|_| SegmentLog::new(slots, config.segment_pages, buckets, tables)).collect();
         let set_bytes = PAGE_BYTES as u32;
         let dram = SetDram {
             bloom_bits_per_set: per_set_bits(set_bytes, config.mean_object_bytes, config.bloom_bits_per_object),
@@ -205,18 +204,10 @@ impl Kangaroo {
     /// One KSet set write: RRIParoo merge of the set and its KLog objects.
     fn write_set(&mut self, set: u32, incoming: &[LiveObject]) {
         let existing = self.kset.take(set);
-        let incoming = incoming
-            .iter()
-            .map(|l| SetObject {
-                object: l.object,
-                rrip: l.rrip,
-            })
-            .collect();
+        let incoming = incoming.iter().map(|l| SetObject { object: l.object, rrip: l.rrip }).collect();
         let (kept, _evicted) = fill(self.rrip.rank(existing, incoming), self.kset.set_bytes());
         self.kset.store(set, kept);
-        self.device
-            .write(self.kset_base_page + u64::from(set), 1)
-            .expect("KSet lies inside the device");
+        self.device.write(self.kset_base_page + u64::from(set), 1).expect("KSet lies inside the device");
     }
 
     /// KSet's set count.
@@ -275,10 +266,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn small(device_pages: u64) -> KangarooConfig {
-        KangarooConfig {
-            admission_probability: 1.0,
-            ..KangarooConfig::new(device_pages, 200)
-        }
+        KangarooConfig { admission_probability: 1.0, ..KangarooConfig::new(device_pages, 200) }
     }
 
     /// Table 4.2's bar: Kangaroo's DRAM at 200 B objects ≤ 7.5 bits/object
@@ -299,11 +287,7 @@ mod tests {
     #[test]
     fn threshold_two_writes_fewer_sets_than_threshold_one() {
         let host_bytes = |threshold| {
-            let mut k = Kangaroo::new(KangarooConfig {
-                threshold,
-                readmit_hits: false,
-                ..small(1 << 13)
-            });
+            let mut k = Kangaroo::new(KangarooConfig { threshold, readmit_hits: false, ..small(1 << 13) });
             for key in 0..100_000u64 {
                 k.insert(Object { key, size_bytes: 300 });
             }

@@ -89,9 +89,7 @@ impl LogStructured {
         }
         let slot = self.log.seal();
         let seg_pages = u64::from(self.segment_pages);
-        self.device
-            .write(u64::from(slot) * seg_pages, seg_pages)
-            .expect("the log lies inside the device");
+        self.device.write(u64::from(slot) * seg_pages, seg_pages).expect("the log lies inside the device");
     }
 }
 

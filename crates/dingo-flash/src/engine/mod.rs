@@ -1,13 +1,10 @@
 //! Cache engines and what they share: the interface the benchmark drives,
 //! their statistics, and random pre-flash admission.
 
-
 pub mod fairywren;
 pub mod kangaroo;
 pub mod log_structured;
 pub mod set_assoc;
-
-
 
 use serde::Serialize;
 
@@ -62,10 +59,7 @@ pub struct RandomAdmission {
 impl RandomAdmission {
     pub fn new(probability: f64, seed: u64) -> RandomAdmission {
         assert!((0.0..=1.0).contains(&probability), "admission probability {probability}");
-        RandomAdmission {
-            probability,
-            rng: fastrand::Rng::with_seed(seed),
-        }
+        RandomAdmission { probability, rng: fastrand::Rng::with_seed(seed) }
     }
 
     pub fn admit(&mut self) -> bool {

@@ -126,16 +126,9 @@ mod tests {
 
     #[test]
     fn hit_bits_promote_on_the_next_rebuild_only() {
-        let dram = SetDram {
-            bloom_bits_per_set: 64,
-            bloom_hashes: 2,
-            hit_bits_per_set: 1,
-        };
+        let dram = SetDram { bloom_bits_per_set: 64, bloom_hashes: 2, hit_bits_per_set: 1 };
         let mut sets = SetArray::new(2, 4096, dram);
-        let o = |key| SetObject {
-            object: Object { key, size_bytes: 100 },
-            rrip: 6,
-        };
+        let o = |key| SetObject { object: Object { key, size_bytes: 100 }, rrip: 6 };
         sets.store(1, vec![o(1), o(2)]);
         assert_eq!(sets.lookup(1, 1), Some(100));
         assert_eq!(sets.lookup(1, 2), Some(100)); // position 1: untracked

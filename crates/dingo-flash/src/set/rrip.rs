@@ -63,11 +63,8 @@ impl Rrip {
                 e.rrip += age;
             }
         }
-        let mut tagged: Vec<(SetObject, bool)> = existing
-            .into_iter()
-            .map(|e| (e, false))
-            .chain(incoming.into_iter().map(|i| (i, true)))
-            .collect();
+        let mut tagged: Vec<(SetObject, bool)> =
+            existing.into_iter().map(|e| (e, false)).chain(incoming.into_iter().map(|i| (i, true))).collect();
         tagged.sort_by_key(|&(o, is_incoming)| (o.rrip, is_incoming));
         tagged.into_iter().map(|(o, _)| o).collect()
     }
@@ -95,10 +92,7 @@ mod tests {
     use super::*;
 
     fn so(key: u64, rrip: u8) -> SetObject {
-        SetObject {
-            object: Object { key, size_bytes: 100 },
-            rrip,
-        }
+        SetObject { object: Object { key, size_bytes: 100 }, rrip }
     }
 
     /// The thesis' worked example (Fig. 4.8), in spirit: a hit object is kept

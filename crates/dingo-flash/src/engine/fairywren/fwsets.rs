@@ -100,10 +100,8 @@ impl SetZones {
             .map(|(stream, at, _)| (stream, at))?;
         let zone = self.sealed[stream].remove(at).expect("found above");
         let placed = std::mem::take(&mut self.contents[zone as usize]);
-        let live: Vec<Placed> = placed
-            .into_iter()
-            .filter(|p| self.location[p.subset as usize][p.set as usize] == p.page)
-            .collect();
+        let live: Vec<Placed> =
+            placed.into_iter().filter(|p| self.location[p.subset as usize][p.set as usize] == p.page).collect();
         debug_assert_eq!(live.len() as u32, self.live[zone as usize]);
         Some((zone, live))
     }

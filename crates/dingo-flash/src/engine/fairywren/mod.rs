@@ -130,11 +130,8 @@ impl FairyWren {
         };
         let subset_count = if config.hot_cold { 2 } else { 1 };
         let log_objects = u64::from(log_zones * config.zone_pages) * PAGE_BYTES / u64::from(config.mean_object_bytes);
-        let device = ZonedDevice::new(ZonedConfig {
-            zones,
-            zone_pages: config.zone_pages,
-            max_active_zones: MAX_ACTIVE_ZONES,
-        });
+        let device =
+            ZonedDevice::new(ZonedConfig { zones, zone_pages: config.zone_pages, max_active_zones: MAX_ACTIVE_ZONES });
         FairyWren {
             stats: EngineStats {
                 cache_capacity_bytes: pages_bytes(
@@ -154,13 +151,7 @@ impl FairyWren {
             ),
             fwlog_zone: vec![u32::MAX; log_zones as usize],
             subsets: (0..subset_count).map(|_| SetArray::new(sets, subset_bytes, dram)).collect(),
-            zones: SetZones::new(
-                sets,
-                zones,
-                config.zone_pages,
-                subset_bytes / PAGE_BYTES as u32,
-                config.hot_cold,
-            ),
+            zones: SetZones::new(sets, zones, config.zone_pages, subset_bytes / PAGE_BYTES as u32, config.hot_cold),
             packings: vec![0; if config.hot_cold { sets as usize } else { 0 }],
             free_soc: (loc_zones..zones).rev().collect(),
             in_gc: false,
@@ -249,10 +240,7 @@ impl FairyWren {
             .into_iter()
             .map(|l| {
                 self.fwlog.remove(set, l.entry);
-                SetObject {
-                    object: l.object,
-                    rrip: l.rrip,
-                }
+                SetObject { object: l.object, rrip: l.rrip }
             })
             .collect()
     }
@@ -340,9 +328,7 @@ impl FairyWren {
         }
         let zone = self.take_zone();
         let slot = self.fwlog.seal();
-        self.device
-            .append(zone, self.config.zone_pages)
-            .expect("an empty zone takes a whole segment");
+        self.device.append(zone, self.config.zone_pages).expect("an empty zone takes a whole segment");
         self.fwlog_zone[slot as usize] = zone;
         self.breakdown.log_pages += u64::from(self.config.zone_pages);
     }

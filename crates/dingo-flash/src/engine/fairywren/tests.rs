@@ -2,18 +2,11 @@ use super::*;
 use proptest::prelude::*;
 
 fn small(zones: u32, hot_cold: bool) -> FairyWrenConfig {
-    FairyWrenConfig {
-        zones,
-        hot_cold,
-        ..FairyWrenConfig::new(u64::from(zones) * 64, 64, 200)
-    }
+    FairyWrenConfig { zones, hot_cold, ..FairyWrenConfig::new(u64::from(zones) * 64, 64, 200) }
 }
 
 fn one(key: u64) -> Vec<SetObject> {
-    vec![SetObject {
-        object: Object { key, size_bytes: 100 },
-        rrip: 6,
-    }]
+    vec![SetObject { object: Object { key, size_bytes: 100 }, rrip: 6 }]
 }
 
 /// L1518: five inserts into an 8 KiB set write 24 KiB with hot/cold
@@ -54,10 +47,7 @@ fn soc_dram_is_at_most_9_bits_per_object_at_200_bytes() {
 fn nest_packing_and_hot_cold_each_cut_writes() {
     let trace = crate::trace::TraceConfig::twitter_like(60_000, 5).generate(400_000);
     let writes = |nest_packing, hot_cold| {
-        let mut fw = FairyWren::new(FairyWrenConfig {
-            nest_packing,
-            ..small(96, hot_cold)
-        });
+        let mut fw = FairyWren::new(FairyWrenConfig { nest_packing, ..small(96, hot_cold) });
         for &o in &trace {
             if fw.get(o.key).is_none() {
                 fw.insert(o);
