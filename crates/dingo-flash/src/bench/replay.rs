@@ -36,6 +36,8 @@ pub struct RunResult {
     /// Share of the device holding live objects at the end.
     pub flash_fill: f64,
     pub max_active_zones: u32,
+    /// Wasted set reads (Bloom false positives) per request.
+    pub bloom_false_positive_reads_per_request: f64,
     pub within_budget: bool,
     /// FairyWREN only: its flash pages by cause, whole run.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -88,6 +90,8 @@ pub fn replay(
         flash_utilisation: end.cache_capacity_bytes as f64 / end.device_capacity_bytes as f64,
         flash_fill: end.stored_bytes as f64 / end.device_capacity_bytes as f64,
         max_active_zones: end.max_active_zones,
+        bloom_false_positive_reads_per_request: (end.bloom_false_positives - start.bloom_false_positives) as f64
+            / requests as f64,
         within_budget: end.dram_bits <= budgets.dram_budget_bits
             && device_write_bytes_per_request <= budgets.device_write_bytes_per_request,
         fairywren_writes: None,

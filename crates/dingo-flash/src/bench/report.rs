@@ -18,13 +18,14 @@ pub fn write_report(report: &BenchReport, dir: &Path) -> io::Result<()> {
 fn runs_csv(report: &BenchReport) -> String {
     let mut out = String::from(
         "system,label,admission_probability,miss_ratio,app_write_bytes_per_request,device_write_bytes_per_request,\
-         app_wa,device_wa,total_wa,dram_bits_per_object,flash_utilisation,flash_fill,max_active_zones,within_budget\n",
+         app_wa,device_wa,total_wa,dram_bits_per_object,flash_utilisation,flash_fill,max_active_zones,\
+         bloom_false_positive_reads_per_request,within_budget\n",
     );
     for r in report.runs.iter().chain(&report.fairywren).chain(&report.kangaroo_ablations) {
         let w = r.write_amplification;
         let _ = writeln!(
             out,
-            "{},{},{},{:.5},{:.1},{:.1},{:.3},{:.3},{:.3},{:.2},{:.3},{:.3},{},{}",
+            "{},{},{},{:.5},{:.1},{:.1},{:.3},{:.3},{:.3},{:.2},{:.3},{:.3},{},{:.4},{}",
             r.system,
             r.label,
             r.admission_probability,
@@ -38,6 +39,7 @@ fn runs_csv(report: &BenchReport) -> String {
             r.flash_utilisation,
             r.flash_fill,
             r.max_active_zones,
+            r.bloom_false_positive_reads_per_request,
             r.within_budget
         );
     }

@@ -219,11 +219,6 @@ impl Kangaroo {
     pub fn log_geometry(&self) -> (u32, u32) {
         (self.slots_per_partition, self.config.segment_pages)
     }
-
-    /// KSet Bloom-filter false positives so far (each cost a set read).
-    pub fn bloom_false_positives(&self) -> u64 {
-        self.kset.bloom_false_positives()
-    }
 }
 
 impl CacheEngine for Kangaroo {
@@ -255,6 +250,7 @@ impl CacheEngine for Kangaroo {
             dram_bits: self.klog.iter().map(SegmentLog::index_dram_bits).sum::<u64>() + self.kset.dram_bits(),
             stored_objects: log_objects + self.kset.objects(),
             stored_bytes: log_bytes + self.kset.bytes(),
+            bloom_false_positives: self.kset.bloom_false_positives(),
             ..self.stats
         }
     }

@@ -41,6 +41,8 @@ pub struct EngineStats {
     pub device_capacity_bytes: u64,
     /// Most zones ever open at once (zoned devices only).
     pub max_active_zones: u32,
+    /// Set reads a Bloom filter let through for a key the set lacked.
+    pub bloom_false_positives: u64,
 }
 
 impl EngineStats {

@@ -83,6 +83,7 @@ impl CacheEngine for SetAssoc {
             dram_bits: self.sets.dram_bits(),
             stored_objects: self.sets.objects(),
             stored_bytes: self.sets.bytes(),
+            bloom_false_positives: self.sets.bloom_false_positives(),
             ..self.stats
         }
     }

@@ -424,6 +424,7 @@ impl CacheEngine for FairyWren {
                 + self.subsets.iter().map(SetArray::bytes).sum::<u64>()
                 + self.loc.bytes(),
             max_active_zones: self.device.max_active_seen(),
+            bloom_false_positives: self.subsets.iter().map(SetArray::bloom_false_positives).sum(),
             ..self.stats
         }
     }
