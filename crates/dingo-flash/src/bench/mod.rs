@@ -45,23 +45,22 @@ pub struct Budgets {
     pub device_write_bytes_per_request: f64,
     pub requests: u64,
     pub warmup_requests: u64,
-    pub trace: TraceConfig,
 }
 
 impl Budgets {
-    pub fn for_size(size: BenchSize, seed: u64) -> Budgets {
-        let (device_pages, keys, requests) = match size {
-            BenchSize::Quick => (1u64 << 13, 400_000, 2_400_000),
-            BenchSize::Full => (1u64 << 16, 10_000_000, 40_000_000),
-        };
-        let device_bytes = device_pages * PAGE_BYTES;
+    /// Budgets for a device of the given size replaying `requests`
+    /// requests, the first half as warm-up.
+    pub fn for_size(size: BenchSize, requests: u64) -> Budgets {
+        let device_bytes = match size {
+            BenchSize::Quick => 1u64 << 13,
+            BenchSize::Full => 1u64 << 16,
+        } * PAGE_BYTES;
         Budgets {
             device_bytes,
             dram_budget_bits: device_bytes * 8 / 125,
             device_write_bytes_per_request: 625.0,
             requests,
             warmup_requests: requests / 2,
-            trace: TraceConfig::fb_like(keys, seed),
         }
     }
 
@@ -74,6 +73,8 @@ impl Budgets {
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchReport {
     pub size: BenchSize,
+    /// What was replayed.
+    pub trace: String,
     pub budgets: Budgets,
     /// Mean object size of the trace, bytes.
     pub mean_object_bytes: u32,
@@ -89,17 +90,36 @@ pub struct BenchReport {
     pub comparisons: Vec<Comparison>,
 }
 
-/// Runs every system and configuration.
+/// The synthetic trace of a benchmark size: the fb-like preset, with its
+/// keys and length chosen so Kangaroo's miss ratio lands near 0.3.
+pub fn synthetic_trace(size: BenchSize, seed: u64) -> (String, Vec<Object>) {
+    let (keys, requests) = match size {
+        BenchSize::Quick => (400_000, 2_400_000),
+        BenchSize::Full => (10_000_000, 40_000_000),
+    };
+    let config = TraceConfig::fb_like(keys, seed);
+    let name = format!("{} (Zipf {}, {} keys, seed {seed})", config.name, config.zipf_alpha, keys);
+    (name, config.generate(requests))
+}
+
+/// Runs every system and configuration on the size's synthetic trace.
 pub fn run_bench(options: &BenchOptions) -> BenchReport {
-    let budgets = Budgets::for_size(options.size, options.seed);
-    let trace = budgets.trace.generate(budgets.requests);
+    let (name, trace) = synthetic_trace(options.size, options.seed);
+    run_bench_on(options, &name, &trace)
+}
+
+/// Runs every system and configuration on a given trace, for example one
+/// read by [`crate::trace::read_twitter_csv`].
+pub fn run_bench_on(options: &BenchOptions, trace_name: &str, trace: &[Object]) -> BenchReport {
+    assert!(trace.len() >= 2, "a trace needs requests to warm up and measure");
+    let budgets = Budgets::for_size(options.size, trace.len() as u64);
     let mean_object_bytes = (trace.iter().map(|o| u64::from(o.size_bytes)).sum::<u64>() / trace.len() as u64) as u32;
     let pages = budgets.device_pages();
     let seed = options.seed;
     let mut runs = Vec::new();
 
     for fraction in [0.5, 0.65, 0.81, 0.93] {
-        runs.extend(ladder(&budgets, &trace, &format!("sets on {fraction} of flash"), "set-associative", |p| {
+        runs.extend(ladder(&budgets, trace, &format!("sets on {fraction} of flash"), "set-associative", |p| {
             Box::new(SetAssoc::new(SetAssocConfig {
                 device_pages: pages,
                 cache_fraction: fraction,
@@ -110,7 +130,7 @@ pub fn run_bench(options: &BenchOptions) -> BenchReport {
             }))
         }));
     }
-    runs.extend(ladder(&budgets, &trace, "FIFO log, index ≤ DRAM budget", "log-structured", |p| {
+    runs.extend(ladder(&budgets, trace, "FIFO log, index ≤ DRAM budget", "log-structured", |p| {
         Box::new(LogStructured::new(LogStructuredConfig {
             device_pages: pages,
             max_cache_fraction: 0.93,
@@ -121,7 +141,7 @@ pub fn run_bench(options: &BenchOptions) -> BenchReport {
             seed,
         }))
     }));
-    runs.extend(ladder(&budgets, &trace, "defaults (log 5 %, n=2, RRIP 3)", "kangaroo", |p| {
+    runs.extend(ladder(&budgets, trace, "defaults (log 5 %, n=2, RRIP 3)", "kangaroo", |p| {
         Box::new(Kangaroo::new(KangarooConfig {
             admission_probability: p,
             seed,
@@ -137,10 +157,11 @@ pub fn run_bench(options: &BenchOptions) -> BenchReport {
                 .cloned()
         })
         .collect();
-    let fairywren = compare::fairywren_runs(&budgets, &trace, mean_object_bytes, seed);
-    let kangaroo_ablations = ablation::kangaroo_ablations(&budgets, &trace, mean_object_bytes, seed);
+    let fairywren = compare::fairywren_runs(&budgets, trace, mean_object_bytes, seed);
+    let kangaroo_ablations = ablation::kangaroo_ablations(&budgets, trace, mean_object_bytes, seed);
     let mut report = BenchReport {
         size: options.size,
+        trace: trace_name.to_string(),
         budgets,
         mean_object_bytes,
         runs,

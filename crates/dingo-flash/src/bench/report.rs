@@ -54,12 +54,11 @@ pub fn markdown(report: &BenchReport) -> String {
     let _ = writeln!(
         out,
         "Device {} MiB, DRAM budget {} KiB of metadata (1:125), device-write budget {} B/request; \
-         trace `{}` with {} keys, {} requests ({} warm-up, not measured).\n",
+         trace {}, {} requests ({} warm-up, not measured).\n",
         b.device_bytes >> 20,
         b.dram_budget_bits / 8 / 1024,
         b.device_write_bytes_per_request,
-        b.trace.name,
-        b.trace.keys,
+        report.trace,
         b.requests,
         b.warmup_requests
     );

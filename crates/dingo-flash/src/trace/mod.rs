@@ -3,6 +3,10 @@
 //! (research/flash-cache.md §5.3). The real traces are not reachable here;
 //! only comparisons between systems on the same trace are meaningful.
 
+mod twitter;
+
+pub use twitter::{TraceError, read_twitter_csv};
+
 use serde::Serialize;
 
 use crate::hash::mix64;
