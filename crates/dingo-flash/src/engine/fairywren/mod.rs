@@ -265,8 +265,16 @@ impl FairyWren {
                     }
                 }
                 Subset::Cold => {
-                    self.cause = Cause::GcCopy;
-                    self.write_subset(placed.set, Subset::Cold);
+                    // The whole set is a victim: with nest packing it is
+                    // re-split with its FWLog objects, both halves written.
+                    let incoming = if self.config.nest_packing { self.drain_log(placed.set) } else { Vec::new() };
+                    if incoming.is_empty() {
+                        self.cause = Cause::GcCopy;
+                        self.write_subset(placed.set, Subset::Cold);
+                    } else {
+                        self.cause = Cause::GcPack;
+                        self.pack_set(placed.set, incoming, true);
+                    }
                 }
             }
         }
