@@ -27,10 +27,12 @@ use crate::set::{Rrip, SetArray, SetDram, SetObject, fill};
 use fwsets::{SetZones, Subset};
 use loc::LargeObjectLog;
 
-/// Free SOC zones kept for GC. One GC pass writes at most two pages per
-/// live subset of its victim (a re-split writes hot and cold): two zones,
-/// plus a zone each for the hot and cold streams to roll over into.
-const RESERVE_ZONES: usize = 5;
+/// Free SOC zones kept for GC: GC starts with at least this many.
+const RESERVE_ZONES: usize = 6;
+/// Inside GC, a re-split (two pages for one) runs only while more than this
+/// many zones are free; plain rewrites need at most one new zone per stream
+/// for a whole victim, so GC can never exhaust the pool.
+const GC_RESPLIT_FLOOR: usize = 4;
 /// FairyWREN's active zones: LOC, FWLog, hot, cold (L1525).
 pub const MAX_ACTIVE_ZONES: u32 = 4;
 
@@ -212,7 +214,8 @@ impl FairyWren {
         }
         let s = set as usize;
         self.packings[s] = self.packings[s].saturating_add(1);
-        if resplit || self.packings[s] >= self.config.resplit_every {
+        let due = self.packings[s] >= self.config.resplit_every && self.may_resplit();
+        if resplit || due {
             self.packings[s] = 0;
             let mut existing = self.subsets[0].take(set);
             existing.extend(self.subsets[1].take(set));
@@ -231,6 +234,11 @@ impl FairyWren {
             self.subsets[0].store(set, kept);
             self.write_subset(set, Subset::Hot);
         }
+    }
+
+    /// Whether a two-page re-split may run now (see [`GC_RESPLIT_FLOOR`]).
+    fn may_resplit(&self) -> bool {
+        !self.in_gc || self.free_soc.len() > GC_RESPLIT_FLOOR
     }
 
     /// Removes every FWLog object of `set` and returns them as set objects.
@@ -267,7 +275,11 @@ impl FairyWren {
                 Subset::Cold => {
                     // The whole set is a victim: with nest packing it is
                     // re-split with its FWLog objects, both halves written.
-                    let incoming = if self.config.nest_packing { self.drain_log(placed.set) } else { Vec::new() };
+                    let incoming = if self.config.nest_packing && self.may_resplit() {
+                        self.drain_log(placed.set)
+                    } else {
+                        Vec::new()
+                    };
                     if incoming.is_empty() {
                         self.cause = Cause::GcCopy;
                         self.write_subset(placed.set, Subset::Cold);
