@@ -1,0 +1,127 @@
+//! Writes a report: JSON, a CSV of every run, and a Markdown page.
+
+use std::fmt::Write as _;
+use std::io;
+use std::path::Path;
+
+use crate::bench::{BenchReport, RunResult};
+
+/// Writes `flash.json`, `flash-runs.csv` and `flash.md` into `dir`.
+pub fn write_report(report: &BenchReport, dir: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join("flash.json"), serde_json::to_string_pretty(report)?)?;
+    std::fs::write(dir.join("flash-runs.csv"), runs_csv(report))?;
+    std::fs::write(dir.join("flash.md"), markdown(report))?;
+    Ok(())
+}
+
+fn runs_csv(report: &BenchReport) -> String {
+    let mut out = String::from(
+        "system,label,admission_probability,miss_ratio,app_write_bytes_per_request,device_write_bytes_per_request,\
+         app_wa,device_wa,total_wa,dram_bits_per_object,flash_utilisation,flash_fill,max_active_zones,\
+         bloom_false_positive_reads_per_request,within_budget\n",
+    );
+    for r in report.runs.iter().chain(&report.fairywren).chain(&report.kangaroo_ablations) {
+        let w = r.write_amplification;
+        let _ = writeln!(
+            out,
+            "{},{},{},{:.5},{:.1},{:.1},{:.3},{:.3},{:.3},{:.2},{:.3},{:.3},{},{:.4},{}",
+            r.system,
+            r.label,
+            r.admission_probability,
+            r.miss_ratio,
+            r.app_write_bytes_per_request,
+            r.device_write_bytes_per_request,
+            w.app,
+            w.device,
+            w.total,
+            r.dram_bits_per_object,
+            r.flash_utilisation,
+            r.flash_fill,
+            r.max_active_zones,
+            r.bloom_false_positive_reads_per_request,
+            r.within_budget
+        );
+    }
+    out
+}
+
+/// The Markdown page: budgets, best runs, published vs measured, all runs.
+pub fn markdown(report: &BenchReport) -> String {
+    let b = report.budgets;
+    let mut out = String::new();
+    let _ = writeln!(out, "# dingo-flash benchmark ({:?})\n", report.size);
+    let _ = writeln!(
+        out,
+        "Device {} MiB, DRAM budget {} KiB of metadata (1:125), device-write budget {} B/request; \
+         trace {}, {} requests ({} warm-up, not measured).\n",
+        b.device_bytes >> 20,
+        b.dram_budget_bits / 8 / 1024,
+        b.device_write_bytes_per_request,
+        report.trace,
+        b.requests,
+        b.warmup_requests
+    );
+    let _ = writeln!(out, "## Published vs measured\n");
+    let _ = writeln!(out, "| claim | thesis | measured | bar | met |\n|---|---|---|---|---|");
+    for c in &report.comparisons {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            c.claim,
+            c.published,
+            c.measured,
+            c.bar,
+            if c.met { "yes" } else { "no" }
+        );
+    }
+    let _ = writeln!(out, "\n## Best run per system within both budgets\n");
+    table(&mut out, report.best_within_budget.iter());
+    let _ = writeln!(out, "\n## Kangaroo vs FairyWREN, same flash and DRAM, no write budget\n");
+    table(&mut out, report.fairywren.iter());
+    let _ = writeln!(
+        out,
+        "\nFairyWREN's flash pages by cause (whole run):\n\n| system | log segments | FWLog flushes | GC packs | GC copies |\n|---|---|---|---|---|"
+    );
+    for r in &report.fairywren {
+        if let Some(w) = r.fairywren_writes {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} |",
+                r.system, w.log_pages, w.flush_pages, w.gc_pack_pages, w.gc_copy_pages
+            );
+        }
+    }
+    let _ = writeln!(out, "\n## Kangaroo ablations, admitting everything\n");
+    table(&mut out, report.kangaroo_ablations.iter());
+    let _ = writeln!(out, "\n## Every budgeted run\n");
+    table(&mut out, report.runs.iter());
+    out
+}
+
+fn table<'a>(out: &mut String, runs: impl Iterator<Item = &'a RunResult>) {
+    let _ = writeln!(
+        out,
+        "| system | config | miss ratio | app B/req | device B/req | app WA | device WA | total WA | DRAM b/obj | flash used | max zones | in budget |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for r in runs {
+        let w = r.write_amplification;
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.4} | {:.0} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.0} % | {} | {} |",
+            r.system,
+            r.label,
+            r.miss_ratio,
+            r.app_write_bytes_per_request,
+            r.device_write_bytes_per_request,
+            w.app,
+            w.device,
+            w.total,
+            r.dram_bits_per_object,
+            r.flash_utilisation * 100.0,
+            r.max_active_zones,
+            if r.within_budget { "yes" } else { "no" }
+        );
+    }
+}

@@ -1,0 +1,79 @@
+//! Reader for the public Twitter cache traces (`twitter/cache-trace`): CSV
+//! lines `timestamp,anonymized key,key size,value size,client id,operation,TTL`.
+//!
+//! Reads become requests; the object's size is key plus value. Writes and
+//! deletes are skipped: the engines model a look-aside cache that fills on
+//! a miss. Keys are hashed to 64-bit ids.
+
+use std::io::BufRead;
+
+use crate::hash::mix64;
+use crate::object::Object;
+
+/// A line that does not parse.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("line {line}: {reason}")]
+    Malformed { line: u64, reason: String },
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads up to `limit` requests (all if `None`).
+pub fn read_twitter_csv(reader: impl BufRead, limit: Option<u64>) -> Result<Vec<Object>, TraceError> {
+    let mut out = Vec::new();
+    for (i, line) in reader.lines().enumerate() {
+        if limit.is_some_and(|l| out.len() as u64 >= l) {
+            break;
+        }
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let number = i as u64 + 1;
+        let fields: Vec<&str> = line.split(',').collect();
+        if fields.len() < 6 {
+            return Err(TraceError::Malformed { line: number, reason: format!("{} fields, want 7", fields.len()) });
+        }
+        if !matches!(fields[5], "get" | "gets") {
+            continue;
+        }
+        let size = |field: &str| {
+            field
+                .parse::<u32>()
+                .map_err(|e| TraceError::Malformed { line: number, reason: format!("size {field:?}: {e}") })
+        };
+        let size_bytes = (size(fields[2])? + size(fields[3])?).max(1);
+        out.push(Object { key: key_id(fields[1]), size_bytes });
+    }
+    Ok(out)
+}
+
+/// A stable 64-bit id for a key string (FNV-1a, then mixed).
+fn key_id(key: &str) -> u64 {
+    let fnv = key.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3));
+    mix64(fnv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gets_become_requests_and_the_rest_is_skipped() {
+        let csv = "0,q:abc,20,300,1,get,0\n1,q:abc,20,300,1,set,0\n2,q:xyz,10,0,2,gets,0\n\n3,q:abc,20,300,1,get,0\n";
+        let trace = read_twitter_csv(csv.as_bytes(), None).unwrap();
+        assert_eq!(trace.len(), 3);
+        assert_eq!(trace[0], trace[2]);
+        assert_eq!(trace[0].size_bytes, 320);
+        assert_eq!(trace[1].size_bytes, 10);
+        assert_ne!(trace[0].key, trace[1].key);
+        assert_eq!(read_twitter_csv(csv.as_bytes(), Some(1)).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn malformed_lines_name_their_number() {
+        let err = read_twitter_csv("0,k,1,2,3,get,0\n1,k,x,2,3,get,0\n".as_bytes(), None).unwrap_err();
+        assert!(err.to_string().starts_with("line 2:"), "{err}");
+    }
+}
