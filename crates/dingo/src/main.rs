@@ -54,6 +54,9 @@ enum BenchCommand {
     /// Schedule and dispatch one quantum of a steady-state load on a
     /// synthetic cluster of the given capacity.
     Planner(bench::planner::PlannerBenchArgs),
+    /// Flash cache engines (set-associative, log-structured, Kangaroo,
+    /// FairyWREN) on counting device models, at equal DRAM and device-write budgets.
+    Flash(bench::flash::FlashBenchArgs),
 }
 
 #[tokio::main]
@@ -74,6 +77,7 @@ async fn main() -> std::process::ExitCode {
         Commands::Demo(a) => demo::run(a).await,
         Commands::Bench(BenchCommand::Io(a)) => bench_io::run(a).await,
         Commands::Bench(BenchCommand::Planner(a)) => bench::planner::run(&a),
+        Commands::Bench(BenchCommand::Flash(a)) => bench::flash::run(&a),
         Commands::Sim(c) => sim::run(c),
     };
     match result {

@@ -1,6 +1,7 @@
 //! `dingo bench ...`: benchmarks that print their figures (and JSON with
 //! `--json`), so targets are checked by measurement, not by timed tests.
 
+pub mod flash;
 pub mod planner;
 
 /// Peak resident set size of this process, from /proc (Linux); 0 elsewhere.
