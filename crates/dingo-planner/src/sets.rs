@@ -144,13 +144,25 @@ impl Sets {
                 out.extend(intersection(remaining.any(), blocks).iter().map(|b| Member::Any(BlockId(b)).key()));
             }
             Sets::Ranges { starts, lens, remaining, .. } if remaining.len() <= RANGE_PROBE_LIMIT => {
-                // Few ranges left: probe each, where intersecting the
-                // declared blocks would copy a bitmap container of
-                // `blocks` for every container the ranges span.
-                out.extend(remaining.iter().filter(|&idx| {
+                // Few ranges left: merge them with `blocks`, where
+                // intersecting the declared blocks would copy a bitmap
+                // container of `blocks` for every container the ranges
+                // span. Both ascend, so one iterator moves forward and
+                // seeks only past a scheduled block below the next range:
+                // at most min(ranges, blocks) seeks, not one per range.
+                let mut scheduled = blocks.iter();
+                let mut next = scheduled.next();
+                for idx in remaining.iter() {
                     let start = starts[idx as usize];
-                    !none_in(blocks, start..start + u64::from(lens[idx as usize]))
-                }));
+                    if next.is_some_and(|b| b < start) {
+                        scheduled.advance_to(start);
+                        next = scheduled.next();
+                    }
+                    let Some(b) = next else { break };
+                    if b < start + u64::from(lens[idx as usize]) {
+                        out.push(idx);
+                    }
+                }
             }
             Sets::Ranges { starts, lens, remaining, declared_blocks } => {
                 // Blocks come in ascending order and a range holds many:
