@@ -49,11 +49,22 @@ impl SteadyLoad {
     /// Fails disks for reconstruction and builds every outstanding
     /// declaration. Each periodic task has one declaration per period that
     /// is still open, issued `age` ago and `1 - age / deadline` unfinished.
-    pub fn declarations(&self, model: &mut ClusterModel) -> Vec<Declaration> {
+    /// Each goes to `declare` as soon as it is built, so a caller that declares it to a planner holds
+    /// one declaration's read sets at a time, not all of them (at 1 EB the
+    /// read sets of every declaration take gigabytes). Reconstruction's come
+    /// first, after every disk failure, as later ones must not name lost
+    /// chunks. Stops at `declare`'s first error.
+    pub fn for_each_declaration<E>(
+        &self,
+        model: &mut ClusterModel,
+        mut declare: impl FnMut(&ClusterModel, Declaration) -> Result<(), E>,
+    ) -> Result<(), E> {
         let mut rng = SplitMix64::new(self.seed);
-        let mut out = Vec::new();
         // Failures first: later declarations must not name lost chunks.
-        out.extend(self.reconstruction(model, &mut rng));
+        for decl in self.reconstruction(model, &mut rng) {
+            declare(model, decl)?;
+        }
+        let model = &*model;
         let block = model.spec().block_bytes as f64;
         let file_bytes = block * f64::from(model.spec().file_blocks);
         for task in TaskKind::ALL {
@@ -90,11 +101,11 @@ impl SteadyLoad {
                     }
                 };
                 if read_sets_len(&read_sets) > 0 {
-                    out.push(Declaration { task, read_sets, sets_needed, deadline });
+                    declare(model, Declaration { task, read_sets, sets_needed, deadline })?;
                 }
             }
         }
-        out
+        Ok(())
     }
 
     /// Rebalancing: candidates are every chunk on enough over-full disks
@@ -233,7 +244,12 @@ mod tests {
             ClusterSpec { raw_capacity: 2_000_000_000_000_000, disks_per_node: 2, seed: 3, ..ClusterSpec::default() };
         let mut model = ClusterModel::new(spec).unwrap();
         let load = SteadyLoad { demand_mb_s_per_tb: 2.0, mix: Mix::bench(), now: Timestamp(0), seed: 9 };
-        let decls = load.declarations(&mut model);
+        let mut decls = Vec::new();
+        load.for_each_declaration(&mut model, |_, d| {
+            decls.push(d);
+            Ok::<_, ()>(())
+        })
+        .unwrap();
         for task in TaskKind::ALL {
             assert!(decls.iter().any(|d| d.task == task), "{task} declared nothing");
         }

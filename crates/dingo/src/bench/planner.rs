@@ -68,15 +68,14 @@ pub fn run(args: &PlannerBenchArgs) -> anyhow::Result<()> {
     let mut model = ClusterModel::new(spec).context("building the cluster model")?;
     let now = Timestamp::from_secs(30 * 24 * 3600);
     let load = SteadyLoad { demand_mb_s_per_tb: args.demand, mix: Mix::bench(), now, seed: args.seed };
-    let declarations = load.declarations(&mut model);
     let quantum = Duration::from_secs(args.quantum_secs);
     let mut planner = Planner::new(PlannerConfig { quantum, ..PlannerConfig::default() });
     let mut sets = 0;
-    for decl in &declarations {
-        let id = planner.declare(&model, now, decl).with_context(|| format!("declaring {}", decl.task))?;
+    load.for_each_declaration(&mut model, |model, decl| {
+        let id = planner.declare(model, now, &decl).with_context(|| format!("declaring {}", decl.task))?;
         sets += planner.status(id).map_or(0, |s| s.total_sets);
-    }
-    drop(declarations);
+        anyhow::Ok(())
+    })?;
     let build_seconds = started.elapsed().as_secs_f64();
 
     let demand_bytes = args.demand * 1e6 * (args.capacity as f64 / 1e12) * quantum.as_secs_f64();
