@@ -73,6 +73,10 @@ pub enum ClientError {
     Chunk { chunk: ChunkRef, fault: ChunkFault, detail: String },
     #[error("{0}")]
     Invalid(String),
+    /// The metadata service could not be reached or did not answer in time
+    /// (after bounded retries): names the operation and the address once.
+    #[error("{op} on the metadata service at {addr} failed: {detail}")]
+    Service { op: &'static str, addr: String, code: tonic::Code, detail: String },
 }
 
 /// Why one exact chunk copy could not be read.
@@ -154,9 +158,53 @@ impl ClientError {
     pub fn code(&self) -> Option<tonic::Code> {
         match self {
             ClientError::Rpc(s) => Some(s.code()),
+            ClientError::Service { code, .. } => Some(*code),
             _ => None,
         }
     }
+}
+
+/// Whether a failed metadata call may be sent again.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    /// Reads and idempotent settings: retry on any transport failure.
+    Always,
+    /// Mutations: retry only if the request never left (no connection), so
+    /// that nothing is applied twice.
+    IfNotSent,
+}
+
+/// Whether `s` was made by the client's transport (connection refused,
+/// reset, protocol error) rather than sent by the service: only those carry
+/// a source error.
+fn is_transport(s: &tonic::Status) -> bool {
+    std::error::Error::source(s).is_some()
+}
+
+/// A transport failure in one line: the status message and each distinct
+/// cause below it (tonic and hyper repeat the same text at several levels).
+fn describe(s: &tonic::Status) -> String {
+    let mut out = s.message().to_string();
+    let mut cause = std::error::Error::source(s);
+    while let Some(e) = cause {
+        let text = e.to_string();
+        if !text.is_empty() && !out.contains(&text) {
+            if out.is_empty() {
+                out = text;
+            } else {
+                out = format!("{out}: {text}");
+            }
+        }
+        cause = e.source();
+    }
+    out
+}
+
+/// Calls `$method` of the metadata service through [`Client::meta_call`].
+macro_rules! meta_call {
+    ($client:expr, $retry:expr, $method:ident, $req:expr) => {
+        $client.meta_call(stringify!($method), $retry, $req, |mut m, r| async move { m.$method(r).await })
+    };
 }
 
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;
@@ -173,26 +221,90 @@ fn channel(addr: &str) -> Result<Channel> {
         .connect_lazy())
 }
 
+/// How long one metadata operation may take by default, retries included.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
+/// Attempts at one metadata operation, at most.
+const META_ATTEMPTS: u32 = 4;
+/// Wait before the first retry; doubled before each further one.
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+
 /// A handle on the cluster. Cheap to clone (clones share connections); node
 /// connections are opened on first use and kept.
 #[derive(Clone)]
 pub struct Client {
     meta: MetaClient<Channel>,
+    meta_addr: Arc<str>,
+    deadline: Duration,
     nodes: Arc<Mutex<HashMap<String, NodeClient<Channel>>>>,
 }
 
 impl Client {
     /// A client of the metadata service at `host:port`. Connects lazily: the
-    /// first call reports an unreachable service.
+    /// first call reports an unreachable service. Every metadata operation
+    /// has a deadline of [`DEFAULT_DEADLINE`] (see [`Client::with_deadline`]).
     pub fn new(meta_addr: &str) -> Result<Client> {
         let meta = MetaClient::new(channel(meta_addr)?)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        Ok(Client { meta, nodes: Arc::new(Mutex::new(HashMap::new())) })
+        Ok(Client {
+            meta,
+            meta_addr: meta_addr.into(),
+            deadline: DEFAULT_DEADLINE,
+            nodes: Arc::new(Mutex::new(HashMap::new())),
+        })
     }
 
-    fn meta(&self) -> MetaClient<Channel> {
-        self.meta.clone()
+    /// The same client with another deadline per metadata operation. An
+    /// operation is tried up to 4 times (reads and idempotent settings
+    /// after any transport failure or silence, mutations only when the
+    /// request never left), backing off from 100 ms, and fails with
+    /// [`ClientError::Service`] once the deadline has passed.
+    pub fn with_deadline(mut self, deadline: Duration) -> Client {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The metadata service's address.
+    pub fn meta_addr(&self) -> &str {
+        &self.meta_addr
+    }
+
+    /// One metadata operation `op` under the client's deadline, with bounded
+    /// retries and backoff (see [`Client::with_deadline`]). The service's
+    /// own answers (not found, refused, ...) are returned as they are.
+    async fn meta_call<Q, T, F, Fut>(&self, op: &'static str, retry: Retry, req: Q, call: F) -> Result<T>
+    where
+        Q: Clone,
+        F: Fn(MetaClient<Channel>, Q) -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let start = tokio::time::Instant::now();
+        let mut backoff = FIRST_BACKOFF;
+        for attempt in 1.. {
+            let left = self.deadline.saturating_sub(start.elapsed());
+            let (code, detail, sent) = match tokio::time::timeout(left, call(self.meta.clone(), req.clone())).await {
+                Ok(Ok(reply)) => return Ok(reply.into_inner()),
+                Ok(Err(s)) if !is_transport(&s) => return Err(ClientError::Rpc(s)),
+                Ok(Err(s)) => {
+                    let detail = describe(&s);
+                    // hyper's words for a connection that was never made.
+                    let sent = !detail.contains("connect");
+                    (s.code(), detail, sent)
+                }
+                Err(_) => (tonic::Code::DeadlineExceeded, format!("no answer within {:?}", self.deadline), true),
+            };
+            let again = attempt < META_ATTEMPTS
+                && (retry == Retry::Always || !sent)
+                && start.elapsed() + backoff < self.deadline;
+            if !again {
+                let detail = if attempt > 1 { format!("{detail} ({attempt} attempts)") } else { detail };
+                return Err(ClientError::Service { op, addr: self.meta_addr.to_string(), code, detail });
+            }
+            tracing::debug!(op, attempt, "metadata service call failed, retrying: {detail}");
+            tokio::time::sleep(backoff).await;
+            backoff *= 2;
+        }
+        unreachable!("the loop returns")
     }
 
     /// The gRPC client of the node at `addr`.
@@ -211,13 +323,13 @@ impl Client {
     /// Creates a file and returns its writer.
     pub async fn create(&self, path: &str, redundancy: Redundancy, block_size: u64) -> Result<Writer<'_>> {
         let req = CreateFileRequest { path: path.to_string(), redundancy: Some(redundancy.into()), block_size };
-        let r = self.meta().create_file(req).await?.into_inner();
+        let r = meta_call!(self, Retry::IfNotSent, create_file, req).await?;
         Writer::new(self, r)
     }
 
     /// Takes the lease of an existing unsealed file to append to it.
     pub async fn open_append(&self, path: &str) -> Result<Writer<'_>> {
-        let r = self.meta().open_for_append(OpenForAppendRequest { path: path.to_string() }).await?.into_inner();
+        let r = meta_call!(self, Retry::IfNotSent, open_for_append, OpenForAppendRequest { path: path.to_string() }).await?;
         Writer::new(self, r)
     }
 
@@ -230,25 +342,25 @@ impl Client {
     }
 
     pub async fn stat(&self, path: &str) -> Result<FileInfo> {
-        Ok(self.meta().stat(StatRequest { path: path.to_string() }).await?.into_inner())
+        Ok(meta_call!(self, Retry::Always, stat, StatRequest { path: path.to_string() }).await?)
     }
 
     pub async fn list(&self, prefix: &str) -> Result<Vec<FileInfo>> {
-        Ok(self.meta().list(ListRequest { prefix: prefix.to_string() }).await?.into_inner().files)
+        Ok(meta_call!(self, Retry::Always, list, ListRequest { prefix: prefix.to_string() }).await?.files)
     }
 
     /// Deletes a file; its chunks are removed by their nodes shortly after.
     pub async fn delete(&self, path: &str) -> Result<u64> {
-        Ok(self.meta().delete(DeleteRequest { path: path.to_string() }).await?.into_inner().blocks)
+        Ok(meta_call!(self, Retry::IfNotSent, delete, DeleteRequest { path: path.to_string() }).await?.blocks)
     }
 
     pub async fn cluster_status(&self) -> Result<ClusterStatusReply> {
-        Ok(self.meta().cluster_status(ClusterStatusRequest {}).await?.into_inner())
+        Ok(meta_call!(self, Retry::Always, cluster_status, ClusterStatusRequest {}).await?)
     }
 
     /// One page of the block table, from block id `start`.
     pub async fn block_table(&self, start: u64, limit: u32) -> Result<BlockTableReply> {
-        Ok(self.meta().block_table(BlockTableRequest { start, limit }).await?.into_inner())
+        Ok(meta_call!(self, Retry::Always, block_table, BlockTableRequest { start, limit }).await?)
     }
 
     /// Reads a range of one exact chunk copy from the node at `addr`: no
@@ -441,7 +553,7 @@ impl Client {
     /// Block records by id (deleted ones too), in the order given, with chunk
     /// addresses and `lost` flags filled in. At most 65 536 ids per call.
     pub async fn blocks(&self, ids: &[u64]) -> Result<Vec<BlockRecord>> {
-        Ok(self.meta().get_blocks(GetBlocksRequest { ids: ids.to_vec() }).await?.into_inner().blocks)
+        Ok(meta_call!(self, Retry::Always, get_blocks, GetBlocksRequest { ids: ids.to_vec() }).await?.blocks)
     }
 
     async fn block(&self, id: u64) -> Result<BlockRecord> {
@@ -466,20 +578,20 @@ impl Client {
 
     /// Chunks of sealed blocks located on `disk`, per the metadata service.
     pub async fn chunks_on_disk(&self, disk: u32) -> Result<Vec<ChunkRef>> {
-        let r = self.meta().chunks_on_disk(ChunksOnDiskRequest { disk }).await?.into_inner();
+        let r = meta_call!(self, Retry::Always, chunks_on_disk, ChunksOnDiskRequest { disk }).await?;
         r.chunks.iter().map(chunk_of).collect()
     }
 
     /// Marks a disk LIVE or DEAD (durably). A dead disk's chunks are lost:
     /// never read or placed on again, listed by [`Client::lost_chunks`].
     pub async fn set_disk_state(&self, disk: u32, state: DeviceState) -> Result<()> {
-        self.meta().set_disk_state(SetDiskStateRequest { disk, state: state.into() }).await?;
+        meta_call!(self, Retry::Always, set_disk_state, SetDiskStateRequest { disk, state: state.into() }).await?;
         Ok(())
     }
 
     /// Marks a node LIVE or DEAD (durably); a dead node's disks are lost.
     pub async fn set_node_state(&self, node: u32, state: DeviceState) -> Result<()> {
-        self.meta().set_node_state(SetNodeStateRequest { node, state: state.into() }).await?;
+        meta_call!(self, Retry::Always, set_node_state, SetNodeStateRequest { node, state: state.into() }).await?;
         Ok(())
     }
 
@@ -494,7 +606,7 @@ impl Client {
     /// Chunks of sealed blocks whose disk is marked dead or whose disk's
     /// node is marked dead.
     pub async fn lost_chunks(&self) -> Result<Vec<ChunkRef>> {
-        let r = self.meta().lost_chunks(LostChunksRequest {}).await?.into_inner();
+        let r = meta_call!(self, Retry::Always, lost_chunks, LostChunksRequest {}).await?;
         r.chunks.iter().map(|c| chunk_of(c.chunk.as_ref().unwrap_or(&ChunkId::default()))).collect()
     }
 
@@ -627,7 +739,7 @@ impl Client {
                 exclude_nodes: exclude.clone(),
                 emptiest,
             };
-            let new = self.meta().place_chunk(req).await?.into_inner();
+            let new = meta_call!(self, Retry::IfNotSent, place_chunk, req).await?;
             if let Err(e) = self.write_chunk(&new.addr, chunk, new.disk, data.clone()).await {
                 last = format!("{chunk} on {}: {e}", new.addr);
                 tracing::warn!("writing a new copy failed: {last}");
@@ -638,10 +750,10 @@ impl Client {
                 continue;
             }
             let req = ReplaceChunkRequest { chunk: Some(chunk.into()), old_disk: old.disk, new_disk: new.disk };
-            if let Err(s) = self.meta().replace_chunk(req).await {
+            if let Err(s) = meta_call!(self, Retry::IfNotSent, replace_chunk, req).await {
                 // The metadata service queued the new copy for deletion too.
                 self.delete_copy(&new.addr, chunk, new.disk).await;
-                return Err(s.into());
+                return Err(s);
             }
             self.delete_copy(&old.addr, chunk, old.disk).await;
             return Ok(new);
@@ -807,7 +919,7 @@ impl<'c> Writer<'c> {
         let Some(task) = self.in_flight.pop_front() else { return Ok(()) };
         let blocks = task.await.map_err(|e| ClientError::Unreadable(format!("write task failed: {e}")))??;
         let req = CommitBlocksRequest { path: self.unit.path.clone(), lease: self.unit.lease, blocks };
-        self.size = self.client.meta().commit_blocks(req).await?.into_inner().file_size;
+        self.size = meta_call!(self.client, Retry::IfNotSent, commit_blocks, req).await?.file_size;
         Ok(())
     }
 
@@ -828,7 +940,7 @@ impl<'c> Writer<'c> {
     pub async fn seal(mut self) -> Result<u64> {
         self.flush().await?;
         let req = SealFileRequest { path: self.unit.path.clone(), lease: self.unit.lease };
-        Ok(self.client.meta().seal_file(req).await?.into_inner().file_size)
+        Ok(meta_call!(self.client, Retry::IfNotSent, seal_file, req).await?.file_size)
     }
 }
 
@@ -886,7 +998,7 @@ impl UnitWriter {
             exclude_nodes: exclude.clone(),
         };
         let blocks =
-            self.client.meta().allocate_blocks(req).await.map_err(|s| UnitError::Meta(s.into()))?.into_inner().blocks;
+            meta_call!(self.client, Retry::IfNotSent, allocate_blocks, req).await.map_err(UnitError::Meta)?.blocks;
         // (block index, location) of every chunk to write.
         let writes = blocks.iter().enumerate().flat_map(|(i, b)| b.chunks.iter().map(move |c| (i, b, c)));
         let results = futures::future::join_all(writes.map(|(i, b, c)| {
@@ -903,7 +1015,7 @@ impl UnitWriter {
         if !failed.is_empty() {
             let ids = blocks.iter().map(|b| b.id).collect();
             let req = AbandonBlocksRequest { path: self.path.clone(), lease: self.lease, blocks: ids };
-            self.client.meta().abandon_blocks(req).await.map_err(|s| UnitError::Meta(s.into()))?;
+            meta_call!(self.client, Retry::IfNotSent, abandon_blocks, req).await.map_err(UnitError::Meta)?;
             exclude.extend(failed.iter().map(|f| f.0));
             let msg = failed.into_iter().map(|f| f.1).collect::<Vec<_>>().join("; ");
             tracing::warn!(path = %self.path, "write unit failed, retrying elsewhere: {msg}");
