@@ -329,7 +329,8 @@ impl Client {
 
     /// Takes the lease of an existing unsealed file to append to it.
     pub async fn open_append(&self, path: &str) -> Result<Writer<'_>> {
-        let r = meta_call!(self, Retry::IfNotSent, open_for_append, OpenForAppendRequest { path: path.to_string() }).await?;
+        let r = meta_call!(self, Retry::IfNotSent, open_for_append, OpenForAppendRequest { path: path.to_string() })
+            .await?;
         Writer::new(self, r)
     }
 

@@ -4,7 +4,7 @@
 //! chunk on a dead disk, or on any disk of a dead node, is *lost* — never
 //! read, never placed on.
 
-use crate::db::{Lease, MetaDb};
+use crate::db::{Lease, MetaDb, Recovered};
 use crate::error::MetaError;
 use crate::placement::{Candidate, place, place_one};
 use dingo_proto::metrics::MetricsText;
@@ -54,6 +54,8 @@ pub struct MetaService {
     corrupt_reports: AtomicU64,
     /// Open blocks of writers whose lease expired, dropped since start.
     expired_open_blocks: AtomicU64,
+    /// Files whose lease was recovered (sealed or removed), since start.
+    leases_recovered: AtomicU64,
     /// A node is dead after this long without a heartbeat.
     dead_after: Duration,
     lease_ttl: Duration,
@@ -103,6 +105,7 @@ impl MetaService {
             cluster: Mutex::new(cluster),
             corrupt_reports: AtomicU64::new(0),
             expired_open_blocks: AtomicU64::new(0),
+            leases_recovered: AtomicU64::new(0),
             dead_after,
             lease_ttl,
         })
@@ -170,14 +173,26 @@ impl MetaService {
         self.lease_ttl.as_millis() as u64
     }
 
-    /// Every `period`, drops the open blocks of writers whose lease expired
-    /// ([`MetaDb::drop_expired_writes`]), so a writer that died between
-    /// allocating and committing leaves no chunks behind. Runs until aborted.
+    /// Every `period`, recovers the files of writers whose lease expired
+    /// ([`MetaDb::recover_expired_leases`]: sealed at their committed
+    /// length, or removed if empty) and drops any other open blocks of
+    /// expired writers ([`MetaDb::drop_expired_writes`]), so a writer that
+    /// died leaves neither an open file nor chunks behind. Runs until aborted.
     pub async fn drop_expired_writes_every(self: Arc<Self>, period: Duration) {
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
+            let db = self.db.clone();
+            match blocking(move || db.recover_expired_leases(now_ms())).await {
+                Ok(done) => {
+                    for (path, r) in &done {
+                        tracing::info!(path, recovered = ?r, "lease expired: file recovered");
+                    }
+                    self.leases_recovered.fetch_add(done.len() as u64, Relaxed);
+                }
+                Err(e) => tracing::warn!("cannot recover expired leases: {}", e.message()),
+            }
             let db = self.db.clone();
             match blocking(move || db.drop_expired_writes(now_ms())).await {
                 Ok(0) => {}
@@ -210,6 +225,8 @@ impl MetaService {
             "Blocks allocated to writers whose lease expired before they committed them.",
         );
         m.sample("dingo_meta_expired_open_blocks_dropped_total", &[], self.expired_open_blocks.load(Relaxed));
+        m.family("dingo_meta_leases_recovered_total", "counter", "Open files closed by lease recovery.");
+        m.sample("dingo_meta_leases_recovered_total", &[], self.leases_recovered.load(Relaxed));
         for (name, help, get) in [
             (
                 "dingo_meta_disk_capacity_bytes",
@@ -386,6 +403,19 @@ impl Meta for MetaService {
         let db = self.db.clone();
         let file_size = blocking(move || db.seal(&r.path, r.lease, now_ms())).await?;
         Ok(Response::new(SealFileReply { file_size }))
+    }
+
+    async fn recover_file(&self, request: Request<RecoverFileRequest>) -> Result<Response<RecoverFileReply>, Status> {
+        let r = request.into_inner();
+        let db = self.db.clone();
+        let path = r.path.clone();
+        let done = blocking(move || db.recover_file(&r.path, now_ms(), r.force)).await?;
+        tracing::info!(path, ?done, "lease recovered on request");
+        self.leases_recovered.fetch_add(1, Relaxed);
+        Ok(Response::new(match done {
+            Recovered::Sealed { size } => RecoverFileReply { sealed: true, file_size: size },
+            Recovered::Removed => RecoverFileReply { sealed: false, file_size: 0 },
+        }))
     }
 
     async fn stat(&self, request: Request<StatRequest>) -> Result<Response<FileInfo>, Status> {
