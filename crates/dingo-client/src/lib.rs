@@ -49,6 +49,9 @@ const WRITE_PIECE: usize = 1 << 20;
 const WRITE_ATTEMPTS: usize = 3;
 /// Write units of one writer in flight at once; they commit in order.
 const WRITES_IN_FLIGHT: usize = 4;
+/// Data a streaming put ([`Client::put_from`]) reads ahead of what the
+/// nodes have sealed, at most (at least one write unit).
+pub const STREAM_IN_FLIGHT_BYTES: usize = 32 << 20;
 /// Extents read concurrently by one [`Client::read`].
 const READ_PARALLELISM: usize = 12;
 
@@ -73,6 +76,18 @@ pub enum ClientError {
     Chunk { chunk: ChunkRef, fault: ChunkFault, detail: String },
     #[error("{0}")]
     Invalid(String),
+    /// The file is not sealed: its writer is still writing, or died.
+    #[error(
+        "{path} is open: its writer is still writing it or died ({committed} bytes committed so far); \
+         `dingo fs recover {path}` closes it at that length once its lease has expired"
+    )]
+    Open { path: String, committed: u64 },
+    /// A local file could not be created, written or renamed.
+    #[error("{0}")]
+    Local(String),
+    /// Writing the data out failed (e.g. the reader of a pipe went away).
+    #[error("cannot write the output: {0}")]
+    Output(std::io::Error),
     /// The metadata service could not be reached or did not answer in time
     /// (after bounded retries): names the operation and the address once.
     #[error("{op} on the metadata service at {addr} failed: {detail}")]
@@ -335,11 +350,160 @@ impl Client {
     }
 
     /// Creates, writes and seals a file in one go; returns its size. Whole
-    /// write units are sent straight from `data`, without copying.
+    /// write units are sent straight from `data`, without copying. If the
+    /// write fails, the partial file is deleted (best effort; otherwise its
+    /// lease expires and lease recovery closes it).
     pub async fn put(&self, path: &str, redundancy: Redundancy, block_size: u64, data: Bytes) -> Result<u64> {
         let mut w = self.create(path, redundancy, block_size).await?;
-        w.append_bytes(data).await?;
-        w.seal().await
+        let r = match w.append_bytes(data).await {
+            Ok(()) => w.seal().await,
+            Err(e) => Err(e),
+        };
+        self.discard_on_error(path, r).await
+    }
+
+    /// Like [`Client::put`], reading the content from `reader` in bounded
+    /// memory: at most about [`STREAM_IN_FLIGHT_BYTES`] (and never fewer
+    /// than one write unit) are read ahead of what the nodes have sealed.
+    /// With `overwrite`, an existing file at `path` is deleted first (not
+    /// atomic: between the two, `path` does not exist). `progress` is called
+    /// with the bytes read so far.
+    pub async fn put_from<R: tokio::io::AsyncRead + Unpin>(
+        &self,
+        path: &str,
+        redundancy: Redundancy,
+        block_size: u64,
+        overwrite: bool,
+        mut reader: R,
+        mut progress: impl FnMut(u64),
+    ) -> Result<u64> {
+        use tokio::io::AsyncReadExt;
+        if overwrite {
+            match self.delete(path).await {
+                Err(e) if e.code() == Some(tonic::Code::NotFound) => {}
+                other => {
+                    other?;
+                }
+            }
+        }
+        let mut w = self.create(path, redundancy, block_size).await?;
+        let unit = w.unit_len();
+        w.max_in_flight = (STREAM_IN_FLIGHT_BYTES / unit.max(1)).clamp(1, WRITES_IN_FLIGHT);
+        let r = async {
+            let mut read = 0u64;
+            loop {
+                let mut buf = Vec::with_capacity(unit);
+                while buf.len() < unit {
+                    let n = (&mut reader)
+                        .take((unit - buf.len()) as u64)
+                        .read_to_end(&mut buf)
+                        .await
+                        .map_err(|e| ClientError::Invalid(format!("cannot read the data for {path}: {e}")))?;
+                    if n == 0 {
+                        break;
+                    }
+                }
+                let last = buf.len() < unit;
+                read += buf.len() as u64;
+                w.append_bytes(Bytes::from(buf)).await?;
+                progress(read);
+                if last {
+                    break;
+                }
+            }
+            w.seal().await
+        }
+        .await;
+        self.discard_on_error(path, r).await
+    }
+
+    /// Deletes the partial file of a failed put (best effort), passing the
+    /// result on.
+    async fn discard_on_error(&self, path: &str, r: Result<u64>) -> Result<u64> {
+        if let Err(e) = &r {
+            tracing::debug!(path, "put failed ({e}); deleting the partial file");
+            if let Err(d) = self.delete(path).await {
+                tracing::warn!(path, "cannot delete the partial file of a failed put: {d}");
+            }
+        }
+        r
+    }
+
+    /// Lease recovery (like HDFS' `recoverLease`): closes the unsealed file
+    /// at `path` whose writer is gone, sealing it at its last committed
+    /// length (returns `Some(size)`) or removing it if nothing was
+    /// committed (`None`). Refused while the writer's lease is live unless
+    /// `force`. A sealed file is left as it is.
+    pub async fn recover(&self, path: &str, force: bool) -> Result<Option<u64>> {
+        let req = RecoverFileRequest { path: path.to_string(), force };
+        let r = meta_call!(self, Retry::Always, recover_file, req).await?;
+        Ok(r.sealed.then_some(r.file_size))
+    }
+
+    /// The file at `path`, refusing an unsealed one unless `allow_open`:
+    /// its writer may still be adding to it, or may have died.
+    pub async fn stat_complete(&self, path: &str, allow_open: bool) -> Result<FileInfo> {
+        let file = self.stat(path).await?;
+        if !file.sealed && !allow_open {
+            return Err(ClientError::Open { path: file.path, committed: file.size });
+        }
+        Ok(file)
+    }
+
+    /// Reads a range of the file at `path` (see [`Client::stat_complete`]
+    /// for `allow_open`) into the local file `local`, atomically: the data
+    /// goes to a temporary file beside it, renamed over `local` only once
+    /// all of it is written and synced. On failure `local` is untouched and
+    /// the temporary file removed. `len` `None`: to the end. `progress` is
+    /// called with the bytes written so far. Returns the bytes written.
+    pub async fn download(
+        &self,
+        path: &str,
+        local: &std::path::Path,
+        offset: u64,
+        len: Option<u64>,
+        allow_open: bool,
+        progress: impl FnMut(u64),
+    ) -> Result<u64> {
+        let file = self.stat_complete(path, allow_open).await?;
+        let len = len.unwrap_or_else(|| file.size.saturating_sub(offset));
+        let local_err = |what: &str, e: std::io::Error| ClientError::Local(format!("{what} {}: {e}", local.display()));
+        let dir = match local.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        let name = local.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".dingo-part")
+            .tempfile_in(dir)
+            .map_err(|e| local_err("cannot create a temporary file beside", e))?;
+        let mut out = tmp.as_file();
+        let n = self.read_to(&file, offset, len, &mut out, progress).await?;
+        out.sync_all().map_err(|e| local_err("cannot write", e))?;
+        tmp.persist(local).map_err(|e| local_err("cannot rename the temporary file to", e.error))?;
+        Ok(n)
+    }
+
+    /// Reads a range of `file` into `out`, piece by piece in file order
+    /// (bounded memory). `progress` is called with the bytes written so far.
+    pub async fn read_to(
+        &self,
+        file: &FileInfo,
+        offset: u64,
+        len: u64,
+        out: &mut impl std::io::Write,
+        mut progress: impl FnMut(u64),
+    ) -> Result<u64> {
+        let mut pieces = self.read_pieces(file, offset, len, IoTag::Foreground)?;
+        let mut done = 0;
+        while let Some(piece) = pieces.try_next().await? {
+            out.write_all(&piece).map_err(ClientError::Output)?;
+            done += piece.len() as u64;
+            progress(done);
+        }
+        out.flush().map_err(ClientError::Output)?;
+        Ok(done)
     }
 
     pub async fn stat(&self, path: &str) -> Result<FileInfo> {
@@ -829,6 +993,8 @@ pub struct Writer<'c> {
     buf: Vec<u8>,
     size: u64,
     in_flight: VecDeque<tokio::task::JoinHandle<Result<Vec<BlockSize>>>>,
+    /// Write units in flight at most.
+    max_in_flight: usize,
 }
 
 impl<'c> Writer<'c> {
@@ -842,7 +1008,14 @@ impl<'c> Writer<'c> {
             redundancy,
             block_size: file.block_size,
         };
-        Ok(Writer { client, unit, buf: Vec::new(), size: file.size, in_flight: VecDeque::new() })
+        Ok(Writer {
+            client,
+            unit,
+            buf: Vec::new(),
+            size: file.size,
+            in_flight: VecDeque::new(),
+            max_in_flight: WRITES_IN_FLIGHT,
+        })
     }
 
     /// Bytes in one write unit.
@@ -908,7 +1081,7 @@ impl<'c> Writer<'c> {
     }
 
     async fn start_unit(&mut self, data: Bytes) -> Result<()> {
-        if self.in_flight.len() >= WRITES_IN_FLIGHT {
+        if self.in_flight.len() >= self.max_in_flight {
             self.commit_next().await?;
         }
         self.in_flight.push_back(tokio::spawn(self.unit.clone().write(data)));
