@@ -341,6 +341,11 @@ impl LocalCluster {
         self.nodes[i].child.as_ref().map(Child::id)
     }
 
+    /// Process id of the metadata service, while it runs.
+    pub fn meta_pid(&self) -> Option<u32> {
+        self.meta.child.as_ref().map(Child::id)
+    }
+
     /// SIGKILLs the metadata service.
     pub fn kill_meta(&mut self) {
         self.meta.kill();
