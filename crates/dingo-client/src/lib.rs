@@ -23,6 +23,9 @@
 //! [`Client::mark_disk_dead`] and [`Client::mark_node_dead`] feed them.
 
 pub mod ec;
+mod health;
+
+pub use health::Health;
 
 pub use dingo_proto::v1::{BlockRecord, ChunkLocation, DeviceState};
 pub use dingo_proto::{IoTag, Redundancy};
@@ -52,6 +55,8 @@ const WRITES_IN_FLIGHT: usize = 4;
 /// Data a streaming put ([`Client::put_from`]) reads ahead of what the
 /// nodes have sealed, at most (at least one write unit).
 pub const STREAM_IN_FLIGHT_BYTES: usize = 32 << 20;
+/// Block ids per `GetBlocks` request, at most.
+pub const GET_BLOCKS_MAX: usize = 65_536;
 /// Extents read concurrently by one [`Client::read`].
 const READ_PARALLELISM: usize = 12;
 

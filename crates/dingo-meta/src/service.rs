@@ -56,9 +56,17 @@ pub struct MetaService {
     expired_open_blocks: AtomicU64,
     /// Files whose lease was recovered (sealed or removed), since start.
     leases_recovered: AtomicU64,
+    /// Nodes marked DEAD for missing heartbeats, since start.
+    auto_dead: AtomicU64,
+    /// `(disk, block, copy)` of chunks nodes reported corrupt or missing,
+    /// until they are found elsewhere.
+    corrupt: Mutex<HashSet<(u32, u64, u32)>>,
     /// A node is dead after this long without a heartbeat.
     dead_after: Duration,
     lease_ttl: Duration,
+    /// When the service started: the silence of a node not heard from
+    /// since counts from here.
+    started: Instant,
 }
 
 /// Runs a database operation off the async workers (redb commits fsync).
@@ -106,8 +114,11 @@ impl MetaService {
             corrupt_reports: AtomicU64::new(0),
             expired_open_blocks: AtomicU64::new(0),
             leases_recovered: AtomicU64::new(0),
+            auto_dead: AtomicU64::new(0),
+            corrupt: Mutex::new(HashSet::new()),
             dead_after,
             lease_ttl,
+            started: Instant::now(),
         })
     }
 
@@ -205,6 +216,42 @@ impl MetaService {
         }
     }
 
+    /// Nodes not marked DEAD that have been silent for `after` (counted
+    /// from the service's start for a node not heard from since).
+    fn silent_for(&self, after: Duration) -> Vec<u32> {
+        let cluster = self.cluster();
+        cluster
+            .nodes
+            .iter()
+            .filter(|(id, s)| {
+                !cluster.dead_nodes.contains(id) && s.last_seen.unwrap_or(self.started).elapsed() >= after
+            })
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    /// Marks DEAD (durably, as `SetNodeState` does) every node silent for
+    /// `after`, checking every `period`; their chunks become lost, which
+    /// is what starts reconstruction. Runs until aborted.
+    pub async fn mark_silent_nodes_dead_every(self: Arc<Self>, after: Duration, period: Duration) {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            for node in self.silent_for(after) {
+                let db = self.db.clone();
+                match blocking(move || db.set_node_dead(node, true)).await {
+                    Ok(()) => {
+                        self.cluster().dead_nodes.insert(node);
+                        self.auto_dead.fetch_add(1, Relaxed);
+                        tracing::warn!(node, silent_for = ?after, "node missed its heartbeats: marked DEAD");
+                    }
+                    Err(e) => tracing::warn!(node, "cannot mark a silent node dead: {}", e.message()),
+                }
+            }
+        }
+    }
+
     /// Prometheus page of the metadata service.
     pub fn render_metrics(&self) -> String {
         let mut m = MetricsText::new();
@@ -225,6 +272,8 @@ impl MetaService {
             "Blocks allocated to writers whose lease expired before they committed them.",
         );
         m.sample("dingo_meta_expired_open_blocks_dropped_total", &[], self.expired_open_blocks.load(Relaxed));
+        m.family("dingo_meta_nodes_marked_dead_total", "counter", "Nodes marked DEAD for missing heartbeats.");
+        m.sample("dingo_meta_nodes_marked_dead_total", &[], self.auto_dead.load(Relaxed));
         m.family("dingo_meta_leases_recovered_total", "counter", "Open files closed by lease recovery.");
         m.sample("dingo_meta_leases_recovered_total", &[], self.leases_recovered.load(Relaxed));
         for (name, help, get) in [
@@ -285,7 +334,10 @@ impl Meta for MetaService {
         for c in &r.corrupt {
             self.corrupt_reports.fetch_add(1, Relaxed);
             let (block, copy) = c.chunk.as_ref().map_or((0, 0), |c| (c.block, c.copy));
-            tracing::warn!(node = r.node, disk = c.disk, block, copy, "node reports a corrupt chunk");
+            tracing::warn!(node = r.node, disk = c.disk, block, copy, "node reports a corrupt or missing chunk");
+            if let Some(key) = from_wire(c) {
+                self.corrupt.lock().unwrap_or_else(|p| p.into_inner()).insert(key);
+            }
         }
         let disks: Vec<u32> = {
             let mut cluster = self.cluster();
@@ -442,7 +494,22 @@ impl Meta for MetaService {
 
     async fn cluster_status(&self, _: Request<ClusterStatusRequest>) -> Result<Response<ClusterStatusReply>, Status> {
         let db = self.db.clone();
-        let (stored, (files, blocks)) = blocking(move || Ok((db.nodes()?, db.counts()?))).await?;
+        let reported: Vec<(u32, u64, u32)> =
+            self.corrupt.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
+        let (stored, (files, blocks), gone, open) =
+            blocking(move || Ok((db.nodes()?, db.counts()?, db.unknown_chunks(&reported)?, db.open_files()?))).await?;
+        // Reported copies rebuilt elsewhere (or deleted) are no longer damage.
+        let corrupt: Vec<ChunkOnDisk> = {
+            let mut set = self.corrupt.lock().unwrap_or_else(|p| p.into_inner());
+            for g in &gone {
+                set.remove(g);
+            }
+            let mut v: Vec<_> = set.iter().copied().collect();
+            v.sort_unstable();
+            v.into_iter().map(to_wire).collect()
+        };
+        let now = now_ms();
+        let expired_leases = open.iter().filter(|(_, expiry)| *expiry < now).count() as u64;
         let cluster = self.cluster();
         let lost = cluster.lost_disks();
         let nodes = stored
@@ -465,7 +532,14 @@ impl Meta for MetaService {
                 n
             })
             .collect();
-        Ok(Response::new(ClusterStatusReply { nodes, files, blocks }))
+        Ok(Response::new(ClusterStatusReply {
+            nodes,
+            files,
+            blocks,
+            corrupt,
+            open_files: open.len() as u64,
+            expired_leases,
+        }))
     }
 
     async fn block_table(&self, request: Request<BlockTableRequest>) -> Result<Response<BlockTableReply>, Status> {

@@ -230,8 +230,14 @@ pub async fn run_meta(a: MetaArgs) -> Result<()> {
             listen,
             data_dir: a.data,
             metrics,
-            dead_after: Duration::from_millis(cfg.meta.dead_after_ms.unwrap_or(5000)),
+            dead_after: Duration::from_millis(
+                cfg.meta.dead_after_ms.unwrap_or(crate::storage_config::DEFAULT_DEAD_AFTER_MS),
+            ),
             lease_ttl: Duration::from_millis(cfg.meta.lease_ttl_ms.unwrap_or(60_000)),
+            mark_dead_after: match cfg.meta.mark_dead_after_ms {
+                Some(0) => None,
+                ms => Some(Duration::from_millis(ms.unwrap_or(crate::storage_config::DEFAULT_MARK_DEAD_AFTER_MS))),
+            },
         },
         shutdown_signal(),
     )

@@ -8,6 +8,7 @@
 //! metrics = "127.0.0.1:7401"
 //! dead_after_ms = 5000     # a node silent this long is not alive (>= 2 x node.heartbeat_ms)
 //! lease_ttl_ms = 60000     # >= 1000; an expired lease is recovered (file sealed or removed)
+//! mark_dead_after_ms = 600000  # a node silent this long is marked DEAD (its chunks get rebuilt); 0: never
 //!
 //! [node]
 //! heartbeat_ms = 1000       # at least 10; meta.dead_after_ms at least twice this
@@ -48,6 +49,7 @@ pub struct MetaSection {
     pub metrics: Option<String>,
     pub dead_after_ms: Option<u64>,
     pub lease_ttl_ms: Option<u64>,
+    pub mark_dead_after_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -101,12 +103,24 @@ impl StorageConfig {
                  would expire mid-write; use at least {MIN_LEASE_TTL_MS} ms"
             );
         }
+        if let Some(ms) = self.meta.mark_dead_after_ms {
+            let silent = self.meta.dead_after_ms.unwrap_or(DEFAULT_DEAD_AFTER_MS);
+            anyhow::ensure!(
+                ms == 0 || ms >= silent,
+                "meta.mark_dead_after_ms = {ms} must be at least meta.dead_after_ms ({silent}): a node is first \
+                 silent, then marked dead"
+            );
+        }
         anyhow::ensure!(self.cluster.nodes != Some(0), "cluster.nodes must be at least 1");
         anyhow::ensure!(self.cluster.disks_per_node != Some(0), "cluster.disks_per_node must be at least 1");
         Ok(())
     }
 }
 
+/// Default of `meta.dead_after_ms`.
+pub const DEFAULT_DEAD_AFTER_MS: u64 = 5000;
+/// Default of `meta.mark_dead_after_ms`: ten minutes, like HDFS' default.
+pub const DEFAULT_MARK_DEAD_AFTER_MS: u64 = 600_000;
 /// Shortest lease lifetime accepted (`meta.lease_ttl_ms`).
 const MIN_LEASE_TTL_MS: u64 = 1000;
 /// Smallest disk capacity accepted: room for a few chunks.

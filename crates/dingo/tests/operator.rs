@@ -194,5 +194,8 @@ async fn a_paused_metadata_service_gives_errors_within_the_deadline() {
     // Nothing listening: named too.
     let out = dingo("127.0.0.1:1", &["fs", "ls"]);
     let err = stderr(&out);
-    assert!(err.contains("list on the metadata service at 127.0.0.1:1 failed") && err.contains("onnection refused"), "{err}");
+    assert!(
+        err.contains("list on the metadata service at 127.0.0.1:1 failed") && err.contains("onnection refused"),
+        "{err}"
+    );
 }
