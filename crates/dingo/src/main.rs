@@ -19,6 +19,7 @@ macro_rules! outln {
 mod bench;
 mod bench_io;
 mod demo;
+mod maintain_cmd;
 mod planner_cmd;
 mod plots;
 mod sim;
@@ -51,6 +52,9 @@ enum Commands {
     Planner(planner_cmd::PlannerArgs),
     /// Run one maintenance task, imperatively or through the planner.
     Task(task_cmd::TaskArgs),
+    /// The maintenance supervisor: runs reconstruction when chunks are
+    /// lost, rebalancing when a node joins and scrubbing on schedule.
+    Maintain(maintain_cmd::MaintainArgs),
     /// The HDFS-cluster experiment on a local cluster: the same timeline
     /// with imperative and with declarative tasks, compared.
     Demo(demo::DemoArgs),
@@ -96,6 +100,7 @@ async fn main() -> std::process::ExitCode {
         Commands::Fs(c) => storage_cmd::run_fs(c).await,
         Commands::Planner(a) => planner_cmd::run(a).await,
         Commands::Task(a) => task_cmd::run(a).await,
+        Commands::Maintain(a) => maintain_cmd::run(a).await,
         Commands::Demo(a) => demo::run(a).await,
         Commands::Bench(BenchCommand::Io(a)) => bench_io::run(a).await,
         Commands::Bench(BenchCommand::Planner(a)) => bench::planner::run(&a),

@@ -67,6 +67,33 @@ pub enum ClusterCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Health at a glance: nodes and disks by state, blocks with reduced or
+    /// no redundancy, corrupt chunks, open files, repair outstanding.
+    Health {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Mark a node or disk DEAD: its chunks count as lost and are rebuilt
+    /// elsewhere (by `dingo maintain`, or `dingo task reconstruct`).
+    MarkDead(MarkArgs),
+    /// Mark a node or disk LIVE again.
+    MarkLive(MarkArgs),
+}
+
+#[derive(Args, Debug)]
+#[group(required = true, multiple = false)]
+pub struct MarkArgs {
+    /// Node id (as `cluster status` shows it).
+    #[arg(long)]
+    pub node: Option<u32>,
+    /// Disk id.
+    #[arg(long)]
+    pub disk: Option<u32>,
+    #[command(flatten)]
+    pub client: ClientArgs,
 }
 
 /// Where the metadata service is and how long to wait for it.
@@ -104,6 +131,12 @@ pub struct ClusterUpArgs {
     /// Storage config file (TOML; see docs/STORAGE.md).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Do not start the maintenance supervisor (`dingo maintain`).
+    #[arg(long)]
+    pub no_maintain: bool,
+    /// Options for the maintenance supervisor, e.g. "--interval 2s --scrub-every 1d".
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    pub maintain_args: String,
 }
 
 #[derive(Subcommand, Debug)]
@@ -278,6 +311,9 @@ pub async fn run_cluster(cmd: ClusterCommand) -> Result<()> {
     match cmd {
         ClusterCommand::Up(a) => cluster_up(a).await,
         ClusterCommand::Status { client, json } => cluster_status(&client, json).await,
+        ClusterCommand::Health { client, json } => cluster_health(&client, json).await,
+        ClusterCommand::MarkDead(m) => mark(m, DeviceState::Dead).await,
+        ClusterCommand::MarkLive(m) => mark(m, DeviceState::Live).await,
     }
 }
 
@@ -300,11 +336,27 @@ async fn cluster_up(a: ClusterUpArgs) -> Result<()> {
     };
     let mut cluster = LocalCluster::start(spec)?;
     cluster.wait_ready(Duration::from_secs(30)).await?;
+    if !a.no_maintain {
+        let args: Vec<String> = a.maintain_args.split_whitespace().map(String::from).collect();
+        cluster.start_maintainer(&args)?;
+    }
     println!(
-        "cluster up: metadata service at {} with {nodes} node(s); logs in {}; Ctrl-C stops it",
+        "cluster up: metadata service at {} with {nodes} node(s){}; logs in {}; Ctrl-C stops it",
         cluster.meta_addr(),
+        if a.no_maintain { "" } else { " and the maintenance supervisor" },
         cluster.log_dir().display()
     );
+    // Directory and log names count from 0 in start order; the metadata
+    // service numbers nodes in registration order.
+    for i in 0..cluster.node_count() {
+        if let Ok(id) = cluster.node_id(i).await {
+            println!(
+                "  node{i} (logs/node{i}.log, {}/node{i}/) is node {id} at {}",
+                cluster.data_dir().display(),
+                cluster.node_addr(i)
+            );
+        }
+    }
     let mut check = tokio::time::interval(Duration::from_secs(1));
     let stop = shutdown_signal();
     tokio::pin!(stop);
@@ -369,6 +421,53 @@ async fn cluster_status(client: &ClientArgs, json: bool) -> Result<()> {
                 d.path
             );
         }
+    }
+    Ok(())
+}
+
+async fn cluster_health(client: &ClientArgs, json: bool) -> Result<()> {
+    let h = client.client()?.health().await?;
+    if json {
+        outln!("{}", serde_json::to_string(&h)?);
+        return Ok(());
+    }
+    let ids = |v: &[u32]| if v.is_empty() { String::new() } else { format!(" {v:?}") };
+    outln!("{}", h.status);
+    outln!(
+        "nodes: {} live, {} silent{}, {} dead{}",
+        h.nodes_live.len(),
+        h.nodes_silent.len(),
+        ids(&h.nodes_silent),
+        h.nodes_dead.len(),
+        ids(&h.nodes_dead)
+    );
+    outln!("disks: {} live, {} dead{}", h.disks_live, h.disks_dead.len(), ids(&h.disks_dead));
+    outln!("data:  {} file(s), {} sealed block(s)", h.files, h.blocks);
+    outln!(
+        "redundancy: {} block(s) under-replicated, {} lost; {} chunk(s) lost, {} corrupt",
+        h.under_replicated,
+        h.lost_blocks,
+        h.lost_chunks,
+        h.corrupt_chunks
+    );
+    outln!("files: {} open, {} with an expired lease", h.open_files, h.expired_leases);
+    outln!("repair outstanding: {} chunk(s)", h.repair_outstanding);
+    Ok(())
+}
+
+async fn mark(m: MarkArgs, state: DeviceState) -> Result<()> {
+    let client = m.client.client()?;
+    let word = if state == DeviceState::Dead { "DEAD" } else { "LIVE" };
+    match (m.node, m.disk) {
+        (Some(n), _) => {
+            client.set_node_state(n, state).await?;
+            outln!("node {n} marked {word}");
+        }
+        (_, Some(d)) => {
+            client.set_disk_state(d, state).await?;
+            outln!("disk {d} marked {word}");
+        }
+        (None, None) => bail!("give --node or --disk"),
     }
     Ok(())
 }

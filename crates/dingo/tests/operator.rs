@@ -199,3 +199,64 @@ async fn a_paused_metadata_service_gives_errors_within_the_deadline() {
         "{err}"
     );
 }
+
+/// A node is killed under `dingo maintain`: the metadata service marks it
+/// dead after its heartbeats stop, the supervisor rebuilds what it held,
+/// and `cluster health` shows each step; no command is typed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_node_is_repaired_without_a_command() {
+    let config = "[meta]\ndead_after_ms = 1000\nmark_dead_after_ms = 2000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\n";
+    let (mut c, _dir) = start_cluster(4, 1, config, &[]).await;
+    c.start_maintainer(&["--interval".into(), "1s".into()]).unwrap();
+    let client = Client::new(c.meta_addr()).unwrap();
+    let rep = data(6 * MB, 7);
+    let ec = data(5 * MB, 8);
+    client.put("/k/rep", Redundancy::Replicated(3), MB, rep.clone()).await.unwrap();
+    client.put("/k/ec", Redundancy::Ec { data: 2, parity: 1 }, MB, ec.clone()).await.unwrap();
+    let health = |c: &dingo_cluster::LocalCluster| {
+        let out = dingo(c.meta_addr(), &["cluster", "health", "--json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    assert_eq!(health(&c)["status"], "HEALTH_OK");
+
+    let victim = c.node_id(0).await.unwrap();
+    c.kill_node(0);
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    let repaired = loop {
+        let h = health(&c);
+        let phase = if h["nodes_silent"].as_array().unwrap().contains(&victim.into()) {
+            "silent"
+        } else if h["nodes_dead"].as_array().unwrap().contains(&victim.into()) {
+            if h["repair_outstanding"].as_u64().unwrap() > 0 { "dead, repairing" } else { "dead, repaired" }
+        } else {
+            "live"
+        };
+        if seen.last() != Some(&phase) {
+            seen.push(phase);
+        }
+        if phase == "dead, repaired" {
+            break h;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "not repaired in 2 minutes: {seen:?} {h}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let took = start.elapsed();
+    eprintln!("node killed -> full redundancy in {took:?}; health went {seen:?}");
+    assert!(seen.contains(&"dead, repairing") || seen.contains(&"silent"), "{seen:?}");
+    assert_eq!((repaired["under_replicated"].as_u64(), repaired["lost_blocks"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(repaired["status"], "HEALTH_WARN", "a dead node stays a warning until an operator acts");
+    // Every block has its full redundancy on live nodes, and reads back.
+    for path in ["/k/rep", "/k/ec"] {
+        let f = client.stat(path).await.unwrap();
+        for b in &f.blocks {
+            assert!(b.chunks.iter().all(|ch| !ch.lost && ch.node != victim), "{path} block {}: {:?}", b.id, b.chunks);
+        }
+    }
+    assert_eq!(client.read_all("/k/rep", IoTag::Foreground).await.unwrap(), rep);
+    assert_eq!(client.read_all("/k/ec", IoTag::Foreground).await.unwrap(), ec);
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(c.data_dir().join("maintain.json")).unwrap()).unwrap();
+    assert!(state["jobs"]["reconstruction"].as_u64().unwrap() >= 1, "{state}");
+}
