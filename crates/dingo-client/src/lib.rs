@@ -512,7 +512,7 @@ impl Client {
     }
 
     pub async fn stat(&self, path: &str) -> Result<FileInfo> {
-        Ok(meta_call!(self, Retry::Always, stat, StatRequest { path: path.to_string() }).await?)
+        meta_call!(self, Retry::Always, stat, StatRequest { path: path.to_string() }).await
     }
 
     pub async fn list(&self, prefix: &str) -> Result<Vec<FileInfo>> {
@@ -525,12 +525,12 @@ impl Client {
     }
 
     pub async fn cluster_status(&self) -> Result<ClusterStatusReply> {
-        Ok(meta_call!(self, Retry::Always, cluster_status, ClusterStatusRequest {}).await?)
+        meta_call!(self, Retry::Always, cluster_status, ClusterStatusRequest {}).await
     }
 
     /// One page of the block table, from block id `start`.
     pub async fn block_table(&self, start: u64, limit: u32) -> Result<BlockTableReply> {
-        Ok(meta_call!(self, Retry::Always, block_table, BlockTableRequest { start, limit }).await?)
+        meta_call!(self, Retry::Always, block_table, BlockTableRequest { start, limit }).await
     }
 
     /// Reads a range of one exact chunk copy from the node at `addr`: no
