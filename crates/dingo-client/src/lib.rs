@@ -23,6 +23,9 @@
 //! [`Client::mark_disk_dead`] and [`Client::mark_node_dead`] feed them.
 
 pub mod ec;
+mod health;
+
+pub use health::Health;
 
 pub use dingo_proto::v1::{BlockRecord, ChunkLocation, DeviceState};
 pub use dingo_proto::{IoTag, Redundancy};
@@ -49,6 +52,11 @@ const WRITE_PIECE: usize = 1 << 20;
 const WRITE_ATTEMPTS: usize = 3;
 /// Write units of one writer in flight at once; they commit in order.
 const WRITES_IN_FLIGHT: usize = 4;
+/// Data a streaming put ([`Client::put_from`]) reads ahead of what the
+/// nodes have sealed, at most (at least one write unit).
+pub const STREAM_IN_FLIGHT_BYTES: usize = 32 << 20;
+/// Block ids per `GetBlocks` request, at most.
+pub const GET_BLOCKS_MAX: usize = 65_536;
 /// Extents read concurrently by one [`Client::read`].
 const READ_PARALLELISM: usize = 12;
 
@@ -73,6 +81,22 @@ pub enum ClientError {
     Chunk { chunk: ChunkRef, fault: ChunkFault, detail: String },
     #[error("{0}")]
     Invalid(String),
+    /// The file is not sealed: its writer is still writing, or died.
+    #[error(
+        "{path} is open: its writer is still writing it or died ({committed} bytes committed so far); \
+         `dingo fs recover {path}` closes it at that length once its lease has expired"
+    )]
+    Open { path: String, committed: u64 },
+    /// A local file could not be created, written or renamed.
+    #[error("{0}")]
+    Local(String),
+    /// Writing the data out failed (e.g. the reader of a pipe went away).
+    #[error("cannot write the output: {0}")]
+    Output(std::io::Error),
+    /// The metadata service could not be reached or did not answer in time
+    /// (after bounded retries): names the operation and the address once.
+    #[error("{op} on the metadata service at {addr} failed: {detail}")]
+    Service { op: &'static str, addr: String, code: tonic::Code, detail: String },
 }
 
 /// Why one exact chunk copy could not be read.
@@ -154,9 +178,53 @@ impl ClientError {
     pub fn code(&self) -> Option<tonic::Code> {
         match self {
             ClientError::Rpc(s) => Some(s.code()),
+            ClientError::Service { code, .. } => Some(*code),
             _ => None,
         }
     }
+}
+
+/// Whether a failed metadata call may be sent again.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Retry {
+    /// Reads and idempotent settings: retry on any transport failure.
+    Always,
+    /// Mutations: retry only if the request never left (no connection), so
+    /// that nothing is applied twice.
+    IfNotSent,
+}
+
+/// Whether `s` was made by the client's transport (connection refused,
+/// reset, protocol error) rather than sent by the service: only those carry
+/// a source error.
+fn is_transport(s: &tonic::Status) -> bool {
+    std::error::Error::source(s).is_some()
+}
+
+/// A transport failure in one line: the status message and each distinct
+/// cause below it (tonic and hyper repeat the same text at several levels).
+fn describe(s: &tonic::Status) -> String {
+    let mut out = s.message().to_string();
+    let mut cause = std::error::Error::source(s);
+    while let Some(e) = cause {
+        let text = e.to_string();
+        if !text.is_empty() && !out.contains(&text) {
+            if out.is_empty() {
+                out = text;
+            } else {
+                out = format!("{out}: {text}");
+            }
+        }
+        cause = e.source();
+    }
+    out
+}
+
+/// Calls `$method` of the metadata service through [`Client::meta_call`].
+macro_rules! meta_call {
+    ($client:expr, $retry:expr, $method:ident, $req:expr) => {
+        $client.meta_call(stringify!($method), $retry, $req, |mut m, r| async move { m.$method(r).await })
+    };
 }
 
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;
@@ -173,26 +241,90 @@ fn channel(addr: &str) -> Result<Channel> {
         .connect_lazy())
 }
 
+/// How long one metadata operation may take by default, retries included.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
+/// Attempts at one metadata operation, at most.
+const META_ATTEMPTS: u32 = 4;
+/// Wait before the first retry; doubled before each further one.
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+
 /// A handle on the cluster. Cheap to clone (clones share connections); node
 /// connections are opened on first use and kept.
 #[derive(Clone)]
 pub struct Client {
     meta: MetaClient<Channel>,
+    meta_addr: Arc<str>,
+    deadline: Duration,
     nodes: Arc<Mutex<HashMap<String, NodeClient<Channel>>>>,
 }
 
 impl Client {
     /// A client of the metadata service at `host:port`. Connects lazily: the
-    /// first call reports an unreachable service.
+    /// first call reports an unreachable service. Every metadata operation
+    /// has a deadline of [`DEFAULT_DEADLINE`] (see [`Client::with_deadline`]).
     pub fn new(meta_addr: &str) -> Result<Client> {
         let meta = MetaClient::new(channel(meta_addr)?)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-        Ok(Client { meta, nodes: Arc::new(Mutex::new(HashMap::new())) })
+        Ok(Client {
+            meta,
+            meta_addr: meta_addr.into(),
+            deadline: DEFAULT_DEADLINE,
+            nodes: Arc::new(Mutex::new(HashMap::new())),
+        })
     }
 
-    fn meta(&self) -> MetaClient<Channel> {
-        self.meta.clone()
+    /// The same client with another deadline per metadata operation. An
+    /// operation is tried up to 4 times (reads and idempotent settings
+    /// after any transport failure or silence, mutations only when the
+    /// request never left), backing off from 100 ms, and fails with
+    /// [`ClientError::Service`] once the deadline has passed.
+    pub fn with_deadline(mut self, deadline: Duration) -> Client {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The metadata service's address.
+    pub fn meta_addr(&self) -> &str {
+        &self.meta_addr
+    }
+
+    /// One metadata operation `op` under the client's deadline, with bounded
+    /// retries and backoff (see [`Client::with_deadline`]). The service's
+    /// own answers (not found, refused, ...) are returned as they are.
+    async fn meta_call<Q, T, F, Fut>(&self, op: &'static str, retry: Retry, req: Q, call: F) -> Result<T>
+    where
+        Q: Clone,
+        F: Fn(MetaClient<Channel>, Q) -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let start = tokio::time::Instant::now();
+        let mut backoff = FIRST_BACKOFF;
+        for attempt in 1.. {
+            let left = self.deadline.saturating_sub(start.elapsed());
+            let (code, detail, sent) = match tokio::time::timeout(left, call(self.meta.clone(), req.clone())).await {
+                Ok(Ok(reply)) => return Ok(reply.into_inner()),
+                Ok(Err(s)) if !is_transport(&s) => return Err(ClientError::Rpc(s)),
+                Ok(Err(s)) => {
+                    let detail = describe(&s);
+                    // hyper's words for a connection that was never made.
+                    let sent = !detail.contains("connect");
+                    (s.code(), detail, sent)
+                }
+                Err(_) => (tonic::Code::DeadlineExceeded, format!("no answer within {:?}", self.deadline), true),
+            };
+            let again = attempt < META_ATTEMPTS
+                && (retry == Retry::Always || !sent)
+                && start.elapsed() + backoff < self.deadline;
+            if !again {
+                let detail = if attempt > 1 { format!("{detail} ({attempt} attempts)") } else { detail };
+                return Err(ClientError::Service { op, addr: self.meta_addr.to_string(), code, detail });
+            }
+            tracing::debug!(op, attempt, "metadata service call failed, retrying: {detail}");
+            tokio::time::sleep(backoff).await;
+            backoff *= 2;
+        }
+        unreachable!("the loop returns")
     }
 
     /// The gRPC client of the node at `addr`.
@@ -211,44 +343,194 @@ impl Client {
     /// Creates a file and returns its writer.
     pub async fn create(&self, path: &str, redundancy: Redundancy, block_size: u64) -> Result<Writer<'_>> {
         let req = CreateFileRequest { path: path.to_string(), redundancy: Some(redundancy.into()), block_size };
-        let r = self.meta().create_file(req).await?.into_inner();
+        let r = meta_call!(self, Retry::IfNotSent, create_file, req).await?;
         Writer::new(self, r)
     }
 
     /// Takes the lease of an existing unsealed file to append to it.
     pub async fn open_append(&self, path: &str) -> Result<Writer<'_>> {
-        let r = self.meta().open_for_append(OpenForAppendRequest { path: path.to_string() }).await?.into_inner();
+        let r = meta_call!(self, Retry::IfNotSent, open_for_append, OpenForAppendRequest { path: path.to_string() })
+            .await?;
         Writer::new(self, r)
     }
 
     /// Creates, writes and seals a file in one go; returns its size. Whole
-    /// write units are sent straight from `data`, without copying.
+    /// write units are sent straight from `data`, without copying. If the
+    /// write fails, the partial file is deleted (best effort; otherwise its
+    /// lease expires and lease recovery closes it).
     pub async fn put(&self, path: &str, redundancy: Redundancy, block_size: u64, data: Bytes) -> Result<u64> {
         let mut w = self.create(path, redundancy, block_size).await?;
-        w.append_bytes(data).await?;
-        w.seal().await
+        let r = match w.append_bytes(data).await {
+            Ok(()) => w.seal().await,
+            Err(e) => Err(e),
+        };
+        self.discard_on_error(path, r).await
+    }
+
+    /// Like [`Client::put`], reading the content from `reader` in bounded
+    /// memory: at most about [`STREAM_IN_FLIGHT_BYTES`] (and never fewer
+    /// than one write unit) are read ahead of what the nodes have sealed.
+    /// With `overwrite`, an existing file at `path` is deleted first (not
+    /// atomic: between the two, `path` does not exist). `progress` is called
+    /// with the bytes read so far.
+    pub async fn put_from<R: tokio::io::AsyncRead + Unpin>(
+        &self,
+        path: &str,
+        redundancy: Redundancy,
+        block_size: u64,
+        overwrite: bool,
+        mut reader: R,
+        mut progress: impl FnMut(u64),
+    ) -> Result<u64> {
+        use tokio::io::AsyncReadExt;
+        if overwrite {
+            match self.delete(path).await {
+                Err(e) if e.code() == Some(tonic::Code::NotFound) => {}
+                other => {
+                    other?;
+                }
+            }
+        }
+        let mut w = self.create(path, redundancy, block_size).await?;
+        let unit = w.unit_len();
+        w.max_in_flight = (STREAM_IN_FLIGHT_BYTES / unit.max(1)).clamp(1, WRITES_IN_FLIGHT);
+        let r = async {
+            let mut read = 0u64;
+            loop {
+                let mut buf = Vec::with_capacity(unit);
+                while buf.len() < unit {
+                    let n = (&mut reader)
+                        .take((unit - buf.len()) as u64)
+                        .read_to_end(&mut buf)
+                        .await
+                        .map_err(|e| ClientError::Invalid(format!("cannot read the data for {path}: {e}")))?;
+                    if n == 0 {
+                        break;
+                    }
+                }
+                let last = buf.len() < unit;
+                read += buf.len() as u64;
+                w.append_bytes(Bytes::from(buf)).await?;
+                progress(read);
+                if last {
+                    break;
+                }
+            }
+            w.seal().await
+        }
+        .await;
+        self.discard_on_error(path, r).await
+    }
+
+    /// Deletes the partial file of a failed put (best effort), passing the
+    /// result on.
+    async fn discard_on_error(&self, path: &str, r: Result<u64>) -> Result<u64> {
+        if let Err(e) = &r {
+            tracing::debug!(path, "put failed ({e}); deleting the partial file");
+            if let Err(d) = self.delete(path).await {
+                tracing::warn!(path, "cannot delete the partial file of a failed put: {d}");
+            }
+        }
+        r
+    }
+
+    /// Lease recovery (like HDFS' `recoverLease`): closes the unsealed file
+    /// at `path` whose writer is gone, sealing it at its last committed
+    /// length (returns `Some(size)`) or removing it if nothing was
+    /// committed (`None`). Refused while the writer's lease is live unless
+    /// `force`. A sealed file is left as it is.
+    pub async fn recover(&self, path: &str, force: bool) -> Result<Option<u64>> {
+        let req = RecoverFileRequest { path: path.to_string(), force };
+        let r = meta_call!(self, Retry::Always, recover_file, req).await?;
+        Ok(r.sealed.then_some(r.file_size))
+    }
+
+    /// The file at `path`, refusing an unsealed one unless `allow_open`:
+    /// its writer may still be adding to it, or may have died.
+    pub async fn stat_complete(&self, path: &str, allow_open: bool) -> Result<FileInfo> {
+        let file = self.stat(path).await?;
+        if !file.sealed && !allow_open {
+            return Err(ClientError::Open { path: file.path, committed: file.size });
+        }
+        Ok(file)
+    }
+
+    /// Reads a range of the file at `path` (see [`Client::stat_complete`]
+    /// for `allow_open`) into the local file `local`, atomically: the data
+    /// goes to a temporary file beside it, renamed over `local` only once
+    /// all of it is written and synced. On failure `local` is untouched and
+    /// the temporary file removed. `len` `None`: to the end. `progress` is
+    /// called with the bytes written so far. Returns the bytes written.
+    pub async fn download(
+        &self,
+        path: &str,
+        local: &std::path::Path,
+        offset: u64,
+        len: Option<u64>,
+        allow_open: bool,
+        progress: impl FnMut(u64),
+    ) -> Result<u64> {
+        let file = self.stat_complete(path, allow_open).await?;
+        let len = len.unwrap_or_else(|| file.size.saturating_sub(offset));
+        let local_err = |what: &str, e: std::io::Error| ClientError::Local(format!("{what} {}: {e}", local.display()));
+        let dir = match local.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        let name = local.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let tmp = tempfile::Builder::new()
+            .prefix(&format!(".{name}."))
+            .suffix(".dingo-part")
+            .tempfile_in(dir)
+            .map_err(|e| local_err("cannot create a temporary file beside", e))?;
+        let mut out = tmp.as_file();
+        let n = self.read_to(&file, offset, len, &mut out, progress).await?;
+        out.sync_all().map_err(|e| local_err("cannot write", e))?;
+        tmp.persist(local).map_err(|e| local_err("cannot rename the temporary file to", e.error))?;
+        Ok(n)
+    }
+
+    /// Reads a range of `file` into `out`, piece by piece in file order
+    /// (bounded memory). `progress` is called with the bytes written so far.
+    pub async fn read_to(
+        &self,
+        file: &FileInfo,
+        offset: u64,
+        len: u64,
+        out: &mut impl std::io::Write,
+        mut progress: impl FnMut(u64),
+    ) -> Result<u64> {
+        let mut pieces = self.read_pieces(file, offset, len, IoTag::Foreground)?;
+        let mut done = 0;
+        while let Some(piece) = pieces.try_next().await? {
+            out.write_all(&piece).map_err(ClientError::Output)?;
+            done += piece.len() as u64;
+            progress(done);
+        }
+        out.flush().map_err(ClientError::Output)?;
+        Ok(done)
     }
 
     pub async fn stat(&self, path: &str) -> Result<FileInfo> {
-        Ok(self.meta().stat(StatRequest { path: path.to_string() }).await?.into_inner())
+        meta_call!(self, Retry::Always, stat, StatRequest { path: path.to_string() }).await
     }
 
     pub async fn list(&self, prefix: &str) -> Result<Vec<FileInfo>> {
-        Ok(self.meta().list(ListRequest { prefix: prefix.to_string() }).await?.into_inner().files)
+        Ok(meta_call!(self, Retry::Always, list, ListRequest { prefix: prefix.to_string() }).await?.files)
     }
 
     /// Deletes a file; its chunks are removed by their nodes shortly after.
     pub async fn delete(&self, path: &str) -> Result<u64> {
-        Ok(self.meta().delete(DeleteRequest { path: path.to_string() }).await?.into_inner().blocks)
+        Ok(meta_call!(self, Retry::IfNotSent, delete, DeleteRequest { path: path.to_string() }).await?.blocks)
     }
 
     pub async fn cluster_status(&self) -> Result<ClusterStatusReply> {
-        Ok(self.meta().cluster_status(ClusterStatusRequest {}).await?.into_inner())
+        meta_call!(self, Retry::Always, cluster_status, ClusterStatusRequest {}).await
     }
 
     /// One page of the block table, from block id `start`.
     pub async fn block_table(&self, start: u64, limit: u32) -> Result<BlockTableReply> {
-        Ok(self.meta().block_table(BlockTableRequest { start, limit }).await?.into_inner())
+        meta_call!(self, Retry::Always, block_table, BlockTableRequest { start, limit }).await
     }
 
     /// Reads a range of one exact chunk copy from the node at `addr`: no
@@ -441,7 +723,7 @@ impl Client {
     /// Block records by id (deleted ones too), in the order given, with chunk
     /// addresses and `lost` flags filled in. At most 65 536 ids per call.
     pub async fn blocks(&self, ids: &[u64]) -> Result<Vec<BlockRecord>> {
-        Ok(self.meta().get_blocks(GetBlocksRequest { ids: ids.to_vec() }).await?.into_inner().blocks)
+        Ok(meta_call!(self, Retry::Always, get_blocks, GetBlocksRequest { ids: ids.to_vec() }).await?.blocks)
     }
 
     async fn block(&self, id: u64) -> Result<BlockRecord> {
@@ -466,20 +748,20 @@ impl Client {
 
     /// Chunks of sealed blocks located on `disk`, per the metadata service.
     pub async fn chunks_on_disk(&self, disk: u32) -> Result<Vec<ChunkRef>> {
-        let r = self.meta().chunks_on_disk(ChunksOnDiskRequest { disk }).await?.into_inner();
+        let r = meta_call!(self, Retry::Always, chunks_on_disk, ChunksOnDiskRequest { disk }).await?;
         r.chunks.iter().map(chunk_of).collect()
     }
 
     /// Marks a disk LIVE or DEAD (durably). A dead disk's chunks are lost:
     /// never read or placed on again, listed by [`Client::lost_chunks`].
     pub async fn set_disk_state(&self, disk: u32, state: DeviceState) -> Result<()> {
-        self.meta().set_disk_state(SetDiskStateRequest { disk, state: state.into() }).await?;
+        meta_call!(self, Retry::Always, set_disk_state, SetDiskStateRequest { disk, state: state.into() }).await?;
         Ok(())
     }
 
     /// Marks a node LIVE or DEAD (durably); a dead node's disks are lost.
     pub async fn set_node_state(&self, node: u32, state: DeviceState) -> Result<()> {
-        self.meta().set_node_state(SetNodeStateRequest { node, state: state.into() }).await?;
+        meta_call!(self, Retry::Always, set_node_state, SetNodeStateRequest { node, state: state.into() }).await?;
         Ok(())
     }
 
@@ -494,7 +776,7 @@ impl Client {
     /// Chunks of sealed blocks whose disk is marked dead or whose disk's
     /// node is marked dead.
     pub async fn lost_chunks(&self) -> Result<Vec<ChunkRef>> {
-        let r = self.meta().lost_chunks(LostChunksRequest {}).await?.into_inner();
+        let r = meta_call!(self, Retry::Always, lost_chunks, LostChunksRequest {}).await?;
         r.chunks.iter().map(|c| chunk_of(c.chunk.as_ref().unwrap_or(&ChunkId::default()))).collect()
     }
 
@@ -627,7 +909,7 @@ impl Client {
                 exclude_nodes: exclude.clone(),
                 emptiest,
             };
-            let new = self.meta().place_chunk(req).await?.into_inner();
+            let new = meta_call!(self, Retry::IfNotSent, place_chunk, req).await?;
             if let Err(e) = self.write_chunk(&new.addr, chunk, new.disk, data.clone()).await {
                 last = format!("{chunk} on {}: {e}", new.addr);
                 tracing::warn!("writing a new copy failed: {last}");
@@ -638,10 +920,10 @@ impl Client {
                 continue;
             }
             let req = ReplaceChunkRequest { chunk: Some(chunk.into()), old_disk: old.disk, new_disk: new.disk };
-            if let Err(s) = self.meta().replace_chunk(req).await {
+            if let Err(s) = meta_call!(self, Retry::IfNotSent, replace_chunk, req).await {
                 // The metadata service queued the new copy for deletion too.
                 self.delete_copy(&new.addr, chunk, new.disk).await;
-                return Err(s.into());
+                return Err(s);
             }
             self.delete_copy(&old.addr, chunk, old.disk).await;
             return Ok(new);
@@ -716,6 +998,8 @@ pub struct Writer<'c> {
     buf: Vec<u8>,
     size: u64,
     in_flight: VecDeque<tokio::task::JoinHandle<Result<Vec<BlockSize>>>>,
+    /// Write units in flight at most.
+    max_in_flight: usize,
 }
 
 impl<'c> Writer<'c> {
@@ -729,7 +1013,14 @@ impl<'c> Writer<'c> {
             redundancy,
             block_size: file.block_size,
         };
-        Ok(Writer { client, unit, buf: Vec::new(), size: file.size, in_flight: VecDeque::new() })
+        Ok(Writer {
+            client,
+            unit,
+            buf: Vec::new(),
+            size: file.size,
+            in_flight: VecDeque::new(),
+            max_in_flight: WRITES_IN_FLIGHT,
+        })
     }
 
     /// Bytes in one write unit.
@@ -795,7 +1086,7 @@ impl<'c> Writer<'c> {
     }
 
     async fn start_unit(&mut self, data: Bytes) -> Result<()> {
-        if self.in_flight.len() >= WRITES_IN_FLIGHT {
+        if self.in_flight.len() >= self.max_in_flight {
             self.commit_next().await?;
         }
         self.in_flight.push_back(tokio::spawn(self.unit.clone().write(data)));
@@ -807,7 +1098,7 @@ impl<'c> Writer<'c> {
         let Some(task) = self.in_flight.pop_front() else { return Ok(()) };
         let blocks = task.await.map_err(|e| ClientError::Unreadable(format!("write task failed: {e}")))??;
         let req = CommitBlocksRequest { path: self.unit.path.clone(), lease: self.unit.lease, blocks };
-        self.size = self.client.meta().commit_blocks(req).await?.into_inner().file_size;
+        self.size = meta_call!(self.client, Retry::IfNotSent, commit_blocks, req).await?.file_size;
         Ok(())
     }
 
@@ -828,7 +1119,7 @@ impl<'c> Writer<'c> {
     pub async fn seal(mut self) -> Result<u64> {
         self.flush().await?;
         let req = SealFileRequest { path: self.unit.path.clone(), lease: self.unit.lease };
-        Ok(self.client.meta().seal_file(req).await?.into_inner().file_size)
+        Ok(meta_call!(self.client, Retry::IfNotSent, seal_file, req).await?.file_size)
     }
 }
 
@@ -886,7 +1177,7 @@ impl UnitWriter {
             exclude_nodes: exclude.clone(),
         };
         let blocks =
-            self.client.meta().allocate_blocks(req).await.map_err(|s| UnitError::Meta(s.into()))?.into_inner().blocks;
+            meta_call!(self.client, Retry::IfNotSent, allocate_blocks, req).await.map_err(UnitError::Meta)?.blocks;
         // (block index, location) of every chunk to write.
         let writes = blocks.iter().enumerate().flat_map(|(i, b)| b.chunks.iter().map(move |c| (i, b, c)));
         let results = futures::future::join_all(writes.map(|(i, b, c)| {
@@ -903,7 +1194,7 @@ impl UnitWriter {
         if !failed.is_empty() {
             let ids = blocks.iter().map(|b| b.id).collect();
             let req = AbandonBlocksRequest { path: self.path.clone(), lease: self.lease, blocks: ids };
-            self.client.meta().abandon_blocks(req).await.map_err(|s| UnitError::Meta(s.into()))?;
+            meta_call!(self.client, Retry::IfNotSent, abandon_blocks, req).await.map_err(UnitError::Meta)?;
             exclude.extend(failed.iter().map(|f| f.0));
             let msg = failed.into_iter().map(|f| f.1).collect::<Vec<_>>().join("; ");
             tracing::warn!(path = %self.path, "write unit failed, retrying elsewhere: {msg}");

@@ -140,6 +140,8 @@ pub struct LocalCluster {
     node_addrs: Vec<String>,
     /// `/metrics` addresses: the metadata service's, then each node's.
     metrics_addrs: Vec<String>,
+    /// The maintenance supervisor (`dingo maintain`), if started.
+    maintainer: Option<Daemon>,
 }
 
 /// Port `base + offset`, or a free port if `base` is 0.
@@ -227,6 +229,7 @@ impl LocalCluster {
             node_addrs: Vec::new(),
             metrics_addrs,
             spec,
+            maintainer: None,
         };
         for _ in 0..cluster.spec.nodes {
             cluster.define_node(cluster.spec.disks_per_node)?;
@@ -341,6 +344,31 @@ impl LocalCluster {
         self.nodes[i].child.as_ref().map(Child::id)
     }
 
+    /// Starts the maintenance supervisor (`dingo maintain`) against this
+    /// cluster, its state in `DATA/maintain.json`, its log in
+    /// `DATA/logs/maintain.log`; `args` are further options (e.g.
+    /// `--interval 1s`, `--planner ADDR`).
+    pub fn start_maintainer(&mut self, args: &[String]) -> Result<(), ClusterError> {
+        let mut all: Vec<String> = vec![
+            "maintain".into(),
+            "--meta".into(),
+            self.meta_addr.clone(),
+            "--state".into(),
+            self.spec.data.join("maintain.json").display().to_string(),
+        ];
+        all.extend(args.iter().cloned());
+        let log = self.spec.data.join("logs").join("maintain.log");
+        let mut d = Daemon { name: "maintenance supervisor".into(), args: all, log, child: None };
+        d.start(&self.spec.exe)?;
+        self.maintainer = Some(d);
+        Ok(())
+    }
+
+    /// Process id of the metadata service, while it runs.
+    pub fn meta_pid(&self) -> Option<u32> {
+        self.meta.child.as_ref().map(Child::id)
+    }
+
     /// SIGKILLs the metadata service.
     pub fn kill_meta(&mut self) {
         self.meta.kill();
@@ -384,11 +412,15 @@ impl LocalCluster {
         let mut out = Vec::new();
         out.extend(self.meta.check_running().err());
         out.extend(self.nodes.iter_mut().filter_map(|d| d.check_running().err()));
+        out.extend(self.maintainer.iter_mut().filter_map(|d| d.check_running().err()));
         out
     }
 
     /// Stops nodes, then the metadata service: SIGTERM, SIGKILL after a grace period.
     pub fn stop(&mut self) {
+        if let Some(m) = &mut self.maintainer {
+            m.stop(Duration::from_secs(5));
+        }
         for d in &self.nodes {
             d.signal(libc::SIGTERM);
         }

@@ -42,6 +42,13 @@ const DISK_CHUNKS: TableDefinition<(u32, u64, u32), ()> = TableDefinition::new("
 const DEAD_DISKS: TableDefinition<u32, ()> = TableDefinition::new("dead_disks");
 const DEAD_NODES: TableDefinition<u32, ()> = TableDefinition::new("dead_nodes");
 const OPEN_BLOCKS: TableDefinition<(&str, u64), ()> = TableDefinition::new("open_blocks");
+/// Smallest block size a file may have: one checksum segment. Smaller
+/// blocks only multiply block records, which stay (deleted) for good.
+pub const MIN_BLOCK_SIZE: u64 = 64 << 10;
+pub const MAX_BLOCK_SIZE: u64 = 1 << 30;
+const OPEN_FILES: TableDefinition<&str, ()> = TableDefinition::new("open_files");
+/// Set in `counters` once `open_files` has been built.
+const OPEN_FILES_BUILT: &str = "open_files_built";
 /// Set in `counters` once `disk_chunks` has been built.
 const DISK_INDEX_BUILT: &str = "disk_chunks_built";
 /// Set in `counters` once `open_blocks` has been built.
@@ -118,6 +125,43 @@ fn drop_open_blocks(tx: &WriteTransaction, path: &str) -> Result<u64, MetaError>
         delete_block(tx, get_block(tx, id)?)?;
     }
     Ok(ids.len() as u64)
+}
+
+/// Fills `open_files` from `files` (databases written before it existed).
+fn build_open_files(tx: &WriteTransaction) -> Result<(), MetaError> {
+    let mut open = tx.open_table(OPEN_FILES)?;
+    for e in tx.open_table(FILES)?.iter()? {
+        let f: FileInfo = decode(e?.1.value())?;
+        if !f.sealed {
+            open.insert(f.path.as_str(), ())?;
+        }
+    }
+    Ok(())
+}
+
+/// What recovering an unsealed file's lease did.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Recovered {
+    /// Sealed at its last committed (acknowledged) length.
+    Sealed { size: u64 },
+    /// Nothing was ever committed: the file was removed.
+    Removed,
+}
+
+/// Recovers the lease of `path` inside `tx` (see [`MetaDb::recover_file`]).
+fn recover_in(tx: &WriteTransaction, path: &str) -> Result<Recovered, MetaError> {
+    let mut f = get_file(tx, path)?;
+    drop_open_blocks(tx, path)?;
+    tx.open_table(OPEN_FILES)?.remove(path)?;
+    if f.block_ids.is_empty() {
+        tx.open_table(FILES)?.remove(path)?;
+        return Ok(Recovered::Removed);
+    }
+    f.sealed = true;
+    f.lease = 0;
+    f.lease_expiry_ms = 0;
+    put_file(tx, &f)?;
+    Ok(Recovered::Sealed { size: f.size })
 }
 
 /// Fills `disk_chunks` from `blocks` (databases written before it existed).
@@ -216,8 +260,13 @@ impl MetaDb {
         tx.open_table(DEAD_DISKS)?;
         tx.open_table(DEAD_NODES)?;
         tx.open_table(OPEN_BLOCKS)?;
+        tx.open_table(OPEN_FILES)?;
         type Build = fn(&WriteTransaction) -> Result<(), MetaError>;
-        for (built, build) in [(DISK_INDEX_BUILT, build_disk_index as Build), (OPEN_INDEX_BUILT, build_open_index)] {
+        for (built, build) in [
+            (DISK_INDEX_BUILT, build_disk_index as Build),
+            (OPEN_INDEX_BUILT, build_open_index),
+            (OPEN_FILES_BUILT, build_open_files),
+        ] {
             if tx.open_table(COUNTERS)?.get(built)?.is_none() {
                 build(&tx)?;
                 tx.open_table(COUNTERS)?.insert(built, 1)?;
@@ -301,8 +350,11 @@ impl MetaDb {
         now_ms: u64,
     ) -> Result<FileInfo, MetaError> {
         check_path(path)?;
-        if block_size == 0 || block_size > 1 << 30 {
-            return Err(MetaError::Invalid(format!("block size {block_size} must be 1 byte .. 1 GiB")));
+        if !(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE).contains(&block_size) {
+            return Err(MetaError::Invalid(format!(
+                "block size {block_size} must be 64 KiB .. 1 GiB (65536 .. 1073741824 bytes): every block is a \
+                 record kept for good"
+            )));
         }
         let tx = self.db.begin_write()?;
         if tx.open_table(FILES)?.get(path)?.is_some() {
@@ -319,6 +371,7 @@ impl MetaDb {
             ..Default::default()
         };
         put_file(&tx, &f)?;
+        tx.open_table(OPEN_FILES)?.insert(path, ())?;
         tx.commit()?;
         Ok(f)
     }
@@ -447,8 +500,77 @@ impl MetaDb {
         f.lease = 0;
         f.lease_expiry_ms = 0;
         put_file(&tx, &f)?;
+        tx.open_table(OPEN_FILES)?.remove(path)?;
         tx.commit()?;
         Ok(f.size)
+    }
+
+    /// Lease recovery (HDFS' `recoverLease`): closes an unsealed file whose
+    /// writer is gone. Blocks allocated but never committed are dropped;
+    /// the file is sealed at its last committed length, or removed if
+    /// nothing was committed. Refused while the writer's lease is live,
+    /// unless `force`; a sealed file is left as it is.
+    pub fn recover_file(&self, path: &str, now_ms: u64, force: bool) -> Result<Recovered, MetaError> {
+        let tx = self.db.begin_write()?;
+        let f = get_file(&tx, path)?;
+        if f.sealed {
+            return Ok(Recovered::Sealed { size: f.size });
+        }
+        if !force && f.lease_expiry_ms >= now_ms {
+            return Err(MetaError::LeaseHeld { path: path.to_string(), ms_left: f.lease_expiry_ms - now_ms });
+        }
+        let r = recover_in(&tx, path)?;
+        tx.commit()?;
+        Ok(r)
+    }
+
+    /// Recovers every unsealed file whose lease expired before `now_ms`
+    /// (see [`MetaDb::recover_file`]); returns what was done to which.
+    pub fn recover_expired_leases(&self, now_ms: u64) -> Result<Vec<(String, Recovered)>, MetaError> {
+        let expired: Vec<String> = {
+            let tx = self.db.begin_read()?;
+            let files = tx.open_table(FILES)?;
+            let mut paths = Vec::new();
+            for e in tx.open_table(OPEN_FILES)?.iter()? {
+                let key = e?.0;
+                let path = key.value();
+                let f: Option<FileInfo> = files.get(path)?.map(|v| decode(v.value())).transpose()?;
+                if f.is_some_and(|f| !f.sealed && f.lease_expiry_ms < now_ms) {
+                    paths.push(path.to_string());
+                }
+            }
+            paths
+        };
+        if expired.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tx = self.db.begin_write()?;
+        let mut done = Vec::new();
+        for path in expired {
+            // Checked again: the writer may have renewed or sealed since.
+            let f = tx.open_table(FILES)?.get(path.as_str())?.map(|v| decode::<FileInfo>(v.value())).transpose()?;
+            if f.is_some_and(|f| !f.sealed && f.lease_expiry_ms < now_ms) {
+                let r = recover_in(&tx, &path)?;
+                done.push((path, r));
+            }
+        }
+        tx.commit()?;
+        Ok(done)
+    }
+
+    /// Unsealed files: `(path, lease expiry ms)`.
+    pub fn open_files(&self) -> Result<Vec<(String, u64)>, MetaError> {
+        let tx = self.db.begin_read()?;
+        let files = tx.open_table(FILES)?;
+        let mut out = Vec::new();
+        for e in tx.open_table(OPEN_FILES)?.iter()? {
+            let key = e?.0;
+            if let Some(v) = files.get(key.value())? {
+                let f: FileInfo = decode(v.value())?;
+                out.push((f.path, f.lease_expiry_ms));
+            }
+        }
+        Ok(out)
     }
 
     /// The file record alone, without its blocks.
@@ -496,6 +618,7 @@ impl MetaDb {
         }
         drop_open_blocks(&tx, path)?;
         tx.open_table(FILES)?.remove(path)?;
+        tx.open_table(OPEN_FILES)?.remove(path)?;
         tx.commit()?;
         Ok(f.block_ids.len() as u64)
     }
@@ -779,8 +902,8 @@ mod tests {
     fn leases_and_sealing_are_enforced() {
         let dir = tempfile::tempdir().unwrap();
         let db = MetaDb::open(dir.path()).unwrap();
-        db.create_file("/f", R3, 100, lease(1), 0).unwrap();
-        assert!(matches!(db.create_file("/f", R3, 100, lease(2), 0), Err(MetaError::Exists(_))));
+        db.create_file("/f", R3, 1 << 16, lease(1), 0).unwrap();
+        assert!(matches!(db.create_file("/f", R3, 1 << 16, lease(2), 0), Err(MetaError::Exists(_))));
         assert!(matches!(db.allocate("/f", 2, 0, 1000, &[vec![]]), Err(MetaError::LeaseLost(_))));
         assert!(matches!(db.open_for_append("/f", lease(2), 5), Err(MetaError::LeaseHeld { .. })));
         // Once the lease expires another writer may take over.
@@ -792,10 +915,47 @@ mod tests {
     }
 
     #[test]
+    fn expired_leases_are_recovered_by_sealing_or_removing() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = MetaDb::open(dir.path()).unwrap();
+        // Leases expiring at 1000, 1000 (renewed by allocate and commit) and 9000.
+        db.create_file("/empty", R3, 1 << 16, Lease { id: 1, expiry_ms: 1000 }, 0).unwrap();
+        db.create_file("/partial", R3, 1 << 16, lease(2), 0).unwrap();
+        db.create_file("/live", R3, 1 << 16, Lease { id: 3, expiry_ms: 9000 }, 0).unwrap();
+        let b = db.allocate("/partial", 2, 0, 1000, &[vec![loc(0, 4)]]).unwrap();
+        db.commit("/partial", 2, 0, 1000, &[(b[0].id, 60)]).unwrap();
+        let uncommitted = db.allocate("/partial", 2, 0, 1000, &[vec![loc(0, 4)]]).unwrap();
+        assert_eq!(db.open_files().unwrap().len(), 3);
+        assert!(db.recover_expired_leases(1000).unwrap().is_empty(), "not expired yet");
+        assert!(matches!(db.recover_file("/live", 1000, false), Err(MetaError::LeaseHeld { .. })));
+        let mut done = db.recover_expired_leases(1001).unwrap();
+        done.sort();
+        assert_eq!(
+            done,
+            vec![("/empty".to_string(), Recovered::Removed), ("/partial".to_string(), Recovered::Sealed { size: 60 })]
+        );
+        assert!(matches!(db.stat("/empty"), Err(MetaError::NotFound(_))));
+        let f = db.stat("/partial").unwrap();
+        assert!(f.sealed && f.size == 60 && f.blocks.len() == 1);
+        assert_eq!(db.get_blocks(&[uncommitted[0].id]).unwrap()[0].state(), BlockState::Deleted);
+        // A writer whose file was recovered under it has lost its lease.
+        assert!(matches!(db.commit("/partial", 2, 1002, 1000, &[]), Err(MetaError::Sealed(_))));
+        // Forced recovery of a live lease (the operator knows the writer is gone).
+        assert_eq!(db.recover_file("/live", 1001, true).unwrap(), Recovered::Removed);
+        assert!(db.open_files().unwrap().is_empty());
+        // Sealed and deleted files leave the open index.
+        db.create_file("/s", R3, 1 << 16, lease(4), 0).unwrap();
+        db.seal("/s", 4, 1).unwrap();
+        db.create_file("/d", R3, 1 << 16, lease(5), 0).unwrap();
+        db.delete("/d").unwrap();
+        assert!(db.open_files().unwrap().is_empty());
+    }
+
+    #[test]
     fn deletion_queues_chunk_deletes_until_confirmed() {
         let dir = tempfile::tempdir().unwrap();
         let db = MetaDb::open(dir.path()).unwrap();
-        db.create_file("/f", R3, 100, lease(1), 0).unwrap();
+        db.create_file("/f", R3, 1 << 16, lease(1), 0).unwrap();
         let b = db.allocate("/f", 1, 0, 1000, &[vec![loc(0, 4), loc(1, 5)]]).unwrap();
         db.commit("/f", 1, 0, 1000, &[(b[0].id, 10)]).unwrap();
         let b2 = db.allocate("/f", 1, 0, 1000, &[vec![loc(0, 4)]]).unwrap();
@@ -823,13 +983,13 @@ mod tests {
         {
             let db = MetaDb::open(dir.path()).unwrap();
             // Lease expiry at now + ttl = 1000.
-            db.create_file("/died", R3, 100, lease(1), 0).unwrap();
+            db.create_file("/died", R3, 1 << 16, lease(1), 0).unwrap();
             committed = allocate(&db, "/died", 1, 0, 1);
             orphan = allocate(&db, "/died", 1, 0, 1);
             db.commit("/died", 1, 0, 1000, &[(committed, 10)]).unwrap();
             assert_eq!(db.drop_expired_writes(1000).unwrap(), 0, "the lease is still live");
             for (path, lease_id) in [("/taken", 2), ("/deleted", 3), ("/sealed", 4)] {
-                db.create_file(path, R3, 100, lease(lease_id), 0).unwrap();
+                db.create_file(path, R3, 1 << 16, lease(lease_id), 0).unwrap();
             }
             taken_over = allocate(&db, "/taken", 2, 0, 2);
             deleted = allocate(&db, "/deleted", 3, 0, 3);
@@ -860,7 +1020,7 @@ mod tests {
     fn chunks_no_block_places_are_unknown() {
         let dir = tempfile::tempdir().unwrap();
         let db = MetaDb::open(dir.path()).unwrap();
-        db.create_file("/f", R3, 100, lease(1), 0).unwrap();
+        db.create_file("/f", R3, 1 << 16, lease(1), 0).unwrap();
         let open = db.allocate("/f", 1, 0, 1000, &[vec![loc(0, 1), loc(1, 2)]]).unwrap()[0].id;
         let gone = db.allocate("/f", 1, 0, 1000, &[vec![loc(0, 1)]]).unwrap()[0].id;
         db.abandon("/f", 1, 0, 1000, &[gone]).unwrap();
@@ -893,7 +1053,7 @@ mod tests {
 
     /// A sealed file `/f` with one replicated block on disks 4, 5, 6.
     fn sealed_block(db: &MetaDb) -> u64 {
-        db.create_file("/f", R3, 100, lease(1), 0).unwrap();
+        db.create_file("/f", R3, 1 << 16, lease(1), 0).unwrap();
         let b = db.allocate("/f", 1, 0, 1000, &[vec![loc(0, 4), loc(1, 5), loc(2, 6)]]).unwrap();
         db.commit("/f", 1, 0, 1000, &[(b[0].id, 10)]).unwrap();
         b[0].id
@@ -905,7 +1065,7 @@ mod tests {
         let db = MetaDb::open(dir.path()).unwrap();
         let id = sealed_block(&db);
         // An open block's chunks are not listed.
-        db.create_file("/g", R3, 100, lease(2), 0).unwrap();
+        db.create_file("/g", R3, 1 << 16, lease(2), 0).unwrap();
         db.allocate("/g", 2, 0, 1000, &[vec![loc(0, 4)]]).unwrap();
         assert_eq!(db.sealed_chunks_on(&[4, 7]).unwrap(), vec![(4, id, 0)]);
 
@@ -932,8 +1092,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (open, of_deleted_file) = {
             let db = MetaDb::open(dir.path()).unwrap();
-            db.create_file("/writing", R3, 100, lease(1), 0).unwrap();
-            db.create_file("/deleted", R3, 100, lease(2), 0).unwrap();
+            db.create_file("/writing", R3, 1 << 16, lease(1), 0).unwrap();
+            db.create_file("/deleted", R3, 1 << 16, lease(2), 0).unwrap();
             let open = db.allocate("/writing", 1, 0, 1000, &[vec![loc(0, 1)]]).unwrap()[0].id;
             let of_deleted_file = db.allocate("/deleted", 2, 0, 1000, &[vec![loc(0, 2)]]).unwrap()[0].id;
             // Forget the index, as a database from before it existed whose
@@ -984,7 +1144,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = MetaDb::open(dir.path()).unwrap();
         let ec = Redundancy::Ec { data: 2, parity: 1 };
-        db.create_file("/e", ec, 100, lease(1), 0).unwrap();
+        db.create_file("/e", ec, 1 << 16, lease(1), 0).unwrap();
         let b = db.allocate("/e", 1, 0, 1000, &[vec![loc(0, 1)], vec![loc(0, 2)], vec![loc(0, 3)]]).unwrap();
         let (one, group) = db.redundancy_group(b[1].id).unwrap();
         assert_eq!(one.ec_index, 1);

@@ -35,6 +35,9 @@ pub struct MetaConfig {
     pub dead_after: Duration,
     /// How long a writer's lease lasts without activity.
     pub lease_ttl: Duration,
+    /// A node silent this long is marked DEAD (durably; its chunks become
+    /// lost and get rebuilt). `None`: only by command.
+    pub mark_dead_after: Option<Duration>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +79,10 @@ pub async fn run(cfg: MetaConfig, shutdown: impl Future<Output = ()> + Send + 's
     };
     // A dead writer's blocks go within 1.5 lease lifetimes.
     let reaper = tokio::spawn(service.clone().drop_expired_writes_every((cfg.lease_ttl / 2).max(EXPIRY_CHECK_MIN)));
+    let marker = cfg.mark_dead_after.map(|after| {
+        let period = (after / 4).clamp(Duration::from_millis(100), Duration::from_secs(10));
+        tokio::spawn(service.clone().mark_silent_nodes_dead_every(after, period))
+    });
     tracing::info!(%bound, data = %cfg.data_dir.display(), "metadata service listening");
     let result = tonic::transport::Server::builder()
         .initial_stream_window_size(dingo_proto::STREAM_WINDOW)
@@ -89,6 +96,9 @@ pub async fn run(cfg: MetaConfig, shutdown: impl Future<Output = ()> + Send + 's
         .serve_with_incoming_shutdown(dingo_proto::accept_nodelay(listener), shutdown)
         .await;
     reaper.abort();
+    if let Some(task) = marker {
+        task.abort();
+    }
     if let Some(task) = metrics_task {
         task.abort();
     }

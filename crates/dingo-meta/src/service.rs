@@ -4,7 +4,7 @@
 //! chunk on a dead disk, or on any disk of a dead node, is *lost* — never
 //! read, never placed on.
 
-use crate::db::{Lease, MetaDb};
+use crate::db::{Lease, MetaDb, Recovered};
 use crate::error::MetaError;
 use crate::placement::{Candidate, place, place_one};
 use dingo_proto::metrics::MetricsText;
@@ -54,9 +54,19 @@ pub struct MetaService {
     corrupt_reports: AtomicU64,
     /// Open blocks of writers whose lease expired, dropped since start.
     expired_open_blocks: AtomicU64,
+    /// Files whose lease was recovered (sealed or removed), since start.
+    leases_recovered: AtomicU64,
+    /// Nodes marked DEAD for missing heartbeats, since start.
+    auto_dead: AtomicU64,
+    /// `(disk, block, copy)` of chunks nodes reported corrupt or missing,
+    /// until they are found elsewhere.
+    corrupt: Mutex<HashSet<(u32, u64, u32)>>,
     /// A node is dead after this long without a heartbeat.
     dead_after: Duration,
     lease_ttl: Duration,
+    /// When the service started: the silence of a node not heard from
+    /// since counts from here.
+    started: Instant,
 }
 
 /// Runs a database operation off the async workers (redb commits fsync).
@@ -103,8 +113,12 @@ impl MetaService {
             cluster: Mutex::new(cluster),
             corrupt_reports: AtomicU64::new(0),
             expired_open_blocks: AtomicU64::new(0),
+            leases_recovered: AtomicU64::new(0),
+            auto_dead: AtomicU64::new(0),
+            corrupt: Mutex::new(HashSet::new()),
             dead_after,
             lease_ttl,
+            started: Instant::now(),
         })
     }
 
@@ -170,14 +184,26 @@ impl MetaService {
         self.lease_ttl.as_millis() as u64
     }
 
-    /// Every `period`, drops the open blocks of writers whose lease expired
-    /// ([`MetaDb::drop_expired_writes`]), so a writer that died between
-    /// allocating and committing leaves no chunks behind. Runs until aborted.
+    /// Every `period`, recovers the files of writers whose lease expired
+    /// ([`MetaDb::recover_expired_leases`]: sealed at their committed
+    /// length, or removed if empty) and drops any other open blocks of
+    /// expired writers ([`MetaDb::drop_expired_writes`]), so a writer that
+    /// died leaves neither an open file nor chunks behind. Runs until aborted.
     pub async fn drop_expired_writes_every(self: Arc<Self>, period: Duration) {
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
+            let db = self.db.clone();
+            match blocking(move || db.recover_expired_leases(now_ms())).await {
+                Ok(done) => {
+                    for (path, r) in &done {
+                        tracing::info!(path, recovered = ?r, "lease expired: file recovered");
+                    }
+                    self.leases_recovered.fetch_add(done.len() as u64, Relaxed);
+                }
+                Err(e) => tracing::warn!("cannot recover expired leases: {}", e.message()),
+            }
             let db = self.db.clone();
             match blocking(move || db.drop_expired_writes(now_ms())).await {
                 Ok(0) => {}
@@ -186,6 +212,42 @@ impl MetaService {
                     self.expired_open_blocks.fetch_add(n, Relaxed);
                 }
                 Err(e) => tracing::warn!("cannot drop the open blocks of expired writers: {}", e.message()),
+            }
+        }
+    }
+
+    /// Nodes not marked DEAD that have been silent for `after` (counted
+    /// from the service's start for a node not heard from since).
+    fn silent_for(&self, after: Duration) -> Vec<u32> {
+        let cluster = self.cluster();
+        cluster
+            .nodes
+            .iter()
+            .filter(|(id, s)| {
+                !cluster.dead_nodes.contains(id) && s.last_seen.unwrap_or(self.started).elapsed() >= after
+            })
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    /// Marks DEAD (durably, as `SetNodeState` does) every node silent for
+    /// `after`, checking every `period`; their chunks become lost, which
+    /// is what starts reconstruction. Runs until aborted.
+    pub async fn mark_silent_nodes_dead_every(self: Arc<Self>, after: Duration, period: Duration) {
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            for node in self.silent_for(after) {
+                let db = self.db.clone();
+                match blocking(move || db.set_node_dead(node, true)).await {
+                    Ok(()) => {
+                        self.cluster().dead_nodes.insert(node);
+                        self.auto_dead.fetch_add(1, Relaxed);
+                        tracing::warn!(node, silent_for = ?after, "node missed its heartbeats: marked DEAD");
+                    }
+                    Err(e) => tracing::warn!(node, "cannot mark a silent node dead: {}", e.message()),
+                }
             }
         }
     }
@@ -210,6 +272,10 @@ impl MetaService {
             "Blocks allocated to writers whose lease expired before they committed them.",
         );
         m.sample("dingo_meta_expired_open_blocks_dropped_total", &[], self.expired_open_blocks.load(Relaxed));
+        m.family("dingo_meta_nodes_marked_dead_total", "counter", "Nodes marked DEAD for missing heartbeats.");
+        m.sample("dingo_meta_nodes_marked_dead_total", &[], self.auto_dead.load(Relaxed));
+        m.family("dingo_meta_leases_recovered_total", "counter", "Open files closed by lease recovery.");
+        m.sample("dingo_meta_leases_recovered_total", &[], self.leases_recovered.load(Relaxed));
         for (name, help, get) in [
             (
                 "dingo_meta_disk_capacity_bytes",
@@ -268,7 +334,10 @@ impl Meta for MetaService {
         for c in &r.corrupt {
             self.corrupt_reports.fetch_add(1, Relaxed);
             let (block, copy) = c.chunk.as_ref().map_or((0, 0), |c| (c.block, c.copy));
-            tracing::warn!(node = r.node, disk = c.disk, block, copy, "node reports a corrupt chunk");
+            tracing::warn!(node = r.node, disk = c.disk, block, copy, "node reports a corrupt or missing chunk");
+            if let Some(key) = from_wire(c) {
+                self.corrupt.lock().unwrap_or_else(|p| p.into_inner()).insert(key);
+            }
         }
         let disks: Vec<u32> = {
             let mut cluster = self.cluster();
@@ -388,6 +457,19 @@ impl Meta for MetaService {
         Ok(Response::new(SealFileReply { file_size }))
     }
 
+    async fn recover_file(&self, request: Request<RecoverFileRequest>) -> Result<Response<RecoverFileReply>, Status> {
+        let r = request.into_inner();
+        let db = self.db.clone();
+        let path = r.path.clone();
+        let done = blocking(move || db.recover_file(&r.path, now_ms(), r.force)).await?;
+        tracing::info!(path, ?done, "lease recovered on request");
+        self.leases_recovered.fetch_add(1, Relaxed);
+        Ok(Response::new(match done {
+            Recovered::Sealed { size } => RecoverFileReply { sealed: true, file_size: size },
+            Recovered::Removed => RecoverFileReply { sealed: false, file_size: 0 },
+        }))
+    }
+
     async fn stat(&self, request: Request<StatRequest>) -> Result<Response<FileInfo>, Status> {
         let path = request.into_inner().path;
         let db = self.db.clone();
@@ -412,7 +494,22 @@ impl Meta for MetaService {
 
     async fn cluster_status(&self, _: Request<ClusterStatusRequest>) -> Result<Response<ClusterStatusReply>, Status> {
         let db = self.db.clone();
-        let (stored, (files, blocks)) = blocking(move || Ok((db.nodes()?, db.counts()?))).await?;
+        let reported: Vec<(u32, u64, u32)> =
+            self.corrupt.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
+        let (stored, (files, blocks), gone, open) =
+            blocking(move || Ok((db.nodes()?, db.counts()?, db.unknown_chunks(&reported)?, db.open_files()?))).await?;
+        // Reported copies rebuilt elsewhere (or deleted) are no longer damage.
+        let corrupt: Vec<ChunkOnDisk> = {
+            let mut set = self.corrupt.lock().unwrap_or_else(|p| p.into_inner());
+            for g in &gone {
+                set.remove(g);
+            }
+            let mut v: Vec<_> = set.iter().copied().collect();
+            v.sort_unstable();
+            v.into_iter().map(to_wire).collect()
+        };
+        let now = now_ms();
+        let expired_leases = open.iter().filter(|(_, expiry)| *expiry < now).count() as u64;
         let cluster = self.cluster();
         let lost = cluster.lost_disks();
         let nodes = stored
@@ -435,7 +532,14 @@ impl Meta for MetaService {
                 n
             })
             .collect();
-        Ok(Response::new(ClusterStatusReply { nodes, files, blocks }))
+        Ok(Response::new(ClusterStatusReply {
+            nodes,
+            files,
+            blocks,
+            corrupt,
+            open_files: open.len() as u64,
+            expired_leases,
+        }))
     }
 
     async fn block_table(&self, request: Request<BlockTableRequest>) -> Result<Response<BlockTableReply>, Status> {

@@ -19,7 +19,7 @@
 
 use crate::direct::{ALIGN, AlignedBuf, DirectFile, PooledBuf, align_up};
 use crate::disk::Disk;
-use crate::error::StoreError;
+use crate::error::{StoreError, chunk_io};
 use dingo_proto::IoTag;
 use dingo_types::{BlockId, ChunkRef};
 use std::fs;
@@ -85,15 +85,18 @@ fn le_u64(b: &[u8]) -> u64 {
 }
 
 /// Reads and checks the header and checksum table of the chunk file at
-/// `path`, which must hold `chunk` and be `file_len` bytes long.
-pub fn load_meta(disk: &Disk, chunk: ChunkRef, path: &std::path::Path, file_len: u64) -> Result<ChunkMeta, StoreError> {
+/// `path`, which must hold `chunk` and be as long as its header says.
+pub fn load_meta(disk: &Disk, chunk: ChunkRef, path: &std::path::Path) -> Result<ChunkMeta, StoreError> {
     let corrupt = |detail: String| StoreError::Corrupt { chunk, detail };
-    let file = DirectFile::open(path).map_err(StoreError::io(path.display()))?;
+    let io = chunk_io(chunk, path);
+    let file = DirectFile::open(path).map_err(&io)?;
+    // The file as it is now: it may have been truncated since it was listed.
+    let file_len = file.file_len().map_err(&io)?;
     if file_len < HEADER {
         return Err(corrupt(format!("file is {file_len} bytes, shorter than its header")));
     }
     let mut h = AlignedBuf::zeroed(HEADER as usize);
-    disk.read_at(&file, &mut h, 0, IoTag::Foreground).map_err(StoreError::io(path.display()))?;
+    disk.read_at(&file, &mut h, 0, IoTag::Foreground).map_err(&io)?;
     if &h[0..8] != MAGIC || le_u32(&h[36..40]) != crc32c::crc32c(&h[0..36]) {
         disk.counters.checksum_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return Err(corrupt("bad header magic or checksum".into()));
@@ -108,7 +111,7 @@ pub fn load_meta(disk: &Disk, chunk: ChunkRef, path: &std::path::Path, file_len:
     }
     let mut table = AlignedBuf::zeroed((layout.data_offset() - HEADER) as usize);
     if !table.is_empty() {
-        disk.read_at(&file, &mut table, HEADER, IoTag::Foreground).map_err(StoreError::io(path.display()))?;
+        disk.read_at(&file, &mut table, HEADER, IoTag::Foreground).map_err(&io)?;
     }
     let table = &table[..layout.segments() as usize * 4];
     if crc32c::crc32c(table) != le_u32(&h[32..36]) {
@@ -132,9 +135,10 @@ pub fn read_segments(
     let layout = meta.layout;
     let start = first * SEGMENT;
     let data_end = (end * SEGMENT).min(layout.data_len);
-    let file = DirectFile::open(path).map_err(StoreError::io(path.display()))?;
+    let io = chunk_io(chunk, path);
+    let file = DirectFile::open(path).map_err(&io)?;
     let mut buf = disk.buffers.take((align_up(data_end) - start) as usize);
-    disk.read_at(&file, &mut buf, layout.data_offset() + start, tag).map_err(StoreError::io(path.display()))?;
+    disk.read_at(&file, &mut buf, layout.data_offset() + start, tag).map_err(&io)?;
     for s in first..end {
         let off = ((s - first) * SEGMENT) as usize;
         let seg = &buf[off..off + layout.segment_len(s) as usize];
@@ -313,8 +317,7 @@ mod tests {
 
     fn read_all(disk: &Disk, chunk: ChunkRef) -> Result<Vec<u8>, StoreError> {
         let path = disk.chunk_path(chunk);
-        let len = fs::metadata(&path).unwrap().len();
-        let meta = load_meta(disk, chunk, &path, len)?;
+        let meta = load_meta(disk, chunk, &path)?;
         let segs = meta.layout.segments();
         Ok(read_segments(disk, chunk, &path, &meta, 0, segs, IoTag::Foreground)?.to_vec())
     }
@@ -356,7 +359,7 @@ mod tests {
         assert!(e.to_string().contains("segment 2"), "{e}");
         assert_eq!(disk.counters.checksum_errors.load(std::sync::atomic::Ordering::Relaxed), 1);
         // Segments before the damage still verify.
-        let meta = load_meta(&disk, chunk(1), &path, layout.file_len()).unwrap();
+        let meta = load_meta(&disk, chunk(1), &path).unwrap();
         let ok = read_segments(&disk, chunk(1), &path, &meta, 0, 2, IoTag::Foreground).unwrap();
         assert_eq!(&ok[..], &data[..2 * SEGMENT as usize]);
     }

@@ -191,6 +191,11 @@ impl DirectFile {
         }
     }
 
+    /// The file's current length.
+    pub fn file_len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
     /// Whether IO really bypasses the page cache (`O_DIRECT`).
     pub fn is_direct(&self) -> bool {
         self.direct

@@ -7,11 +7,15 @@ use thiserror::Error;
 pub enum StoreError {
     #[error("{0} not found on this node")]
     NotFound(ChunkRef),
+    /// The node had the chunk but its file is gone (deleted behind the
+    /// node's back): the copy is lost, like one never stored here.
+    #[error("chunk missing: {chunk}: {detail}")]
+    Missing { chunk: ChunkRef, detail: String },
     #[error("{0} already exists on this node")]
     Exists(ChunkRef),
     #[error("read of {len} bytes at offset {offset} is past the end of {chunk} ({data_len} bytes)")]
     OutOfRange { chunk: ChunkRef, offset: u64, len: u64, data_len: u64 },
-    #[error("{chunk} is corrupt: {detail}")]
+    #[error("chunk corrupt: {chunk}: {detail}")]
     Corrupt { chunk: ChunkRef, detail: String },
     #[error("disk {disk} is full: no room for {need} more bytes")]
     DiskFull { disk: String, need: u64 },
@@ -36,11 +40,30 @@ impl StoreError {
     }
 }
 
+/// Maps an IO error on the sealed file of `chunk` at `path` to what it says
+/// about the copy: a vanished file is [`StoreError::Missing`]; a file
+/// shorter than its header says (truncated) or one the device cannot read
+/// (`EIO`, a bad sector) is [`StoreError::Corrupt`]. Only other errors stay
+/// [`StoreError::Io`]. Either way a reader falls back to another copy and a
+/// scrub rebuilds this one.
+pub(crate) fn chunk_io(chunk: ChunkRef, path: &std::path::Path) -> impl Fn(std::io::Error) -> StoreError + '_ {
+    move |source| match source.kind() {
+        std::io::ErrorKind::NotFound => StoreError::Missing { chunk, detail: format!("{} is gone", path.display()) },
+        std::io::ErrorKind::UnexpectedEof => {
+            StoreError::Corrupt { chunk, detail: format!("{} is shorter than its header says", path.display()) }
+        }
+        _ if source.raw_os_error() == Some(libc::EIO) => {
+            StoreError::Corrupt { chunk, detail: format!("{} cannot be read: {source}", path.display()) }
+        }
+        _ => StoreError::Io { what: path.display().to_string(), source },
+    }
+}
+
 impl From<StoreError> for tonic::Status {
     fn from(e: StoreError) -> Self {
         let msg = e.to_string();
         match e {
-            StoreError::NotFound(_) => tonic::Status::not_found(msg),
+            StoreError::NotFound(_) | StoreError::Missing { .. } => tonic::Status::not_found(msg),
             StoreError::Exists(_) => tonic::Status::already_exists(msg),
             StoreError::OutOfRange { .. } => tonic::Status::out_of_range(msg),
             StoreError::Corrupt { .. } => tonic::Status::data_loss(msg),

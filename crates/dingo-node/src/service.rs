@@ -67,11 +67,7 @@ impl Node for NodeService {
         if r.len > MAX_READ {
             return Err(Status::invalid_argument(format!("read of {} bytes exceeds the {MAX_READ}-byte limit", r.len)));
         }
-        let (data, cache_hit) = block_in_place(|| self.store.read(chunk, r.offset, r.len, tag)).inspect_err(|e| {
-            if matches!(e, StoreError::Corrupt { .. }) {
-                tracing::error!("{e}");
-            }
-        })?;
+        let (data, cache_hit) = block_in_place(|| self.store.read(chunk, r.offset, r.len, tag))?;
         Ok(Response::new(ReadChunkReply { data, cache_hit }))
     }
 

@@ -155,17 +155,23 @@ impl Store {
     pub fn read(&self, chunk: ChunkRef, offset: u64, len: u64, tag: IoTag) -> Result<(Bytes, bool), StoreError> {
         let stored = self.lookup(chunk)?;
         self.read_stored(chunk, &stored, offset, len, tag).inspect_err(|e| {
-            if matches!(e, StoreError::Corrupt { .. }) {
-                let mut corrupt = self.corrupt.lock().unwrap_or_else(|p| p.into_inner());
-                let found = (self.disks[stored.disk].id(), chunk);
-                if !corrupt.contains(&found) {
-                    corrupt.push(found);
-                }
+            if !matches!(e, StoreError::Corrupt { .. } | StoreError::Missing { .. }) {
+                return;
+            }
+            tracing::error!("{e}");
+            if matches!(e, StoreError::Missing { .. }) {
+                // The file is gone: forget the copy, and the space it held.
+                let _ = self.remove_if(chunk, |s| std::ptr::eq(s, &*stored));
+            }
+            let mut corrupt = self.corrupt.lock().unwrap_or_else(|p| p.into_inner());
+            let found = (self.disks[stored.disk].id(), chunk);
+            if !corrupt.contains(&found) {
+                corrupt.push(found);
             }
         })
     }
 
-    /// Corrupt chunks found since the last call, with their disks.
+    /// Corrupt or missing chunks found since the last call, with their disks.
     pub fn take_corrupt(&self) -> Vec<(Option<DiskId>, ChunkRef)> {
         std::mem::take(&mut *self.corrupt.lock().unwrap_or_else(|p| p.into_inner()))
     }
@@ -183,7 +189,7 @@ impl Store {
         let meta = match stored.meta.get() {
             Some(m) => m.clone(),
             None => {
-                let m = Arc::new(chunk::load_meta(disk, chunk, &path, stored.file_len)?);
+                let m = Arc::new(chunk::load_meta(disk, chunk, &path)?);
                 stored.meta.get_or_init(|| m).clone()
             }
         };
@@ -274,7 +280,11 @@ impl Store {
         self.cache.remove_chunk(chunk);
         let disk = &self.disks[stored.disk];
         let path = disk.chunk_path(chunk);
-        std::fs::remove_file(&path).map_err(StoreError::io(path.display()))?;
+        match std::fs::remove_file(&path) {
+            // Already gone (removed behind the node's back): nothing to do.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            other => other.map_err(StoreError::io(path.display()))?,
+        }
         disk.forget(stored.file_len);
         Ok(true)
     }
@@ -367,6 +377,45 @@ mod tests {
         assert!(!store.delete(C, None).unwrap());
         assert!(matches!(store.read(C, 0, 1, IoTag::Foreground), Err(StoreError::NotFound(_))));
         assert_eq!(store.disks[0].used(), 0);
+    }
+
+    #[test]
+    fn chunk_files_lost_while_running_are_missing_or_corrupt_never_io_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), 0, 0);
+        let data = vec![7u8; 200_000];
+        let chunks: Vec<ChunkRef> = (0..4).map(|b| ChunkRef { block: BlockId(b), copy: 0 }).collect();
+        for &c in &chunks {
+            put(&store, c, &data);
+        }
+        // Read once so the header and table of chunk 3 are cached: the file
+        // is truncated after the node has already looked at it.
+        store.read(chunks[3], 0, 10, IoTag::Foreground).unwrap();
+        let path = |c| store.disks[0].chunk_path(c);
+        std::fs::remove_file(path(chunks[0])).unwrap();
+        std::fs::OpenOptions::new().write(true).open(path(chunks[1])).unwrap().set_len(70_000).unwrap();
+        std::fs::OpenOptions::new().write(true).open(path(chunks[2])).unwrap().set_len(0).unwrap();
+        std::fs::OpenOptions::new().write(true).open(path(chunks[3])).unwrap().set_len(70_000).unwrap();
+        let used = store.disks[0].used();
+        let e = store.read(chunks[0], 0, 200_000, IoTag::Foreground).unwrap_err();
+        assert!(matches!(e, StoreError::Missing { .. }), "deleted: {e}");
+        assert_eq!(tonic::Status::from(e).code(), tonic::Code::NotFound);
+        for (c, what) in [(chunks[1], "truncated"), (chunks[2], "zero-length"), (chunks[3], "truncated after use")] {
+            let e = store.read(c, 0, 200_000, IoTag::Foreground).unwrap_err();
+            assert!(matches!(e, StoreError::Corrupt { .. }), "{what}: {e}");
+            assert_eq!(tonic::Status::from(e).code(), tonic::Code::DataLoss, "{what}");
+        }
+        // The vanished copy is forgotten with its space; every bad copy is
+        // reported to the metadata service.
+        assert!(matches!(store.read(chunks[0], 0, 1, IoTag::Foreground), Err(StoreError::NotFound(_))));
+        assert!(store.disks[0].used() < used);
+        let mut reported: Vec<ChunkRef> = store.take_corrupt().into_iter().map(|(_, c)| c).collect();
+        reported.sort_unstable();
+        assert_eq!(reported, chunks);
+        // Deleting a copy whose file is gone (the repair's clean-up) works.
+        assert!(store.delete(chunks[1], None).unwrap());
+        std::fs::remove_file(path(chunks[2])).unwrap();
+        assert!(store.delete(chunks[2], None).unwrap());
     }
 
     #[test]

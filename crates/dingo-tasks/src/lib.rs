@@ -12,11 +12,14 @@
 //! rebuilding what a failure lost, rebalancing skewed disks, transcoding
 //! aged files); [`work::execute`] carries out one unit of work. Planning and
 //! execution are shared by both modes, so the two do the same work.
+//! [`supervisor`] runs them by itself when the cluster needs them
+//! (`dingo maintain`).
 
 pub mod declarative;
 pub mod imperative;
 pub mod plan;
 pub mod report;
+pub mod supervisor;
 pub mod work;
 
 pub use report::{CancelFlag, JobReport, Mode};

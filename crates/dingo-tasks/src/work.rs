@@ -18,7 +18,8 @@ use std::fmt;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     /// Read this exact copy in full on the disk being scrubbed, verifying
-    /// its checksums; rebuild it from redundancy if it is corrupt. A copy
+    /// its checksums; rebuild it from redundancy if it is corrupt or its
+    /// node lost its file. A copy
     /// no longer on that disk (moved away) is not this scrub's business.
     Scrub { chunk: ChunkRef, disk: u32 },
     /// Recreate a lost chunk on a live disk from `sources` (another replica,
@@ -105,7 +106,7 @@ pub struct Outcome {
     pub written_bytes: u64,
     /// The data was gone (deleted meanwhile): nothing to do.
     pub skipped: bool,
-    /// A corrupt chunk was found and rebuilt.
+    /// A corrupt or missing chunk was found and rebuilt.
     pub repaired: bool,
 }
 
@@ -176,8 +177,11 @@ async fn scrub(client: &Client, chunk: ChunkRef, disk: u32, tag: IoTag) -> Resul
     }
     match client.read_copy(chunk.block.0, u32::from(chunk.copy), 0, rec.size, tag).await {
         Ok(data) => Ok(Outcome { logical_bytes: data.len() as u64, ..Outcome::default() }),
-        Err(e) if is_corrupt(&e) => {
-            tracing::warn!(%chunk, "scrubbing found a corrupt chunk; rebuilding it from redundancy");
+        // The block still places this copy on this disk (checked above), so
+        // a node without its file lost it: rebuild it like a corrupt one.
+        // If the block was deleted meanwhile, the rebuild finds it gone.
+        Err(e) if is_corrupt(&e) || is_gone(&e) => {
+            tracing::warn!(%chunk, "scrubbing found a bad chunk ({e}); rebuilding it from redundancy");
             client.rebuild_chunk(chunk, &[], tag).await?;
             Ok(Outcome { logical_bytes: rec.size, written_bytes: rec.size, repaired: true, ..Outcome::default() })
         }

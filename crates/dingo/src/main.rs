@@ -1,9 +1,25 @@
 //! The `dingo` command. A thin dispatcher: each subcommand's logic lives in
 //! its own module or library crate.
 
+/// `println!` that exits quietly when stdout is a closed pipe
+/// (`dingo fs stat x | head -1`) instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let mut out = std::io::stdout().lock();
+        if let Err(e) = writeln!(out, $($arg)*).and_then(|()| out.flush()) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+            panic!("cannot write to stdout: {e}");
+        }
+    }};
+}
+
 mod bench;
 mod bench_io;
 mod demo;
+mod maintain_cmd;
 mod planner_cmd;
 mod plots;
 mod sim;
@@ -36,6 +52,9 @@ enum Commands {
     Planner(planner_cmd::PlannerArgs),
     /// Run one maintenance task, imperatively or through the planner.
     Task(task_cmd::TaskArgs),
+    /// The maintenance supervisor: runs reconstruction when chunks are
+    /// lost, rebalancing when a node joins and scrubbing on schedule.
+    Maintain(maintain_cmd::MaintainArgs),
     /// The HDFS-cluster experiment on a local cluster: the same timeline
     /// with imperative and with declarative tasks, compared.
     Demo(demo::DemoArgs),
@@ -61,10 +80,17 @@ enum BenchCommand {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
+    // DINGO_LOG (or RUST_LOG) sets the log level, e.g. `debug` or
+    // `info,dingo_meta=debug`; colour only on a terminal, so log files
+    // (the daemons' stderr under `cluster up`) stay plain text.
+    let filter = std::env::var("DINGO_LOG")
+        .ok()
+        .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
+        .or_else(|| tracing_subscriber::EnvFilter::try_from_default_env().ok())
+        .unwrap_or_else(|| "info,h2=warn,tower=warn".into());
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,h2=warn,tower=warn".into()),
-        )
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .init();
     let result = match Cli::parse().command {
@@ -74,6 +100,7 @@ async fn main() -> std::process::ExitCode {
         Commands::Fs(c) => storage_cmd::run_fs(c).await,
         Commands::Planner(a) => planner_cmd::run(a).await,
         Commands::Task(a) => task_cmd::run(a).await,
+        Commands::Maintain(a) => maintain_cmd::run(a).await,
         Commands::Demo(a) => demo::run(a).await,
         Commands::Bench(BenchCommand::Io(a)) => bench_io::run(a).await,
         Commands::Bench(BenchCommand::Planner(a)) => bench::planner::run(&a),

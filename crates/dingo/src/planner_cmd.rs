@@ -9,7 +9,7 @@ use dingo_types::format_bytes;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-const DEFAULT_PLANNER: &str = "127.0.0.1:7500";
+pub const DEFAULT_PLANNER: &str = "127.0.0.1:7500";
 
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
@@ -36,7 +36,7 @@ struct Target {
     #[arg(long, env = "DINGO_PLANNER", default_value = DEFAULT_PLANNER)]
     addr: String,
     /// A client token, or the admin token.
-    #[arg(long, env = "DINGO_PLANNER_TOKEN", hide_env_values = true)]
+    #[arg(long, env = "DINGO_TOKEN", hide_env_values = true)]
     token: String,
 }
 
@@ -78,10 +78,7 @@ pub async fn run(a: PlannerArgs) -> Result<()> {
             let client = PlannerClient::connect(&target.addr, &target.token)?;
             let us = disk_head_time_ms.checked_mul(1000).context("--disk-head-time-ms is too large")?;
             client.set_budget(cluster_bytes, us).await.with_context(|| format!("planner at {}", target.addr))?;
-            println!(
-                "budget set: {} and {disk_head_time_ms} ms of head time per disk per quantum",
-                limit(cluster_bytes)
-            );
+            outln!("budget set: {} and {disk_head_time_ms} ms of head time per disk per quantum", limit(cluster_bytes));
             Ok(())
         }
         Some(PlannerCommand::Status { target, declarations }) => status(&target, &declarations).await,
@@ -118,7 +115,7 @@ async fn status(target: &Target, ids: &[u64]) -> Result<()> {
     let s = client.status(&ids).await.with_context(|| format!("planner at {}", target.addr))?;
     let b = s.budget.unwrap_or_default();
     let now = dingo_proto::now_ms();
-    println!(
+    outln!(
         "next quantum in {:.1}s; budget {} and {} per disk",
         s.next_quantum_ms.saturating_sub(now) as f64 / 1000.0,
         limit(b.cluster_bytes),
@@ -128,9 +125,16 @@ async fn status(target: &Target, ids: &[u64]) -> Result<()> {
             format!("{} ms", b.disk_head_time_us / 1000)
         }
     );
-    println!(
+    outln!(
         "{:>6} {:<16} {:<14} {:>10} {:>8} {:>9} {:>6} {:>6}  state",
-        "id", "task", "client", "deadline", "sets", "delivered", "acked", "elided"
+        "id",
+        "task",
+        "client",
+        "deadline",
+        "sets",
+        "delivered",
+        "acked",
+        "elided"
     );
     for d in &s.declarations {
         let due = d.deadline_ms as i64 - now as i64;
@@ -140,7 +144,7 @@ async fn status(target: &Target, ids: &[u64]) -> Result<()> {
             (false, false) => "open",
         };
         let sets = d.sets_needed.map_or(d.total_sets.to_string(), |n| format!("{n}/{}", d.total_sets));
-        println!(
+        outln!(
             "{:>6} {:<16} {:<14} {:>9.0}s {:>8} {:>9} {:>6} {:>6}  {state}",
             d.declaration,
             d.task,

@@ -3,13 +3,13 @@
 
 use crate::storage_config::StorageConfig;
 use anyhow::{Context, Result, bail};
-use bytes::Bytes;
 use clap::{Args, Subcommand};
-use dingo_client::{Client, DeviceState, IoTag, Redundancy};
+use dingo_client::{Client, DeviceState, Redundancy};
 use dingo_cluster::{ClusterSpec, LocalCluster};
+use dingo_proto::v1::FileInfo;
 use dingo_types::{format_bytes, parse_bytes};
-use futures::TryStreamExt;
-use std::io::Write;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -61,42 +61,107 @@ pub enum ClusterCommand {
     Up(ClusterUpArgs),
     /// Nodes, disks, usage and liveness.
     Status {
-        #[arg(long, env = "DINGO_META", default_value = DEFAULT_META)]
-        meta: String,
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
     },
+    /// Health at a glance: nodes and disks by state, blocks with reduced or
+    /// no redundancy, corrupt chunks, open files, repair outstanding.
+    Health {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Mark a node or disk DEAD: its chunks count as lost and are rebuilt
+    /// elsewhere (by `dingo maintain`, or `dingo task reconstruct`).
+    MarkDead(MarkArgs),
+    /// Mark a node or disk LIVE again.
+    MarkLive(MarkArgs),
+}
+
+#[derive(Args, Debug)]
+#[group(required = true, multiple = false)]
+pub struct MarkArgs {
+    /// Node id (as `cluster status` shows it).
+    #[arg(long)]
+    pub node: Option<u32>,
+    /// Disk id.
+    #[arg(long)]
+    pub disk: Option<u32>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+/// Where the metadata service is and how long to wait for it.
+#[derive(Args, Debug, Clone)]
+pub struct ClientArgs {
+    /// Metadata service address.
+    #[arg(long, env = "DINGO_META", default_value = DEFAULT_META)]
+    pub meta: String,
+    /// Deadline of each metadata operation, retries included (e.g. 10s).
+    #[arg(long, env = "DINGO_TIMEOUT", default_value = "10s", value_parser = crate::task_cmd::parse_duration)]
+    pub timeout: Duration,
+}
+
+impl ClientArgs {
+    pub fn client(&self) -> Result<Client> {
+        anyhow::ensure!(!self.timeout.is_zero(), "--timeout must be positive");
+        Ok(Client::new(&self.meta)?.with_deadline(self.timeout))
+    }
 }
 
 #[derive(Args, Debug)]
 pub struct ClusterUpArgs {
+    /// Storage nodes to start [default: 3, or cluster.nodes].
     #[arg(long)]
     pub nodes: Option<u32>,
+    /// Disk directories per node [default: 1, or cluster.disks_per_node].
     #[arg(long)]
     pub disks_per_node: Option<u32>,
-    /// Data directory of the whole cluster.
+    /// Data directory of the whole cluster (required here or as cluster.data).
     #[arg(long)]
     pub data: Option<PathBuf>,
     /// First port (meta); 0 picks free ports [default: 7400].
     #[arg(long)]
     pub base_port: Option<u16>,
+    /// Storage config file (TOML; see docs/STORAGE.md).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Do not start the maintenance supervisor (`dingo maintain`).
+    #[arg(long)]
+    pub no_maintain: bool,
+    /// Options for the maintenance supervisor, e.g. "--interval 2s --scrub-every 1d".
+    #[arg(long, default_value = "", allow_hyphen_values = true)]
+    pub maintain_args: String,
 }
 
 #[derive(Subcommand, Debug)]
 pub enum FsCommand {
-    /// Store a local file (`-` for stdin).
+    /// Store a local file (`-` for stdin), streaming it in bounded memory.
+    /// Interrupted (Ctrl-C, SIGTERM) or failed, it removes what it wrote.
     Put {
+        /// Local file, or `-` for stdin.
         local: PathBuf,
+        /// Path in the store, e.g. /data/file.
         path: String,
         /// replicated:R or ec:K+M.
         #[arg(long, default_value = "replicated:3", value_parser = str::parse::<Redundancy>)]
         redundancy: Redundancy,
+        /// Block size, 64KB .. 1GB (e.g. 8MB).
         #[arg(long, default_value = "8MB", value_parser = parse_size)]
         block_size: u64,
-        #[arg(long, env = "DINGO_META", default_value = DEFAULT_META)]
-        meta: String,
+        /// Replace an existing file (deleted first; not atomic).
+        #[arg(long)]
+        overwrite: bool,
+        #[command(flatten)]
+        client: ClientArgs,
     },
-    /// Read a file, or a range of it, to a local file or stdout (`-`).
+    /// Read a file, or a range of it, to a local file or stdout (`-`). A
+    /// local file is replaced only once all of it was read.
     Get {
         path: String,
         #[arg(default_value = "-")]
@@ -106,27 +171,47 @@ pub enum FsCommand {
         /// Bytes to read [default: to the end].
         #[arg(long)]
         len: Option<u64>,
-        #[arg(long, env = "DINGO_META", default_value = DEFAULT_META)]
-        meta: String,
+        /// Read a file that is still open (only its committed bytes).
+        #[arg(long)]
+        open: bool,
+        #[command(flatten)]
+        client: ClientArgs,
     },
     /// List files under a prefix.
     Ls {
         #[arg(default_value = "/")]
         prefix: String,
-        #[arg(long, env = "DINGO_META", default_value = DEFAULT_META)]
-        meta: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
     },
-    /// Delete a file.
+    /// Delete a file (also an open one).
     Rm {
         path: String,
-        #[arg(long, env = "DINGO_META", default_value = DEFAULT_META)]
-        meta: String,
+        #[command(flatten)]
+        client: ClientArgs,
     },
     /// Show a file's blocks and their chunk locations.
     Stat {
         path: String,
-        #[arg(long, env = "DINGO_META", default_value = DEFAULT_META)]
-        meta: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Lease recovery: close an open file whose writer is gone, sealing it
+    /// at its last committed length, or removing it if nothing was
+    /// committed. Refused while the lease is live unless --force.
+    Recover {
+        path: String,
+        /// Recover even though the writer's lease has not expired.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        client: ClientArgs,
     },
 }
 
@@ -178,8 +263,14 @@ pub async fn run_meta(a: MetaArgs) -> Result<()> {
             listen,
             data_dir: a.data,
             metrics,
-            dead_after: Duration::from_millis(cfg.meta.dead_after_ms.unwrap_or(5000)),
+            dead_after: Duration::from_millis(
+                cfg.meta.dead_after_ms.unwrap_or(crate::storage_config::DEFAULT_DEAD_AFTER_MS),
+            ),
             lease_ttl: Duration::from_millis(cfg.meta.lease_ttl_ms.unwrap_or(60_000)),
+            mark_dead_after: match cfg.meta.mark_dead_after_ms {
+                Some(0) => None,
+                ms => Some(Duration::from_millis(ms.unwrap_or(crate::storage_config::DEFAULT_MARK_DEAD_AFTER_MS))),
+            },
         },
         shutdown_signal(),
     )
@@ -191,7 +282,10 @@ pub async fn run_node(a: NodeArgs) -> Result<()> {
     keep_freed_memory();
     let cfg = StorageConfig::load(a.config.as_deref())?;
     let capacity = match a.capacity {
-        Some(c) => Some(c),
+        Some(c) => {
+            crate::storage_config::check_capacity(c).context("--capacity")?;
+            Some(c)
+        }
         None => cfg.node.disk_capacity()?,
     };
     let disks = a.disks.into_iter().map(|path| dingo_node::DiskSpec { path, capacity, hdd: cfg.node.hdd }).collect();
@@ -216,7 +310,10 @@ pub async fn run_node(a: NodeArgs) -> Result<()> {
 pub async fn run_cluster(cmd: ClusterCommand) -> Result<()> {
     match cmd {
         ClusterCommand::Up(a) => cluster_up(a).await,
-        ClusterCommand::Status { meta } => cluster_status(&meta).await,
+        ClusterCommand::Status { client, json } => cluster_status(&client, json).await,
+        ClusterCommand::Health { client, json } => cluster_health(&client, json).await,
+        ClusterCommand::MarkDead(m) => mark(m, DeviceState::Dead).await,
+        ClusterCommand::MarkLive(m) => mark(m, DeviceState::Live).await,
     }
 }
 
@@ -239,11 +336,27 @@ async fn cluster_up(a: ClusterUpArgs) -> Result<()> {
     };
     let mut cluster = LocalCluster::start(spec)?;
     cluster.wait_ready(Duration::from_secs(30)).await?;
+    if !a.no_maintain {
+        let args: Vec<String> = a.maintain_args.split_whitespace().map(String::from).collect();
+        cluster.start_maintainer(&args)?;
+    }
     println!(
-        "cluster up: metadata service at {} with {nodes} node(s); logs in {}; Ctrl-C stops it",
+        "cluster up: metadata service at {} with {nodes} node(s){}; logs in {}; Ctrl-C stops it",
         cluster.meta_addr(),
+        if a.no_maintain { "" } else { " and the maintenance supervisor" },
         cluster.log_dir().display()
     );
+    // Directory and log names count from 0 in start order; the metadata
+    // service numbers nodes in registration order.
+    for i in 0..cluster.node_count() {
+        if let Ok(id) = cluster.node_id(i).await {
+            println!(
+                "  node{i} (logs/node{i}.log, {}/node{i}/) is node {id} at {}",
+                cluster.data_dir().display(),
+                cluster.node_addr(i)
+            );
+        }
+    }
     let mut check = tokio::time::interval(Duration::from_secs(1));
     let stop = shutdown_signal();
     tokio::pin!(stop);
@@ -262,11 +375,33 @@ async fn cluster_up(a: ClusterUpArgs) -> Result<()> {
     Ok(())
 }
 
-async fn cluster_status(meta: &str) -> Result<()> {
-    let s = Client::new(meta)?.cluster_status().await.with_context(|| format!("metadata service at {meta}"))?;
-    println!("{} file(s), {} block record(s)", s.files, s.blocks);
-    println!("{:<5} {:<22} {:<6} {:<5} {:>8}  disks", "node", "address", "hb", "state", "hb age");
-    let state = |dead: bool| if dead { "DEAD" } else { "LIVE" };
+fn state_name(dead: bool) -> &'static str {
+    if dead { "DEAD" } else { "LIVE" }
+}
+
+async fn cluster_status(client: &ClientArgs, json: bool) -> Result<()> {
+    let s = client.client()?.cluster_status().await?;
+    if json {
+        let nodes: Vec<serde_json::Value> = s
+            .nodes
+            .iter()
+            .map(|n| {
+                serde_json::json!({
+                    "id": n.id, "addr": n.addr, "alive": n.alive,
+                    "state": state_name(n.state() == DeviceState::Dead),
+                    "heartbeat_age_ms": (n.heartbeat_age_ms != u64::MAX).then_some(n.heartbeat_age_ms),
+                    "disks": n.disks.iter().map(|d| serde_json::json!({
+                        "id": d.id, "state": state_name(d.state() == DeviceState::Dead), "used": d.used,
+                        "capacity": d.capacity, "chunks": d.chunks, "path": d.path,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        outln!("{}", serde_json::json!({ "files": s.files, "blocks": s.blocks, "nodes": nodes }));
+        return Ok(());
+    }
+    outln!("{} file(s), {} block record(s)", s.files, s.blocks);
+    outln!("{:<5} {:<22} {:<6} {:<5} {:>8}  disks", "node", "address", "hb", "state", "hb age");
     for n in &s.nodes {
         let age = if n.heartbeat_age_ms == u64::MAX {
             "-".into()
@@ -274,12 +409,12 @@ async fn cluster_status(meta: &str) -> Result<()> {
             format!("{:.1}s", n.heartbeat_age_ms as f64 / 1000.0)
         };
         let hb = if n.alive { "alive" } else { "silent" };
-        println!("{:<5} {:<22} {:<6} {:<5} {:>8}", n.id, n.addr, hb, state(n.state() == DeviceState::Dead), age);
+        outln!("{:<5} {:<22} {:<6} {:<5} {:>8}", n.id, n.addr, hb, state_name(n.state() == DeviceState::Dead), age);
         for d in &n.disks {
-            println!(
+            outln!(
                 "        disk {:<4} {:<5} {:>12} used of {:>12}  {:>6} chunks  {}",
                 d.id,
-                state(d.state() == DeviceState::Dead),
+                state_name(d.state() == DeviceState::Dead),
                 format_bytes(d.used),
                 format_bytes(d.capacity),
                 d.chunks,
@@ -290,65 +425,213 @@ async fn cluster_status(meta: &str) -> Result<()> {
     Ok(())
 }
 
+async fn cluster_health(client: &ClientArgs, json: bool) -> Result<()> {
+    let h = client.client()?.health().await?;
+    if json {
+        outln!("{}", serde_json::to_string(&h)?);
+        return Ok(());
+    }
+    let ids = |v: &[u32]| if v.is_empty() { String::new() } else { format!(" {v:?}") };
+    outln!("{}", h.status);
+    outln!(
+        "nodes: {} live, {} silent{}, {} dead{}",
+        h.nodes_live.len(),
+        h.nodes_silent.len(),
+        ids(&h.nodes_silent),
+        h.nodes_dead.len(),
+        ids(&h.nodes_dead)
+    );
+    outln!("disks: {} live, {} dead{}", h.disks_live, h.disks_dead.len(), ids(&h.disks_dead));
+    outln!("data:  {} file(s), {} sealed block(s)", h.files, h.blocks);
+    outln!(
+        "redundancy: {} block(s) under-replicated, {} lost; {} chunk(s) lost, {} corrupt",
+        h.under_replicated,
+        h.lost_blocks,
+        h.lost_chunks,
+        h.corrupt_chunks
+    );
+    outln!("files: {} open, {} with an expired lease", h.open_files, h.expired_leases);
+    outln!("repair outstanding: {} chunk(s)", h.repair_outstanding);
+    Ok(())
+}
+
+async fn mark(m: MarkArgs, state: DeviceState) -> Result<()> {
+    let client = m.client.client()?;
+    let word = if state == DeviceState::Dead { "DEAD" } else { "LIVE" };
+    match (m.node, m.disk) {
+        (Some(n), _) => {
+            client.set_node_state(n, state).await?;
+            outln!("node {n} marked {word}");
+        }
+        (_, Some(d)) => {
+            client.set_disk_state(d, state).await?;
+            outln!("disk {d} marked {word}");
+        }
+        (None, None) => bail!("give --node or --disk"),
+    }
+    Ok(())
+}
+
+/// A file's state for listings: sealed, open, or open with its lease
+/// expired (lease recovery will close it).
+fn file_state(f: &FileInfo) -> &'static str {
+    match (f.sealed, f.lease_expiry_ms < dingo_proto::now_ms()) {
+        (true, _) => "sealed",
+        (false, false) => "open",
+        (false, true) => "open, lease expired",
+    }
+}
+
+fn file_json(f: &FileInfo, blocks: bool) -> serde_json::Value {
+    let r = Redundancy::try_from(f.redundancy.as_ref()).map(|r| r.to_string()).unwrap_or_default();
+    let mut v = serde_json::json!({
+        "path": f.path, "size": f.size, "redundancy": r, "block_size": f.block_size,
+        "sealed": f.sealed, "state": file_state(f), "created_ms": f.created_ms,
+    });
+    if blocks {
+        v["blocks"] = f
+            .blocks
+            .iter()
+            .map(|b| {
+                serde_json::json!({
+                    "id": b.id, "group": b.group, "member": b.ec_index, "size": b.size,
+                    "chunks": b.chunks.iter().map(|c| serde_json::json!({
+                        "copy": c.copy, "disk": c.disk, "node": c.node, "addr": c.addr, "lost": c.lost,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+    }
+    v
+}
+
+/// A progress bar on stderr for `total` bytes (a spinner if unknown),
+/// drawn only when stderr is a terminal.
+fn progress_bar(total: Option<u64>, what: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = match total {
+        Some(t) => ProgressBar::new(t).with_style(
+            ProgressStyle::with_template(
+                "{msg} [{bar:30}] {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        ),
+        None => ProgressBar::new_spinner().with_style(
+            ProgressStyle::with_template("{msg} {spinner} {decimal_bytes} {decimal_bytes_per_sec}")
+                .expect("valid template"),
+        ),
+    };
+    bar.set_message(what.to_string());
+    bar
+}
+
+/// Exits quietly when stdout was closed under us (`dingo fs get x | head`).
+fn quiet_on_closed_pipe(e: dingo_client::ClientError) -> anyhow::Error {
+    if let dingo_client::ClientError::Output(io) = &e
+        && io.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        std::process::exit(0);
+    }
+    e.into()
+}
+
 pub async fn run_fs(cmd: FsCommand) -> Result<()> {
     keep_freed_memory();
     match cmd {
-        FsCommand::Put { local, path, redundancy, block_size, meta } => {
-            let data = if local.as_os_str() == "-" {
-                let mut v = Vec::new();
-                std::io::Read::read_to_end(&mut std::io::stdin(), &mut v).context("cannot read stdin")?;
-                v
+        FsCommand::Put { local, path, redundancy, block_size, overwrite, client } => {
+            let client = client.client()?;
+            let (reader, total): (Box<dyn tokio::io::AsyncRead + Unpin + Send>, Option<u64>) = if local.as_os_str()
+                == "-"
+            {
+                (Box::new(tokio::io::stdin()), None)
             } else {
-                std::fs::read(&local).with_context(|| format!("cannot read {}", local.display()))?
+                let f =
+                    tokio::fs::File::open(&local).await.with_context(|| format!("cannot read {}", local.display()))?;
+                let len = f.metadata().await.ok().map(|m| m.len());
+                (Box::new(f), len)
             };
-            let size = Client::new(&meta)?.put(&path, redundancy, block_size, Bytes::from(data)).await?;
-            println!("{path}: {} stored ({redundancy})", format_bytes(size));
+            let bar = progress_bar(total, &path);
+            let put = client.put_from(&path, redundancy, block_size, overwrite, reader, |n| bar.set_position(n));
+            let size = tokio::select! {
+                r = put => r?,
+                _ = shutdown_signal() => {
+                    bar.abandon();
+                    // The writer stops here; what it wrote goes with the file.
+                    let gone = client.delete(&path).await;
+                    match gone {
+                        Ok(_) => bail!("interrupted: {path} removed"),
+                        Err(e) => bail!("interrupted; {path} could not be removed ({e}): `dingo fs rm {path}`"),
+                    }
+                }
+            };
+            bar.finish_and_clear();
+            outln!("{path}: {} stored ({redundancy})", format_bytes(size));
         }
-        FsCommand::Get { path, local, offset, len, meta } => {
-            let client = Client::new(&meta)?;
-            let file = client.stat(&path).await?;
-            let len = len.unwrap_or_else(|| file.size.saturating_sub(offset));
-            let mut out: Box<dyn Write> = if local.as_os_str() == "-" {
-                Box::new(std::io::stdout().lock())
+        FsCommand::Get { path, local, offset, len, open, client } => {
+            let client = client.client()?;
+            if local.as_os_str() == "-" {
+                let file = client.stat_complete(&path, open).await?;
+                let len = len.unwrap_or_else(|| file.size.saturating_sub(offset));
+                let mut out = std::io::stdout().lock();
+                client.read_to(&file, offset, len, &mut out, |_| {}).await.map_err(quiet_on_closed_pipe)?;
             } else {
-                Box::new(std::fs::File::create(&local).with_context(|| format!("cannot create {}", local.display()))?)
-            };
-            let mut pieces = client.read_pieces(&file, offset, len, IoTag::Foreground)?;
-            while let Some(piece) = pieces.try_next().await? {
-                out.write_all(&piece).with_context(|| format!("cannot write {}", local.display()))?;
+                let bar = progress_bar(None, &path);
+                client.download(&path, &local, offset, len, open, |n| bar.set_position(n)).await?;
+                bar.finish_and_clear();
             }
-            out.flush().with_context(|| format!("cannot write {}", local.display()))?;
         }
-        FsCommand::Ls { prefix, meta } => {
-            for f in Client::new(&meta)?.list(&prefix).await? {
+        FsCommand::Ls { prefix, json, client } => {
+            let files = client.client()?.list(&prefix).await?;
+            if json {
+                let v: Vec<serde_json::Value> = files.iter().map(|f| file_json(f, false)).collect();
+                outln!("{}", serde_json::Value::Array(v));
+                return Ok(());
+            }
+            for f in &files {
                 let r = Redundancy::try_from(f.redundancy.as_ref()).map(|r| r.to_string()).unwrap_or_default();
-                let state = if f.sealed { "sealed" } else { "open" };
-                println!("{:>14}  {:<14} {:<6} {}", f.size, r, state, f.path);
+                outln!("{:>12}  {:<14} {:<20} {}", format_bytes(f.size), r, file_state(f), f.path);
             }
         }
-        FsCommand::Rm { path, meta } => {
-            let blocks = Client::new(&meta)?.delete(&path).await?;
-            println!("{path}: deleted ({blocks} block(s))");
+        FsCommand::Rm { path, client } => {
+            let blocks = client.client()?.delete(&path).await?;
+            outln!("{path}: deleted ({blocks} block(s))");
         }
-        FsCommand::Stat { path, meta } => {
-            let f = Client::new(&meta)?.stat(&path).await?;
+        FsCommand::Recover { path, force, client } => match client.client()?.recover(&path, force).await? {
+            Some(size) => outln!("{path}: sealed at {} ({size} bytes committed)", format_bytes(size)),
+            None => outln!("{path}: removed (nothing had been committed)"),
+        },
+        FsCommand::Stat { path, json, client } => {
+            let f = client.client()?.stat(&path).await?;
+            if json {
+                outln!("{}", file_json(&f, true));
+                return Ok(());
+            }
             let r = Redundancy::try_from(f.redundancy.as_ref()).map(|r| r.to_string()).unwrap_or_default();
-            println!(
-                "{}: {} bytes, {r}, block size {}, {}",
+            outln!(
+                "{}: {} ({} bytes), {r}, block size {}, {}",
                 f.path,
+                format_bytes(f.size),
                 f.size,
-                f.block_size,
-                if f.sealed { "sealed" } else { "open" }
+                format_bytes(f.block_size),
+                file_state(&f)
             );
             for b in &f.blocks {
-                let chunks: Vec<String> =
-                    b.chunks.iter().map(|c| format!("copy {} disk {} @ {}", c.copy, c.disk, c.addr)).collect();
-                println!(
+                let chunks: Vec<String> = b
+                    .chunks
+                    .iter()
+                    .map(|c| {
+                        format!("copy {} disk {} @ {}{}", c.copy, c.disk, c.addr, if c.lost { " (lost)" } else { "" })
+                    })
+                    .collect();
+                outln!(
                     "  block {} group {} member {} size {}: {}",
                     b.id,
                     b.group,
                     b.ec_index,
-                    b.size,
+                    format_bytes(b.size),
                     chunks.join(", ")
                 );
             }

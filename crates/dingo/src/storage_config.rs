@@ -6,15 +6,16 @@
 //! [meta]
 //! listen = "127.0.0.1:7400"
 //! metrics = "127.0.0.1:7401"
-//! dead_after_ms = 5000
-//! lease_ttl_ms = 60000
+//! dead_after_ms = 5000     # a node silent this long is not alive (>= 2 x node.heartbeat_ms)
+//! lease_ttl_ms = 60000     # >= 1000; an expired lease is recovered (file sealed or removed)
+//! mark_dead_after_ms = 600000  # a node silent this long is marked DEAD (its chunks get rebuilt); 0: never
 //!
 //! [node]
-//! heartbeat_ms = 1000
+//! heartbeat_ms = 1000       # at least 10; meta.dead_after_ms at least twice this
 //! orphan_grace_ms = 3600000  # delete chunks no block places here after this age
 //! cache = "256MB"          # general cache region
 //! pinned = "64MB"          # pinned cache region
-//! disk_capacity = "10GB"   # per disk; default: the filesystem's size
+//! disk_capacity = "10GB"   # per disk, at least 1MB; default: the filesystem's size
 //! hdd = { positioning_us = 10000, transfer_bytes_per_sec = 150000000 }
 //!
 //! [cluster]
@@ -48,6 +49,7 @@ pub struct MetaSection {
     pub metrics: Option<String>,
     pub dead_after_ms: Option<u64>,
     pub lease_ttl_ms: Option<u64>,
+    pub mark_dead_after_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -78,10 +80,51 @@ impl StorageConfig {
             std::fs::read_to_string(path).with_context(|| format!("cannot read config file {}", path.display()))?;
         let cfg: StorageConfig =
             toml::from_str(&text).with_context(|| format!("malformed config file {}", path.display()))?;
-        cfg.node.validate().with_context(|| format!("invalid config file {}", path.display()))?;
+        cfg.validate().with_context(|| format!("invalid config file {}", path.display()))?;
         Ok(cfg)
     }
+
+    /// Refuses values that cannot work, naming the key and the reason.
+    fn validate(&self) -> Result<()> {
+        self.node.validate()?;
+        if let Some(ms) = self.meta.dead_after_ms {
+            let hb = self.node.heartbeat().as_millis() as u64;
+            anyhow::ensure!(
+                ms >= 2 * hb && ms >= 100,
+                "meta.dead_after_ms = {ms} is too short: a node heartbeats every {hb} ms (node.heartbeat_ms), so \
+                 live nodes would be taken for silent; use at least {} ms",
+                (2 * hb).max(100)
+            );
+        }
+        if let Some(ms) = self.meta.lease_ttl_ms {
+            anyhow::ensure!(
+                ms >= MIN_LEASE_TTL_MS,
+                "meta.lease_ttl_ms = {ms} is too short: a writer renews its lease once per write unit, so leases \
+                 would expire mid-write; use at least {MIN_LEASE_TTL_MS} ms"
+            );
+        }
+        if let Some(ms) = self.meta.mark_dead_after_ms {
+            let silent = self.meta.dead_after_ms.unwrap_or(DEFAULT_DEAD_AFTER_MS);
+            anyhow::ensure!(
+                ms == 0 || ms >= silent,
+                "meta.mark_dead_after_ms = {ms} must be at least meta.dead_after_ms ({silent}): a node is first \
+                 silent, then marked dead"
+            );
+        }
+        anyhow::ensure!(self.cluster.nodes != Some(0), "cluster.nodes must be at least 1");
+        anyhow::ensure!(self.cluster.disks_per_node != Some(0), "cluster.disks_per_node must be at least 1");
+        Ok(())
+    }
 }
+
+/// Default of `meta.dead_after_ms`.
+pub const DEFAULT_DEAD_AFTER_MS: u64 = 5000;
+/// Default of `meta.mark_dead_after_ms`: ten minutes, like HDFS' default.
+pub const DEFAULT_MARK_DEAD_AFTER_MS: u64 = 600_000;
+/// Shortest lease lifetime accepted (`meta.lease_ttl_ms`).
+const MIN_LEASE_TTL_MS: u64 = 1000;
+/// Smallest disk capacity accepted: room for a few chunks.
+pub const MIN_DISK_CAPACITY: u64 = 1_000_000;
 
 impl NodeSection {
     fn validate(&self) -> Result<()> {
@@ -92,6 +135,13 @@ impl NodeSection {
             self.orphan_grace_ms.is_none_or(|ms| ms >= 100),
             "node.orphan_grace_ms must be at least 100: chunks younger than this may still be on their way to being recorded"
         );
+        anyhow::ensure!(
+            self.heartbeat_ms.is_none_or(|ms| ms >= 10),
+            "node.heartbeat_ms must be at least 10: more frequent heartbeats only load the metadata service"
+        );
+        if let Some(c) = self.disk_capacity()? {
+            check_capacity(c).context("node.disk_capacity")?;
+        }
         if let Some(h) = self.hdd {
             anyhow::ensure!(h.transfer_bytes_per_sec > 0, "node.hdd.transfer_bytes_per_sec must be positive");
         }
@@ -99,7 +149,7 @@ impl NodeSection {
     }
 
     pub fn heartbeat(&self) -> Duration {
-        Duration::from_millis(self.heartbeat_ms.unwrap_or(1000).max(10))
+        Duration::from_millis(self.heartbeat_ms.unwrap_or(1000))
     }
 
     /// Age after which a chunk no block record places on its disk is
@@ -119,6 +169,15 @@ impl NodeSection {
     pub fn disk_capacity(&self) -> Result<Option<u64>> {
         self.disk_capacity.as_deref().map(|s| size(Some(s), "node.disk_capacity", 0)).transpose()
     }
+}
+
+/// Refuses a disk capacity that cannot hold a chunk.
+pub fn check_capacity(bytes: u64) -> Result<()> {
+    anyhow::ensure!(
+        bytes >= MIN_DISK_CAPACITY,
+        "a disk capacity of {bytes} bytes cannot hold a chunk; use at least 1MB (or leave it out: the filesystem's size)"
+    );
+    Ok(())
 }
 
 fn size(value: Option<&str>, key: &str, default: u64) -> Result<u64> {
@@ -156,6 +215,21 @@ mod tests {
         let e = format!("{:#}", parse("[node]\norphan_grace_ms = 0\n").unwrap_err());
         assert!(e.contains("node.orphan_grace_ms must be at least 100"), "{e}");
         assert_eq!(parse("[node]\norphan_grace_ms = 100\n").unwrap().node.orphan_grace(), Duration::from_millis(100));
+        for (text, key) in [
+            ("[meta]\ndead_after_ms = 0\n", "meta.dead_after_ms = 0 is too short"),
+            ("[meta]\ndead_after_ms = 1500\n[node]\nheartbeat_ms = 1000\n", "meta.dead_after_ms = 1500"),
+            ("[meta]\nlease_ttl_ms = 0\n", "meta.lease_ttl_ms = 0 is too short"),
+            ("[node]\ndisk_capacity = \"0\"\n", "node.disk_capacity"),
+            ("[node]\nheartbeat_ms = 0\n", "node.heartbeat_ms must be at least 10"),
+            ("[cluster]\nnodes = 0\n", "cluster.nodes must be at least 1"),
+        ] {
+            let e = format!("{:#}", parse(text).unwrap_err());
+            assert!(e.contains(key) && e.contains("invalid config file"), "{text}: {e}");
+        }
+        parse(
+            "[meta]\ndead_after_ms = 1000\nlease_ttl_ms = 1000\n[node]\nheartbeat_ms = 200\ndisk_capacity = \"3MB\"\n",
+        )
+        .unwrap();
         let e = format!("{:#}", parse("[cluster\n").unwrap_err());
         assert!(e.contains("malformed config"), "{e}");
         let e = format!("{:#}", StorageConfig::load(Some(Path::new("/nonexistent/c.toml"))).unwrap_err());

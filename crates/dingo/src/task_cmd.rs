@@ -17,13 +17,13 @@ pub struct TaskArgs {
     #[arg(long, global = true, default_value = "imperative")]
     pub mode: Mode,
     /// Metadata service address.
-    #[arg(long, global = true, default_value = crate::storage_cmd::DEFAULT_META)]
+    #[arg(long, global = true, env = "DINGO_META", default_value = crate::storage_cmd::DEFAULT_META)]
     pub meta: String,
     /// Planner service address (declarative mode).
-    #[arg(long, global = true, default_value = "127.0.0.1:7500")]
+    #[arg(long, global = true, env = "DINGO_PLANNER", default_value = crate::planner_cmd::DEFAULT_PLANNER)]
     pub planner: String,
     /// This task client's token (declarative mode).
-    #[arg(long, global = true, env = "DINGO_TOKEN", default_value = "")]
+    #[arg(long, global = true, env = "DINGO_TOKEN", hide_env_values = true, default_value = "")]
     pub token: String,
     /// Time allowed for the work, e.g. 90s, 30m, 2h.
     #[arg(long, global = true, default_value = "1h", value_parser = parse_duration)]
@@ -130,7 +130,7 @@ pub async fn run(a: TaskArgs) -> Result<()> {
     };
     let mut failed = false;
     for r in &reports {
-        println!("{}", serde_json::to_string(r)?);
+        outln!("{}", serde_json::to_string(r)?);
         failed |= !r.complete();
     }
     if failed {

@@ -635,9 +635,10 @@ async fn a_dead_writers_uncommitted_chunks_are_freed() {
     })
     .await;
     assert_eq!(read_all(&client, "/kept").await, kept);
-    // The file itself is intact and another writer can take it over.
-    assert_eq!(client.stat("/dies").await.unwrap().size, 0);
-    let mut w = client.open_append("/dies").await.unwrap();
+    // Nothing was committed, so lease recovery removed the file; the path
+    // is free for another writer.
+    eventually("the empty file is removed", || async { client.stat("/dies").await.is_err() }).await;
+    let mut w = client.create("/dies", R3, MB).await.unwrap();
     w.append(data(MB, 3)).await.unwrap();
     assert_eq!(w.seal().await.unwrap(), MB);
     assert_eq!(read_all(&client, "/dies").await, data(MB, 3));

@@ -3,7 +3,7 @@
 //! byte, transcoding re-encodes files losslessly, reconstruction restores
 //! what a dead node held, rebalancing fills a new node.
 
-use dingo_client::{Client, IoTag, Redundancy};
+use dingo_client::{ChunkFault, Client, ClientError, IoTag, Redundancy};
 use dingo_cluster::LocalCluster;
 use dingo_tasks::{CancelFlag, imperative, plan};
 use dingo_types::ChunkRef;
@@ -69,6 +69,41 @@ async fn scrubbing_repairs_corruption_and_transcoding_keeps_content() {
     assert_eq!(back, rep);
     let info = t.client.stat("/t/rep.rs").await.unwrap();
     assert_eq!(Redundancy::try_from(info.redundancy.as_ref()).unwrap(), Redundancy::Ec { data: 3, parity: 2 });
+}
+
+/// Chunk files deleted, truncated or emptied behind a running node's back
+/// are reported as missing or corrupt (not as internal errors), so reads
+/// fall back to other copies and scrubbing rebuilds them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrubbing_repairs_chunk_files_deleted_truncated_or_emptied_on_a_live_node() {
+    let t = cluster(4).await;
+    let rep = data(3 * BLOCK, 7);
+    t.client.put("/t/lost", Redundancy::Replicated(3), BLOCK, rep.clone()).await.unwrap();
+    let blocks: Vec<u64> = t.client.stat("/t/lost").await.unwrap().blocks.iter().map(|b| b.id).collect();
+    let damaged: Vec<ChunkRef> =
+        blocks.iter().zip([0u8, 1, 2]).map(|(&b, copy)| ChunkRef { block: dingo_types::BlockId(b), copy }).collect();
+    std::fs::remove_file(current_chunk_file(&t.client, damaged[0]).await).unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(current_chunk_file(&t.client, damaged[1]).await).unwrap();
+    f.set_len(8192 + 1000).unwrap();
+    let f = std::fs::OpenOptions::new().write(true).open(current_chunk_file(&t.client, damaged[2]).await).unwrap();
+    f.set_len(0).unwrap();
+    for (c, fault) in damaged.iter().zip([ChunkFault::Missing, ChunkFault::Corrupt, ChunkFault::Corrupt]) {
+        match t.client.read_copy(c.block.0, u32::from(c.copy), 0, BLOCK, IoTag::Foreground).await {
+            Err(ClientError::Chunk { fault: f, .. }) => assert_eq!(f, fault, "{c}"),
+            other => panic!("{c}: {other:?}"),
+        }
+    }
+    // Readers fall back to the good copies.
+    assert_eq!(t.client.read_all("/t/lost", IoTag::Foreground).await.unwrap(), rep);
+
+    let reports = task(&t, &["scrub", "--deadline", "2s"]);
+    let repaired: u64 = reports.iter().map(|r| r["repaired"].as_u64().unwrap()).sum();
+    let failed: u64 = reports.iter().map(|r| r["failed"].as_u64().unwrap()).sum();
+    assert_eq!((repaired, failed), (3, 0), "{reports:?}");
+    for (i, c) in damaged.iter().enumerate() {
+        let got = t.client.read_copy(c.block.0, u32::from(c.copy), 0, BLOCK, IoTag::Foreground).await.unwrap();
+        assert_eq!(got, rep.slice(i * BLOCK as usize..(i + 1) * BLOCK as usize), "{c} rebuilt");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

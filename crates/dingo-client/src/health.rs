@@ -1,0 +1,160 @@
+//! The cluster's health at a glance, like `ceph -s` or `hdfs fsck /`:
+//! nodes and disks by state, blocks whose redundancy is reduced or gone,
+//! chunks reported corrupt, open files and expired leases, and the repair
+//! work outstanding. Computed from the metadata service's cluster status
+//! and block table (one pass, paged), plus the records of damaged blocks.
+
+use crate::{Client, DeviceState, Redundancy, Result};
+use dingo_proto::v1::BlockState;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashSet};
+
+/// Block-table rows fetched per request.
+const PAGE: u32 = 65_536;
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct Health {
+    /// `HEALTH_OK`, `HEALTH_WARN` (reduced redundancy, silent or dead
+    /// nodes, corrupt chunks, expired leases) or `HEALTH_ERR` (data lost).
+    pub status: String,
+    /// Heartbeating and not marked DEAD.
+    pub nodes_live: Vec<u32>,
+    /// Not heartbeating, not (yet) marked DEAD.
+    pub nodes_silent: Vec<u32>,
+    pub nodes_dead: Vec<u32>,
+    pub disks_live: u64,
+    /// Disks marked DEAD, or on a node marked DEAD.
+    pub disks_dead: Vec<u32>,
+    pub files: u64,
+    /// Sealed blocks (EC members count one each).
+    pub blocks: u64,
+    /// Blocks (or EC stripes' members) with a lost copy that are still
+    /// readable: reconstruction will restore them.
+    pub under_replicated: u64,
+    /// Blocks with no readable copy left (replicated: every copy lost; EC:
+    /// more members of the stripe lost than it has parity).
+    pub lost_blocks: u64,
+    /// Chunks on dead disks or nodes: what reconstruction must rebuild.
+    pub lost_chunks: u64,
+    /// Chunks reported corrupt or missing by their nodes, not rebuilt yet.
+    pub corrupt_chunks: u64,
+    pub open_files: u64,
+    /// Open files whose writer's lease expired (recovered shortly).
+    pub expired_leases: u64,
+    /// Chunks to rebuild: lost plus corrupt.
+    pub repair_outstanding: u64,
+}
+
+impl Health {
+    fn classify(&mut self) {
+        self.repair_outstanding = self.lost_chunks + self.corrupt_chunks;
+        let warn = !self.nodes_silent.is_empty()
+            || !self.nodes_dead.is_empty()
+            || self.under_replicated > 0
+            || self.corrupt_chunks > 0
+            || self.expired_leases > 0;
+        self.status = if self.lost_blocks > 0 {
+            "HEALTH_ERR"
+        } else if warn {
+            "HEALTH_WARN"
+        } else {
+            "HEALTH_OK"
+        }
+        .into();
+    }
+}
+
+impl Client {
+    /// The cluster's health (see [`Health`]).
+    pub async fn health(&self) -> Result<Health> {
+        let status = self.cluster_status().await?;
+        let mut h = Health {
+            files: status.files,
+            corrupt_chunks: status.corrupt.len() as u64,
+            open_files: status.open_files,
+            expired_leases: status.expired_leases,
+            ..Health::default()
+        };
+        let mut dead_disks = HashSet::new();
+        for n in &status.nodes {
+            match (n.state() == DeviceState::Dead, n.alive) {
+                (true, _) => h.nodes_dead.push(n.id),
+                (false, true) => h.nodes_live.push(n.id),
+                (false, false) => h.nodes_silent.push(n.id),
+            }
+            for d in &n.disks {
+                if d.state() == DeviceState::Dead {
+                    dead_disks.insert(d.id);
+                } else {
+                    h.disks_live += 1;
+                }
+            }
+        }
+        h.disks_dead = dead_disks.iter().copied().collect();
+        h.disks_dead.sort_unstable();
+        // One pass over the block table: blocks with a copy on a dead disk.
+        let mut damaged = Vec::new();
+        let mut start = 0;
+        loop {
+            let page = self.block_table(start, PAGE).await?;
+            for row in &page.rows {
+                if row.state() != BlockState::Sealed {
+                    continue;
+                }
+                h.blocks += 1;
+                let lost = row.disks.iter().filter(|d| dead_disks.contains(d)).count() as u64;
+                if lost > 0 {
+                    h.lost_chunks += lost;
+                    damaged.push(row.id);
+                }
+            }
+            if page.rows.is_empty() || page.next >= page.end {
+                break;
+            }
+            start = page.next;
+        }
+        // Replicated blocks are judged alone, EC stripes as a whole.
+        let mut stripes: BTreeMap<u64, (u8, u64)> = BTreeMap::new();
+        for batch in damaged.chunks(crate::GET_BLOCKS_MAX) {
+            for b in self.blocks(batch).await? {
+                let lost = b.chunks.iter().filter(|c| c.lost).count();
+                match Redundancy::try_from(b.redundancy.as_ref()) {
+                    Ok(Redundancy::Ec { parity, .. }) => {
+                        let s = stripes.entry(b.group).or_insert((parity, 0));
+                        s.1 += 1;
+                    }
+                    _ if lost >= b.chunks.len() => h.lost_blocks += 1,
+                    _ => h.under_replicated += 1,
+                }
+            }
+        }
+        for (parity, lost_members) in stripes.into_values() {
+            if lost_members > u64::from(parity) {
+                h.lost_blocks += lost_members;
+            } else {
+                h.under_replicated += lost_members;
+            }
+        }
+        h.classify();
+        Ok(h)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_follows_the_worst_finding() {
+        let mut h = Health::default();
+        h.classify();
+        assert_eq!(h.status, "HEALTH_OK");
+        h.under_replicated = 2;
+        h.lost_chunks = 2;
+        h.classify();
+        assert_eq!((h.status.as_str(), h.repair_outstanding), ("HEALTH_WARN", 2));
+        h.lost_blocks = 1;
+        h.classify();
+        assert_eq!(h.status, "HEALTH_ERR");
+    }
+}

@@ -1,0 +1,262 @@
+//! What an operator meets, with real processes on loopback: interrupted
+//! and failed puts leave nothing behind, a dead writer's lease is
+//! recovered, a paused metadata service gives errors within the client's
+//! deadline, and a failed `fs get` leaves the local file as it was.
+
+use dingo_client::{Client, ClientError, IoTag, Redundancy};
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{EXE, data, start_cluster};
+
+const MB: u64 = 1_000_000;
+const CONFIG: &str = "[meta]\ndead_after_ms = 1000\nlease_ttl_ms = 1500\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\n";
+
+fn dingo(meta: &str, args: &[&str]) -> Output {
+    Command::new(EXE).args(args).env("DINGO_META", meta).env("DINGO_TIMEOUT", "3s").output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+async fn gone(client: &Client, path: &str) -> bool {
+    matches!(client.stat(path).await, Err(e) if e.code() == Some(tonic::Code::NotFound))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupted_and_failed_puts_leave_nothing_behind() {
+    let (c, dir) = start_cluster(4, 1, CONFIG, &[]).await;
+    let client = Client::new(c.meta_addr()).unwrap();
+
+    // A put from a pipe that stalls after 20 MB, then SIGTERM.
+    let mut put = Command::new(EXE)
+        .args(["fs", "put", "-", "/int/f", "--block-size", "1MB"])
+        .env("DINGO_META", c.meta_addr())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = put.stdin.take().unwrap();
+    stdin.write_all(&data(20 * MB, 1)).unwrap();
+    let start = Instant::now();
+    while client.stat("/int/f").await.map(|f| f.size).unwrap_or(0) < 10 * MB {
+        assert!(start.elapsed() < Duration::from_secs(20), "the put never committed anything");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    unsafe { libc::kill(put.id() as i32, libc::SIGTERM) };
+    let out = put.wait_with_output().unwrap();
+    drop(stdin);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("interrupted: /int/f removed"), "{}", stderr(&out));
+    assert!(gone(&client, "/int/f").await, "the partial file was removed");
+
+    // Puts refused by the metadata service (too many replicas, bad block
+    // size) leave no file either, and a retry at the same path works.
+    let local = dir.path().join("small");
+    std::fs::write(&local, data(3 * MB, 2)).unwrap();
+    let l = local.to_str().unwrap();
+    let out = dingo(c.meta_addr(), &["fs", "put", l, "/int/g", "--redundancy", "replicated:5"]);
+    assert!(!out.status.success());
+    assert!(gone(&client, "/int/g").await, "failed put left {:?}", client.stat("/int/g").await.map(|f| f.size));
+    let out = dingo(c.meta_addr(), &["fs", "put", l, "/int/g", "--block-size", "1"]);
+    assert!(stderr(&out).contains("64 KiB"), "{}", stderr(&out));
+    let out = dingo(c.meta_addr(), &["fs", "put", l, "/int/g", "--block-size", "1MB"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // An existing file is kept unless --overwrite.
+    let out = dingo(c.meta_addr(), &["fs", "put", l, "/int/g"]);
+    assert!(stderr(&out).contains("file already exists: /int/g"), "{}", stderr(&out));
+    std::fs::write(&local, data(MB, 3)).unwrap();
+    let out = dingo(c.meta_addr(), &["fs", "put", l, "/int/g", "--overwrite"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(client.read_all("/int/g", IoTag::Foreground).await.unwrap(), data(MB, 3));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_writers_file_is_sealed_at_its_committed_length_or_removed() {
+    let (c, dir) = start_cluster(3, 1, CONFIG, &[]).await;
+    let client = Client::new(c.meta_addr()).unwrap();
+    // A writer commits 2.5 MB, then dies (never seals); another dies
+    // before committing anything.
+    let d = data(2 * MB + MB / 2, 4);
+    let mut w = client.create("/lease/partial", Redundancy::Replicated(3), MB).await.unwrap();
+    w.append(&d).await.unwrap();
+    w.flush().await.unwrap();
+    drop(w);
+    drop(client.create("/lease/empty", Redundancy::Replicated(3), MB).await.unwrap());
+
+    // While open: readers are told, and a local file is not touched.
+    let local = dir.path().join("keep.txt");
+    std::fs::write(&local, "hello").unwrap();
+    let out = dingo(c.meta_addr(), &["fs", "get", "/lease/partial", local.to_str().unwrap()]);
+    assert!(stderr(&out).contains("/lease/partial is open"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&local).unwrap(), "hello");
+    let out = dingo(c.meta_addr(), &["fs", "recover", "/lease/partial"]);
+    assert!(stderr(&out).contains("being written by another client"), "{}", stderr(&out));
+    let ls = String::from_utf8(dingo(c.meta_addr(), &["fs", "ls", "/lease/"]).stdout).unwrap();
+    assert!(ls.contains("open") && ls.contains("/lease/partial"), "{ls}");
+
+    // The metadata service recovers both once the leases expire (1.5 s;
+    // swept every 0.75 s): sealed at the acknowledged length, or removed.
+    let start = Instant::now();
+    while !client.stat("/lease/partial").await.unwrap().sealed || !gone(&client, "/lease/empty").await {
+        assert!(start.elapsed() < Duration::from_secs(10), "leases not recovered");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(client.read_all("/lease/partial", IoTag::Foreground).await.unwrap(), d);
+    let out = dingo(c.meta_addr(), &["fs", "get", "/lease/partial", local.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&local).unwrap(), d);
+
+    // An operator may close a live lease by force.
+    let mut w = client.create("/lease/forced", Redundancy::Replicated(3), MB).await.unwrap();
+    w.append(&d).await.unwrap();
+    w.flush().await.unwrap();
+    let out = dingo(c.meta_addr(), &["fs", "recover", "/lease/forced", "--force"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("sealed at 2.50 MB"), "{}", stderr(&out));
+    let e = w.seal().await.unwrap_err();
+    assert!(e.to_string().contains("sealed"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_get_leaves_the_local_file_intact() {
+    let (c, dir) = start_cluster(3, 1, CONFIG, &[]).await;
+    let client = Client::new(c.meta_addr()).unwrap();
+    client.put("/g/f", Redundancy::Replicated(3), MB, data(2 * MB, 5)).await.unwrap();
+    let local = dir.path().join("keep.txt");
+    std::fs::write(&local, "hello\n").unwrap();
+    let l = local.to_str().unwrap();
+    for args in [
+        vec!["fs", "get", "/g/f", l, "--offset", "99999999"],
+        vec!["fs", "get", "/g/missing", l],
+        vec!["fs", "get", "/g/f", l, "--meta", "127.0.0.1:1"],
+    ] {
+        let out = dingo(c.meta_addr(), &args);
+        assert!(!out.status.success(), "{args:?}");
+        assert_eq!(std::fs::read_to_string(&local).unwrap(), "hello\n", "{args:?}");
+    }
+    // Every node down: the read fails midway, the file stays.
+    let status = client.cluster_status().await.unwrap();
+    let out = dingo(c.meta_addr(), &["fs", "get", "/g/f", l]);
+    assert!(out.status.success());
+    std::fs::write(&local, "hello\n").unwrap();
+    drop(status);
+    let mut c = c;
+    for i in 0..3 {
+        c.kill_node(i);
+    }
+    let out = dingo(c.meta_addr(), &["fs", "get", "/g/f", l]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("no readable copy"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&local).unwrap(), "hello\n");
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".dingo-part"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_metadata_service_gives_errors_within_the_deadline() {
+    let (c, _dir) = start_cluster(3, 1, CONFIG, &[]).await;
+    let client = Client::new(c.meta_addr()).unwrap();
+    client.put("/p/f", Redundancy::Replicated(3), MB, data(MB, 6)).await.unwrap();
+    let pid = c.meta_pid().unwrap() as i32;
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let checks = [(vec!["fs", "ls", "/p/"], "list"), (vec!["fs", "get", "/p/f", "-"], "stat")];
+    let mut results = Vec::new();
+    for (args, op) in checks {
+        let start = Instant::now();
+        let out = dingo(c.meta_addr(), &args);
+        results.push((args, op, start.elapsed(), out));
+    }
+    // The library: the same, as a typed error.
+    let start = Instant::now();
+    let e = client.clone().with_deadline(Duration::from_secs(1)).stat("/p/f").await.unwrap_err();
+    let lib_elapsed = start.elapsed();
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    for (args, op, elapsed, out) in results {
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(elapsed < Duration::from_secs(6), "{args:?} took {elapsed:?} with a 3 s deadline");
+        let expected = format!("{op} on the metadata service at {} failed", c.meta_addr());
+        assert!(err.contains(&expected), "{args:?}: {err}");
+        assert_eq!(err.matches(c.meta_addr()).count(), 1, "the address is named once: {err}");
+    }
+    assert!(matches!(e, ClientError::Service { code: tonic::Code::DeadlineExceeded, .. }), "{e}");
+    assert!(lib_elapsed < Duration::from_secs(3), "{lib_elapsed:?}");
+    // Resumed, the service answers again.
+    assert_eq!(client.read_all("/p/f", IoTag::Foreground).await.unwrap(), data(MB, 6));
+    // Nothing listening: named too.
+    let out = dingo("127.0.0.1:1", &["fs", "ls"]);
+    let err = stderr(&out);
+    assert!(
+        err.contains("list on the metadata service at 127.0.0.1:1 failed") && err.contains("onnection refused"),
+        "{err}"
+    );
+}
+
+/// A node is killed under `dingo maintain`: the metadata service marks it
+/// dead after its heartbeats stop, the supervisor rebuilds what it held,
+/// and `cluster health` shows each step; no command is typed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_node_is_repaired_without_a_command() {
+    let config = "[meta]\ndead_after_ms = 1000\nmark_dead_after_ms = 2000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\n";
+    let (mut c, _dir) = start_cluster(4, 1, config, &[]).await;
+    c.start_maintainer(&["--interval".into(), "1s".into()]).unwrap();
+    let client = Client::new(c.meta_addr()).unwrap();
+    let rep = data(6 * MB, 7);
+    let ec = data(5 * MB, 8);
+    client.put("/k/rep", Redundancy::Replicated(3), MB, rep.clone()).await.unwrap();
+    client.put("/k/ec", Redundancy::Ec { data: 2, parity: 1 }, MB, ec.clone()).await.unwrap();
+    let health = |c: &dingo_cluster::LocalCluster| {
+        let out = dingo(c.meta_addr(), &["cluster", "health", "--json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    assert_eq!(health(&c)["status"], "HEALTH_OK");
+
+    let victim = c.node_id(0).await.unwrap();
+    c.kill_node(0);
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    let repaired = loop {
+        let h = health(&c);
+        let phase = if h["nodes_silent"].as_array().unwrap().contains(&victim.into()) {
+            "silent"
+        } else if h["nodes_dead"].as_array().unwrap().contains(&victim.into()) {
+            if h["repair_outstanding"].as_u64().unwrap() > 0 { "dead, repairing" } else { "dead, repaired" }
+        } else {
+            "live"
+        };
+        if seen.last() != Some(&phase) {
+            seen.push(phase);
+        }
+        if phase == "dead, repaired" {
+            break h;
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "not repaired in 2 minutes: {seen:?} {h}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    let took = start.elapsed();
+    eprintln!("node killed -> full redundancy in {took:?}; health went {seen:?}");
+    assert!(seen.contains(&"dead, repairing") || seen.contains(&"silent"), "{seen:?}");
+    assert_eq!((repaired["under_replicated"].as_u64(), repaired["lost_blocks"].as_u64()), (Some(0), Some(0)));
+    assert_eq!(repaired["status"], "HEALTH_WARN", "a dead node stays a warning until an operator acts");
+    // Every block has its full redundancy on live nodes, and reads back.
+    for path in ["/k/rep", "/k/ec"] {
+        let f = client.stat(path).await.unwrap();
+        for b in &f.blocks {
+            assert!(b.chunks.iter().all(|ch| !ch.lost && ch.node != victim), "{path} block {}: {:?}", b.id, b.chunks);
+        }
+    }
+    assert_eq!(client.read_all("/k/rep", IoTag::Foreground).await.unwrap(), rep);
+    assert_eq!(client.read_all("/k/ec", IoTag::Foreground).await.unwrap(), ec);
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(c.data_dir().join("maintain.json")).unwrap()).unwrap();
+    assert!(state["jobs"]["reconstruction"].as_u64().unwrap() >= 1, "{state}");
+}
