@@ -78,8 +78,17 @@ enum BenchCommand {
     Flash(bench::flash::FlashBenchArgs),
 }
 
-#[tokio::main]
-async fn main() -> std::process::ExitCode {
+fn main() -> std::process::ExitCode {
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    let code = runtime.block_on(run());
+    // Not a plain drop: that waits for every blocking thread, and tokio's
+    // stdin reader (`fs put -`) blocks in read(2) until the pipe closes, so
+    // an interrupted put would hang until its producer finished.
+    runtime.shutdown_background();
+    code
+}
+
+async fn run() -> std::process::ExitCode {
     // DINGO_LOG (or RUST_LOG) sets the log level, e.g. `debug` or
     // `info,dingo_meta=debug`; colour only on a terminal, so log files
     // (the daemons' stderr under `cluster up`) stay plain text.

@@ -48,6 +48,16 @@ async fn interrupted_and_failed_puts_leave_nothing_behind() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     unsafe { libc::kill(put.id() as i32, libc::SIGTERM) };
+    // Its stdin stays open: the put must exit anyway (it used to hang in
+    // the runtime's drop, waiting on tokio's blocking stdin reader).
+    let start = Instant::now();
+    while put.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(20) {
+            put.kill().unwrap();
+            panic!("the interrupted put did not exit within 20 s while its stdin was open");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let out = put.wait_with_output().unwrap();
     drop(stdin);
     assert!(!out.status.success());
