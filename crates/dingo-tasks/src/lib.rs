@@ -22,5 +22,5 @@ pub mod report;
 pub mod supervisor;
 pub mod work;
 
-pub use report::{CancelFlag, JobReport, Mode};
+pub use report::{CancelFlag, JobReport, Mode, Progress};
 pub use work::{Action, Declared, Job, WorkItem};

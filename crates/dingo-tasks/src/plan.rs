@@ -58,6 +58,7 @@ pub async fn scrubbing(client: &Client, deadline_ms: u64) -> Result<Vec<Job>, Cl
             declared: Declared::ChunksOnDisk(disk),
             sets_needed: None,
             deadline_ms,
+            progress: None,
         });
     }
     Ok(jobs)
@@ -113,6 +114,7 @@ pub async fn reconstruction(client: &Client, label: &str, deadline_ms: u64) -> R
         declared: Declared::Items,
         sets_needed: None,
         deadline_ms,
+        progress: None,
     })
 }
 
@@ -168,6 +170,7 @@ pub async fn rebalancing(
         declared: Declared::Items,
         sets_needed: Some(needed),
         deadline_ms,
+        progress: None,
     }))
 }
 
@@ -205,5 +208,6 @@ pub async fn transcoding(
         declared: Declared::Items,
         sets_needed: None,
         deadline_ms,
+        progress: None,
     })
 }

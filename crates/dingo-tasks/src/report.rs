@@ -4,7 +4,7 @@ use crate::work::{ActionError, Job, Outcome};
 use serde::Serialize;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Asks a running job to stop. Cheap to clone; all clones share the flag.
 #[derive(Clone, Debug, Default)]
@@ -19,6 +19,35 @@ impl CancelFlag {
         self.0.load(Ordering::Relaxed)
     }
 }
+
+/// A running job's items finished so far (done, skipped or failed) and
+/// bytes read, for a progress display. Cheap to clone; all clones share the
+/// counters. Two handles are equal when they are the same counters.
+#[derive(Clone, Debug, Default)]
+pub struct Progress(Arc<[AtomicU64; 2]>);
+
+impl Progress {
+    pub fn items(&self) -> u64 {
+        self.0[0].load(Ordering::Relaxed)
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.0[1].load(Ordering::Relaxed)
+    }
+
+    fn add(&self, items: u64, bytes: u64) {
+        self.0[0].fetch_add(items, Ordering::Relaxed);
+        self.0[1].fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+impl PartialEq for Progress {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Progress {}
 
 /// Errors kept per job report; later ones are only counted.
 const MAX_ERRORS_KEPT: usize = 20;
@@ -80,6 +109,9 @@ pub struct JobReport {
     /// Stopped on purpose before completion (e.g. the disk being scrubbed
     /// died); what it had done counts, the rest is moot.
     pub cancelled: bool,
+    /// The job's progress handle, if it has one.
+    #[serde(skip)]
+    pub progress: Option<Progress>,
 }
 
 impl JobReport {
@@ -103,10 +135,14 @@ impl JobReport {
             callbacks: 0,
             overloaded_callbacks: 0,
             cancelled: false,
+            progress: job.progress.clone(),
         }
     }
 
     pub fn record(&mut self, result: Result<Outcome, ActionError>) {
+        if let Some(p) = &self.progress {
+            p.add(1, result.as_ref().map_or(0, |o| o.logical_bytes));
+        }
         match result {
             Ok(o) => {
                 self.logical_bytes += o.logical_bytes;

@@ -235,6 +235,7 @@ mod tests {
             declared: crate::Declared::Items,
             sets_needed: None,
             deadline_ms: 0,
+            progress: None,
         };
         let mut r = JobReport::new(&job, crate::Mode::Imperative, 1);
         r.items_done = 3;

@@ -7,6 +7,7 @@
 //! when the planner calls back, reading exactly the copies the planner
 //! scheduled (which is what lets a read hit the pinned cache).
 
+use crate::report::Progress;
 use bytes::Bytes;
 use dingo_client::{ChunkFault, Client, ClientError, IoTag, Redundancy};
 use dingo_proto::v1::BlockRecord;
@@ -76,6 +77,8 @@ pub struct Job {
     pub sets_needed: Option<u64>,
     /// Unix milliseconds by which the work must be complete.
     pub deadline_ms: u64,
+    /// Counts finished items as the job runs, for whoever shows progress.
+    pub progress: Option<Progress>,
 }
 
 impl Job {
@@ -284,6 +287,7 @@ mod tests {
             declared,
             sets_needed: None,
             deadline_ms: 0,
+            progress: None,
         }
     }
 

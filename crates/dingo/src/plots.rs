@@ -4,6 +4,7 @@
 
 use anyhow::{Context, anyhow};
 use plotters::coord::Shift;
+use plotters::element::ComposedElement;
 use plotters::prelude::*;
 use std::path::Path;
 use std::sync::Once;
@@ -53,8 +54,9 @@ pub struct LineChart {
     pub series: Vec<Series>,
     /// A horizontal reference line (value, label).
     pub hline: Option<(f64, String)>,
-    /// A vertical reference line (value, label).
-    pub vline: Option<(f64, String)>,
+    /// Events on the x axis (value, label): a dotted vertical line each,
+    /// labelled at the top of the plot.
+    pub markers: Vec<(f64, String)>,
 }
 
 /// A group of bars side by side under one label; each bar is its
@@ -139,22 +141,27 @@ where
         } else {
             ctx.draw_series(LineSeries::new(s.points.iter().copied(), style)).map_err(err)?
         };
-        let color = s.color;
-        anno.label(&s.name).legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], color.stroke_width(3)));
+        let (color, dashed) = (s.color, s.dashed);
+        anno.label(&s.name).legend(move |(x, y)| legend_line(x, y, color, dashed));
     }
     if let Some((y, label)) = &chart.hline {
         let red = RGBColor(220, 0, 0);
         ctx.draw_series(DashedLineSeries::new([(x_min, *y), (x_max, *y)], 6, 4, red.stroke_width(2)))
             .map_err(err)?
             .label(label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], red.stroke_width(2)));
+            .legend(move |(x, y)| legend_line(x, y, red, true));
     }
-    if let Some((x, label)) = &chart.vline {
-        let gray = RGBColor(90, 90, 90);
-        ctx.draw_series(DashedLineSeries::new([(*x, 0.0), (*x, y_max)], 6, 4, gray.stroke_width(2)))
-            .map_err(err)?
-            .label(label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], gray.stroke_width(2)));
+    let gray = RGBColor(90, 90, 90);
+    for (i, (x, label)) in chart.markers.iter().enumerate() {
+        ctx.draw_series(DashedLineSeries::new([(*x, 0.0), (*x, y_max)], 2, 4, gray.stroke_width(1))).map_err(err)?;
+        // Labels alternate between two heights so neighbouring events stay legible.
+        let y = y_max * if i % 2 == 0 { 0.97 } else { 0.92 };
+        ctx.draw_series(std::iter::once(Text::new(
+            format!(" {label}"),
+            (*x, y),
+            ("sans-serif", 13).into_font().color(&gray),
+        )))
+        .map_err(err)?;
     }
     ctx.configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
@@ -165,6 +172,19 @@ where
         .map_err(err)?;
     area.present().map_err(err)?;
     Ok(())
+}
+
+/// The path of a series: solid, or in dashes.
+type LegendSample<DB> = ComposedElement<(i32, i32), DB, PathElement<(i32, i32)>, PathElement<(i32, i32)>>;
+
+/// A legend sample drawn the way its series is: solid, or in dashes (two
+/// segments either way, so both cases are one type).
+fn legend_line<DB: DrawingBackend>(x: i32, y: i32, color: RGBColor, dashed: bool) -> LegendSample<DB> {
+    let style = color.stroke_width(3);
+    let (end, start) = if dashed { (8, 14) } else { (11, 11) };
+    EmptyElement::at((x, y))
+        + PathElement::new(vec![(0, 0), (end, 0)], style)
+        + PathElement::new(vec![(start, 0), (22, 0)], style)
 }
 
 fn draw_bars<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, chart: &BarChart) -> anyhow::Result<()>
@@ -223,7 +243,7 @@ where
         ctx.draw_series(DashedLineSeries::new([(0.0, *y), (n as f64, *y)], 6, 4, red.stroke_width(2)))
             .map_err(err)?
             .label(label)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], red.stroke_width(2)));
+            .legend(move |(x, y)| legend_line(x, y, red, true));
         ctx.configure_series_labels()
             .position(SeriesLabelPosition::UpperLeft)
             .background_style(WHITE.mix(0.85))

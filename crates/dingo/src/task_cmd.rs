@@ -6,7 +6,10 @@ use anyhow::{Context, Result, bail};
 use dingo_client::{Client, Redundancy};
 use dingo_planner_service::PlannerClient;
 use dingo_tasks::declarative::Agent;
-use dingo_tasks::{CancelFlag, Job, Mode, imperative, plan};
+use dingo_tasks::{CancelFlag, Job, Mode, Progress, imperative, plan};
+use dingo_types::format_bytes;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
 use std::time::Duration;
 
 #[derive(clap::Args, Debug)]
@@ -110,10 +113,41 @@ pub async fn run(a: TaskArgs) -> Result<()> {
         eprintln!("nothing to do");
         return Ok(());
     }
+    let mut jobs = jobs;
+    let progress = Progress::default();
+    for j in &mut jobs {
+        j.progress = Some(progress.clone());
+    }
+    let items: u64 = jobs.iter().map(Job::needed).sum();
+    let bytes: u64 = jobs.iter().flat_map(|j| j.items.iter().take(j.needed() as usize)).map(|i| i.bytes).sum();
+    let what = format!("{} job(s), {items} item(s), {}", jobs.len(), format_bytes(bytes));
+    // Imperative work is paced to finish at 85 % of the deadline, like the
+    // paper's baseline; say so, since a default run takes most of an hour.
+    let finish_by = dingo_proto::now_ms() + (a.deadline.as_millis() as f64 * 0.85) as u64;
+    match a.mode {
+        Mode::Imperative => eprintln!(
+            "{what}: imperative, paced to finish in {} (85 % of --deadline {}; a shorter deadline goes faster)",
+            humantime(Duration::from_millis(finish_by.saturating_sub(dingo_proto::now_ms()))),
+            humantime(a.deadline)
+        ),
+        Mode::Declarative => {
+            eprintln!("{what}: declared to the planner at {}, due in {}", a.planner, humantime(a.deadline))
+        }
+    }
+    let bar = progress_bar(items);
+    let show = {
+        let (bar, progress) = (bar.clone(), progress.clone());
+        tokio::spawn(async move {
+            loop {
+                bar.set_position(progress.items());
+                bar.set_message(format!("{} read", format_bytes(progress.bytes())));
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        })
+    };
     let reports = match a.mode {
         Mode::Imperative => {
             let cancel = CancelFlag::default();
-            let finish_by = dingo_proto::now_ms() + (a.deadline.as_millis() as f64 * 0.85) as u64;
             let runs = jobs.iter().map(|j| imperative::run(&client, j, finish_by, &cancel));
             futures::future::join_all(runs).await
         }
@@ -128,6 +162,8 @@ pub async fn run(a: TaskArgs) -> Result<()> {
             reports
         }
     };
+    show.abort();
+    bar.finish_and_clear();
     let mut failed = false;
     for r in &reports {
         outln!("{}", serde_json::to_string(r)?);
@@ -137,6 +173,28 @@ pub async fn run(a: TaskArgs) -> Result<()> {
         bail!("some work failed; see the reports");
     }
     Ok(())
+}
+
+/// `1h 02m`, `3m 05s`, `42s`.
+fn humantime(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m {:02}s", s / 60, s % 60),
+        _ => format!("{}h {:02}m", s / 3600, s % 3600 / 60),
+    }
+}
+
+/// A bar over the work items on stderr, drawn only when stderr is a terminal.
+fn progress_bar(items: u64) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    ProgressBar::new(items).with_style(
+        ProgressStyle::with_template("[{bar:30}] {pos}/{len} items, {msg}, {elapsed} elapsed, eta {eta}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    )
 }
 
 #[cfg(test)]
@@ -150,5 +208,12 @@ mod tests {
         assert_eq!(parse_duration("15"), Ok(Duration::from_secs(15)));
         assert!(parse_duration("h").is_err());
         assert!(parse_duration("3w").is_err());
+    }
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(humantime(Duration::from_secs(42)), "42s");
+        assert_eq!(humantime(Duration::from_secs(185)), "3m 05s");
+        assert_eq!(humantime(Duration::from_secs(3720)), "1h 02m");
     }
 }

@@ -44,7 +44,8 @@ pub fn disk_reads(dir: &Path, imperative: &ModeResult, declarative: &ModeResult)
             y_label: "MB/s read from disk (all nodes)".into(),
             series,
             hline: None,
-            vline: None,
+            // Both modes run the same script; the imperative run's times mark it.
+            markers: imperative.events.clone(),
         },
     )
 }

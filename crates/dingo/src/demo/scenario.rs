@@ -128,6 +128,8 @@ pub struct ModeResult {
     pub fg_failures: u64,
     /// (seconds since start, disk bytes read per class in that interval).
     pub series: Vec<(f64, NodeSample)>,
+    /// (seconds since start, what happened): the timeline's events as run.
+    pub events: Vec<(f64, String)>,
     /// Free bytes the planner scheduled (declarative mode).
     pub planned_free_bytes: Option<u64>,
     /// The planner's metrics page at the end (declarative mode).
@@ -296,6 +298,7 @@ impl Demo {
         let sample_every = scale.window / 50;
         let mut next_sample = start + sample_every;
         let mut events = events.into_iter().peekable();
+        let mut events_run = Vec::new();
         loop {
             let now = Instant::now();
             if now >= next_sample {
@@ -309,6 +312,7 @@ impl Demo {
                 && start.elapsed() >= scale.at(*at)
             {
                 let (at, event) = events.next().expect("peeked");
+                events_run.push((start.elapsed().as_secs_f64(), event.to_string()));
                 match event {
                     Event::Transcode(r) => {
                         let files: Vec<(String, String)> = (r * batch..(r + 1) * batch)
@@ -386,6 +390,7 @@ impl Demo {
             fg_reads: reads,
             fg_failures: failures,
             series,
+            events: events_run,
             planned_free_bytes: planner_metrics.as_deref().map(super::planner::planned_free_bytes),
             planner_metrics,
             wall_seconds: start.elapsed().as_secs_f64(),
@@ -397,4 +402,14 @@ enum Event {
     Transcode(u32),
     AddNode,
     FailNode(usize),
+}
+
+impl std::fmt::Display for Event {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Event::Transcode(round) => write!(f, "transcoding round {round}"),
+            Event::AddNode => write!(f, "node added"),
+            Event::FailNode(_) => write!(f, "node killed"),
+        }
+    }
 }

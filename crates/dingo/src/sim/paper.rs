@@ -173,7 +173,7 @@ fn sweep_chart(
             y_label: "mean disk-head utilisation (%)".into(),
             series,
             hline: Some((WALL_UTILIZATION * 100.0, "50 %".into())),
-            vline: None,
+            markers: Vec::new(),
         },
     )?;
     Ok(true)

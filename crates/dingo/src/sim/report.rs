@@ -277,7 +277,7 @@ fn run_figures(dir: &Path, r: &SimResult) -> anyhow::Result<Vec<Figure>> {
             y_label: "mean disk-head utilisation (%)".into(),
             series,
             hline: Some((WALL_UTILIZATION * 100.0, "50 % (IO wall line)".into())),
-            vline: Some((r.days, "horizon".into())),
+            markers: vec![(r.days, "horizon: no new work after it".into())],
         },
     )?;
     figures.push(Figure {
@@ -358,7 +358,7 @@ fn run_figures(dir: &Path, r: &SimResult) -> anyhow::Result<Vec<Figure>> {
             y_label: "declarations past their deadline".into(),
             series,
             hline: None,
-            vline: Some((r.days, "horizon".into())),
+            markers: vec![(r.days, "horizon: no new work after it".into())],
         },
     )?;
     figures.push(Figure {
@@ -386,7 +386,7 @@ fn run_figures(dir: &Path, r: &SimResult) -> anyhow::Result<Vec<Figure>> {
                     dashed: false,
                 }],
                 hline: Some((r.cache_per_disk_bytes as f64 / 1e9, "configured cache per disk".into())),
-                vline: None,
+                markers: Vec::new(),
             },
         )?;
         figures.push(Figure {
@@ -438,7 +438,7 @@ fn run_figures(dir: &Path, r: &SimResult) -> anyhow::Result<Vec<Figure>> {
                 y_label: "TB per quantum".into(),
                 series,
                 hline: None,
-                vline: None,
+                markers: Vec::new(),
             },
         )?;
         figures.push(Figure {

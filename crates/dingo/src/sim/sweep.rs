@@ -356,7 +356,7 @@ fn write_sweep(
             y_label: "mean disk-head utilisation (%)".into(),
             series,
             hline: Some((WALL_UTILIZATION * 100.0, "50 % (IO wall line)".into())),
-            vline: None,
+            markers: Vec::new(),
         },
     )?;
     let mut figures = vec![Figure {
@@ -397,7 +397,7 @@ fn write_sweep(
                     },
                 ],
                 hline: None,
-                vline: None,
+                markers: Vec::new(),
             },
         )?;
         figures.push(Figure {
