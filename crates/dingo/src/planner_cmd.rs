@@ -53,6 +53,9 @@ enum PlannerCommand {
         /// Show these declarations (also finished ones) instead.
         #[arg(long = "declaration")]
         declarations: Vec<u64>,
+        /// One JSON object instead of the table.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -81,7 +84,7 @@ pub async fn run(a: PlannerArgs) -> Result<()> {
             outln!("budget set: {} and {disk_head_time_ms} ms of head time per disk per quantum", limit(cluster_bytes));
             Ok(())
         }
-        Some(PlannerCommand::Status { target, declarations }) => status(&target, &declarations).await,
+        Some(PlannerCommand::Status { target, declarations, json }) => status(&target, &declarations, json).await,
     }
 }
 
@@ -109,12 +112,33 @@ fn limit(bytes: u64) -> String {
     if bytes == 0 { "unlimited bytes".into() } else { format_bytes(bytes) }
 }
 
-async fn status(target: &Target, ids: &[u64]) -> Result<()> {
+async fn status(target: &Target, ids: &[u64], json: bool) -> Result<()> {
     let client = PlannerClient::connect(&target.addr, &target.token)?;
     let ids: Vec<_> = ids.iter().map(|&i| dingo_types::DeclarationId(i)).collect();
     let s = client.status(&ids).await.with_context(|| format!("planner at {}", target.addr))?;
     let b = s.budget.unwrap_or_default();
     let now = dingo_proto::now_ms();
+    if json {
+        let declarations: Vec<serde_json::Value> = s
+            .declarations
+            .iter()
+            .map(|d| {
+                serde_json::json!({
+                    "id": d.declaration, "task": d.task, "client": d.client, "deadline_ms": d.deadline_ms,
+                    "sets_needed": d.sets_needed, "total_sets": d.total_sets, "delivered_sets": d.delivered_sets,
+                    "acked_sets": d.acked_sets, "elided_sets": d.elided_sets, "done": d.done,
+                    "missed_deadline": d.missed_deadline,
+                })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "next_quantum_ms": s.next_quantum_ms,
+            "budget": { "cluster_bytes": b.cluster_bytes, "disk_head_time_us": b.disk_head_time_us },
+            "declarations": declarations,
+        });
+        outln!("{v}");
+        return Ok(());
+    }
     outln!(
         "next quantum in {:.1}s; budget {} and {} per disk",
         s.next_quantum_ms.saturating_sub(now) as f64 / 1000.0,

@@ -267,6 +267,12 @@ async fn bad_requests_and_wrong_tokens_are_refused_and_change_nothing() {
     let out = cli(&["planner", "status", "--addr", env.planner.addr(), "--token", TOKEN_A]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains("fsck") && text.contains("task-a"), "{text}");
+    let out = cli(&["planner", "status", "--json", "--addr", env.planner.addr(), "--token", TOKEN_A]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["declarations"][0]["id"].as_u64(), v["declarations"][0]["task"].as_str()),
+        (Some(good.id.0), Some("fsck"))
+    );
     let out =
         cli(&["planner", "budget", "set", "--cluster-bytes", "5MB", "--addr", env.planner.addr(), "--token", TOKEN_A]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("admin token"));
