@@ -410,7 +410,11 @@ impl Client {
                 }
                 let last = buf.len() < unit;
                 read += buf.len() as u64;
-                w.append_bytes(Bytes::from(buf)).await?;
+                if last {
+                    w.append_and_flush(Bytes::from(buf)).await?;
+                } else {
+                    w.append_bytes(Bytes::from(buf)).await?;
+                }
                 progress(read);
                 if last {
                     break;
@@ -1062,6 +1066,19 @@ impl<'c> Writer<'c> {
             self.start_full_unit().await?;
         }
         Ok(())
+    }
+
+    /// [`Writer::append_bytes`], then [`Writer::flush`]. With nothing
+    /// buffered, a short `data` is written straight as the last unit instead
+    /// of being copied into a unit-sized buffer first (a wide EC stripe's
+    /// buffer is 48 MB).
+    pub async fn append_and_flush(&mut self, data: Bytes) -> Result<()> {
+        if self.buf.is_empty() && !data.is_empty() && data.len() < self.unit_len() {
+            self.start_unit(data).await?;
+        } else {
+            self.append_bytes(data).await?;
+        }
+        self.flush().await
     }
 
     /// Copies as much of `data` as fits into the unit being filled; returns
