@@ -959,11 +959,23 @@ struct Extent<'f> {
     member: usize,
 }
 
-/// Splits a file range into per-block extents of at most [`PIECE`] bytes.
-fn extents(file: &FileInfo, offset: u64, len: u64) -> Result<Vec<Extent<'_>>> {
+/// A block holding file bytes: `block` starts at `offset` in the file.
+/// EC data members carry their stripe (all `k + m` blocks) and their index
+/// in it, for degraded reads.
+pub struct DataBlock<'f> {
+    pub offset: u64,
+    pub block: &'f BlockRecord,
+    stripe: Option<&'f [BlockRecord]>,
+    member: usize,
+}
+
+/// The blocks that hold a file's bytes, in file order: every block of a
+/// replicated file, the data members of each EC stripe (parity members hold
+/// no file bytes).
+pub fn data_blocks(file: &FileInfo) -> Result<Vec<DataBlock<'_>>> {
     let redundancy = Redundancy::try_from(file.redundancy.as_ref()).map_err(ClientError::Unreadable)?;
     // (block, its stripe, member index) in logical order.
-    let data_blocks: Vec<(&BlockRecord, Option<&[BlockRecord]>, usize)> = match redundancy {
+    let blocks: Vec<(&BlockRecord, Option<&[BlockRecord]>, usize)> = match redundancy {
         Redundancy::Replicated(_) => file.blocks.iter().map(|b| (b, None, 0)).collect(),
         Redundancy::Ec { data, parity } => {
             let width = usize::from(data) + usize::from(parity);
@@ -976,16 +988,28 @@ fn extents(file: &FileInfo, offset: u64, len: u64) -> Result<Vec<Extent<'_>>> {
                 .collect()
         }
     };
+    let mut offset = 0;
+    Ok(blocks
+        .into_iter()
+        .map(|(block, stripe, member)| {
+            let d = DataBlock { offset, block, stripe, member };
+            offset += block.size;
+            d
+        })
+        .collect())
+}
+
+/// Splits a file range into per-block extents of at most [`PIECE`] bytes.
+fn extents(file: &FileInfo, offset: u64, len: u64) -> Result<Vec<Extent<'_>>> {
+    let end = offset + len;
     let mut out = Vec::new();
-    let (mut pos, end) = (0u64, offset + len);
-    for (block, stripe, member) in data_blocks {
-        let (b_start, b_end) = (pos, pos + block.size);
-        pos = b_end;
+    for d in data_blocks(file)? {
+        let (b_start, b_end) = (d.offset, d.offset + d.block.size);
         let (s, e) = (offset.max(b_start), end.min(b_end));
         let mut at = s;
         while at < e {
             let n = (e - at).min(PIECE as u64);
-            out.push(Extent { block, offset: at - b_start, len: n, stripe, member });
+            out.push(Extent { block: d.block, offset: at - b_start, len: n, stripe: d.stripe, member: d.member });
             at += n;
         }
     }

@@ -214,7 +214,17 @@ async fn rebuild(
     // (returned in the order asked); a deleted block fails the rebuild below.
     let ids: Vec<u64> = std::iter::once(lost.block.0).chain(sources.iter().map(|s| s.block.0)).collect();
     let sizes: Vec<u64> = client.blocks(&ids).await?.iter().map(|r| r.size).collect();
-    client.rebuild_chunk(lost, &sources, tag).await?;
+    match client.rebuild_chunk(lost, &sources, tag).await {
+        // A source the planner chose is unreadable (its node died since the
+        // plan): let the client pick other copies or members.
+        Err(e) if !copies.is_empty() && !is_gone(&e) => {
+            tracing::debug!(%lost, "rebuilding from other sources: {e}");
+            client.rebuild_chunk(lost, &[], tag).await?;
+        }
+        other => {
+            other?;
+        }
+    }
     let written = sizes.first().copied().unwrap_or(0);
     Ok(Outcome { logical_bytes: sizes.iter().skip(1).sum(), written_bytes: written, ..Outcome::default() })
 }
@@ -237,11 +247,23 @@ async fn transcode(
     let data: Bytes = if copies.is_empty() {
         client.read_file(&file, 0, file.size, tag).await?
     } else {
-        // Read exactly the copies the planner scheduled (and pinned).
-        let mut parts = Vec::with_capacity(file.blocks.len());
-        for b in &file.blocks {
-            let copy = copies.get(&BlockId(b.id)).copied().unwrap_or(0);
-            parts.push(client.read_copy(b.id, copy, 0, b.size, tag).await?);
+        // Read the copies the planner scheduled (and pinned). Transcoding
+        // needs the bytes, not those copies: if one is unreadable (its node
+        // died since the plan) any copy, or a degraded read, will do.
+        let blocks = dingo_client::data_blocks(&file)?;
+        let mut parts = Vec::with_capacity(blocks.len());
+        for d in blocks {
+            let scheduled = match copies.get(&BlockId(d.block.id)) {
+                Some(&copy) => client.read_copy(d.block.id, copy, 0, d.block.size, tag).await.map_err(|e| (copy, e)),
+                None => Err((0, ClientError::Invalid("not scheduled".into()))),
+            };
+            parts.push(match scheduled {
+                Ok(part) => part,
+                Err((copy, e)) => {
+                    tracing::debug!(block = d.block.id, copy, "reading another copy: {e}");
+                    client.read_file(&file, d.offset, d.block.size, tag).await?
+                }
+            });
         }
         parts.concat().into()
     };

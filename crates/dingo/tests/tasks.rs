@@ -5,7 +5,8 @@
 
 use dingo_client::{ChunkFault, Client, ClientError, IoTag, Redundancy};
 use dingo_cluster::LocalCluster;
-use dingo_tasks::{CancelFlag, imperative, plan};
+use dingo_tasks::work::{ScheduledCopies, execute};
+use dingo_tasks::{Action, CancelFlag, imperative, plan};
 use dingo_types::ChunkRef;
 use std::path::PathBuf;
 use std::process::Command;
@@ -148,4 +149,66 @@ async fn reconstruction_restores_a_dead_node_and_rebalancing_fills_a_new_one() {
     assert!(on_new.len() as u64 * 2 >= needed, "{} of {needed} moves reached the new node", on_new.len());
     assert_eq!(t.client.read_all("/r/ec", IoTag::Foreground).await.unwrap(), ec);
     assert_eq!(t.client.read_all("/r/rep", IoTag::Foreground).await.unwrap(), rep);
+}
+
+/// Index in the local cluster of the node serving `addr`.
+fn node_index(t: &TestCluster, addr: &str, nodes: usize) -> usize {
+    (0..nodes).find(|&i| t.c.node_addr(i) == addr).expect("a node of this cluster")
+}
+
+/// Declarative runs read the copies the planner scheduled. When such a
+/// copy's node dies after the plan, transcoding and reconstruction read
+/// other copies instead of failing (a demo run lost a transcoding file this
+/// way), and transcoding an EC file reads its data members only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scheduled_copies_that_became_unreadable_are_read_elsewhere() {
+    let mut t = cluster(7).await;
+    let tag =
+        IoTag::Maintenance { task: dingo_types::TaskKind::Transcoding, declaration: dingo_types::DeclarationId(1) };
+    let rep = data(3 * BLOCK, 11);
+    let ec = data(5 * BLOCK / 2, 12);
+    t.client.put("/s/rep", Redundancy::Replicated(3), BLOCK, rep.clone()).await.unwrap();
+    t.client.put("/s/ec", Redundancy::Ec { data: 2, parity: 1 }, BLOCK, ec.clone()).await.unwrap();
+
+    // Scheduled: copy 0 of every block of both files (for EC, members and
+    // parity alike, as the planner's "any copy" of a block).
+    let schedule = |f: &dingo_proto::v1::FileInfo| -> ScheduledCopies {
+        f.blocks.iter().map(|b| (dingo_types::BlockId(b.id), 0)).collect()
+    };
+    let ec_file = t.client.stat("/s/ec").await.unwrap();
+    let to = Redundancy::Replicated(3);
+    let action = Action::Transcode { from: "/s/ec".into(), to: "/s/ec.r".into(), redundancy: to };
+    let out = execute(&t.client, &action, &schedule(&ec_file), tag).await.unwrap();
+    assert_eq!(out.logical_bytes, ec.len() as u64, "parity members are not file bytes");
+    assert_eq!(t.client.read_all("/s/ec.r", IoTag::Foreground).await.unwrap(), ec);
+
+    // The node holding copy 0 of the first block dies after the plan (not
+    // yet marked dead).
+    let file = t.client.stat("/s/rep").await.unwrap();
+    let first = &file.blocks[0];
+    let at = |copy: u32| first.chunks.iter().find(|c| c.copy == copy).unwrap().addr.clone();
+    t.c.kill_node(node_index(&t, &at(0), 7));
+
+    // Reconstruction: copy 2 is lost; the planner chose copy 0 as source.
+    let victim = t.client.cluster_status().await.unwrap().nodes.into_iter().find(|n| n.addr == at(2)).unwrap().id;
+    t.c.kill_node(node_index(&t, &at(2), 7));
+    t.client.mark_node_dead(victim).await.unwrap();
+    let block = dingo_types::BlockId(first.id);
+    let lost = ChunkRef { block, copy: 2 };
+    let action = Action::Rebuild { lost, sources: vec![ChunkRef { block, copy: 1 }] };
+    let copies: ScheduledCopies = [(block, 0)].into_iter().collect();
+    let out = execute(&t.client, &action, &copies, tag).await.unwrap();
+    assert_eq!(out.written_bytes, BLOCK);
+    let copy2 = t.client.read_copy(first.id, 2, 0, BLOCK, IoTag::Foreground).await.unwrap();
+    assert_eq!(copy2, rep.slice(..BLOCK as usize));
+
+    // Transcoding: copy 0 of the first block is on the dead node.
+    let action = Action::Transcode {
+        from: "/s/rep".into(),
+        to: "/s/rep.rs".into(),
+        redundancy: Redundancy::Ec { data: 2, parity: 1 },
+    };
+    let out = execute(&t.client, &action, &schedule(&file), tag).await.unwrap();
+    assert_eq!((out.skipped, out.logical_bytes), (false, rep.len() as u64));
+    assert_eq!(t.client.read_all("/s/rep.rs", IoTag::Foreground).await.unwrap(), rep);
 }
