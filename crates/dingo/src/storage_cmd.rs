@@ -104,8 +104,10 @@ pub struct DecommissionArgs {
     pub progress_every: Duration,
 }
 
+// Exactly one of the two, checked in `device()`: as a clap group it cannot
+// also be flattened into `DecommissionArgs` (clap then demands an unnamed
+// argument).
 #[derive(Args, Debug)]
-#[group(required = true, multiple = false)]
 pub struct MarkArgs {
     /// Node id (as `cluster status` shows it).
     #[arg(long)]
@@ -527,9 +529,9 @@ impl std::fmt::Display for Device {
 impl MarkArgs {
     fn device(&self) -> Result<Device> {
         match (self.node, self.disk) {
-            (Some(n), _) => Ok(Device::Node(n)),
-            (_, Some(d)) => Ok(Device::Disk(d)),
-            (None, None) => bail!("give --node or --disk"),
+            (Some(n), None) => Ok(Device::Node(n)),
+            (None, Some(d)) => Ok(Device::Disk(d)),
+            _ => bail!("give either --node N or --disk D"),
         }
     }
 }

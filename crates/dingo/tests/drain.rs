@@ -1,0 +1,186 @@
+//! Draining and decommissioning a node, with real processes on loopback:
+//! `dingo cluster drain` under a running `dingo maintain` empties the node
+//! while writes go on elsewhere, the metadata service marks it
+//! DECOMMISSIONED, and it can then be stopped without any block losing
+//! redundancy; drains that would strand a file's redundancy are refused.
+
+use dingo_client::{Client, IoTag, Redundancy};
+use std::collections::HashSet;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{EXE, data, start_cluster};
+
+const MB: u64 = 1_000_000;
+/// Generous for a shared 2-core machine: the drain moves about 30 MB.
+const DRAIN_DEADLINE: Duration = Duration::from_secs(120);
+
+fn dingo(meta: &str, args: &[&str]) -> Output {
+    Command::new(EXE).args(args).env("DINGO_META", meta).env("DINGO_TIMEOUT", "5s").output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn health(meta: &str) -> serde_json::Value {
+    let out = dingo(meta, &["cluster", "health", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn contains(v: &serde_json::Value, id: u32) -> bool {
+    v.as_array().unwrap().contains(&id.into())
+}
+
+/// Bytes the node at `addr` has written to its disks so far.
+async fn bytes_written(client: &Client, addr: &str) -> u64 {
+    client.node_stats(addr).await.unwrap().disks.iter().map(|d| d.bytes_written).sum()
+}
+
+/// Every block of `path` has all its chunks, none on `gone` or lost, each
+/// replicated block's copies and each stripe's members on distinct nodes.
+async fn check_full_redundancy(client: &Client, path: &str, gone: u32) {
+    let f = client.stat(path).await.unwrap();
+    let r = Redundancy::try_from(f.redundancy.as_ref()).unwrap();
+    let mut stripe_nodes: std::collections::HashMap<u64, Vec<u32>> = Default::default();
+    for b in &f.blocks {
+        assert!(b.chunks.iter().all(|c| !c.lost && c.node != gone), "{path} block {}: {:?}", b.id, b.chunks);
+        match r {
+            Redundancy::Replicated(n) => {
+                let nodes: HashSet<u32> = b.chunks.iter().map(|c| c.node).collect();
+                assert_eq!(nodes.len(), usize::from(n), "{path} block {}: {:?}", b.id, b.chunks);
+            }
+            Redundancy::Ec { .. } => {
+                assert_eq!(b.chunks.len(), 1, "{path} block {}", b.id);
+                stripe_nodes.entry(b.group).or_default().push(b.chunks[0].node);
+            }
+        }
+    }
+    for (group, nodes) in stripe_nodes {
+        let distinct: HashSet<&u32> = nodes.iter().collect();
+        assert_eq!(distinct.len(), r.width(), "{path} stripe {group} members on nodes {nodes:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_node_is_decommissioned_and_can_be_stopped() {
+    let config = "[meta]\ndead_after_ms = 1000\nmark_dead_after_ms = 2000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\n";
+    let (mut c, _dir) = start_cluster(5, 1, config, &[]).await;
+    c.start_maintainer(&["--interval".into(), "1s".into()]).unwrap();
+    let meta = c.meta_addr().to_string();
+    let client = Client::new(&meta).unwrap();
+    let mut files = vec![
+        ("/d/rep".to_string(), Redundancy::Replicated(3), data(12 * MB, 1)),
+        ("/d/ec".to_string(), Redundancy::Ec { data: 2, parity: 1 }, data(9 * MB, 2)),
+    ];
+    for (path, r, bytes) in &files {
+        client.put(path, *r, MB, bytes.clone()).await.unwrap();
+    }
+    assert_eq!(health(&meta)["status"], "HEALTH_OK");
+    let victim = c.node_id(0).await.unwrap();
+    let victim_addr = c.node_addr(0).to_string();
+    let held = client.stat("/d/rep").await.unwrap().blocks.iter().flat_map(|b| &b.chunks).any(|ch| ch.node == victim);
+    assert!(held, "the node to drain holds chunks of /d/rep");
+
+    // Refusals name the reason.
+    let out = dingo(&meta, &["cluster", "drain", "--node", "99"]);
+    assert!(!out.status.success() && stderr(&out).contains("node 99 is not registered"), "{}", stderr(&out));
+
+    let out = dingo(&meta, &["cluster", "drain", "--node", &victim.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let written_at_drain = bytes_written(&client, &victim_addr).await;
+    let start = Instant::now();
+    let first = health(&meta);
+    assert!(contains(&first["nodes_draining"], victim) || contains(&first["nodes_decommissioned"], victim), "{first}");
+
+    // Writes go on during the drain; none may land on the draining node.
+    let writer = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let mut written = Vec::new();
+            for i in 0..6u64 {
+                let r = if i % 2 == 0 { Redundancy::Replicated(3) } else { Redundancy::Ec { data: 2, parity: 1 } };
+                let (path, bytes) = (format!("/d/new{i}"), data(2 * MB, 10 + i));
+                client.put(&path, r, MB, bytes.clone()).await.unwrap();
+                written.push((path, r, bytes));
+            }
+            written
+        })
+    };
+    let mut phases: Vec<String> = Vec::new();
+    loop {
+        let h = health(&meta);
+        let phase = if contains(&h["nodes_decommissioned"], victim) {
+            "decommissioned".to_string()
+        } else {
+            format!("draining, {}", if h["moves_outstanding"].as_u64().unwrap() > 0 { "moving" } else { "idle" })
+        };
+        if phase.starts_with("draining, moving") {
+            assert_eq!(h["status"], "HEALTH_WARN", "moves outstanding: {h}");
+        }
+        if phases.last() != Some(&phase) {
+            phases.push(phase.clone());
+        }
+        if phase == "decommissioned" {
+            break;
+        }
+        assert!(start.elapsed() < DRAIN_DEADLINE, "not decommissioned in {DRAIN_DEADLINE:?}: {phases:?} {h}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let took = start.elapsed();
+    files.extend(tokio::time::timeout(Duration::from_secs(60), writer).await.expect("writes finish").unwrap());
+    eprintln!("node drained -> DECOMMISSIONED in {took:?}; health went {phases:?}");
+    assert!(phases[0].starts_with("draining, moving"), "{phases:?}");
+
+    // The node deletes its old copies with its next heartbeats.
+    loop {
+        let status = client.cluster_status().await.unwrap();
+        let node = status.nodes.iter().find(|n| n.id == victim).unwrap();
+        assert_eq!(node.state(), dingo_client::DeviceState::Decommissioned);
+        if node.disks.iter().all(|d| d.chunks == 0 && d.used == 0) {
+            break;
+        }
+        assert!(start.elapsed() < DRAIN_DEADLINE, "the decommissioned node still holds chunks: {node:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(bytes_written(&client, &victim_addr).await, written_at_drain, "a chunk was written to the drained node");
+    for (path, _, _) in &files {
+        check_full_redundancy(&client, path, victim).await;
+    }
+
+    // Stopped, it is neither marked DEAD nor a warning, and nothing is lost.
+    c.kill_node(0);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let h = health(&meta);
+    assert!(contains(&h["nodes_decommissioned"], victim), "{h}");
+    assert_eq!(
+        (h["status"].as_str(), h["under_replicated"].as_u64(), h["lost_blocks"].as_u64()),
+        (Some("HEALTH_OK"), Some(0), Some(0)),
+        "{h}"
+    );
+    for (path, _, bytes) in &files {
+        assert_eq!(&client.read_all(path, IoTag::Foreground).await.unwrap(), bytes, "{path}");
+    }
+    let out = dingo(&meta, &["cluster", "decommission", "--node", &victim.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("DECOMMISSIONED"));
+
+    // Four nodes take chunks; draining one more leaves three, enough for
+    // replicated:3; a second would not be.
+    let (b, d) = (c.node_id(1).await.unwrap(), c.node_id(2).await.unwrap());
+    let out = dingo(&meta, &["cluster", "decommission", "--node", &b.to_string(), "--no-wait"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = dingo(&meta, &["cluster", "drain", "--node", &d.to_string()]);
+    let err = stderr(&out);
+    assert!(!out.status.success() && err.contains("replicated:3 need 3"), "{err}");
+    let out = dingo(&meta, &["cluster", "mark-live", "--node", &b.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(contains(&health(&meta)["nodes_live"], b));
+    // A dead node has nothing to drain.
+    let out = dingo(&meta, &["cluster", "mark-dead", "--node", &victim.to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = dingo(&meta, &["cluster", "drain", "--node", &victim.to_string()]);
+    assert!(!out.status.success() && stderr(&out).contains("is DEAD"), "{}", stderr(&out));
+}
