@@ -66,6 +66,9 @@ const OPEN_INDEX_BUILT: &str = "open_blocks_built";
 /// Most blocks one `get_blocks` call returns.
 pub const MAX_GET_BLOCKS: usize = 65_536;
 
+/// Disk or node ids DRAINING or DECOMMISSIONED, with their state.
+pub type DrainStates = HashMap<u32, DeviceState>;
+
 /// A writer's lease on a file.
 #[derive(Clone, Copy, Debug)]
 pub struct Lease {
@@ -889,9 +892,9 @@ impl MetaDb {
     }
 
     /// Disks and nodes DRAINING or DECOMMISSIONED, with their state.
-    pub fn drain_states(&self) -> Result<(HashMap<u32, DeviceState>, HashMap<u32, DeviceState>), MetaError> {
+    pub fn drain_states(&self) -> Result<(DrainStates, DrainStates), MetaError> {
         let tx = self.db.begin_read()?;
-        let states = |t: redb::ReadOnlyTable<u32, i32>| -> Result<HashMap<u32, DeviceState>, MetaError> {
+        let states = |t: redb::ReadOnlyTable<u32, i32>| -> Result<DrainStates, MetaError> {
             t.iter()?.map(|e| e.map(|(k, v)| (k.value(), device_state(v.value()))).map_err(MetaError::from)).collect()
         };
         Ok((states(tx.open_table(DRAIN_DISKS)?)?, states(tx.open_table(DRAIN_NODES)?)?))
