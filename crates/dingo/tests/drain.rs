@@ -3,6 +3,7 @@
 //! while writes go on elsewhere, the metadata service marks it
 //! DECOMMISSIONED, and it can then be stopped without any block losing
 //! redundancy; drains that would strand a file's redundancy are refused.
+//! A disk drain runs through the IO Planner.
 
 use dingo_client::{Client, IoTag, Redundancy};
 use std::collections::HashSet;
@@ -183,4 +184,63 @@ async fn a_drained_node_is_decommissioned_and_can_be_stopped() {
     assert!(out.status.success(), "{}", stderr(&out));
     let out = dingo(&meta, &["cluster", "drain", "--node", &victim.to_string()]);
     assert!(!out.status.success() && stderr(&out).contains("is DEAD"), "{}", stderr(&out));
+}
+
+/// A disk drain carried out declaratively: `dingo maintain --planner`
+/// declares the moves to a `dingo planner` child process and moves each
+/// chunk when called back; the disk's chunks go to other nodes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_disk_empties_through_the_planner() {
+    use dingo_cluster::{PlannerProcess, PlannerSpec};
+    use dingo_planner_service::{ClientEntry, ServiceConfig};
+    let config = "[meta]\ndead_after_ms = 1000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\n";
+    let (mut c, dir) = start_cluster(4, 2, config, &[]).await;
+    let mut cfg = ServiceConfig::new("admin-token");
+    cfg.meta = c.meta_addr().to_string();
+    cfg.quantum_ms = 1000;
+    cfg.clients = vec![ClientEntry { name: "maintain".into(), token: "maintain-token".into() }];
+    let planner_config = dir.path().join("planner.toml");
+    std::fs::write(&planner_config, cfg.to_toml()).unwrap();
+    let planner = PlannerProcess::start(PlannerSpec {
+        exe: EXE.into(),
+        config: planner_config,
+        data: dir.path().join("planner"),
+        log: dir.path().join("planner.log"),
+    })
+    .unwrap();
+    let args = ["--interval", "1s", "--job-deadline", "5s", "--planner", planner.addr(), "--token", "maintain-token"];
+    c.start_maintainer(&args.map(String::from)).unwrap();
+    let meta = c.meta_addr().to_string();
+    let client = Client::new(&meta).unwrap();
+    let files = [
+        ("/p/rep", Redundancy::Replicated(3), data(8 * MB, 3)),
+        ("/p/ec", Redundancy::Ec { data: 2, parity: 1 }, data(6 * MB, 4)),
+    ];
+    for (path, r, bytes) in &files {
+        client.put(path, *r, MB, bytes.clone()).await.unwrap();
+    }
+    // The disk of node 0 holding the most chunks.
+    let status = client.cluster_status().await.unwrap();
+    let node0 = c.node_id(0).await.unwrap();
+    let disk = status.nodes.iter().find(|n| n.id == node0).unwrap().disks.iter().max_by_key(|d| d.chunks).unwrap().id;
+    let out = dingo(&meta, &["cluster", "decommission", "--disk", &disk.to_string(), "--progress-every", "1s"]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{stdout}{}", stderr(&out));
+    assert!(stdout.contains(&format!("disk {disk} is DRAINING")), "{stdout}");
+    assert!(stdout.contains(&format!("disk {disk} is DECOMMISSIONED")), "{stdout}");
+    for (path, _, bytes) in &files {
+        let f = client.stat(path).await.unwrap();
+        assert!(f.blocks.iter().flat_map(|b| &b.chunks).all(|ch| ch.disk != disk), "{path}");
+        // No node is gone: `u32::MAX` names none.
+        check_full_redundancy(&client, path, u32::MAX).await;
+        assert_eq!(&client.read_all(path, IoTag::Foreground).await.unwrap(), bytes, "{path}");
+    }
+    let h = health(&meta);
+    assert!(h["disks_decommissioned"].as_array().unwrap().contains(&disk.into()), "{h}");
+    assert!(contains(&h["nodes_live"], node0), "the node of a drained disk stays in service: {h}");
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(c.data_dir().join("maintain.json")).unwrap()).unwrap();
+    let drains = state["history"].as_array().unwrap().iter().filter(|e| e["reason"] == "draining").count();
+    assert!(drains >= 1, "{state}");
+    drop(planner);
 }
