@@ -336,6 +336,9 @@ impl MetaService {
         m.family("dingo_meta_marked_dead", "gauge", "Disks and nodes marked DEAD.");
         m.sample("dingo_meta_marked_dead", &[("kind", "disk")], cluster.dead_disks.len());
         m.sample("dingo_meta_marked_dead", &[("kind", "node")], cluster.dead_nodes.len());
+        m.family("dingo_meta_drained", "gauge", "Disks and nodes DRAINING or DECOMMISSIONED (taking no new chunks).");
+        m.sample("dingo_meta_drained", &[("kind", "disk")], cluster.drained_disks.len());
+        m.sample("dingo_meta_drained", &[("kind", "node")], cluster.drained_nodes.len());
         m.family("dingo_meta_corrupt_chunk_reports_total", "counter", "Corrupt chunks reported by nodes.");
         m.sample("dingo_meta_corrupt_chunk_reports_total", &[], self.corrupt_reports.load(Relaxed));
         m.family(
