@@ -891,6 +891,12 @@ mod tests {
             .await
             .unwrap();
         assert!(svc.candidates(&[]).iter().any(|c| c.node == 1 && c.disks.len() == 2));
+        // A restarted service keeps the drains out of placement.
+        drop(svc);
+        let svc = MetaService::new(MetaDb::open(dir.path()).unwrap(), Duration::from_secs(60), Duration::from_secs(60))
+            .unwrap();
+        assert!(svc.cluster().drained_nodes.contains(&2) && svc.cluster().drained_disks.contains(&drained_disk));
+        assert!(!svc.cluster().drained_nodes.contains(&1), "the cancelled drain stays cancelled");
         let bad = SetDiskStateRequest { disk: 99, state: DeviceState::Draining as i32 };
         assert!(
             svc.set_disk_state(Request::new(bad)).await.unwrap_err().message().contains("disk 99 is not registered")
