@@ -1,7 +1,7 @@
 //! The cluster's health at a glance, like `ceph -s` or `hdfs fsck /`:
 //! nodes and disks by state, blocks whose redundancy is reduced or gone,
-//! chunks reported corrupt, open files and expired leases, and the repair
-//! work outstanding. Computed from the metadata service's cluster status
+//! chunks reported corrupt, open files and expired leases, drains in
+//! progress, and the repair and move work outstanding. Computed from the metadata service's cluster status
 //! and block table (one pass, paged), plus the records of damaged blocks.
 
 use crate::{Client, DeviceState, Redundancy, Result};
@@ -15,16 +15,26 @@ const PAGE: u32 = 65_536;
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct Health {
     /// `HEALTH_OK`, `HEALTH_WARN` (reduced redundancy, silent or dead
-    /// nodes, corrupt chunks, expired leases) or `HEALTH_ERR` (data lost).
+    /// nodes, corrupt chunks, expired leases, chunks still to move off
+    /// draining devices) or `HEALTH_ERR` (data lost).
     pub status: String,
-    /// Heartbeating and not marked DEAD.
+    /// Heartbeating and LIVE.
     pub nodes_live: Vec<u32>,
-    /// Not heartbeating, not (yet) marked DEAD.
+    /// Not heartbeating, LIVE or DRAINING.
     pub nodes_silent: Vec<u32>,
     pub nodes_dead: Vec<u32>,
+    /// Marked DRAINING: chunks are moving off them (see `disks_draining`).
+    pub nodes_draining: Vec<u32>,
+    /// Drained: they hold no chunk and may be stopped (silent or not).
+    pub nodes_decommissioned: Vec<u32>,
+    /// LIVE disks on LIVE nodes.
     pub disks_live: u64,
     /// Disks marked DEAD, or on a node marked DEAD.
     pub disks_dead: Vec<u32>,
+    /// Disks DRAINING themselves or on a draining node, with what is left.
+    pub disks_draining: Vec<DrainProgress>,
+    /// Disks DECOMMISSIONED themselves or on a decommissioned node.
+    pub disks_decommissioned: Vec<u32>,
     pub files: u64,
     /// Sealed blocks (EC members count one each).
     pub blocks: u64,
@@ -43,12 +53,29 @@ pub struct Health {
     pub expired_leases: u64,
     /// Chunks to rebuild: lost plus corrupt.
     pub repair_outstanding: u64,
+    /// Chunks still to move off draining disks, and their bytes.
+    pub moves_outstanding: u64,
+    pub move_bytes_outstanding: u64,
+}
+
+/// A draining disk and what block records still place on it.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct DrainProgress {
+    pub disk: u32,
+    pub node: u32,
+    pub chunks_left: u64,
+    pub bytes_left: u64,
 }
 
 impl Health {
     fn classify(&mut self) {
         self.repair_outstanding = self.lost_chunks + self.corrupt_chunks;
-        let warn = !self.nodes_silent.is_empty()
+        self.moves_outstanding = self.disks_draining.iter().map(|d| d.chunks_left).sum();
+        self.move_bytes_outstanding = self.disks_draining.iter().map(|d| d.bytes_left).sum();
+        // Like Ceph's misplaced objects: not healthy-idle while chunks must
+        // still move, though no redundancy is reduced.
+        let warn = self.moves_outstanding > 0
+            || !self.nodes_silent.is_empty()
             || !self.nodes_dead.is_empty()
             || self.under_replicated > 0
             || self.corrupt_chunks > 0
@@ -77,16 +104,26 @@ impl Client {
         };
         let mut dead_disks = HashSet::new();
         for n in &status.nodes {
-            match (n.state() == DeviceState::Dead, n.alive) {
-                (true, _) => h.nodes_dead.push(n.id),
-                (false, true) => h.nodes_live.push(n.id),
-                (false, false) => h.nodes_silent.push(n.id),
+            match (n.state(), n.alive) {
+                (DeviceState::Dead, _) => h.nodes_dead.push(n.id),
+                (DeviceState::Decommissioned, _) => h.nodes_decommissioned.push(n.id),
+                (_, false) => h.nodes_silent.push(n.id),
+                (DeviceState::Draining, true) => h.nodes_draining.push(n.id),
+                (DeviceState::Live, true) => h.nodes_live.push(n.id),
             }
             for d in &n.disks {
-                if d.state() == DeviceState::Dead {
-                    dead_disks.insert(d.id);
-                } else {
-                    h.disks_live += 1;
+                match d.state() {
+                    DeviceState::Dead => {
+                        dead_disks.insert(d.id);
+                    }
+                    DeviceState::Decommissioned => h.disks_decommissioned.push(d.id),
+                    DeviceState::Draining => h.disks_draining.push(DrainProgress {
+                        disk: d.id,
+                        node: n.id,
+                        chunks_left: d.drain_chunks_left,
+                        bytes_left: d.drain_bytes_left,
+                    }),
+                    DeviceState::Live => h.disks_live += 1,
                 }
             }
         }
@@ -156,5 +193,17 @@ mod tests {
         h.lost_blocks = 1;
         h.classify();
         assert_eq!(h.status, "HEALTH_ERR");
+    }
+
+    #[test]
+    fn a_drain_warns_until_nothing_is_left_to_move() {
+        let mut h = Health { nodes_decommissioned: vec![3], disks_decommissioned: vec![4], ..Health::default() };
+        h.disks_draining = vec![DrainProgress { disk: 5, node: 2, chunks_left: 2, bytes_left: 20 }];
+        h.classify();
+        assert_eq!((h.status.as_str(), h.moves_outstanding, h.move_bytes_outstanding), ("HEALTH_WARN", 2, 20));
+        h.disks_draining[0].chunks_left = 0;
+        h.disks_draining[0].bytes_left = 0;
+        h.classify();
+        assert_eq!(h.status, "HEALTH_OK", "a decommissioned node is no warning");
     }
 }

@@ -25,7 +25,7 @@
 pub mod ec;
 mod health;
 
-pub use health::Health;
+pub use health::{DrainProgress, Health};
 
 pub use dingo_proto::v1::{BlockRecord, ChunkLocation, DeviceState};
 pub use dingo_proto::{IoTag, Redundancy};

@@ -13,6 +13,10 @@
 //!   of every block not deleted (open or sealed), kept in step with `blocks`
 //!   in the same transactions; built from `blocks` when first missing.
 //! - `dead_disks`, `dead_nodes`: id → `()`: disks and nodes marked DEAD.
+//! - `drain_disks`, `drain_nodes`: id → `DeviceState` number: disks and
+//!   nodes DRAINING or DECOMMISSIONED. A draining one becomes
+//!   DECOMMISSIONED in the transaction that removes the last `disk_chunks`
+//!   entry of its disk(s) (see [`settle_drain`]).
 //! - `open_blocks`: `(path, block id) → ()`: blocks allocated to a writer and neither
 //!   committed nor abandoned yet. Once that writer's lease is gone — another
 //!   writer took the file over, the file was sealed or deleted, or the lease
@@ -26,9 +30,12 @@
 
 use crate::error::MetaError;
 use dingo_proto::Redundancy;
-use dingo_proto::v1::{BlockRecord, BlockState, ChunkLocation, DiskRegistration, DiskStatus, FileInfo, NodeStatus};
+use dingo_proto::v1::{
+    BlockRecord, BlockState, ChunkLocation, DeviceState, DiskRegistration, DiskStatus, FileInfo, NodeStatus,
+};
 use prost::Message;
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction};
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 
 const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
@@ -41,6 +48,9 @@ const PENDING_DELETES: TableDefinition<(u32, u64, u32), ()> = TableDefinition::n
 const DISK_CHUNKS: TableDefinition<(u32, u64, u32), ()> = TableDefinition::new("disk_chunks");
 const DEAD_DISKS: TableDefinition<u32, ()> = TableDefinition::new("dead_disks");
 const DEAD_NODES: TableDefinition<u32, ()> = TableDefinition::new("dead_nodes");
+/// Values are `DeviceState` numbers: DRAINING or DECOMMISSIONED.
+const DRAIN_DISKS: TableDefinition<u32, i32> = TableDefinition::new("drain_disks");
+const DRAIN_NODES: TableDefinition<u32, i32> = TableDefinition::new("drain_nodes");
 const OPEN_BLOCKS: TableDefinition<(&str, u64), ()> = TableDefinition::new("open_blocks");
 /// Smallest block size a file may have: one checksum segment. Smaller
 /// blocks only multiply block records, which stay (deleted) for good.
@@ -55,6 +65,9 @@ const DISK_INDEX_BUILT: &str = "disk_chunks_built";
 const OPEN_INDEX_BUILT: &str = "open_blocks_built";
 /// Most blocks one `get_blocks` call returns.
 pub const MAX_GET_BLOCKS: usize = 65_536;
+
+/// Disk or node ids DRAINING or DECOMMISSIONED, with their state.
+pub type DrainStates = HashMap<u32, DeviceState>;
 
 /// A writer's lease on a file.
 #[derive(Clone, Copy, Debug)]
@@ -110,7 +123,109 @@ fn delete_block(tx: &WriteTransaction, mut b: BlockRecord) -> Result<(), MetaErr
         index.remove((c.disk, b.id, c.copy))?;
     }
     drop((pending, index));
-    put_block(tx, &b)
+    put_block(tx, &b)?;
+    for c in &b.chunks {
+        settle_drain(tx, c.disk)?;
+    }
+    Ok(())
+}
+
+/// Whether any block record still places a chunk on `disk`.
+fn disk_holds_chunks(tx: &WriteTransaction, disk: u32) -> Result<bool, MetaError> {
+    Ok(tx.open_table(DISK_CHUNKS)?.range((disk, 0, 0)..=(disk, u64::MAX, u32::MAX))?.next().is_some())
+}
+
+fn device_state(v: i32) -> DeviceState {
+    DeviceState::try_from(v).unwrap_or(DeviceState::Draining)
+}
+
+/// Called whenever a chunk location leaves `disk`: a draining disk, or a
+/// draining node owning it, that no block record places a chunk on any
+/// more becomes DECOMMISSIONED in the same transaction, so the state
+/// changes exactly when the last chunk leaves.
+fn settle_drain(tx: &WriteTransaction, disk: u32) -> Result<(), MetaError> {
+    let disk_draining =
+        tx.open_table(DRAIN_DISKS)?.get(disk)?.is_some_and(|v| device_state(v.value()) == DeviceState::Draining);
+    if disk_draining && !disk_holds_chunks(tx, disk)? {
+        tx.open_table(DRAIN_DISKS)?.insert(disk, DeviceState::Decommissioned as i32)?;
+        tracing::info!(disk, "drained disk is DECOMMISSIONED");
+    }
+    let mut draining_nodes = Vec::new();
+    for e in tx.open_table(DRAIN_NODES)?.iter()? {
+        let (k, v) = e?;
+        if device_state(v.value()) == DeviceState::Draining {
+            draining_nodes.push(k.value());
+        }
+    }
+    for node in draining_nodes {
+        let disks: Vec<u32> = match tx.open_table(NODES)?.get(node)? {
+            Some(v) => decode::<NodeStatus>(v.value())?.disks.iter().map(|d| d.id).collect(),
+            None => continue,
+        };
+        if !disks.contains(&disk) {
+            continue;
+        }
+        let mut empty = true;
+        for d in disks {
+            empty &= !disk_holds_chunks(tx, d)?;
+        }
+        if empty {
+            tx.open_table(DRAIN_NODES)?.insert(node, DeviceState::Decommissioned as i32)?;
+            tracing::info!(node, "drained node is DECOMMISSIONED");
+        }
+    }
+    Ok(())
+}
+
+/// Sets the administrative state of a disk or node in `tx`:
+/// LIVE clears DEAD and any drain, DEAD replaces a drain, DRAINING is
+/// refused for a dead device and left alone on a decommissioned one.
+/// `disks`: the disks the device's drain covers (itself, or a node's).
+fn set_state_in(
+    tx: &WriteTransaction,
+    (dead_table, drain_table): (TableDefinition<u32, ()>, TableDefinition<u32, i32>),
+    what: &str,
+    id: u32,
+    disks: &[u32],
+    state: DeviceState,
+) -> Result<(), MetaError> {
+    let mut dead = tx.open_table(dead_table)?;
+    let mut drain = tx.open_table(drain_table)?;
+    match state {
+        DeviceState::Live => {
+            dead.remove(id)?;
+            drain.remove(id)?;
+        }
+        DeviceState::Dead => {
+            dead.insert(id, ())?;
+            drain.remove(id)?;
+        }
+        DeviceState::Draining => {
+            if dead.get(id)?.is_some() {
+                return Err(MetaError::Invalid(format!(
+                    "{what} {id} is DEAD: its chunks are lost and being rebuilt elsewhere, there is nothing to \
+                     drain (mark it LIVE first if it is back)"
+                )));
+            }
+            if drain.get(id)?.is_none_or(|v| device_state(v.value()) != DeviceState::Decommissioned) {
+                drain.insert(id, DeviceState::Draining as i32)?;
+            }
+        }
+        DeviceState::Decommissioned => {
+            return Err(MetaError::Invalid(format!(
+                "{what} {id}: DECOMMISSIONED cannot be set; drain the {what} and it follows once empty"
+            )));
+        }
+    }
+    drop((dead, drain));
+    // An empty device is decommissioned at once.
+    for &d in disks {
+        settle_drain(tx, d)?;
+    }
+    if state == DeviceState::Draining && disks.is_empty() {
+        tx.open_table(drain_table)?.insert(id, DeviceState::Decommissioned as i32)?;
+    }
+    Ok(())
 }
 
 /// Deletes the open blocks of `path` (allocations of a writer whose lease
@@ -259,6 +374,8 @@ impl MetaDb {
         tx.open_table(DISK_CHUNKS)?;
         tx.open_table(DEAD_DISKS)?;
         tx.open_table(DEAD_NODES)?;
+        tx.open_table(DRAIN_DISKS)?;
+        tx.open_table(DRAIN_NODES)?;
         tx.open_table(OPEN_BLOCKS)?;
         tx.open_table(OPEN_FILES)?;
         type Build = fn(&WriteTransaction) -> Result<(), MetaError>;
@@ -313,7 +430,7 @@ impl MetaDb {
                 chunks: 0,
                 model: d.model,
                 uuid: d.uuid.clone(),
-                state: 0,
+                ..Default::default()
             });
         }
         // A disk that moved here from another node leaves that node's record.
@@ -774,33 +891,75 @@ impl MetaDb {
         Ok((keys(tx.open_table(DEAD_DISKS)?)?, keys(tx.open_table(DEAD_NODES)?)?))
     }
 
-    /// Marks a registered disk dead (or live again).
-    pub fn set_disk_dead(&self, disk: u32, dead: bool) -> Result<(), MetaError> {
+    /// Disks and nodes DRAINING or DECOMMISSIONED, with their state.
+    pub fn drain_states(&self) -> Result<(DrainStates, DrainStates), MetaError> {
+        let tx = self.db.begin_read()?;
+        let states = |t: redb::ReadOnlyTable<u32, i32>| -> Result<DrainStates, MetaError> {
+            t.iter()?.map(|e| e.map(|(k, v)| (k.value(), device_state(v.value()))).map_err(MetaError::from)).collect()
+        };
+        Ok((states(tx.open_table(DRAIN_DISKS)?)?, states(tx.open_table(DRAIN_NODES)?)?))
+    }
+
+    /// Sets a registered disk's state (see [`set_state_in`]).
+    pub fn set_disk_state(&self, disk: u32, state: DeviceState) -> Result<(), MetaError> {
         if !self.disk_known(disk)? {
             return Err(MetaError::Invalid(format!("disk {disk} is not registered")));
         }
-        self.set_dead(DEAD_DISKS, disk, dead)
-    }
-
-    /// Marks a registered node dead (or live again).
-    pub fn set_node_dead(&self, node: u32, dead: bool) -> Result<(), MetaError> {
-        if self.db.begin_read()?.open_table(NODES)?.get(node)?.is_none() {
-            return Err(MetaError::Invalid(format!("node {node} is not registered")));
-        }
-        self.set_dead(DEAD_NODES, node, dead)
-    }
-
-    fn set_dead(&self, table: TableDefinition<u32, ()>, id: u32, dead: bool) -> Result<(), MetaError> {
         let tx = self.db.begin_write()?;
-        let mut t = tx.open_table(table)?;
-        if dead {
-            t.insert(id, ())?;
-        } else {
-            t.remove(id)?;
-        }
-        drop(t);
+        set_state_in(&tx, (DEAD_DISKS, DRAIN_DISKS), "disk", disk, &[disk], state)?;
         tx.commit()?;
         Ok(())
+    }
+
+    /// Sets a registered node's state (see [`set_state_in`]); a drain
+    /// covers every disk registered on the node.
+    pub fn set_node_state(&self, node: u32, state: DeviceState) -> Result<(), MetaError> {
+        let tx = self.db.begin_write()?;
+        let disks: Vec<u32> = match tx.open_table(NODES)?.get(node)? {
+            Some(v) => decode::<NodeStatus>(v.value())?.disks.iter().map(|d| d.id).collect(),
+            None => return Err(MetaError::Invalid(format!("node {node} is not registered"))),
+        };
+        set_state_in(&tx, (DEAD_NODES, DRAIN_NODES), "node", node, &disks, state)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Per disk of `disks`: the chunks block records (open or sealed) still
+    /// place there, and their bytes.
+    pub fn placed_on(&self, disks: &[u32]) -> Result<HashMap<u32, (u64, u64)>, MetaError> {
+        let tx = self.db.begin_read()?;
+        let index = tx.open_table(DISK_CHUNKS)?;
+        let blocks = tx.open_table(BLOCKS)?;
+        let mut out = HashMap::new();
+        for &d in disks {
+            let (mut chunks, mut bytes) = (0, 0);
+            for e in index.range((d, 0, 0)..=(d, u64::MAX, u32::MAX))? {
+                let block = e?.0.value().1;
+                let b = blocks.get(block)?.ok_or(MetaError::NoSuchBlock(block))?;
+                chunks += 1;
+                bytes += decode::<BlockRecord>(b.value())?.size;
+            }
+            out.insert(d, (chunks, bytes));
+        }
+        Ok(out)
+    }
+
+    /// The distinct redundancies of the files in the namespace.
+    pub fn redundancies(&self) -> Result<Vec<Redundancy>, MetaError> {
+        let tx = self.db.begin_read()?;
+        let mut seen = BTreeSet::new();
+        for e in tx.open_table(FILES)?.iter()? {
+            let f: FileInfo = decode(e?.1.value())?;
+            if let Some(r) = f.redundancy {
+                seen.insert((r.replicas, r.data, r.parity));
+            }
+        }
+        seen.into_iter()
+            .map(|(replicas, data, parity)| {
+                let wire = dingo_proto::v1::Redundancy { replicas, data, parity };
+                Redundancy::try_from(Some(&wire)).map_err(MetaError::Internal)
+            })
+            .collect()
     }
 
     /// Moves copy `copy` of sealed block `block` from `old_disk` to
@@ -854,6 +1013,7 @@ impl MetaDb {
         // has been carried out; it must never hit the new copy.
         pending.remove((new_disk, block, copy))?;
         drop((index, pending));
+        settle_drain(&tx, old_disk)?;
         tx.commit()?;
         Ok(b)
     }
@@ -1126,16 +1286,16 @@ mod tests {
             tx.commit().unwrap();
             let disk = |u: &str| DiskRegistration { uuid: u.into(), ..Default::default() };
             db.register_node("h:1", &[disk("a"), disk("b")]).unwrap();
-            db.set_disk_dead(1, true).unwrap();
-            db.set_node_dead(0, true).unwrap();
-            assert!(db.set_disk_dead(9, true).unwrap_err().to_string().contains("not registered"));
-            assert!(db.set_node_dead(3, true).is_err());
+            db.set_disk_state(1, DeviceState::Dead).unwrap();
+            db.set_node_state(0, DeviceState::Dead).unwrap();
+            assert!(db.set_disk_state(9, DeviceState::Dead).unwrap_err().to_string().contains("not registered"));
+            assert!(db.set_node_state(3, DeviceState::Dead).is_err());
             id
         };
         let db = MetaDb::open(dir.path()).unwrap();
         assert_eq!(db.sealed_chunks_on(&[4, 5, 6]).unwrap(), vec![(4, id, 0), (5, id, 1), (6, id, 2)]);
         assert_eq!(db.dead().unwrap(), (vec![1], vec![0]));
-        db.set_node_dead(0, false).unwrap();
+        db.set_node_state(0, DeviceState::Live).unwrap();
         assert_eq!(db.dead().unwrap(), (vec![1], vec![]));
     }
 
@@ -1149,5 +1309,85 @@ mod tests {
         let (one, group) = db.redundancy_group(b[1].id).unwrap();
         assert_eq!(one.ec_index, 1);
         assert_eq!(group.iter().map(|g| g.id).collect::<Vec<_>>(), b.iter().map(|g| g.id).collect::<Vec<_>>());
+    }
+
+    /// Three nodes (0, 1, 2) with disks (0, 1), (2, 3), (4, 5).
+    fn three_nodes(db: &MetaDb) {
+        let disk = |u: String| DiskRegistration { uuid: u, ..Default::default() };
+        for n in 0..3 {
+            db.register_node(&format!("h:{n}"), &[disk(format!("{n}a")), disk(format!("{n}b"))]).unwrap();
+        }
+    }
+
+    fn committed(db: &MetaDb, path: &str, lease_id: u64, disks: [u32; 3]) -> u64 {
+        db.create_file(path, R3, 1 << 16, lease(lease_id), 0).unwrap();
+        let chunks = disks.iter().enumerate().map(|(c, &d)| ChunkLocation {
+            copy: c as u32,
+            disk: d,
+            node: d / 2,
+            ..Default::default()
+        });
+        let b = db.allocate(path, lease_id, 0, 1000, &[chunks.collect()]).unwrap();
+        db.commit(path, lease_id, 0, 1000, &[(b[0].id, 10)]).unwrap();
+        b[0].id
+    }
+
+    #[test]
+    fn a_drain_ends_exactly_when_the_last_chunk_leaves_and_survives_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let db = MetaDb::open(dir.path()).unwrap();
+            three_nodes(&db);
+            let a = committed(&db, "/a", 1, [0, 2, 4]);
+            let b = committed(&db, "/b", 2, [0, 3, 5]);
+            db.set_disk_state(0, DeviceState::Draining).unwrap();
+            let disk0 = |db: &MetaDb| db.drain_states().unwrap().0.get(&0).copied();
+            assert_eq!(disk0(&db), Some(DeviceState::Draining));
+            assert_eq!(db.placed_on(&[0]).unwrap()[&0], (2, 20));
+            db.replace_chunk(a, 0, 0, 1, 0).unwrap();
+            assert_eq!(disk0(&db), Some(DeviceState::Draining), "block /b still places a chunk there");
+            db.replace_chunk(b, 0, 0, 1, 0).unwrap();
+            assert_eq!(disk0(&db), Some(DeviceState::Decommissioned));
+            assert_eq!(db.placed_on(&[0]).unwrap()[&0], (0, 0));
+            // Draining again keeps it decommissioned; it cannot be set directly.
+            db.set_disk_state(0, DeviceState::Draining).unwrap();
+            assert_eq!(disk0(&db), Some(DeviceState::Decommissioned));
+            let e = db.set_disk_state(1, DeviceState::Decommissioned).unwrap_err().to_string();
+            assert!(e.contains("DECOMMISSIONED cannot be set"), "{e}");
+
+            // A node drains through its disks; deleting the last file empties it.
+            db.set_node_state(1, DeviceState::Draining).unwrap();
+            db.delete("/a").unwrap();
+            assert_eq!(db.drain_states().unwrap().1[&1], DeviceState::Draining, "disk 3 still holds /b");
+            // An empty node is decommissioned at once; LIVE cancels a drain.
+            db.set_node_state(2, DeviceState::Draining).unwrap();
+            db.set_node_state(2, DeviceState::Live).unwrap();
+            // A dead device has nothing to drain.
+            db.set_disk_state(5, DeviceState::Dead).unwrap();
+            let e = db.set_disk_state(5, DeviceState::Draining).unwrap_err().to_string();
+            assert!(e.contains("disk 5 is DEAD"), "{e}");
+        }
+        let db = MetaDb::open(dir.path()).unwrap();
+        let (disks, nodes) = db.drain_states().unwrap();
+        assert_eq!(disks, HashMap::from([(0, DeviceState::Decommissioned)]));
+        assert_eq!(nodes, HashMap::from([(1, DeviceState::Draining)]));
+        db.delete("/b").unwrap();
+        assert_eq!(db.drain_states().unwrap().1[&1], DeviceState::Decommissioned);
+        db.set_disk_state(0, DeviceState::Live).unwrap();
+        assert!(db.drain_states().unwrap().0.is_empty());
+        assert_eq!(db.dead().unwrap(), (vec![5], vec![]));
+    }
+
+    #[test]
+    fn an_open_block_holds_a_drain_until_it_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = MetaDb::open(dir.path()).unwrap();
+        three_nodes(&db);
+        db.create_file("/w", R3, 1 << 16, lease(1), 0).unwrap();
+        let open = db.allocate("/w", 1, 0, 1000, &[vec![loc(0, 2)]]).unwrap()[0].id;
+        db.set_node_state(1, DeviceState::Draining).unwrap();
+        assert_eq!(db.drain_states().unwrap().1[&1], DeviceState::Draining);
+        db.abandon("/w", 1, 0, 1000, &[open]).unwrap();
+        assert_eq!(db.drain_states().unwrap().1[&1], DeviceState::Decommissioned);
     }
 }

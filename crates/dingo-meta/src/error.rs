@@ -23,6 +23,9 @@ pub enum MetaError {
     /// The state changed under a request that assumed otherwise.
     #[error("{0}")]
     Conflict(String),
+    /// A request that would endanger data or cannot make progress now.
+    #[error("refused: {0}")]
+    Refused(String),
     #[error("cannot place chunks: {0}")]
     NoPlacement(String),
     #[error("unknown node {0}; register first")]
@@ -50,9 +53,11 @@ impl From<MetaError> for tonic::Status {
                 tonic::Status::not_found(msg)
             }
             MetaError::Exists(_) => tonic::Status::already_exists(msg),
-            MetaError::Sealed(_) | MetaError::LeaseHeld { .. } | MetaError::LeaseLost(_) | MetaError::Conflict(_) => {
-                tonic::Status::failed_precondition(msg)
-            }
+            MetaError::Sealed(_)
+            | MetaError::LeaseHeld { .. }
+            | MetaError::LeaseLost(_)
+            | MetaError::Conflict(_)
+            | MetaError::Refused(_) => tonic::Status::failed_precondition(msg),
             MetaError::InvalidPath(_) | MetaError::Invalid(_) => tonic::Status::invalid_argument(msg),
             MetaError::NoPlacement(_) => tonic::Status::resource_exhausted(msg),
             MetaError::Internal(_) => tonic::Status::internal(msg),

@@ -2,7 +2,8 @@
 //!
 //! Rules, in order:
 //! 1. Only live nodes not excluded by the caller, and only disks with room
-//!    for the chunk.
+//!    for the chunk (the service leaves out DEAD, DRAINING and
+//!    DECOMMISSIONED nodes and disks before calling).
 //! 2. Chunks go to distinct nodes. Replicas must (a second copy on the same
 //!    node protects nothing against a node loss); EC members may wrap around
 //!    when the stripe is wider than the cluster, and then spread evenly: each
@@ -16,6 +17,7 @@
 //! possible, then to the emptiest disk or a random one weighted by free space.
 
 use crate::error::MetaError;
+use dingo_proto::Redundancy;
 use dingo_types::format_bytes;
 use std::collections::HashMap;
 
@@ -117,6 +119,30 @@ pub fn place_one(
     Ok((chosen.0, chosen.1))
 }
 
+/// Live nodes a file's new chunks need: one per replica; for an EC
+/// stripe, enough that no node holds more members than the stripe has
+/// parity (members wrap evenly), so it survives a node loss.
+pub fn nodes_needed(r: Redundancy) -> usize {
+    match r {
+        Redundancy::Replicated(copies) => usize::from(copies),
+        Redundancy::Ec { parity, .. } => r.width().div_ceil(usize::from(parity.max(1))),
+    }
+}
+
+/// Refuses a drain that would leave `eligible_nodes` (live, not dead or
+/// draining, with a disk that takes chunks) too few for one of `files`'
+/// redundancies: its chunks could not all move off the drained devices.
+pub fn check_drain(what: &str, eligible_nodes: usize, files: &[Redundancy]) -> Result<(), MetaError> {
+    match files.iter().copied().filter(|&r| nodes_needed(r) > eligible_nodes).max_by_key(|&r| nodes_needed(r)) {
+        None => Ok(()),
+        Some(r) => Err(MetaError::Refused(format!(
+            "draining {what} would leave {eligible_nodes} live node(s) taking new chunks, but files with \
+             redundancy {r} need {}; add nodes or undo other drains first",
+            nodes_needed(r)
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,5 +207,18 @@ mod tests {
         }
         let e = place_one(&c, &held, 1000, false).unwrap_err().to_string();
         assert!(e.contains("no live disk with room"), "{e}");
+    }
+
+    #[test]
+    fn drains_leave_enough_nodes_for_every_redundancy() {
+        assert_eq!(nodes_needed(Redundancy::Replicated(3)), 3);
+        assert_eq!(nodes_needed(Redundancy::Ec { data: 6, parity: 3 }), 3);
+        assert_eq!(nodes_needed(Redundancy::Ec { data: 2, parity: 1 }), 3);
+        let files = [Redundancy::Replicated(2), Redundancy::Ec { data: 6, parity: 3 }, Redundancy::Replicated(3)];
+        check_drain("node 1", 3, &files).unwrap();
+        let e = check_drain("node 1", 2, &files).unwrap_err();
+        assert!(matches!(e, MetaError::Refused(_)), "{e}");
+        assert!(e.to_string().contains("leave 2 live node(s)") && e.to_string().contains("need 3"), "{e}");
+        check_drain("node 1", 0, &[]).unwrap();
     }
 }

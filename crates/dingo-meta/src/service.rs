@@ -2,11 +2,12 @@
 //! liveness and reported disk usage are soft state rebuilt from heartbeats.
 //! Disks and nodes marked DEAD are durable (in redb) and mirrored here: a
 //! chunk on a dead disk, or on any disk of a dead node, is *lost* — never
-//! read, never placed on.
+//! read, never placed on. Draining and decommissioned disks and nodes are
+//! mirrored too: nothing new is placed on them, their chunks stay readable.
 
 use crate::db::{Lease, MetaDb, Recovered};
 use crate::error::MetaError;
-use crate::placement::{Candidate, place, place_one};
+use crate::placement::{Candidate, check_drain, place, place_one};
 use dingo_proto::metrics::MetricsText;
 use dingo_proto::v1::meta_server::Meta;
 use dingo_proto::v1::*;
@@ -32,6 +33,10 @@ struct Cluster {
     /// Mirrors of the durable `dead_disks` and `dead_nodes` tables.
     dead_disks: HashSet<u32>,
     dead_nodes: HashSet<u32>,
+    /// Disks and nodes DRAINING or DECOMMISSIONED (durable in `drain_*`):
+    /// both take no new chunks, so placement needs no finer view.
+    drained_disks: HashSet<u32>,
+    drained_nodes: HashSet<u32>,
 }
 
 impl Cluster {
@@ -44,6 +49,15 @@ impl Cluster {
     /// The node a disk is registered on.
     fn owner(&self, disk: u32) -> Option<u32> {
         self.nodes.iter().find(|(_, s)| s.usage.contains_key(&disk)).map(|(&n, _)| n)
+    }
+
+    /// Whether new chunks may go to `disk` of `node` as far as the
+    /// administrative states go (not DEAD, DRAINING or DECOMMISSIONED).
+    fn takes_chunks(&self, node: u32, disk: u32) -> bool {
+        !self.dead_nodes.contains(&node)
+            && !self.drained_nodes.contains(&node)
+            && !self.dead_disks.contains(&disk)
+            && !self.drained_disks.contains(&disk)
     }
 }
 
@@ -84,6 +98,30 @@ fn to_wire((disk, block, copy): (u32, u64, u32)) -> ChunkOnDisk {
     ChunkOnDisk { disk, chunk: Some(ChunkId { block, copy }) }
 }
 
+/// A state number from a request; unknown numbers are refused rather than
+/// read as LIVE (prost's default).
+fn wire_state(what: &str, id: u32, state: i32) -> Result<DeviceState, Status> {
+    DeviceState::try_from(state)
+        .map_err(|_| Status::invalid_argument(format!("{what} {id}: unknown device state {state}")))
+}
+
+/// Mirrors a state the database accepted for one disk or node.
+fn apply_state(state: DeviceState, id: u32, dead: &mut HashSet<u32>, drained: &mut HashSet<u32>) {
+    match state {
+        DeviceState::Live => {
+            dead.remove(&id);
+            drained.remove(&id);
+        }
+        DeviceState::Dead => {
+            dead.insert(id);
+            drained.remove(&id);
+        }
+        DeviceState::Draining | DeviceState::Decommissioned => {
+            drained.insert(id);
+        }
+    }
+}
+
 fn new_lease(ttl: Duration) -> Lease {
     Lease { id: fastrand::u64(1..), expiry_ms: now_ms() + ttl.as_millis() as u64 }
 }
@@ -103,10 +141,13 @@ impl MetaService {
             })
             .collect();
         let (dead_disks, dead_nodes) = db.dead()?;
+        let (drained_disks, drained_nodes) = db.drain_states()?;
         let cluster = Cluster {
             nodes,
             dead_disks: dead_disks.into_iter().collect(),
             dead_nodes: dead_nodes.into_iter().collect(),
+            drained_disks: drained_disks.into_keys().collect(),
+            drained_nodes: drained_nodes.into_keys().collect(),
         };
         Ok(MetaService {
             db: Arc::new(db),
@@ -140,24 +181,45 @@ impl MetaService {
         }
     }
 
-    /// Nodes that may receive chunks — heartbeating, not marked dead, not in
-    /// `exclude` — with the free bytes of their disks not marked dead.
+    /// Nodes that may receive chunks — heartbeating, not marked dead,
+    /// draining or decommissioned, not in `exclude` — with the free bytes of
+    /// their disks that take chunks.
     fn candidates(&self, exclude: &[u32]) -> Vec<Candidate> {
         let cluster = self.cluster();
         cluster
             .nodes
             .iter()
-            .filter(|(id, s)| self.alive(s) && !cluster.dead_nodes.contains(id) && !exclude.contains(id))
+            .filter(|(id, s)| self.alive(s) && !exclude.contains(id))
             .map(|(&node, s)| Candidate {
                 node,
                 disks: s
                     .usage
                     .values()
-                    .filter(|u| !cluster.dead_disks.contains(&u.disk))
+                    .filter(|u| cluster.takes_chunks(node, u.disk))
                     .map(|u| (u.disk, u.capacity.saturating_sub(u.used)))
                     .collect(),
             })
             .collect()
+    }
+
+    /// Refuses to drain `what` (`drained(node, disk)`: whether the drain
+    /// covers that disk) if too few live nodes with a disk taking chunks
+    /// would remain for some file's redundancy.
+    async fn check_drain(&self, what: String, drained: impl Fn(u32, u32) -> bool) -> Result<(), Status> {
+        let db = self.db.clone();
+        let files = blocking(move || db.redundancies()).await?;
+        let eligible = {
+            let cluster = self.cluster();
+            cluster
+                .nodes
+                .iter()
+                .filter(|&(&node, s)| {
+                    self.alive(s) && s.usage.keys().any(|&d| cluster.takes_chunks(node, d) && !drained(node, d))
+                })
+                .count()
+        };
+        check_drain(&what, eligible, &files)?;
+        Ok(())
     }
 
     /// Checks that `disk` may receive a copy of a chunk of `bytes` now held
@@ -172,7 +234,9 @@ impl MetaService {
         }
         let candidates = self.candidates(&[]);
         let Some(free) = candidates.iter().flat_map(|c| &c.disks).find(|d| d.0 == disk).map(|d| d.1) else {
-            return Err(Status::failed_precondition(format!("disk {disk} or its node {node} is dead")));
+            return Err(Status::failed_precondition(format!(
+                "disk {disk} or its node {node} is dead, draining or decommissioned"
+            )));
         };
         if free < bytes {
             return Err(Status::resource_exhausted(format!("disk {disk} has {free} bytes free, {bytes} needed")));
@@ -240,8 +304,16 @@ impl MetaService {
             tick.tick().await;
             for node in self.silent_for(after) {
                 let db = self.db.clone();
-                match blocking(move || db.set_node_dead(node, true)).await {
-                    Ok(()) => {
+                // A decommissioned node holds nothing: stopping it is the point.
+                let mark = move || {
+                    if db.drain_states()?.1.get(&node) == Some(&DeviceState::Decommissioned) {
+                        return Ok(false);
+                    }
+                    db.set_node_state(node, DeviceState::Dead).map(|()| true)
+                };
+                match blocking(mark).await {
+                    Ok(false) => {}
+                    Ok(true) => {
                         self.cluster().dead_nodes.insert(node);
                         self.auto_dead.fetch_add(1, Relaxed);
                         tracing::warn!(node, silent_for = ?after, "node missed its heartbeats: marked DEAD");
@@ -264,6 +336,9 @@ impl MetaService {
         m.family("dingo_meta_marked_dead", "gauge", "Disks and nodes marked DEAD.");
         m.sample("dingo_meta_marked_dead", &[("kind", "disk")], cluster.dead_disks.len());
         m.sample("dingo_meta_marked_dead", &[("kind", "node")], cluster.dead_nodes.len());
+        m.family("dingo_meta_drained", "gauge", "Disks and nodes DRAINING or DECOMMISSIONED (taking no new chunks).");
+        m.sample("dingo_meta_drained", &[("kind", "disk")], cluster.drained_disks.len());
+        m.sample("dingo_meta_drained", &[("kind", "node")], cluster.drained_nodes.len());
         m.family("dingo_meta_corrupt_chunk_reports_total", "counter", "Corrupt chunks reported by nodes.");
         m.sample("dingo_meta_corrupt_chunk_reports_total", &[], self.corrupt_reports.load(Relaxed));
         m.family(
@@ -496,8 +571,20 @@ impl Meta for MetaService {
         let db = self.db.clone();
         let reported: Vec<(u32, u64, u32)> =
             self.corrupt.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
-        let (stored, (files, blocks), gone, open) =
-            blocking(move || Ok((db.nodes()?, db.counts()?, db.unknown_chunks(&reported)?, db.open_files()?))).await?;
+        let (stored, (files, blocks), gone, open, (drain_disks, drain_nodes), left) = blocking(move || {
+            let stored = db.nodes()?;
+            let drains = db.drain_states()?;
+            // Progress of every disk a drain covers: its own, or its node's.
+            let draining: Vec<u32> = stored
+                .iter()
+                .flat_map(|n| n.disks.iter().map(move |d| (n.id, d.id)))
+                .filter(|(n, d)| drains.0.contains_key(d) || drains.1.contains_key(n))
+                .map(|(_, d)| d)
+                .collect();
+            let left = db.placed_on(&draining)?;
+            Ok((stored, db.counts()?, db.unknown_chunks(&reported)?, db.open_files()?, drains, left))
+        })
+        .await?;
         // Reported copies rebuilt elsewhere (or deleted) are no longer damage.
         let corrupt: Vec<ChunkOnDisk> = {
             let mut set = self.corrupt.lock().unwrap_or_else(|p| p.into_inner());
@@ -515,10 +602,24 @@ impl Meta for MetaService {
         let nodes = stored
             .into_iter()
             .map(|mut n| {
-                let state = |dead: bool| if dead { DeviceState::Dead } else { DeviceState::Live };
-                n.set_state(state(cluster.dead_nodes.contains(&n.id)));
+                let node_drain = drain_nodes.get(&n.id).copied();
+                n.set_state(if cluster.dead_nodes.contains(&n.id) {
+                    DeviceState::Dead
+                } else {
+                    node_drain.unwrap_or(DeviceState::Live)
+                });
                 for d in &mut n.disks {
-                    d.set_state(state(lost.contains(&d.id)));
+                    // The worse of the disk's own drain and its node's:
+                    // DECOMMISSIONED over DRAINING.
+                    let drain = drain_disks.get(&d.id).copied().into_iter().chain(node_drain).max();
+                    d.set_state(if lost.contains(&d.id) {
+                        DeviceState::Dead
+                    } else {
+                        drain.unwrap_or(DeviceState::Live)
+                    });
+                    if d.state() == DeviceState::Draining {
+                        (d.drain_chunks_left, d.drain_bytes_left) = left.get(&d.id).copied().unwrap_or_default();
+                    }
                 }
                 if let Some(s) = cluster.nodes.get(&n.id) {
                     n.alive = self.alive(s);
@@ -599,31 +700,57 @@ impl Meta for MetaService {
 
     async fn set_disk_state(&self, request: Request<SetDiskStateRequest>) -> Result<Response<SetStateReply>, Status> {
         let r = request.into_inner();
-        let dead = r.state() == DeviceState::Dead;
+        let disk = r.disk;
+        let state = wire_state("disk", disk, r.state)?;
+        if state == DeviceState::Draining {
+            {
+                let cluster = self.cluster();
+                if cluster.owner(disk).is_none() {
+                    return Err(Status::invalid_argument(format!("disk {disk} is not registered")));
+                }
+                if cluster.lost_disks().contains(&disk) {
+                    return Err(Status::failed_precondition(format!(
+                        "disk {disk} or its node is DEAD: its chunks are lost and being rebuilt elsewhere, there is \
+                         nothing to drain"
+                    )));
+                }
+            }
+            self.check_drain(format!("disk {disk}"), |_, d| d == disk).await?;
+        }
         let db = self.db.clone();
-        blocking(move || db.set_disk_dead(r.disk, dead)).await?;
+        blocking(move || db.set_disk_state(disk, state)).await?;
         let mut cluster = self.cluster();
-        if dead {
-            cluster.dead_disks.insert(r.disk)
-        } else {
-            cluster.dead_disks.remove(&r.disk)
-        };
-        tracing::warn!(disk = r.disk, state = r.state().as_str_name(), "disk state set");
+        let c = &mut *cluster;
+        apply_state(state, disk, &mut c.dead_disks, &mut c.drained_disks);
+        tracing::warn!(disk, state = state.as_str_name(), "disk state set");
         Ok(Response::new(SetStateReply {}))
     }
 
     async fn set_node_state(&self, request: Request<SetNodeStateRequest>) -> Result<Response<SetStateReply>, Status> {
         let r = request.into_inner();
-        let dead = r.state() == DeviceState::Dead;
+        let node = r.node;
+        let state = wire_state("node", node, r.state)?;
+        if state == DeviceState::Draining {
+            {
+                let cluster = self.cluster();
+                if !cluster.nodes.contains_key(&node) {
+                    return Err(Status::invalid_argument(format!("node {node} is not registered")));
+                }
+                if cluster.dead_nodes.contains(&node) {
+                    return Err(Status::failed_precondition(format!(
+                        "node {node} is DEAD: its chunks are lost and being rebuilt elsewhere, there is nothing to \
+                         drain"
+                    )));
+                }
+            }
+            self.check_drain(format!("node {node}"), |n, _| n == node).await?;
+        }
         let db = self.db.clone();
-        blocking(move || db.set_node_dead(r.node, dead)).await?;
+        blocking(move || db.set_node_state(node, state)).await?;
         let mut cluster = self.cluster();
-        if dead {
-            cluster.dead_nodes.insert(r.node)
-        } else {
-            cluster.dead_nodes.remove(&r.node)
-        };
-        tracing::warn!(node = r.node, state = r.state().as_str_name(), "node state set");
+        let c = &mut *cluster;
+        apply_state(state, node, &mut c.dead_nodes, &mut c.drained_nodes);
+        tracing::warn!(node, state = state.as_str_name(), "node state set");
         Ok(Response::new(SetStateReply {}))
     }
 
@@ -664,12 +791,17 @@ impl Meta for MetaService {
         let chunk = chunk_ref(r.chunk.as_ref())?;
         let node = {
             let cluster = self.cluster();
-            if cluster.lost_disks().contains(&r.new_disk) {
-                return Err(Status::failed_precondition(format!("disk {} or its node is dead", r.new_disk)));
-            }
-            cluster
+            let node = cluster
                 .owner(r.new_disk)
-                .ok_or_else(|| Status::invalid_argument(format!("disk {} is unknown", r.new_disk)))?
+                .ok_or_else(|| Status::invalid_argument(format!("disk {} is unknown", r.new_disk)))?;
+            // A copy placed before a drain began must not land there after.
+            if !cluster.takes_chunks(node, r.new_disk) {
+                return Err(Status::failed_precondition(format!(
+                    "disk {} or its node {node} is dead, draining or decommissioned",
+                    r.new_disk
+                )));
+            }
+            node
         };
         let db = self.db.clone();
         let (block, copy) = (chunk.block.0, u32::from(chunk.copy));
@@ -685,5 +817,89 @@ impl Meta for MetaService {
         let [b] = blocks;
         tracing::info!(block, copy, from = r.old_disk, to = r.new_disk, "chunk replaced");
         Ok(Response::new(b))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn register(svc: &MetaService, n: u32) -> Vec<u32> {
+        let disks = (0..2)
+            .map(|d| DiskRegistration { uuid: format!("{n}-{d}"), capacity: 1 << 30, ..Default::default() })
+            .collect();
+        let r = RegisterNodeRequest { addr: format!("127.0.0.1:{}", 9000 + n), disks };
+        svc.register_node(Request::new(r)).await.unwrap().into_inner().disks
+    }
+
+    #[tokio::test]
+    async fn placement_skips_draining_disks_and_nodes() {
+        let dir = tempfile::tempdir().unwrap();
+        let svc = MetaService::new(MetaDb::open(dir.path()).unwrap(), Duration::from_secs(60), Duration::from_secs(60))
+            .unwrap();
+        let mut disks = Vec::new();
+        for n in 0..5 {
+            disks.push(register(&svc, n).await);
+        }
+        let drained_disk = disks[0][0];
+        svc.set_disk_state(Request::new(SetDiskStateRequest {
+            disk: drained_disk,
+            state: DeviceState::Draining as i32,
+        }))
+        .await
+        .unwrap();
+        svc.set_node_state(Request::new(SetNodeStateRequest { node: 1, state: DeviceState::Draining as i32 }))
+            .await
+            .unwrap();
+        let create = |path: &str, redundancy: Redundancy| CreateFileRequest {
+            path: path.into(),
+            redundancy: Some(redundancy.into()),
+            block_size: 1 << 16,
+        };
+        for (path, redundancy) in [("/r", Redundancy::Replicated(3)), ("/e", Redundancy::Ec { data: 2, parity: 1 })] {
+            let lease = svc.create_file(Request::new(create(path, redundancy))).await.unwrap().into_inner().lease;
+            for _ in 0..30 {
+                let req =
+                    AllocateBlocksRequest { path: path.into(), lease, chunk_bytes: 1 << 16, exclude_nodes: vec![] };
+                let blocks = svc.allocate_blocks(Request::new(req)).await.unwrap().into_inner().blocks;
+                for c in blocks.iter().flat_map(|b| &b.chunks) {
+                    assert!(
+                        c.disk != drained_disk && c.node != 1,
+                        "{path}: chunk placed on disk {} node {}",
+                        c.disk,
+                        c.node
+                    );
+                }
+            }
+        }
+        // Nodes 0 (its other disk), 2, 3 and 4 take chunks: one more drain
+        // leaves three, a second would strand replicated:3.
+        let drain_node = |node: u32| SetNodeStateRequest { node, state: DeviceState::Draining as i32 };
+        svc.set_node_state(Request::new(drain_node(2))).await.unwrap();
+        let refused = svc.set_node_state(Request::new(drain_node(3))).await.unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+        assert!(refused.message().contains("replicated:3 need 3"), "{}", refused.message());
+        // Status shows the drains (finished at once: nothing was placed
+        // there); LIVE cancels one and placement uses the node again.
+        let status = svc.cluster_status(Request::new(ClusterStatusRequest {})).await.unwrap().into_inner();
+        let node = |id: u32| status.nodes.iter().find(|n| n.id == id).unwrap();
+        assert_eq!(node(1).state(), DeviceState::Decommissioned);
+        assert!(node(1).disks.iter().all(|d| d.state() == DeviceState::Decommissioned));
+        let node0: Vec<DeviceState> = node(0).disks.iter().map(|d| d.state()).collect();
+        assert_eq!(node0, [DeviceState::Decommissioned, DeviceState::Live]);
+        svc.set_node_state(Request::new(SetNodeStateRequest { node: 1, state: DeviceState::Live as i32 }))
+            .await
+            .unwrap();
+        assert!(svc.candidates(&[]).iter().any(|c| c.node == 1 && c.disks.len() == 2));
+        // A restarted service keeps the drains out of placement.
+        drop(svc);
+        let svc = MetaService::new(MetaDb::open(dir.path()).unwrap(), Duration::from_secs(60), Duration::from_secs(60))
+            .unwrap();
+        assert!(svc.cluster().drained_nodes.contains(&2) && svc.cluster().drained_disks.contains(&drained_disk));
+        assert!(!svc.cluster().drained_nodes.contains(&1), "the cancelled drain stays cancelled");
+        let bad = SetDiskStateRequest { disk: 99, state: DeviceState::Draining as i32 };
+        assert!(
+            svc.set_disk_state(Request::new(bad)).await.unwrap_err().message().contains("disk 99 is not registered")
+        );
     }
 }

@@ -4,7 +4,7 @@
 //! imperative and the declarative run of a task do the same work.
 
 use crate::work::{Action, Declared, Job, WorkItem, set_of};
-use dingo_client::{Client, ClientError, Redundancy};
+use dingo_client::{Client, ClientError, DeviceState, Redundancy};
 use dingo_proto::v1::{BlockRecord, ClusterStatusReply};
 use dingo_types::{BlockId, ChunkRef, TaskKind};
 use std::collections::{HashMap, HashSet};
@@ -29,9 +29,62 @@ async fn records(
     Ok(out)
 }
 
-/// Disks of live nodes, with capacity and used bytes.
+/// Disks of live nodes that hold data (neither DEAD nor DECOMMISSIONED),
+/// with capacity and used bytes.
 fn live_disks(status: &ClusterStatusReply) -> Vec<(u32, u64, u64)> {
-    status.nodes.iter().filter(|n| n.alive).flat_map(|n| n.disks.iter().map(|d| (d.id, d.capacity, d.used))).collect()
+    status
+        .nodes
+        .iter()
+        .filter(|n| n.alive)
+        .flat_map(|n| n.disks.iter())
+        .filter(|d| !matches!(d.state(), DeviceState::Dead | DeviceState::Decommissioned))
+        .map(|d| (d.id, d.capacity, d.used))
+        .collect()
+}
+
+/// Moves every chunk of a sealed block off the DRAINING disks (their own
+/// state or their node's) of `status`, through the rebalancing move: the
+/// metadata service places each new copy on a node that takes chunks and
+/// holds the fewest others of its block or stripe. `None` when no disk is
+/// draining or nothing is left on them. Chunks of blocks still open are
+/// not movable yet; they come in a later round once committed.
+pub async fn draining(
+    client: &Client,
+    status: &ClusterStatusReply,
+    deadline_ms: u64,
+) -> Result<Option<Job>, ClientError> {
+    let disks: Vec<u32> = status
+        .nodes
+        .iter()
+        .flat_map(|n| n.disks.iter())
+        .filter(|d| d.state() == DeviceState::Draining)
+        .map(|d| d.id)
+        .collect();
+    let mut chunks = Vec::new();
+    for &disk in &disks {
+        chunks.extend(client.chunks_on_disk(disk).await?);
+    }
+    let recs = records(client, chunks.iter().map(|c| c.block.0)).await?;
+    chunks.retain(|c| recs.contains_key(&c.block.0));
+    if chunks.is_empty() {
+        return Ok(None);
+    }
+    chunks.sort_unstable();
+    let items = chunks
+        .into_iter()
+        .map(|c| {
+            let action = Action::Move(c);
+            WorkItem { set: set_of(&action, &[]), action, bytes: recs[&c.block.0].size }
+        })
+        .collect();
+    Ok(Some(Job {
+        task: TaskKind::Rebalancing,
+        label: format!("drain disk(s) {disks:?}"),
+        items,
+        declared: Declared::Items,
+        sets_needed: None,
+        deadline_ms,
+    }))
 }
 
 /// One scrubbing job per live disk: every chunk on it, that exact copy, in

@@ -6,6 +6,9 @@
 //!   DEAD, by an operator or by the metadata service after missed
 //!   heartbeats);
 //! - **rebalancing** when a node joins (a live node not seen before);
+//! - **draining**: every chunk on a DRAINING disk or node is moved off it
+//!   (the rebalancing move), after which the metadata service marks it
+//!   DECOMMISSIONED;
 //! - **scrubbing** of every live disk every `scrub_every`.
 //!
 //! Jobs go through the IO Planner when one is configured (declaratively),
@@ -169,6 +172,9 @@ async fn step(
         }
     }
     let status = client.cluster_status().await?;
+    if let Some(job) = plan::draining(client, &status, deadline_ms()).await? {
+        due.push(("draining".into(), job));
+    }
     let live: Vec<u32> =
         status.nodes.iter().filter(|n| n.alive && n.state() != dingo_client::DeviceState::Dead).map(|n| n.id).collect();
     let new: Vec<u32> = live.iter().copied().filter(|n| !state.known_nodes.contains(n)).collect();

@@ -26,7 +26,8 @@ pub enum Action {
     /// Recreate a lost chunk on a live disk from `sources` (another replica,
     /// or `k` members of its stripe).
     Rebuild { lost: ChunkRef, sources: Vec<ChunkRef> },
-    /// Move this copy to the emptiest eligible disk.
+    /// Move this copy to the emptiest eligible disk (rebuild it from
+    /// redundancy instead if it is corrupt).
     Move(ChunkRef),
     /// Read file `from` in full, write it as `to` with redundancy
     /// `redundancy`, then delete `from`.
@@ -231,8 +232,17 @@ async fn rebuild(
 
 async fn move_chunk(client: &Client, chunk: ChunkRef, tag: IoTag) -> Result<Outcome, ClientError> {
     let rec = block_record(client, chunk.block).await?;
-    client.move_chunk(chunk, None, tag).await?;
-    Ok(Outcome { logical_bytes: rec.size, written_bytes: rec.size, ..Outcome::default() })
+    match client.move_chunk(chunk, None, tag).await {
+        Ok(_) => Ok(Outcome { logical_bytes: rec.size, written_bytes: rec.size, ..Outcome::default() }),
+        // A damaged copy cannot be moved, and would keep a drain from
+        // finishing: rebuild it from redundancy (also away from its node).
+        Err(e) if is_corrupt(&e) => {
+            tracing::warn!(%chunk, "a chunk to move is corrupt ({e}); rebuilding it from redundancy");
+            client.rebuild_chunk(chunk, &[], tag).await?;
+            Ok(Outcome { logical_bytes: rec.size, written_bytes: rec.size, repaired: true, ..Outcome::default() })
+        }
+        Err(e) => Err(e),
+    }
 }
 
 async fn transcode(

@@ -1,4 +1,5 @@
-//! The storage subcommands: `meta`, `node`, `cluster up|status`,
+//! The storage subcommands: `meta`, `node`, `cluster
+//! up|status|health|mark-dead|mark-live|drain|decommission`,
 //! `fs put|get|ls|rm|stat`. Daemons run until Ctrl-C or SIGTERM.
 
 use crate::storage_config::StorageConfig;
@@ -79,12 +80,34 @@ pub enum ClusterCommand {
     /// Mark a node or disk DEAD: its chunks count as lost and are rebuilt
     /// elsewhere (by `dingo maintain`, or `dingo task reconstruct`).
     MarkDead(MarkArgs),
-    /// Mark a node or disk LIVE again.
+    /// Mark a node or disk LIVE again (also cancels a drain).
     MarkLive(MarkArgs),
+    /// Drain a node or disk: nothing new is placed there, reads go on, `dingo
+    /// maintain` moves its chunks to other nodes, and it becomes
+    /// DECOMMISSIONED once empty (then it can be stopped). Refused for a dead
+    /// device, or if too few nodes would remain for some file's redundancy.
+    Drain(MarkArgs),
+    /// Drain a node or disk and wait, reporting progress, until it is
+    /// DECOMMISSIONED.
+    Decommission(DecommissionArgs),
 }
 
 #[derive(Args, Debug)]
-#[group(required = true, multiple = false)]
+pub struct DecommissionArgs {
+    #[command(flatten)]
+    pub target: MarkArgs,
+    /// Start the drain and return at once.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// How often to report progress while waiting, e.g. 5s.
+    #[arg(long, default_value = "5s", value_parser = crate::task_cmd::parse_duration)]
+    pub progress_every: Duration,
+}
+
+// Exactly one of the two, checked in `device()`: as a clap group it cannot
+// also be flattened into `DecommissionArgs` (clap then demands an unnamed
+// argument).
+#[derive(Args, Debug)]
 pub struct MarkArgs {
     /// Node id (as `cluster status` shows it).
     #[arg(long)]
@@ -314,6 +337,8 @@ pub async fn run_cluster(cmd: ClusterCommand) -> Result<()> {
         ClusterCommand::Health { client, json } => cluster_health(&client, json).await,
         ClusterCommand::MarkDead(m) => mark(m, DeviceState::Dead).await,
         ClusterCommand::MarkLive(m) => mark(m, DeviceState::Live).await,
+        ClusterCommand::Drain(m) => mark(m, DeviceState::Draining).await,
+        ClusterCommand::Decommission(a) => decommission(a).await,
     }
 }
 
@@ -375,8 +400,13 @@ async fn cluster_up(a: ClusterUpArgs) -> Result<()> {
     Ok(())
 }
 
-fn state_name(dead: bool) -> &'static str {
-    if dead { "DEAD" } else { "LIVE" }
+fn state_name(state: DeviceState) -> &'static str {
+    match state {
+        DeviceState::Live => "LIVE",
+        DeviceState::Dead => "DEAD",
+        DeviceState::Draining => "DRAINING",
+        DeviceState::Decommissioned => "DECOMMISSIONED",
+    }
 }
 
 async fn cluster_status(client: &ClientArgs, json: bool) -> Result<()> {
@@ -388,11 +418,12 @@ async fn cluster_status(client: &ClientArgs, json: bool) -> Result<()> {
             .map(|n| {
                 serde_json::json!({
                     "id": n.id, "addr": n.addr, "alive": n.alive,
-                    "state": state_name(n.state() == DeviceState::Dead),
+                    "state": state_name(n.state()),
                     "heartbeat_age_ms": (n.heartbeat_age_ms != u64::MAX).then_some(n.heartbeat_age_ms),
                     "disks": n.disks.iter().map(|d| serde_json::json!({
-                        "id": d.id, "state": state_name(d.state() == DeviceState::Dead), "used": d.used,
+                        "id": d.id, "state": state_name(d.state()), "used": d.used,
                         "capacity": d.capacity, "chunks": d.chunks, "path": d.path,
+                        "drain_chunks_left": d.drain_chunks_left, "drain_bytes_left": d.drain_bytes_left,
                     })).collect::<Vec<_>>(),
                 })
             })
@@ -401,7 +432,7 @@ async fn cluster_status(client: &ClientArgs, json: bool) -> Result<()> {
         return Ok(());
     }
     outln!("{} file(s), {} block record(s)", s.files, s.blocks);
-    outln!("{:<5} {:<22} {:<6} {:<5} {:>8}  disks", "node", "address", "hb", "state", "hb age");
+    outln!("{:<5} {:<22} {:<6} {:<14} {:>8}  disks", "node", "address", "hb", "state", "hb age");
     for n in &s.nodes {
         let age = if n.heartbeat_age_ms == u64::MAX {
             "-".into()
@@ -409,12 +440,17 @@ async fn cluster_status(client: &ClientArgs, json: bool) -> Result<()> {
             format!("{:.1}s", n.heartbeat_age_ms as f64 / 1000.0)
         };
         let hb = if n.alive { "alive" } else { "silent" };
-        outln!("{:<5} {:<22} {:<6} {:<5} {:>8}", n.id, n.addr, hb, state_name(n.state() == DeviceState::Dead), age);
+        outln!("{:<5} {:<22} {:<6} {:<14} {:>8}", n.id, n.addr, hb, state_name(n.state()), age);
         for d in &n.disks {
+            let left = if d.state() == DeviceState::Draining {
+                format!("  ({} chunk(s), {} left to move)", d.drain_chunks_left, format_bytes(d.drain_bytes_left))
+            } else {
+                String::new()
+            };
             outln!(
-                "        disk {:<4} {:<5} {:>12} used of {:>12}  {:>6} chunks  {}",
+                "        disk {:<4} {:<14} {:>12} used of {:>12}  {:>6} chunks  {}{left}",
                 d.id,
-                state_name(d.state() == DeviceState::Dead),
+                state_name(d.state()),
                 format_bytes(d.used),
                 format_bytes(d.capacity),
                 d.chunks,
@@ -434,14 +470,28 @@ async fn cluster_health(client: &ClientArgs, json: bool) -> Result<()> {
     let ids = |v: &[u32]| if v.is_empty() { String::new() } else { format!(" {v:?}") };
     outln!("{}", h.status);
     outln!(
-        "nodes: {} live, {} silent{}, {} dead{}",
+        "nodes: {} live, {} silent{}, {} dead{}, {} draining{}, {} decommissioned{}",
         h.nodes_live.len(),
         h.nodes_silent.len(),
         ids(&h.nodes_silent),
         h.nodes_dead.len(),
-        ids(&h.nodes_dead)
+        ids(&h.nodes_dead),
+        h.nodes_draining.len(),
+        ids(&h.nodes_draining),
+        h.nodes_decommissioned.len(),
+        ids(&h.nodes_decommissioned)
     );
-    outln!("disks: {} live, {} dead{}", h.disks_live, h.disks_dead.len(), ids(&h.disks_dead));
+    let draining: Vec<u32> = h.disks_draining.iter().map(|d| d.disk).collect();
+    outln!(
+        "disks: {} live, {} dead{}, {} draining{}, {} decommissioned{}",
+        h.disks_live,
+        h.disks_dead.len(),
+        ids(&h.disks_dead),
+        draining.len(),
+        ids(&draining),
+        h.disks_decommissioned.len(),
+        ids(&h.disks_decommissioned)
+    );
     outln!("data:  {} file(s), {} sealed block(s)", h.files, h.blocks);
     outln!(
         "redundancy: {} block(s) under-replicated, {} lost; {} chunk(s) lost, {} corrupt",
@@ -452,24 +502,122 @@ async fn cluster_health(client: &ClientArgs, json: bool) -> Result<()> {
     );
     outln!("files: {} open, {} with an expired lease", h.open_files, h.expired_leases);
     outln!("repair outstanding: {} chunk(s)", h.repair_outstanding);
+    outln!(
+        "moves outstanding (draining): {} chunk(s), {}",
+        h.moves_outstanding,
+        format_bytes(h.move_bytes_outstanding)
+    );
     Ok(())
+}
+
+/// A node or disk named on the command line.
+#[derive(Clone, Copy, Debug)]
+enum Device {
+    Node(u32),
+    Disk(u32),
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Device::Node(n) => write!(f, "node {n}"),
+            Device::Disk(d) => write!(f, "disk {d}"),
+        }
+    }
+}
+
+impl MarkArgs {
+    fn device(&self) -> Result<Device> {
+        match (self.node, self.disk) {
+            (Some(n), None) => Ok(Device::Node(n)),
+            (None, Some(d)) => Ok(Device::Disk(d)),
+            _ => bail!("give either --node N or --disk D"),
+        }
+    }
+}
+
+async fn set_state(client: &Client, device: Device, state: DeviceState) -> Result<()> {
+    match device {
+        Device::Node(n) => client.set_node_state(n, state).await,
+        Device::Disk(d) => client.set_disk_state(d, state).await,
+    }
+    .with_context(|| format!("cannot mark {device} {}", state_name(state)))
 }
 
 async fn mark(m: MarkArgs, state: DeviceState) -> Result<()> {
     let client = m.client.client()?;
-    let word = if state == DeviceState::Dead { "DEAD" } else { "LIVE" };
-    match (m.node, m.disk) {
-        (Some(n), _) => {
-            client.set_node_state(n, state).await?;
-            outln!("node {n} marked {word}");
-        }
-        (_, Some(d)) => {
-            client.set_disk_state(d, state).await?;
-            outln!("disk {d} marked {word}");
-        }
-        (None, None) => bail!("give --node or --disk"),
-    }
+    let device = m.device()?;
+    set_state(&client, device, state).await?;
+    outln!("{device} marked {}", state_name(state));
     Ok(())
+}
+
+/// A device's state and what its drain has left: `(state, chunks, bytes)`.
+async fn drain_progress(client: &Client, device: Device) -> Result<(DeviceState, u64, u64)> {
+    let status = client.cluster_status().await?;
+    let disks: Vec<_> = match device {
+        Device::Node(id) => {
+            let n = status.nodes.iter().find(|n| n.id == id).with_context(|| format!("{device} is not registered"))?;
+            if n.state() != DeviceState::Draining {
+                return Ok((n.state(), 0, 0));
+            }
+            n.disks.iter().collect()
+        }
+        Device::Disk(id) => status.nodes.iter().flat_map(|n| &n.disks).filter(|d| d.id == id).collect(),
+    };
+    let state = match device {
+        Device::Node(_) => DeviceState::Draining,
+        Device::Disk(_) => disks.first().with_context(|| format!("{device} is not registered"))?.state(),
+    };
+    Ok((state, disks.iter().map(|d| d.drain_chunks_left).sum(), disks.iter().map(|d| d.drain_bytes_left).sum()))
+}
+
+/// How long a drain may make no progress before the wait says so once.
+const STALLED_AFTER: Duration = Duration::from_secs(60);
+
+async fn decommission(a: DecommissionArgs) -> Result<()> {
+    anyhow::ensure!(!a.progress_every.is_zero(), "--progress-every must be positive");
+    let client = a.target.client.client()?;
+    let device = a.target.device()?;
+    set_state(&client, device, DeviceState::Draining).await?;
+    let (state, chunks, bytes) = drain_progress(&client, device).await?;
+    if state == DeviceState::Decommissioned {
+        outln!("{device} is DECOMMISSIONED: it holds no chunk and can be stopped");
+        return Ok(());
+    }
+    outln!("{device} is DRAINING: {chunks} chunk(s), {} to move off it", format_bytes(bytes));
+    if a.no_wait {
+        outln!("`dingo maintain` moves them; follow with `dingo cluster health`");
+        return Ok(());
+    }
+    let mut last = (chunks, std::time::Instant::now());
+    let mut warned = false;
+    loop {
+        tokio::time::sleep(a.progress_every).await;
+        let (state, chunks, bytes) = drain_progress(&client, device).await?;
+        match state {
+            DeviceState::Decommissioned => {
+                outln!("{device} is DECOMMISSIONED: it holds no chunk and can be stopped");
+                return Ok(());
+            }
+            DeviceState::Live => bail!("the drain of {device} was cancelled: it is LIVE again"),
+            DeviceState::Dead => bail!(
+                "{device} was marked DEAD during its drain: its remaining chunks are lost and get rebuilt from \
+                 redundancy"
+            ),
+            DeviceState::Draining => {}
+        }
+        outln!("{device} is DRAINING: {chunks} chunk(s), {} left", format_bytes(bytes));
+        if chunks < last.0 {
+            last = (chunks, std::time::Instant::now());
+        } else if !warned && last.1.elapsed() >= STALLED_AFTER {
+            warned = true;
+            eprintln!(
+                "warning: no chunk left {device} for {} s; is `dingo maintain` running? (`dingo cluster health`)",
+                STALLED_AFTER.as_secs()
+            );
+        }
+    }
 }
 
 /// A file's state for listings: sealed, open, or open with its lease
