@@ -52,10 +52,14 @@ impl tonic::service::Interceptor for Auth {
             .metadata()
             .get("authorization")
             .ok_or_else(|| Status::unauthenticated("missing `authorization: Bearer <token>` metadata"))?;
+        // The scheme is case-insensitive (RFC 7235 §2.1): gRPC libraries'
+        // per-call credentials send `bearer` as often as `Bearer`.
         let token = value
             .to_str()
             .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(|v| v.split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, token)| token)
             .ok_or_else(|| Status::unauthenticated("the authorization metadata must be `Bearer <token>`"))?;
         let caller = self.tokens.get(token.trim()).cloned().ok_or_else(|| Status::unauthenticated("unknown token"))?;
         req.extensions_mut().insert(caller);
@@ -85,6 +89,8 @@ mod tests {
         let mut auth = Auth::new(&cfg);
         assert_eq!(call(&mut auth, Some("Bearer s3cret")).unwrap(), Caller::Client("scrubber".into()));
         assert_eq!(call(&mut auth, Some("Bearer adm")).unwrap(), Caller::Admin);
+        assert_eq!(call(&mut auth, Some("bearer s3cret")).unwrap(), Caller::Client("scrubber".into()));
+        assert_eq!(call(&mut auth, Some("BEARER adm")).unwrap(), Caller::Admin);
         for bad in [None, Some("s3cret"), Some("Bearer nope"), Some("Basic s3cret")] {
             assert_eq!(call(&mut auth, bad).unwrap_err().code(), tonic::Code::Unauthenticated, "{bad:?}");
         }

@@ -16,6 +16,9 @@ pub enum ServiceError {
     Precondition(String),
     #[error("{0}")]
     Unavailable(String),
+    /// A callback stream replaced by a newer subscription of the same client.
+    #[error("{0}")]
+    Replaced(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -29,6 +32,7 @@ impl From<ServiceError> for tonic::Status {
             ServiceError::Denied(_) => tonic::Status::permission_denied(msg),
             ServiceError::Precondition(_) => tonic::Status::failed_precondition(msg),
             ServiceError::Unavailable(_) => tonic::Status::unavailable(msg),
+            ServiceError::Replaced(_) => tonic::Status::aborted(msg),
             ServiceError::Store(_) => tonic::Status::internal(msg),
         }
     }

@@ -257,7 +257,8 @@ impl Planner for PlannerService {
     async fn subscribe(&self, req: Request<pb::SubscribeRequest>) -> Result<Response<CallbackStream>, Status> {
         let caller = Caller::of(&req)?;
         let rx = self.0.state().subscribe(caller.client()?);
-        Ok(Response::new(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(rx).map(Ok))))
+        let stream = tokio_stream::wrappers::UnboundedReceiverStream::new(rx).map(|r| r.map_err(Status::from));
+        Ok(Response::new(Box::pin(stream)))
     }
 
     async fn ack(&self, req: Request<pb::AckRequest>) -> Result<Response<pb::AckReply>, Status> {

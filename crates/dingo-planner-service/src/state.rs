@@ -135,7 +135,7 @@ pub(crate) struct State {
     next_group: u64,
     budget_override: Option<pb::Budget>,
     /// One callback stream per client.
-    subscribers: HashMap<String, UnboundedSender<pb::Callback>>,
+    subscribers: HashMap<String, UnboundedSender<Result<pb::Callback, ServiceError>>>,
     pub next_quantum_ms: u64,
     metrics: Metrics,
 }
@@ -536,22 +536,30 @@ impl State {
     /// Sends a callback to its owner's stream, if one is open.
     fn offer(&mut self, owner: &str, cb: pb::Callback) {
         if let Some(tx) = self.subscribers.get(owner)
-            && tx.send(cb).is_err()
+            && tx.send(Ok(cb)).is_err()
         {
             self.subscribers.remove(owner);
         }
     }
 
-    /// Opens `owner`'s callback stream, replacing any previous one: every
-    /// dispatched but unacknowledged callback first (in delivery order,
-    /// flagged as redelivery), then new ones as they are dispatched.
-    pub(crate) fn subscribe(&mut self, owner: &str) -> UnboundedReceiver<pb::Callback> {
+    /// Opens `owner`'s callback stream: every dispatched but
+    /// unacknowledged callback first (in delivery order, flagged as
+    /// redelivery), then new ones as they are dispatched. One stream per
+    /// client: an open one is replaced, and ends with
+    /// [`ServiceError::Replaced`] (not a plain end, which tells a client to
+    /// subscribe again), so two processes sharing a token do not silently
+    /// take turns at each other's callbacks.
+    pub(crate) fn subscribe(&mut self, owner: &str) -> UnboundedReceiver<Result<pb::Callback, ServiceError>> {
         let (tx, rx) = unbounded_channel();
         for d in self.deliveries.values().filter(|d| d.owner == owner && d.state == DeliveryState::Dispatched) {
-            let _ = tx.send(pb::Callback { redelivery: true, ..d.callback.clone() });
+            let _ = tx.send(Ok(pb::Callback { redelivery: true, ..d.callback.clone() }));
             self.metrics.redelivered += 1;
         }
-        self.subscribers.insert(owner.to_string(), tx);
+        if let Some(old) = self.subscribers.insert(owner.to_string(), tx) {
+            let _ = old.send(Err(ServiceError::Replaced(format!(
+                "client `{owner}` subscribed again; this stream was replaced by the newer one"
+            ))));
+        }
         rx
     }
 
@@ -561,15 +569,19 @@ impl State {
     }
 
     /// Acknowledges deliveries of `owner`. All or nothing: any unknown,
-    /// foreign or unsent delivery rejects the whole request.
+    /// foreign or unsent delivery rejects the whole request. A delivery of
+    /// a declaration that has finished or was cancelled is no longer
+    /// tracked and needs no acknowledgement: acknowledging it (again) is a
+    /// no-op, so a client retrying an ack it is unsure of never fails.
     pub(crate) fn ack(&mut self, owner: &str, ids: &[u64]) -> Result<(), ServiceError> {
         let mut acking: Vec<u64> = Vec::new();
         for &id in ids {
-            let d = self.deliveries.get(&id).ok_or_else(|| {
-                ServiceError::NotFound(format!(
-                    "delivery {id} is unknown (never sent, or its declaration is finished or cancelled)"
-                ))
-            })?;
+            let Some(d) = self.deliveries.get(&id) else {
+                if id < self.next_delivery {
+                    continue;
+                }
+                return Err(ServiceError::NotFound(format!("delivery {id} was never sent")));
+            };
             if d.owner != owner {
                 return Err(ServiceError::Denied(format!("delivery {id} belongs to another client")));
             }
@@ -644,6 +656,7 @@ impl State {
             elided_sets: core.as_ref().map_or(d.elided, |s| s.elided_sets),
             missed_deadline: core.as_ref().map_or(d.missed, |s| s.missed_deadline),
             done: d.phase == Phase::Done,
+            cancelled: d.phase == Phase::Cancelled,
         }
     }
 
@@ -659,15 +672,7 @@ impl State {
                 .map(|(&id, d)| self.status_of(id, d))
                 .collect());
         }
-        ids.iter()
-            .map(|&id| {
-                let d = self.own_decl(caller, id)?;
-                if d.phase == Phase::Cancelled {
-                    return Err(ServiceError::NotFound(format!("declaration {id} was cancelled")));
-                }
-                Ok(self.status_of(id, d))
-            })
-            .collect()
+        ids.iter().map(|&id| Ok(self.status_of(id, self.own_decl(caller, id)?))).collect()
     }
 
     /// The Prometheus page.
@@ -751,10 +756,12 @@ impl State {
             &[],
             self.topo.block_count(),
         );
+        // A stream whose client went away stays in the map until the next
+        // send to it fails; count only those still open.
         t.family("dingo_planner_subscribers", "gauge", "Open callback streams.").sample(
             "dingo_planner_subscribers",
             &[],
-            self.subscribers.len(),
+            self.subscribers.values().filter(|tx| !tx.is_closed()).count(),
         );
         t.finish()
     }
@@ -803,10 +810,10 @@ mod tests {
         }
     }
 
-    fn drain(rx: &mut UnboundedReceiver<pb::Callback>) -> Vec<pb::Callback> {
+    fn drain(rx: &mut UnboundedReceiver<Result<pb::Callback, ServiceError>>) -> Vec<pb::Callback> {
         let mut out = Vec::new();
         while let Ok(cb) = rx.try_recv() {
-            out.push(cb);
+            out.push(cb.expect("a callback"));
         }
         out
     }
@@ -912,7 +919,7 @@ mod tests {
         assert!(matches!(s.ack("a", &scheduled), Err(ServiceError::Precondition(_))));
         dispatch_all(&mut s, T0 + 1000);
         assert!(matches!(s.ack("b", &scheduled), Err(ServiceError::Denied(_))));
-        assert!(matches!(s.ack("a", &[scheduled[0], 999]), Err(ServiceError::NotFound(_))));
+        assert!(matches!(s.ack("a", &[scheduled[0], 999]), Err(ServiceError::NotFound(_))), "never sent");
         let b = Caller::Client("b".into());
         assert!(matches!(s.cancel(&b, id.0), Err(ServiceError::Denied(_))));
         assert!(matches!(s.status(&b, &[id.0]), Err(ServiceError::Denied(_))));
@@ -920,9 +927,42 @@ mod tests {
         let st = &s.status(&Caller::Client("a".into()), &[id.0]).unwrap()[0];
         assert_eq!((st.delivered_sets, st.acked_sets), (2, 0), "the refused acks changed nothing");
         assert_eq!(s.cancel(&Caller::Client("a".into()), id.0).unwrap(), 2);
-        assert!(matches!(s.ack("a", &scheduled), Err(ServiceError::NotFound(_))), "cancelled: nothing to ack");
+        s.ack("a", &scheduled).unwrap();
+        let st = &s.status(&Caller::Client("a".into()), &[id.0]).unwrap()[0];
+        assert!(st.cancelled && !st.done && st.acked_sets == 0, "cancelled: acks are no-ops; {st:?}");
         let mut rx = s.subscribe("a");
         assert!(drain(&mut rx).is_empty(), "nothing of a cancelled declaration is re-sent");
+    }
+
+    #[test]
+    fn one_stream_per_client_and_acks_are_idempotent() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), topo());
+        let (live, _) = s.declare("a", &singles(0..2, T0 + 1000), T0).ok().unwrap();
+        let (gone, _) = s.declare("a", &singles(4..5, T0 + 1000), T0).ok().unwrap();
+        s.cancel(&Caller::Client("a".into()), gone.0).unwrap();
+        // Status of a live and a cancelled declaration together.
+        let st = s.status(&Caller::Client("a".into()), &[live.0, gone.0]).unwrap();
+        assert_eq!(st.iter().map(|d| d.cancelled).collect::<Vec<_>>(), vec![false, true]);
+
+        let mut first = s.subscribe("a");
+        assert!(s.render_metrics().contains("dingo_planner_subscribers 1"));
+        let mut second = s.subscribe("a");
+        match first.try_recv() {
+            Ok(Err(ServiceError::Replaced(msg))) => assert!(msg.contains("replaced"), "{msg}"),
+            other => panic!("the replaced stream must end with Replaced, got {other:?}"),
+        }
+        s.plan_quantum(T0).unwrap();
+        dispatch_all(&mut s, T0 + 1000);
+        let cbs = drain(&mut second);
+        assert_eq!(keys(&cbs), vec![0, 1], "the newer stream gets the callbacks");
+        let ids: Vec<u64> = cbs.iter().map(|c| c.delivery).collect();
+        s.ack("a", &ids).unwrap();
+        s.plan_quantum(T0 + 2000).unwrap();
+        assert!(s.status(&Caller::Admin, &[live.0]).unwrap()[0].done);
+        s.ack("a", &ids).unwrap();
+        drop(second);
+        assert!(s.render_metrics().contains("dingo_planner_subscribers 0"), "a closed stream is not counted");
     }
 
     #[test]

@@ -127,7 +127,7 @@ async fn status(target: &Target, ids: &[u64], json: bool) -> Result<()> {
                     "id": d.declaration, "task": d.task, "client": d.client, "deadline_ms": d.deadline_ms,
                     "sets_needed": d.sets_needed, "total_sets": d.total_sets, "delivered_sets": d.delivered_sets,
                     "acked_sets": d.acked_sets, "elided_sets": d.elided_sets, "done": d.done,
-                    "missed_deadline": d.missed_deadline,
+                    "missed_deadline": d.missed_deadline, "cancelled": d.cancelled,
                 })
             })
             .collect();
@@ -162,10 +162,11 @@ async fn status(target: &Target, ids: &[u64], json: bool) -> Result<()> {
     );
     for d in &s.declarations {
         let due = d.deadline_ms as i64 - now as i64;
-        let state = match (d.done, d.missed_deadline) {
-            (true, _) => "done",
-            (false, true) => "late",
-            (false, false) => "open",
+        let state = match (d.done, d.cancelled, d.missed_deadline) {
+            (true, _, _) => "done",
+            (_, true, _) => "cancelled",
+            (false, false, true) => "late",
+            (false, false, false) => "open",
         };
         let sets = d.sets_needed.map_or(d.total_sets.to_string(), |n| format!("{n}/{}", d.total_sets));
         outln!(
