@@ -89,6 +89,10 @@ struct Delivery {
     callback: pb::Callback,
     state: DeliveryState,
     sets: u64,
+    /// Handed to an open stream at least once, so sending it again is a
+    /// redelivery. Restored deliveries count as streamed: the crash may
+    /// have come after the send.
+    streamed: bool,
 }
 
 struct Group {
@@ -229,8 +233,11 @@ impl State {
                     .deliveries
                     .push(id);
             }
-            deliveries
-                .insert(id, Delivery { owner: rec.owner, declaration: callback.declaration, callback, state, sets });
+            let streamed = state == DeliveryState::Dispatched;
+            deliveries.insert(
+                id,
+                Delivery { owner: rec.owner, declaration: callback.declaration, callback, state, sets, streamed },
+            );
         }
         Ok(State {
             config,
@@ -407,6 +414,7 @@ impl State {
                 sets: cb.sets.len() as u64,
                 callback: cb,
                 state: DeliveryState::Scheduled,
+                streamed: false,
             };
             self.deliveries.insert(*id, delivery);
         }
@@ -528,32 +536,37 @@ impl State {
             let (owner, cb, sets, decl) = (d.owner.clone(), d.callback.clone(), d.sets, d.declaration);
             self.decls.get_mut(&decl).expect("tracked").delivered_sets += sets;
             self.metrics.dispatched += 1;
-            self.offer(&owner, cb);
+            let streamed = self.offer(&owner, cb);
+            self.deliveries.get_mut(&id).expect("live").streamed = streamed;
         }
         Ok(())
     }
 
-    /// Sends a callback to its owner's stream, if one is open.
-    fn offer(&mut self, owner: &str, cb: pb::Callback) {
-        if let Some(tx) = self.subscribers.get(owner)
-            && tx.send(Ok(cb)).is_err()
-        {
+    /// Sends a callback to its owner's stream, if one is open. Returns
+    /// whether it was handed to one.
+    fn offer(&mut self, owner: &str, cb: pb::Callback) -> bool {
+        let Some(tx) = self.subscribers.get(owner) else { return false };
+        let sent = tx.send(Ok(cb)).is_ok();
+        if !sent {
             self.subscribers.remove(owner);
         }
+        sent
     }
 
     /// Opens `owner`'s callback stream: every dispatched but
-    /// unacknowledged callback first (in delivery order, flagged as
-    /// redelivery), then new ones as they are dispatched. One stream per
+    /// unacknowledged callback first (in delivery order; flagged as
+    /// redelivery if a stream had it before), then new ones as they are
+    /// dispatched. One stream per
     /// client: an open one is replaced, and ends with
     /// [`ServiceError::Replaced`] (not a plain end, which tells a client to
     /// subscribe again), so two processes sharing a token do not silently
     /// take turns at each other's callbacks.
     pub(crate) fn subscribe(&mut self, owner: &str) -> UnboundedReceiver<Result<pb::Callback, ServiceError>> {
         let (tx, rx) = unbounded_channel();
-        for d in self.deliveries.values().filter(|d| d.owner == owner && d.state == DeliveryState::Dispatched) {
-            let _ = tx.send(Ok(pb::Callback { redelivery: true, ..d.callback.clone() }));
-            self.metrics.redelivered += 1;
+        for d in self.deliveries.values_mut().filter(|d| d.owner == owner && d.state == DeliveryState::Dispatched) {
+            let _ = tx.send(Ok(pb::Callback { redelivery: d.streamed, ..d.callback.clone() }));
+            self.metrics.redelivered += u64::from(d.streamed);
+            d.streamed = true;
         }
         if let Some(old) = self.subscribers.insert(owner.to_string(), tx) {
             let _ = old.send(Err(ServiceError::Replaced(format!(
@@ -932,6 +945,21 @@ mod tests {
         assert!(st.cancelled && !st.done && st.acked_sets == 0, "cancelled: acks are no-ops; {st:?}");
         let mut rx = s.subscribe("a");
         assert!(drain(&mut rx).is_empty(), "nothing of a cancelled declaration is re-sent");
+    }
+
+    #[test]
+    fn callbacks_dispatched_while_nobody_listened_are_not_redeliveries() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), topo());
+        s.declare("a", &singles(0..2, T0 + 1000), T0).ok().unwrap();
+        s.plan_quantum(T0).unwrap();
+        dispatch_all(&mut s, T0 + 1000);
+        let mut rx = s.subscribe("a");
+        let first = drain(&mut rx);
+        assert!(first.len() == 2 && first.iter().all(|c| !c.redelivery), "never seen before: {first:?}");
+        let mut rx = s.subscribe("a");
+        let again = drain(&mut rx);
+        assert!(again.len() == 2 && again.iter().all(|c| c.redelivery), "seen on the first stream: {again:?}");
     }
 
     #[test]
