@@ -164,10 +164,10 @@ impl PlannerClient {
         Ok(self.grpc.clone().status(req).await?.into_inner())
     }
 
-    /// Replaces the per-quantum budget (admin token). Zero means unlimited.
-    pub async fn set_budget(&self, cluster_bytes: u64, disk_head_time_us: u64) -> Result<()> {
-        let budget = pb::Budget { cluster_bytes, disk_head_time_us };
-        self.grpc.clone().set_budget(pb::SetBudgetRequest { budget: Some(budget) }).await?;
+    /// Replaces the per-quantum limits given (admin token), keeping the
+    /// others. Zero means unlimited.
+    pub async fn set_budget(&self, cluster_bytes: Option<u64>, disk_head_time_us: Option<u64>) -> Result<()> {
+        self.grpc.clone().set_budget(pb::SetBudgetRequest { cluster_bytes, disk_head_time_us }).await?;
         Ok(())
     }
 }

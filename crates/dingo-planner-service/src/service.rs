@@ -289,8 +289,13 @@ impl Planner for PlannerService {
         if Caller::of(&req)? != Caller::Admin {
             return Err(Status::permission_denied("SetBudget needs the admin token"));
         }
-        let budget = req.get_ref().budget.ok_or_else(|| Status::invalid_argument("missing budget"))?;
-        self.0.state().set_budget(budget).map_err(ServiceError::from)?;
+        let r = req.get_ref();
+        if r.cluster_bytes.is_none() && r.disk_head_time_us.is_none() {
+            return Err(Status::invalid_argument(
+                "SetBudget names no limit: set cluster_bytes and/or disk_head_time_us",
+            ));
+        }
+        let budget = self.0.state().set_budget(r.cluster_bytes, r.disk_head_time_us).map_err(ServiceError::from)?;
         tracing::info!(
             cluster_bytes = budget.cluster_bytes,
             disk_head_time_us = budget.disk_head_time_us,

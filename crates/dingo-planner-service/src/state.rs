@@ -334,10 +334,21 @@ impl State {
         self.config.budget_at(&self.base_budget(), now_ms)
     }
 
-    pub(crate) fn set_budget(&mut self, budget: pb::Budget) -> Result<(), StoreError> {
+    /// Replaces the limits given (0 = unlimited), keeping the others.
+    /// Returns the new budget.
+    pub(crate) fn set_budget(
+        &mut self,
+        cluster_bytes: Option<u64>,
+        disk_head_time_us: Option<u64>,
+    ) -> Result<pb::Budget, StoreError> {
+        let old = self.base_budget();
+        let budget = pb::Budget {
+            cluster_bytes: cluster_bytes.unwrap_or(old.cluster_bytes),
+            disk_head_time_us: disk_head_time_us.unwrap_or(old.disk_head_time_us),
+        };
         self.store.commit(&Batch { budget: Some(budget), ..Batch::default() })?;
         self.budget_override = Some(budget);
-        Ok(())
+        Ok(budget)
     }
 
     /// Plans the quantum starting at `now_ms` and stores its deliveries and
@@ -945,6 +956,18 @@ mod tests {
         assert!(st.cancelled && !st.done && st.acked_sets == 0, "cancelled: acks are no-ops; {st:?}");
         let mut rx = s.subscribe("a");
         assert!(drain(&mut rx).is_empty(), "nothing of a cancelled declaration is re-sent");
+    }
+
+    #[test]
+    fn a_budget_change_keeps_the_limits_it_does_not_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), topo());
+        s.set_budget(Some(5_000), Some(7_000)).unwrap();
+        let b = s.set_budget(Some(9_000), None).unwrap();
+        assert_eq!((b.cluster_bytes, b.disk_head_time_us), (9_000, 7_000));
+        drop(s);
+        let s = open(dir.path(), topo());
+        assert_eq!(s.base_budget(), b, "persisted");
     }
 
     #[test]

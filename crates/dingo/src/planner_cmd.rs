@@ -61,14 +61,16 @@ enum PlannerCommand {
 
 #[derive(Subcommand, Debug)]
 enum BudgetCommand {
-    /// Replace the budget (persisted; the diurnal curve, if any, still applies).
+    /// Change the budget (persisted; the diurnal curve, if any, still
+    /// applies). A limit not given is kept.
+    #[command(group(clap::ArgGroup::new("limit").required(true).multiple(true)))]
     Set {
         /// Bytes read from disk per quantum, cluster-wide (e.g. 500MB; 0 = unlimited).
-        #[arg(long, value_parser = crate::storage_cmd::parse_size)]
-        cluster_bytes: u64,
+        #[arg(long, group = "limit", value_parser = crate::storage_cmd::parse_size)]
+        cluster_bytes: Option<u64>,
         /// Disk-head time per disk per quantum in milliseconds (0 = unlimited).
-        #[arg(long, default_value_t = 0)]
-        disk_head_time_ms: u64,
+        #[arg(long, group = "limit")]
+        disk_head_time_ms: Option<u64>,
         #[command(flatten)]
         target: Target,
     },
@@ -79,9 +81,16 @@ pub async fn run(a: PlannerArgs) -> Result<()> {
         None => serve(a.config.context("--config FILE is required")?, a.data, a.listen, a.metrics).await,
         Some(PlannerCommand::Budget(BudgetCommand::Set { cluster_bytes, disk_head_time_ms, target })) => {
             let client = PlannerClient::connect(&target.addr, &target.token)?;
-            let us = disk_head_time_ms.checked_mul(1000).context("--disk-head-time-ms is too large")?;
+            let us = disk_head_time_ms
+                .map(|ms| ms.checked_mul(1000).context("--disk-head-time-ms is too large"))
+                .transpose()?;
             client.set_budget(cluster_bytes, us).await.with_context(|| format!("planner at {}", target.addr))?;
-            outln!("budget set: {} and {disk_head_time_ms} ms of head time per disk per quantum", limit(cluster_bytes));
+            let b = client.status(&[]).await?.budget.unwrap_or_default();
+            outln!(
+                "budget: {} and {} of head time per disk per quantum",
+                limit(b.cluster_bytes),
+                head_time(b.disk_head_time_us)
+            );
             Ok(())
         }
         Some(PlannerCommand::Status { target, declarations, json }) => status(&target, &declarations, json).await,
@@ -106,6 +115,10 @@ async fn serve(
     }
     dingo_planner_service::run(cfg, shutdown_signal()).await?;
     Ok(())
+}
+
+fn head_time(us: u64) -> String {
+    if us == 0 { "unlimited".into() } else { format!("{} ms", us / 1000) }
 }
 
 fn limit(bytes: u64) -> String {
@@ -140,14 +153,10 @@ async fn status(target: &Target, ids: &[u64], json: bool) -> Result<()> {
         return Ok(());
     }
     outln!(
-        "next quantum in {:.1}s; budget {} and {} per disk",
+        "next quantum in {:.1}s; budget {} and {} of head time per disk",
         s.next_quantum_ms.saturating_sub(now) as f64 / 1000.0,
         limit(b.cluster_bytes),
-        if b.disk_head_time_us == 0 {
-            "unlimited head time".into()
-        } else {
-            format!("{} ms", b.disk_head_time_us / 1000)
-        }
+        head_time(b.disk_head_time_us)
     );
     outln!(
         "{:>6} {:<16} {:<14} {:>10} {:>8} {:>9} {:>6} {:>6}  state",

@@ -215,7 +215,7 @@ async fn bad_requests_and_wrong_tokens_are_refused_and_change_nothing() {
     assert!(e.message().contains("Bearer"), "{e}");
     assert_eq!(code(b.cancel(good.id).await), Some(Code::PermissionDenied));
     assert_eq!(code(b.status(&[good.id]).await), Some(Code::PermissionDenied));
-    assert_eq!(code(a.set_budget(1, 1).await), Some(Code::PermissionDenied));
+    assert_eq!(code(a.set_budget(Some(1), Some(1)).await), Some(Code::PermissionDenied));
     assert_eq!(
         code(admin.declare(&singles(TaskKind::Fsck, &blocks, in_ms(60_000))).await),
         Some(Code::PermissionDenied)
@@ -294,6 +294,8 @@ async fn a_client_that_reconnects_gets_every_unacknowledged_callback() {
     // Disconnect without acknowledging; callbacks keep being dispatched.
     drop(stream);
     tokio::time::sleep(Duration::from_millis(2500)).await;
+    let delivered = a.status(&[d.id]).await.unwrap().declarations[0].delivered_sets;
+    assert!(delivered >= 2, "callbacks were dispatched while the client was away");
     let mut stream = a.subscribe().await.unwrap();
     let mut acked: HashSet<u64> = HashSet::new();
     let mut keys = Vec::new();
@@ -307,8 +309,9 @@ async fn a_client_that_reconnects_gets_every_unacknowledged_callback() {
         keys.extend(set_keys(&cb));
         a.ack(&[cb.delivery]).await.unwrap();
     }
+    // The one the client saw comes first, as a redelivery; those dispatched
+    // while it was away follow (no stream had them, so not flagged).
     assert_eq!(replayed.first(), Some(&first.delivery), "the unacknowledged callback comes first");
-    assert!(replayed.len() >= 2, "callbacks dispatched while disconnected are sent on reconnection: {replayed:?}");
     keys.sort_unstable();
     assert_eq!(keys, (0..8).collect::<Vec<u64>>(), "every set exactly once");
     wait_done(&a, d.id).await;
