@@ -122,8 +122,12 @@ impl Keys {
 }
 
 /// The wire callback of one core callback (delivery id and quantum filled
-/// in by the caller).
-pub(crate) fn callback_to_wire(cb: &dingo_planner::Callback, keys: &Keys) -> pb::Callback {
+/// in by the caller); `node_of` names the node serving a disk.
+pub(crate) fn callback_to_wire<'t>(
+    cb: &dingo_planner::Callback,
+    keys: &Keys,
+    node_of: impl Fn(dingo_types::DiskId) -> Option<&'t str>,
+) -> pb::Callback {
     pb::Callback {
         delivery: 0,
         declaration: cb.declaration.0,
@@ -143,6 +147,7 @@ pub(crate) fn callback_to_wire(cb: &dingo_planner::Callback, keys: &Keys) -> pb:
                         disk: r.disk.0,
                         bytes: r.bytes,
                         physical: r.physical,
+                        node_addr: node_of(r.disk).unwrap_or_default().to_string(),
                     })
                     .collect(),
             })

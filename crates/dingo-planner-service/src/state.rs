@@ -381,7 +381,7 @@ impl State {
             let mut ids = Vec::new();
             for cb in plan.dispatch.callbacks(&plan.schedule, g) {
                 let decl = self.decls.get(&cb.declaration.0).expect("every core declaration is tracked");
-                let mut wire = callback_to_wire(&cb, &decl.keys);
+                let mut wire = callback_to_wire(&cb, &decl.keys, |disk| self.topo.node_of(disk));
                 wire.delivery = next_delivery;
                 wire.quantum_ms = now_ms;
                 let rec = DeliveryRecord { owner: decl.owner.clone(), callback: Some(wire), at_ms, group: gid };
@@ -861,6 +861,10 @@ mod tests {
         let first = drain(&mut rx);
         assert_eq!(keys(&first), vec![0, 1], "half the sets in the first of two quanta");
         assert!(first.iter().all(|c| c.quantum_ms == T0 && !c.redelivery && c.declaration == id.0));
+        let reads = first.iter().flat_map(|c| c.sets.iter().flat_map(|s| s.reads.iter()));
+        assert!(reads.clone().count() > 0 && reads.clone().all(|r| ["n0", "n1"].contains(&r.node_addr.as_str())));
+        let serving = |disk: u32| s.topo.node_of(dingo_types::DiskId(disk)).unwrap();
+        assert!(reads.into_iter().all(|r| r.node_addr == serving(r.disk)), "each read names its disk's node");
         let caller = Caller::Client("a".into());
         let st = &s.status(&caller, &[]).unwrap()[0];
         assert_eq!((st.delivered_sets, st.acked_sets, st.done), (2, 0, false));
