@@ -29,6 +29,17 @@ async fn records(
     Ok(out)
 }
 
+/// One move per chunk (rebalancing, draining); every chunk's block is in `recs`.
+fn move_items(chunks: Vec<ChunkRef>, recs: &HashMap<u64, BlockRecord>) -> Vec<WorkItem> {
+    chunks
+        .into_iter()
+        .map(|c| {
+            let action = Action::Move(c);
+            WorkItem { set: set_of(&action, &[]), action, bytes: recs[&c.block.0].size }
+        })
+        .collect()
+}
+
 /// Disks of live nodes that hold data (neither DEAD nor DECOMMISSIONED),
 /// with capacity and used bytes.
 fn live_disks(status: &ClusterStatusReply) -> Vec<(u32, u64, u64)> {
@@ -70,13 +81,7 @@ pub async fn draining(
         return Ok(None);
     }
     chunks.sort_unstable();
-    let items = chunks
-        .into_iter()
-        .map(|c| {
-            let action = Action::Move(c);
-            WorkItem { set: set_of(&action, &[]), action, bytes: recs[&c.block.0].size }
-        })
-        .collect();
+    let items = move_items(chunks, &recs);
     Ok(Some(Job {
         task: TaskKind::Rebalancing,
         label: format!("drain disk(s) {disks:?}"),
@@ -210,13 +215,7 @@ pub async fn rebalancing(
     fastrand::Rng::with_seed(seed).shuffle(&mut candidates);
     let mean_size = candidates.iter().map(|c| recs[&c.block.0].size).sum::<u64>() as f64 / candidates.len() as f64;
     let needed = ((deficit / mean_size).ceil() as u64).clamp(1, candidates.len() as u64);
-    let items = candidates
-        .into_iter()
-        .map(|c| {
-            let action = Action::Move(c);
-            WorkItem { set: set_of(&action, &[]), action, bytes: recs[&c.block.0].size }
-        })
-        .collect();
+    let items = move_items(candidates, &recs);
     Ok(Some(Job {
         task: TaskKind::Rebalancing,
         label: format!("{needed} chunks off disks above {:.0} % full", (mean + threshold) * 100.0),
