@@ -122,6 +122,8 @@ struct QuantumState<'a, T: Topology> {
     members: Vec<Member>,
     /// Disks of the copies of the block being resolved, by copy number.
     copy_disks: Vec<Option<DiskId>>,
+    /// For the range set being resolved: each block's scheduled copy.
+    range_copies: Vec<Option<u8>>,
     staged: Vec<ChunkRead>,
     pending_us: Vec<(DiskId, u64)>,
     keys: Vec<u64>,
@@ -144,22 +146,7 @@ pub(crate) fn schedule_quantum<T: Topology>(
     schedule.decls.clear();
     schedule.sets.clear();
     schedule.reads.clear();
-    let mut q = QuantumState {
-        topo,
-        budget,
-        blocks: RoaringTreemap::new(),
-        copies: Vec::new(),
-        disk_used_us: vec![0; topo.disk_count() as usize],
-        cluster_left: budget.cluster_bytes,
-        exhausted: false,
-        schedule,
-        report: QuantumReport::default(),
-        members: Vec::new(),
-        copy_disks: Vec::new(),
-        staged: Vec::new(),
-        pending_us: Vec::new(),
-        keys: Vec::new(),
-    };
+    let mut q = QuantumState::new(topo, budget, schedule);
     for d in decls.iter() {
         q.schedule.decls.push(ScheduledDecl {
             id: d.id,
@@ -211,7 +198,27 @@ pub(crate) fn schedule_quantum<T: Topology>(
     (q.schedule, q.report)
 }
 
-impl<T: Topology> QuantumState<'_, T> {
+impl<'a, T: Topology> QuantumState<'a, T> {
+    fn new(topo: &'a T, budget: &'a Budget, schedule: Schedule) -> Self {
+        QuantumState {
+            topo,
+            budget,
+            blocks: RoaringTreemap::new(),
+            copies: Vec::new(),
+            disk_used_us: vec![0; topo.disk_count() as usize],
+            cluster_left: budget.cluster_bytes,
+            exhausted: false,
+            schedule,
+            report: QuantumReport::default(),
+            members: Vec::new(),
+            copy_disks: Vec::new(),
+            range_copies: Vec::new(),
+            staged: Vec::new(),
+            pending_us: Vec::new(),
+            keys: Vec::new(),
+        }
+    }
+
     /// Takes up to `limit` outstanding sets of `d` that share a block with
     /// what is already scheduled, most free blocks first. With `only_free`,
     /// takes only sets whose live blocks are all scheduled already (these
@@ -370,6 +377,27 @@ impl<T: Topology> QuantumState<'_, T> {
         self.copies.iter().position(|s| s.contains(b.0)).map(|c| c as u8)
     }
 
+    /// Fills `range_copies` with the copy of each block of `range` already
+    /// scheduled this quantum ([`Self::scheduled_copy`] of each): one seek
+    /// per copy number instead of up to one membership test per copy and
+    /// block (a range set is a stretch of a file, tens of blocks).
+    fn find_range_copies(&mut self, range: std::ops::Range<u64>) {
+        self.range_copies.clear();
+        self.range_copies.resize((range.end - range.start) as usize, None);
+        // A range with no block scheduled yet (most walks) needs one seek.
+        if none_in(&self.blocks, range.clone()) {
+            return;
+        }
+        // Highest copy first, so that the lowest scheduled copy wins.
+        for (copy, scheduled) in self.copies.iter().enumerate().rev() {
+            let mut blocks = scheduled.iter();
+            blocks.advance_to(range.start);
+            for b in blocks.take_while(|&b| b < range.end) {
+                self.range_copies[(b - range.start) as usize] = Some(copy as u8);
+            }
+        }
+    }
+
     /// For an "any copy" member not yet scheduled, whose copies' disks are
     /// in `copy_disks`: the live copy on the disk with the most head-time
     /// budget left (lowest copy number on ties).
@@ -389,8 +417,10 @@ impl<T: Topology> QuantumState<'_, T> {
         d.sets.members(key, &mut self.members);
         self.staged.clear();
         self.pending_us.clear();
-        // A range with no block scheduled yet needs no per-member lookup.
-        let none_scheduled = d.sets.range(key).is_some_and(|r| none_in(&self.blocks, r));
+        let range_start = d.sets.range(key).map(|r| {
+            self.find_range_copies(r.clone());
+            r.start
+        });
         let mut new_bytes = 0u64;
         let mut deleted_bytes = 0u64;
         for &m in &self.members {
@@ -409,7 +439,9 @@ impl<T: Topology> QuantumState<'_, T> {
                     let free = self.copies.get(usize::from(c.copy)).is_some_and(|s| s.contains(b.0));
                     (c.copy, disk, free)
                 }
-                Member::Any(_) => match if none_scheduled { None } else { self.scheduled_copy(b) } {
+                Member::Any(_) => match range_start
+                    .map_or_else(|| self.scheduled_copy(b), |start| self.range_copies[(b.0 - start) as usize])
+                {
                     Some(copy) => {
                         let Some(disk) = copy_disk(copy) else { return Take::Misfit };
                         (copy, disk, true)
@@ -529,5 +561,28 @@ impl<T: Topology> QuantumState<'_, T> {
         *self.report.task_mut(d.task) = stats;
         self.schedule.reads.extend_from_slice(&self.staged);
         self.schedule.sets.push(ScheduledSet { decl, key, first_read, read_count: self.staged.len() as u32 });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::TableTopology;
+    use dingo_types::DiskModel;
+
+    #[test]
+    fn range_copies_agree_with_scheduled_copy() {
+        let topo = TableTopology::new(3, DiskModel::HDD);
+        let budget = Budget::cluster_bytes(u64::MAX);
+        let mut q = QuantumState::new(&topo, &budget, Schedule::default());
+        // Block 5 has copies 0 and 2 scheduled (the lowest wins), 6 copy 1,
+        // 8 copy 2, 70,000 (another roaring container) copy 0.
+        q.copies = vec![[5, 70_000].into_iter().collect(), [6].into_iter().collect(), [5, 8].into_iter().collect()];
+        q.blocks = [5, 6, 8, 70_000].into_iter().collect();
+        for range in [0..4, 0..10, 5..9, 6..7, 9..70_000, 4..70_002, 70_001..70_010] {
+            q.find_range_copies(range.clone());
+            let expected: Vec<Option<u8>> = range.map(|b| q.scheduled_copy(BlockId(b))).collect();
+            assert_eq!(q.range_copies, expected);
+        }
     }
 }
