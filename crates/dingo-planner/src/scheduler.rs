@@ -33,9 +33,15 @@ const MAX_CONSECUTIVE_MISFITS: u32 = 4096;
 const WALK_BATCH: usize = 1024;
 
 /// One physical or free read of one chunk, as delivered to a task.
+///
+/// The chunk is held as its two fields rather than a [`ChunkRef`], whose
+/// seven bytes of padding would make this 40 bytes instead of 32: a
+/// quantum of a 100 PB cluster holds millions of reads, two schedules at
+/// a time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChunkRead {
-    pub chunk: ChunkRef,
+    pub block: BlockId,
+    pub copy: u8,
     pub disk: DiskId,
     pub group: GroupId,
     pub bytes: u64,
@@ -60,13 +66,14 @@ pub struct ScheduledDecl {
 }
 
 /// One delivered set: declaration `decl` (an index into
-/// [`Schedule::decls`]), set `key`, and its reads.
+/// [`Schedule::decls`]), set `key`, and its reads, which start at
+/// `first_read` and run to the next set's (16 bytes: a read count would
+/// add 8 with padding, for millions of sets a quantum).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScheduledSet {
     pub decl: u32,
-    pub key: u64,
     pub first_read: u32,
-    pub read_count: u32,
+    pub key: u64,
 }
 
 /// The sets chosen for one quantum, in the order they were chosen.
@@ -78,10 +85,17 @@ pub struct Schedule {
     pub reads: Vec<ChunkRead>,
 }
 
+impl ChunkRead {
+    pub fn chunk(&self) -> ChunkRef {
+        ChunkRef { block: self.block, copy: self.copy }
+    }
+}
+
 impl Schedule {
-    pub fn reads_of(&self, set: &ScheduledSet) -> &[ChunkRead] {
-        let first = set.first_read as usize;
-        &self.reads[first..first + set.read_count as usize]
+    /// The reads of set `set` (an index into `sets`).
+    pub fn reads_of(&self, set: usize) -> &[ChunkRead] {
+        let end = self.sets.get(set + 1).map_or(self.reads.len(), |next| next.first_read as usize);
+        &self.reads[self.sets[set].first_read as usize..end]
     }
 
     pub fn physical_bytes(&self) -> u64 {
@@ -280,8 +294,15 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             let info = self.topo.block_copies(chunk.block, &mut self.copy_disks).expect("a scheduled block exists");
             let disk = self.copy_disks[usize::from(chunk.copy)].expect("a scheduled chunk is on a live disk");
             let first_read = u32::try_from(self.schedule.reads.len()).expect("over 4G reads in one quantum");
-            self.schedule.reads.push(ChunkRead { chunk, disk, group: info.group, bytes: info.size, physical: false });
-            self.schedule.sets.push(ScheduledSet { decl, key, first_read, read_count: 1 });
+            self.schedule.reads.push(ChunkRead {
+                block: chunk.block,
+                copy: chunk.copy,
+                disk,
+                group: info.group,
+                bytes: info.size,
+                physical: false,
+            });
+            self.schedule.sets.push(ScheduledSet { decl, first_read, key });
             bytes += info.size;
         }
         let taken = keys.len() as u64;
@@ -460,13 +481,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
                     None => self.pending_us.push((disk, us)),
                 }
             }
-            self.staged.push(ChunkRead {
-                chunk: ChunkRef { block: b, copy },
-                disk,
-                group: info.group,
-                bytes: info.size,
-                physical: !free,
-            });
+            self.staged.push(ChunkRead { block: b, copy, disk, group: info.group, bytes: info.size, physical: !free });
         }
         if self.staged.is_empty() {
             d.sets.remove(key);
@@ -499,20 +514,20 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         if !run[0].physical {
             return;
         }
-        let copy = usize::from(run[0].chunk.copy);
+        let copy = usize::from(run[0].copy);
         if self.copies.len() <= copy {
             self.copies.resize_with(copy + 1, RoaringTreemap::new);
         }
-        let blocks = run[0].chunk.block.0..run[run.len() - 1].chunk.block.0 + 1;
+        let blocks = run[0].block.0..run[run.len() - 1].block.0 + 1;
         if run.len() > 1 && (distinct || none_in(&self.copies[copy], blocks.clone())) {
             self.copies[copy].insert_range(blocks.clone());
             self.blocks.insert_range(blocks);
             return;
         }
         for read in run {
-            read.physical = self.copies[copy].insert(read.chunk.block.0);
+            read.physical = self.copies[copy].insert(read.block.0);
             if read.physical {
-                self.blocks.insert(read.chunk.block.0);
+                self.blocks.insert(read.block.0);
             }
         }
     }
@@ -535,8 +550,8 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             if staged[i].physical {
                 while end < staged.len()
                     && staged[end].physical
-                    && staged[end].chunk.copy == staged[i].chunk.copy
-                    && staged[end].chunk.block.0 == staged[end - 1].chunk.block.0 + 1
+                    && staged[end].copy == staged[i].copy
+                    && staged[end].block.0 == staged[end - 1].block.0 + 1
                 {
                     end += 1;
                 }
@@ -560,7 +575,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         stats.elided_bytes += deleted_bytes;
         *self.report.task_mut(d.task) = stats;
         self.schedule.reads.extend_from_slice(&self.staged);
-        self.schedule.sets.push(ScheduledSet { decl, key, first_read, read_count: self.staged.len() as u32 });
+        self.schedule.sets.push(ScheduledSet { decl, first_read, key });
     }
 }
 
@@ -569,6 +584,31 @@ mod tests {
     use super::*;
     use crate::table::TableTopology;
     use dingo_types::DiskModel;
+
+    #[test]
+    fn schedule_records_are_compact_and_sets_find_their_reads() {
+        assert_eq!(std::mem::size_of::<ChunkRead>(), 32);
+        assert_eq!(std::mem::size_of::<ScheduledSet>(), 16);
+        let read = |block: u64, copy: u8| ChunkRead {
+            block: BlockId(block),
+            copy,
+            disk: DiskId(0),
+            group: GroupId(block),
+            bytes: 1,
+            physical: true,
+        };
+        let schedule = Schedule {
+            reads: vec![read(1, 2), read(2, 0), read(3, 1)],
+            sets: vec![
+                ScheduledSet { decl: 0, first_read: 0, key: 7 },
+                ScheduledSet { decl: 1, first_read: 1, key: 8 },
+            ],
+            ..Schedule::default()
+        };
+        assert_eq!(schedule.reads_of(0), &[read(1, 2)]);
+        assert_eq!(schedule.reads_of(1), &[read(2, 0), read(3, 1)], "the last set runs to the end");
+        assert_eq!(read(1, 2).chunk(), ChunkRef { block: BlockId(1), copy: 2 });
+    }
 
     #[test]
     fn range_copies_agree_with_scheduled_copy() {
