@@ -142,8 +142,8 @@ pub(crate) fn callback_to_wire<'t>(
                     .reads
                     .iter()
                     .map(|r| pb::ChunkRead {
-                        block: r.chunk.block.0,
-                        copy: u32::from(r.chunk.copy),
+                        block: r.block.0,
+                        copy: u32::from(r.copy),
                         disk: r.disk.0,
                         bytes: r.bytes,
                         physical: r.physical,

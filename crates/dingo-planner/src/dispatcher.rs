@@ -91,7 +91,7 @@ impl Dispatch {
         for s in set_indexes {
             let set = &schedule.sets[s as usize];
             let decl = &schedule.decls[set.decl as usize];
-            let delivered = DeliveredSet { key: set.key, reads: schedule.reads_of(set).to_vec() };
+            let delivered = DeliveredSet { key: set.key, reads: schedule.reads_of(s as usize).to_vec() };
             match callbacks.last_mut() {
                 Some(cb) if cb.declaration == decl.id => cb.sets.push(delivered),
                 _ => callbacks.push(Callback {
@@ -225,7 +225,7 @@ impl Packer {
             let added_pins: u64 = reads
                 .iter()
                 .filter(|r| {
-                    self.chunks.get(&Member::Copy(r.chunk).key()).is_some_and(|u| u.group == g && u.readers == 1)
+                    self.chunks.get(&Member::Copy(r.chunk()).key()).is_some_and(|u| u.group == g && u.readers == 1)
                 })
                 .map(|r| r.bytes)
                 .sum();
@@ -235,7 +235,7 @@ impl Packer {
         }
         let g = self.group_index();
         for r in reads {
-            let key = Member::Copy(r.chunk).key();
+            let key = Member::Copy(r.chunk()).key();
             let first_use = ChunkUse { group: g, readers: 0, disk: r.disk, bytes: r.bytes, payer: task };
             let entry = self.chunks.entry(key).or_insert(first_use);
             if entry.group != g {
@@ -288,7 +288,7 @@ pub fn dispatch(schedule: &Schedule, config: &PlannerConfig) -> Dispatch {
             current_root = root;
         }
         let set = &schedule.sets[s as usize];
-        packer.add(pos, schedule.reads_of(set), schedule.decls[set.decl as usize].task);
+        packer.add(pos, schedule.reads_of(s as usize), schedule.decls[set.decl as usize].task);
     }
     packer.close(order.len() as u32);
 
@@ -340,8 +340,8 @@ fn component_order(schedule: &Schedule) -> Vec<(u32, u32)> {
     }
     let mut bucketed = vec![(0u64, 0u32); schedule.reads.len()];
     let mut cursor = starts.clone();
-    for (s, set) in schedule.sets.iter().enumerate() {
-        for r in schedule.reads_of(set) {
+    for s in 0..schedule.sets.len() {
+        for r in schedule.reads_of(s) {
             let slot = &mut cursor[partition(r.group.0)];
             bucketed[*slot] = (r.group.0, s as u32);
             *slot += 1;

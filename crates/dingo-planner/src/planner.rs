@@ -343,7 +343,7 @@ mod tests {
         assert_eq!(gc.sets_delivered, 1, "its quota of one set, filled by the free one");
         assert_eq!(gc.disk_bytes, 0);
         let reads = &plan.schedule.reads;
-        assert_eq!(reads.iter().filter(|r| r.chunk.block == BlockId(3)).filter(|r| r.physical).count(), 1);
+        assert_eq!(reads.iter().filter(|r| r.block == BlockId(3)).filter(|r| r.physical).count(), 1);
     }
 
     #[test]
@@ -434,7 +434,7 @@ mod tests {
         let scrub = plan.report.task(TaskKind::Scrubbing);
         assert_eq!(scrub.sets_elided, 2, "block 0 at note time, block 1 during the walk");
         assert_eq!(scrub.elided_bytes, 20 * MB);
-        assert!(plan.schedule.reads.iter().all(|r| r.chunk.block.0 >= 2));
+        assert!(plan.schedule.reads.iter().all(|r| r.block.0 >= 2));
     }
 
     #[test]
@@ -488,7 +488,7 @@ mod tests {
                 .unwrap()
         };
         let stripe_sets: Vec<usize> = (0..plan.schedule.sets.len())
-            .filter(|&s| plan.schedule.reads_of(&plan.schedule.sets[s]).iter().any(|r| r.group == GroupId(100)))
+            .filter(|&s| plan.schedule.reads_of(s).iter().any(|r| r.group == GroupId(100)))
             .collect();
         assert_eq!(stripe_sets.len(), 3);
         assert!(stripe_sets.iter().all(|&s| group_of(s) == group_of(stripe_sets[0])));

@@ -33,9 +33,15 @@ const MAX_CONSECUTIVE_MISFITS: u32 = 4096;
 const WALK_BATCH: usize = 1024;
 
 /// One physical or free read of one chunk, as delivered to a task.
+///
+/// The chunk is held as its two fields rather than a [`ChunkRef`], whose
+/// seven bytes of padding would make this 40 bytes instead of 32: a
+/// quantum of a 100 PB cluster holds millions of reads, two schedules at
+/// a time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChunkRead {
-    pub chunk: ChunkRef,
+    pub block: BlockId,
+    pub copy: u8,
     pub disk: DiskId,
     pub group: GroupId,
     pub bytes: u64,
@@ -60,13 +66,14 @@ pub struct ScheduledDecl {
 }
 
 /// One delivered set: declaration `decl` (an index into
-/// [`Schedule::decls`]), set `key`, and its reads.
+/// [`Schedule::decls`]), set `key`, and its reads, which start at
+/// `first_read` and run to the next set's (16 bytes: a read count would
+/// add 8 with padding, for millions of sets a quantum).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScheduledSet {
     pub decl: u32,
-    pub key: u64,
     pub first_read: u32,
-    pub read_count: u32,
+    pub key: u64,
 }
 
 /// The sets chosen for one quantum, in the order they were chosen.
@@ -78,10 +85,17 @@ pub struct Schedule {
     pub reads: Vec<ChunkRead>,
 }
 
+impl ChunkRead {
+    pub fn chunk(&self) -> ChunkRef {
+        ChunkRef { block: self.block, copy: self.copy }
+    }
+}
+
 impl Schedule {
-    pub fn reads_of(&self, set: &ScheduledSet) -> &[ChunkRead] {
-        let first = set.first_read as usize;
-        &self.reads[first..first + set.read_count as usize]
+    /// The reads of set `set` (an index into `sets`).
+    pub fn reads_of(&self, set: usize) -> &[ChunkRead] {
+        let end = self.sets.get(set + 1).map_or(self.reads.len(), |next| next.first_read as usize);
+        &self.reads[self.sets[set].first_read as usize..end]
     }
 
     pub fn physical_bytes(&self) -> u64 {
@@ -122,6 +136,8 @@ struct QuantumState<'a, T: Topology> {
     members: Vec<Member>,
     /// Disks of the copies of the block being resolved, by copy number.
     copy_disks: Vec<Option<DiskId>>,
+    /// For the range set being resolved: each block's scheduled copy.
+    range_copies: Vec<Option<u8>>,
     staged: Vec<ChunkRead>,
     pending_us: Vec<(DiskId, u64)>,
     keys: Vec<u64>,
@@ -144,22 +160,7 @@ pub(crate) fn schedule_quantum<T: Topology>(
     schedule.decls.clear();
     schedule.sets.clear();
     schedule.reads.clear();
-    let mut q = QuantumState {
-        topo,
-        budget,
-        blocks: RoaringTreemap::new(),
-        copies: Vec::new(),
-        disk_used_us: vec![0; topo.disk_count() as usize],
-        cluster_left: budget.cluster_bytes,
-        exhausted: false,
-        schedule,
-        report: QuantumReport::default(),
-        members: Vec::new(),
-        copy_disks: Vec::new(),
-        staged: Vec::new(),
-        pending_us: Vec::new(),
-        keys: Vec::new(),
-    };
+    let mut q = QuantumState::new(topo, budget, schedule);
     for d in decls.iter() {
         q.schedule.decls.push(ScheduledDecl {
             id: d.id,
@@ -211,7 +212,27 @@ pub(crate) fn schedule_quantum<T: Topology>(
     (q.schedule, q.report)
 }
 
-impl<T: Topology> QuantumState<'_, T> {
+impl<'a, T: Topology> QuantumState<'a, T> {
+    fn new(topo: &'a T, budget: &'a Budget, schedule: Schedule) -> Self {
+        QuantumState {
+            topo,
+            budget,
+            blocks: RoaringTreemap::new(),
+            copies: Vec::new(),
+            disk_used_us: vec![0; topo.disk_count() as usize],
+            cluster_left: budget.cluster_bytes,
+            exhausted: false,
+            schedule,
+            report: QuantumReport::default(),
+            members: Vec::new(),
+            copy_disks: Vec::new(),
+            range_copies: Vec::new(),
+            staged: Vec::new(),
+            pending_us: Vec::new(),
+            keys: Vec::new(),
+        }
+    }
+
     /// Takes up to `limit` outstanding sets of `d` that share a block with
     /// what is already scheduled, most free blocks first. With `only_free`,
     /// takes only sets whose live blocks are all scheduled already (these
@@ -273,8 +294,15 @@ impl<T: Topology> QuantumState<'_, T> {
             let info = self.topo.block_copies(chunk.block, &mut self.copy_disks).expect("a scheduled block exists");
             let disk = self.copy_disks[usize::from(chunk.copy)].expect("a scheduled chunk is on a live disk");
             let first_read = u32::try_from(self.schedule.reads.len()).expect("over 4G reads in one quantum");
-            self.schedule.reads.push(ChunkRead { chunk, disk, group: info.group, bytes: info.size, physical: false });
-            self.schedule.sets.push(ScheduledSet { decl, key, first_read, read_count: 1 });
+            self.schedule.reads.push(ChunkRead {
+                block: chunk.block,
+                copy: chunk.copy,
+                disk,
+                group: info.group,
+                bytes: info.size,
+                physical: false,
+            });
+            self.schedule.sets.push(ScheduledSet { decl, first_read, key });
             bytes += info.size;
         }
         let taken = keys.len() as u64;
@@ -370,6 +398,27 @@ impl<T: Topology> QuantumState<'_, T> {
         self.copies.iter().position(|s| s.contains(b.0)).map(|c| c as u8)
     }
 
+    /// Fills `range_copies` with the copy of each block of `range` already
+    /// scheduled this quantum ([`Self::scheduled_copy`] of each): one seek
+    /// per copy number instead of up to one membership test per copy and
+    /// block (a range set is a stretch of a file, tens of blocks).
+    fn find_range_copies(&mut self, range: std::ops::Range<u64>) {
+        self.range_copies.clear();
+        self.range_copies.resize((range.end - range.start) as usize, None);
+        // A range with no block scheduled yet (most walks) needs one seek.
+        if none_in(&self.blocks, range.clone()) {
+            return;
+        }
+        // Highest copy first, so that the lowest scheduled copy wins.
+        for (copy, scheduled) in self.copies.iter().enumerate().rev() {
+            let mut blocks = scheduled.iter();
+            blocks.advance_to(range.start);
+            for b in blocks.take_while(|&b| b < range.end) {
+                self.range_copies[(b - range.start) as usize] = Some(copy as u8);
+            }
+        }
+    }
+
     /// For an "any copy" member not yet scheduled, whose copies' disks are
     /// in `copy_disks`: the live copy on the disk with the most head-time
     /// budget left (lowest copy number on ties).
@@ -389,8 +438,10 @@ impl<T: Topology> QuantumState<'_, T> {
         d.sets.members(key, &mut self.members);
         self.staged.clear();
         self.pending_us.clear();
-        // A range with no block scheduled yet needs no per-member lookup.
-        let none_scheduled = d.sets.range(key).is_some_and(|r| none_in(&self.blocks, r));
+        let range_start = d.sets.range(key).map(|r| {
+            self.find_range_copies(r.clone());
+            r.start
+        });
         let mut new_bytes = 0u64;
         let mut deleted_bytes = 0u64;
         for &m in &self.members {
@@ -409,7 +460,9 @@ impl<T: Topology> QuantumState<'_, T> {
                     let free = self.copies.get(usize::from(c.copy)).is_some_and(|s| s.contains(b.0));
                     (c.copy, disk, free)
                 }
-                Member::Any(_) => match if none_scheduled { None } else { self.scheduled_copy(b) } {
+                Member::Any(_) => match range_start
+                    .map_or_else(|| self.scheduled_copy(b), |start| self.range_copies[(b.0 - start) as usize])
+                {
                     Some(copy) => {
                         let Some(disk) = copy_disk(copy) else { return Take::Misfit };
                         (copy, disk, true)
@@ -428,13 +481,7 @@ impl<T: Topology> QuantumState<'_, T> {
                     None => self.pending_us.push((disk, us)),
                 }
             }
-            self.staged.push(ChunkRead {
-                chunk: ChunkRef { block: b, copy },
-                disk,
-                group: info.group,
-                bytes: info.size,
-                physical: !free,
-            });
+            self.staged.push(ChunkRead { block: b, copy, disk, group: info.group, bytes: info.size, physical: !free });
         }
         if self.staged.is_empty() {
             d.sets.remove(key);
@@ -467,20 +514,20 @@ impl<T: Topology> QuantumState<'_, T> {
         if !run[0].physical {
             return;
         }
-        let copy = usize::from(run[0].chunk.copy);
+        let copy = usize::from(run[0].copy);
         if self.copies.len() <= copy {
             self.copies.resize_with(copy + 1, RoaringTreemap::new);
         }
-        let blocks = run[0].chunk.block.0..run[run.len() - 1].chunk.block.0 + 1;
+        let blocks = run[0].block.0..run[run.len() - 1].block.0 + 1;
         if run.len() > 1 && (distinct || none_in(&self.copies[copy], blocks.clone())) {
             self.copies[copy].insert_range(blocks.clone());
             self.blocks.insert_range(blocks);
             return;
         }
         for read in run {
-            read.physical = self.copies[copy].insert(read.chunk.block.0);
+            read.physical = self.copies[copy].insert(read.block.0);
             if read.physical {
-                self.blocks.insert(read.chunk.block.0);
+                self.blocks.insert(read.block.0);
             }
         }
     }
@@ -503,8 +550,8 @@ impl<T: Topology> QuantumState<'_, T> {
             if staged[i].physical {
                 while end < staged.len()
                     && staged[end].physical
-                    && staged[end].chunk.copy == staged[i].chunk.copy
-                    && staged[end].chunk.block.0 == staged[end - 1].chunk.block.0 + 1
+                    && staged[end].copy == staged[i].copy
+                    && staged[end].block.0 == staged[end - 1].block.0 + 1
                 {
                     end += 1;
                 }
@@ -528,6 +575,54 @@ impl<T: Topology> QuantumState<'_, T> {
         stats.elided_bytes += deleted_bytes;
         *self.report.task_mut(d.task) = stats;
         self.schedule.reads.extend_from_slice(&self.staged);
-        self.schedule.sets.push(ScheduledSet { decl, key, first_read, read_count: self.staged.len() as u32 });
+        self.schedule.sets.push(ScheduledSet { decl, first_read, key });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::TableTopology;
+    use dingo_types::DiskModel;
+
+    #[test]
+    fn schedule_records_are_compact_and_sets_find_their_reads() {
+        assert_eq!(std::mem::size_of::<ChunkRead>(), 32);
+        assert_eq!(std::mem::size_of::<ScheduledSet>(), 16);
+        let read = |block: u64, copy: u8| ChunkRead {
+            block: BlockId(block),
+            copy,
+            disk: DiskId(0),
+            group: GroupId(block),
+            bytes: 1,
+            physical: true,
+        };
+        let schedule = Schedule {
+            reads: vec![read(1, 2), read(2, 0), read(3, 1)],
+            sets: vec![
+                ScheduledSet { decl: 0, first_read: 0, key: 7 },
+                ScheduledSet { decl: 1, first_read: 1, key: 8 },
+            ],
+            ..Schedule::default()
+        };
+        assert_eq!(schedule.reads_of(0), &[read(1, 2)]);
+        assert_eq!(schedule.reads_of(1), &[read(2, 0), read(3, 1)], "the last set runs to the end");
+        assert_eq!(read(1, 2).chunk(), ChunkRef { block: BlockId(1), copy: 2 });
+    }
+
+    #[test]
+    fn range_copies_agree_with_scheduled_copy() {
+        let topo = TableTopology::new(3, DiskModel::HDD);
+        let budget = Budget::cluster_bytes(u64::MAX);
+        let mut q = QuantumState::new(&topo, &budget, Schedule::default());
+        // Block 5 has copies 0 and 2 scheduled (the lowest wins), 6 copy 1,
+        // 8 copy 2, 70,000 (another roaring container) copy 0.
+        q.copies = vec![[5, 70_000].into_iter().collect(), [6].into_iter().collect(), [5, 8].into_iter().collect()];
+        q.blocks = [5, 6, 8, 70_000].into_iter().collect();
+        for range in [0..4, 0..10, 5..9, 6..7, 9..70_000, 4..70_002, 70_001..70_010] {
+            q.find_range_copies(range.clone());
+            let expected: Vec<Option<u8>> = range.map(|b| q.scheduled_copy(BlockId(b))).collect();
+            assert_eq!(q.range_copies, expected);
+        }
     }
 }

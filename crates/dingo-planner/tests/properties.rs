@@ -179,7 +179,7 @@ proptest! {
             let mut seen_chunks = BTreeSet::new();
             for read in plan.schedule.reads.iter().filter(|r| r.physical) {
                 per_disk[read.disk.0 as usize] += topo.disk_model(read.disk).head_time_us(read.bytes);
-                prop_assert!(seen_chunks.insert(read.chunk), "chunk read from disk twice in one quantum");
+                prop_assert!(seen_chunks.insert(read.chunk()), "chunk read from disk twice in one quantum");
             }
             for (d, used) in per_disk.iter().enumerate() {
                 prop_assert!(*used <= budget.disk_limit_us(d as u32), "disk {} over budget", d);
@@ -194,16 +194,16 @@ proptest! {
                     prop_assert_eq!(attributed, free, "{}: every free byte has a payer", rider);
                 }
             }
-            for set in &plan.schedule.sets {
+            for (s, set) in plan.schedule.sets.iter().enumerate() {
                 let decl = plan.schedule.decls[set.decl as usize].id;
                 prop_assert!(delivered.entry(decl).or_default().insert(set.key), "set delivered twice");
-                let reads = plan.schedule.reads_of(set);
+                let reads = plan.schedule.reads_of(s);
                 prop_assert!(!reads.is_empty(), "an all-deleted set was delivered");
                 if q >= 1 {
-                    prop_assert!(reads.iter().all(|r| !deleted.contains(&r.chunk.block.0)), "deleted block read");
+                    prop_assert!(reads.iter().all(|r| !deleted.contains(&r.block.0)), "deleted block read");
                 }
                 for r in reads {
-                    prop_assert_eq!(topo.copy_disk(r.chunk), Some(r.disk), "read resolved to the wrong disk");
+                    prop_assert_eq!(topo.copy_disk(r.chunk()), Some(r.disk), "read resolved to the wrong disk");
                 }
             }
         }

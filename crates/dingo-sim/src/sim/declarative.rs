@@ -258,8 +258,8 @@ impl Replay {
             for &s in &dispatch.order[group.sets.start as usize..group.sets.end as usize] {
                 let set = &schedule.sets[s as usize];
                 let task = schedule.decls[set.decl as usize].task;
-                for read in schedule.reads_of(set) {
-                    let source = match self.cache.read(read.chunk, task) {
+                for read in schedule.reads_of(s as usize) {
+                    let source = match self.cache.read(read.chunk(), task) {
                         Some(owner) => Source::Cache(owner),
                         None => Source::Disk(read.disk),
                     };
