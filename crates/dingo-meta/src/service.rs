@@ -25,6 +25,16 @@ struct Soft {
     last_seen: Option<Instant>,
     /// Latest reported usage per disk id.
     usage: HashMap<u32, DiskUsage>,
+    /// When each disk was last in a heartbeat: a node leaves out a disk
+    /// that fails its health probe. Missing: not since this process started.
+    disk_seen: HashMap<u32, Instant>,
+}
+
+/// A node or a disk, by id.
+#[derive(Clone, Copy, Debug)]
+enum Device {
+    Node(u32),
+    Disk(u32),
 }
 
 /// The in-memory view of the cluster.
@@ -137,7 +147,7 @@ impl MetaService {
                     .iter()
                     .map(|d| (d.id, DiskUsage { disk: d.id, capacity: d.capacity, used: d.used, chunks: d.chunks }))
                     .collect();
-                (n.id, Soft { addr: n.addr, last_seen: None, usage })
+                (n.id, Soft { addr: n.addr, last_seen: None, usage, disk_seen: HashMap::new() })
             })
             .collect();
         let (dead_disks, dead_nodes) = db.dead()?;
@@ -294,33 +304,71 @@ impl MetaService {
             .collect()
     }
 
-    /// Marks DEAD (durably, as `SetNodeState` does) every node silent for
-    /// `after`, checking every `period`; their chunks become lost, which
-    /// is what starts reconstruction. Runs until aborted.
+    /// Disks not marked DEAD that the heartbeats of their node (itself
+    /// still heard from) have left out for `after`: the node's health
+    /// probe fails on them (unmounted, unreadable label, read-only).
+    fn silent_disks(&self, after: Duration) -> Vec<u32> {
+        let cluster = self.cluster();
+        let mut out = Vec::new();
+        for (node, s) in &cluster.nodes {
+            if cluster.dead_nodes.contains(node) || s.last_seen.is_none_or(|t| t.elapsed() >= after) {
+                continue;
+            }
+            let silent = |d: &u32| s.disk_seen.get(d).copied().unwrap_or(self.started).elapsed() >= after;
+            out.extend(s.usage.keys().filter(|d| !cluster.dead_disks.contains(d) && silent(d)));
+        }
+        out
+    }
+
+    /// Marks DEAD (durably, as `SetNodeState` and `SetDiskState` do) every
+    /// node silent for `after`, and every disk its live node has left out
+    /// of its heartbeats for as long, checking every `period`; their chunks
+    /// become lost, which is what starts reconstruction. Runs until aborted.
     pub async fn mark_silent_nodes_dead_every(self: Arc<Self>, after: Duration, period: Duration) {
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
             for node in self.silent_for(after) {
-                let db = self.db.clone();
-                // A decommissioned node holds nothing: stopping it is the point.
-                let mark = move || {
-                    if db.drain_states()?.1.get(&node) == Some(&DeviceState::Decommissioned) {
-                        return Ok(false);
-                    }
-                    db.set_node_state(node, DeviceState::Dead).map(|()| true)
-                };
-                match blocking(mark).await {
-                    Ok(false) => {}
-                    Ok(true) => {
-                        self.cluster().dead_nodes.insert(node);
-                        self.auto_dead.fetch_add(1, Relaxed);
-                        tracing::warn!(node, silent_for = ?after, "node missed its heartbeats: marked DEAD");
-                    }
-                    Err(e) => tracing::warn!(node, "cannot mark a silent node dead: {}", e.message()),
-                }
+                self.mark_dead(Device::Node(node), after).await;
             }
+            for disk in self.silent_disks(after) {
+                self.mark_dead(Device::Disk(disk), after).await;
+            }
+        }
+    }
+
+    /// Marks a silent device DEAD, unless it is decommissioned: a
+    /// decommissioned device holds nothing, and stopping it is the point.
+    async fn mark_dead(&self, device: Device, silent_for: Duration) {
+        let db = self.db.clone();
+        let mark = move || {
+            let (disks, nodes) = db.drain_states()?;
+            let (states, id) = match device {
+                Device::Node(n) => (nodes, n),
+                Device::Disk(d) => (disks, d),
+            };
+            if states.get(&id) == Some(&DeviceState::Decommissioned) {
+                return Ok(false);
+            }
+            match device {
+                Device::Node(n) => db.set_node_state(n, DeviceState::Dead),
+                Device::Disk(d) => db.set_disk_state(d, DeviceState::Dead),
+            }
+            .map(|()| true)
+        };
+        match blocking(mark).await {
+            Ok(false) => {}
+            Ok(true) => {
+                let mut cluster = self.cluster();
+                match device {
+                    Device::Node(n) => cluster.dead_nodes.insert(n),
+                    Device::Disk(d) => cluster.dead_disks.insert(d),
+                };
+                self.auto_dead.fetch_add(1, Relaxed);
+                tracing::warn!(?device, ?silent_for, "missed its heartbeats: marked DEAD");
+            }
+            Err(e) => tracing::warn!(?device, "cannot mark a silent device dead: {}", e.message()),
         }
     }
 
@@ -399,7 +447,9 @@ impl Meta for MetaService {
             .zip(&ids)
             .map(|(d, &id)| (id, DiskUsage { disk: id, capacity: d.capacity, used: d.used, chunks: 0 }))
             .collect();
-        self.cluster().nodes.insert(node, Soft { addr: r.addr.clone(), last_seen: Some(Instant::now()), usage });
+        let now = Instant::now();
+        let disk_seen = ids.iter().map(|&d| (d, now)).collect();
+        self.cluster().nodes.insert(node, Soft { addr: r.addr.clone(), last_seen: Some(now), usage, disk_seen });
         tracing::info!(node, addr = %r.addr, disks = ?ids, "node registered");
         Ok(Response::new(RegisterNodeReply { node, disks: ids }))
     }
@@ -417,9 +467,11 @@ impl Meta for MetaService {
         let disks: Vec<u32> = {
             let mut cluster = self.cluster();
             let s = cluster.nodes.get_mut(&r.node).ok_or(MetaError::UnknownNode(r.node))?;
-            s.last_seen = Some(Instant::now());
+            let now = Instant::now();
+            s.last_seen = Some(now);
             for u in &r.disks {
                 s.usage.insert(u.disk, *u);
+                s.disk_seen.insert(u.disk, now);
             }
             s.usage.keys().copied().collect()
         };

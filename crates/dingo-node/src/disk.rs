@@ -151,6 +151,19 @@ impl Disk {
         self.chunks.load(Relaxed)
     }
 
+    /// A cheap health check, run before every heartbeat: the directory
+    /// still carries this disk's label (it was not unmounted or swapped)
+    /// and takes a new file (it is not read-only or failing writes).
+    pub fn probe(&self) -> io::Result<()> {
+        let label = fs::read_to_string(self.path.join(LABEL))?;
+        if label.trim().strip_prefix(LABEL_PREFIX) != Some(self.uuid.as_str()) {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "the disk label changed"));
+        }
+        let probe = self.path.join("tmp").join("health-probe");
+        fs::write(&probe, b"ok")?;
+        fs::remove_file(&probe)
+    }
+
     pub fn is_direct(&self) -> bool {
         self.direct.load(Relaxed)
     }

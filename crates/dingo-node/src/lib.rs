@@ -229,6 +229,8 @@ async fn heartbeat_loop(
     // is checked within a quarter of that.
     let orphan_check_every = orphan_grace / 4;
     let mut orphans_checked = tokio::time::Instant::now();
+    // Per disk: failing its health probe at the last heartbeat.
+    let mut failing = vec![false; store.disks.len()];
     loop {
         ticker.tick().await;
         if orphans_checked.elapsed() >= orphan_check_every {
@@ -238,18 +240,26 @@ async fn heartbeat_loop(
         for (disk, chunk) in store.take_corrupt() {
             corrupt.push(ChunkOnDisk { disk: disk.map_or(u32::MAX, |d| d.0), chunk: Some(chunk.into()) });
         }
-        let req = HeartbeatRequest {
-            node,
-            disks: store
-                .disks
-                .iter()
-                .filter_map(|d| {
-                    Some(DiskUsage { disk: d.id()?.0, capacity: d.capacity, used: d.used(), chunks: d.chunk_count() })
-                })
-                .collect(),
-            deleted: deleted.clone(),
-            corrupt: corrupt.clone(),
-        };
+        // A disk failing its probe is left out: the metadata service marks
+        // it DEAD once it has been missing for `meta.mark_dead_after_ms`.
+        let mut disks = Vec::with_capacity(store.disks.len());
+        for (d, was_failing) in store.disks.iter().zip(&mut failing) {
+            let Some(id) = d.id() else { continue };
+            match tokio::task::block_in_place(|| d.probe()) {
+                Ok(()) => {
+                    if std::mem::take(was_failing) {
+                        tracing::info!(disk = id.0, path = %d.path.display(), "disk passes its health probe again");
+                    }
+                    disks.push(DiskUsage { disk: id.0, capacity: d.capacity, used: d.used(), chunks: d.chunk_count() });
+                }
+                Err(e) => {
+                    if !std::mem::replace(was_failing, true) {
+                        tracing::warn!(disk = id.0, path = %d.path.display(), "disk fails its health probe ({e}); left out of heartbeats");
+                    }
+                }
+            }
+        }
+        let req = HeartbeatRequest { node, disks, deleted: deleted.clone(), corrupt: corrupt.clone() };
         match meta.clone().heartbeat(req).await {
             Ok(reply) => {
                 deleted.clear();

@@ -8,7 +8,7 @@
 //! metrics = "127.0.0.1:7401"
 //! dead_after_ms = 5000     # a node silent this long is not alive (>= 2 x node.heartbeat_ms)
 //! lease_ttl_ms = 60000     # >= 1000; an expired lease is recovered (file sealed or removed)
-//! mark_dead_after_ms = 600000  # a node silent this long is marked DEAD (its chunks get rebuilt); 0: never
+//! mark_dead_after_ms = 600000  # a node silent, or a disk its node leaves out of heartbeats, this long is marked DEAD (its chunks get rebuilt); 0: never
 //!
 //! [node]
 //! heartbeat_ms = 1000       # at least 10; meta.dead_after_ms at least twice this

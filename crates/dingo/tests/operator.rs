@@ -270,3 +270,44 @@ async fn a_killed_node_is_repaired_without_a_command() {
         serde_json::from_slice(&std::fs::read(c.data_dir().join("maintain.json")).unwrap()).unwrap();
     assert!(state["jobs"]["reconstruction"].as_u64().unwrap() >= 1, "{state}");
 }
+
+/// A disk that fails while its node runs (here: its directory disappears,
+/// as when it is unmounted) is left out of the node's heartbeats, marked
+/// DEAD by the metadata service, and its chunks are rebuilt elsewhere by
+/// `dingo maintain`, with no command typed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_disk_is_marked_dead_and_repaired_without_a_command() {
+    let config = "[meta]\ndead_after_ms = 1000\nmark_dead_after_ms = 2000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\n";
+    let (mut c, _dir) = start_cluster(4, 2, config, &[]).await;
+    c.start_maintainer(&["--interval".into(), "1s".into()]).unwrap();
+    let client = Client::new(c.meta_addr()).unwrap();
+    let rep = data(6 * MB, 9);
+    let ec = data(5 * MB, 10);
+    client.put("/d/rep", Redundancy::Replicated(3), MB, rep.clone()).await.unwrap();
+    client.put("/d/ec", Redundancy::Ec { data: 2, parity: 1 }, MB, ec.clone()).await.unwrap();
+
+    let victim = client.stat("/d/rep").await.unwrap().blocks[0].chunks[0].disk;
+    let status = client.cluster_status().await.unwrap();
+    let path = status.nodes.iter().flat_map(|n| &n.disks).find(|d| d.id == victim).unwrap().path.clone();
+    std::fs::rename(&path, format!("{path}.failed")).unwrap();
+
+    let start = Instant::now();
+    let on_victim = |f: &dingo_proto::v1::FileInfo| f.blocks.iter().flat_map(|b| &b.chunks).any(|ch| ch.disk == victim);
+    loop {
+        let h = client.health().await.unwrap();
+        let placed =
+            on_victim(&client.stat("/d/rep").await.unwrap()) || on_victim(&client.stat("/d/ec").await.unwrap());
+        if h.disks_dead.contains(&victim) && h.repair_outstanding == 0 && !placed {
+            assert_eq!((h.under_replicated, h.lost_blocks), (0, 0), "{h:?}");
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "disk {victim} not marked dead and repaired in 2 minutes: {h:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    eprintln!("disk failed -> marked dead and repaired in {:?}", start.elapsed());
+    assert_eq!(client.read_all("/d/rep", IoTag::Foreground).await.unwrap(), rep);
+    assert_eq!(client.read_all("/d/ec", IoTag::Foreground).await.unwrap(), ec);
+}
