@@ -139,6 +139,10 @@ struct QuantumState<'a, T: Topology> {
     /// For the range set being resolved: each block's scheduled copy.
     range_copies: Vec<Option<u8>>,
     staged: Vec<ChunkRead>,
+    /// Head time of each staged read that goes to disk (0 for a free
+    /// read), computed once while checking the budget and reused when
+    /// committing.
+    staged_us: Vec<u64>,
     pending_us: Vec<(DiskId, u64)>,
     keys: Vec<u64>,
 }
@@ -228,6 +232,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             copy_disks: Vec::new(),
             range_copies: Vec::new(),
             staged: Vec::new(),
+            staged_us: Vec::new(),
             pending_us: Vec::new(),
             keys: Vec::new(),
         }
@@ -437,6 +442,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         self.members.clear();
         d.sets.members(key, &mut self.members);
         self.staged.clear();
+        self.staged_us.clear();
         self.pending_us.clear();
         let range_start = d.sets.range(key).map(|r| {
             self.find_range_copies(r.clone());
@@ -473,14 +479,16 @@ impl<'a, T: Topology> QuantumState<'a, T> {
                     }
                 },
             };
+            let mut us = 0;
             if !free {
                 new_bytes += info.size;
-                let us = self.topo.disk_model(disk).head_time_us(info.size);
+                us = self.topo.disk_model(disk).head_time_us(info.size);
                 match self.pending_us.iter_mut().find(|(d, _)| *d == disk) {
                     Some((_, total)) => *total += us,
                     None => self.pending_us.push((disk, us)),
                 }
             }
+            self.staged_us.push(us);
             self.staged.push(ChunkRead { block: b, copy, disk, group: info.group, bytes: info.size, physical: !free });
         }
         if self.staged.is_empty() {
@@ -557,10 +565,9 @@ impl<'a, T: Topology> QuantumState<'a, T> {
                 }
             }
             self.record_physical(&mut staged[i..end], distinct);
-            for read in &staged[i..end] {
+            for (read, &us) in staged[i..end].iter().zip(&self.staged_us[i..end]) {
                 stats.logical_bytes += read.bytes;
                 if read.physical {
-                    let us = self.topo.disk_model(read.disk).head_time_us(read.bytes);
                     self.disk_used_us[read.disk.0 as usize] += us;
                     self.cluster_left = self.cluster_left.saturating_sub(read.bytes);
                     stats.disk_bytes += read.bytes;
