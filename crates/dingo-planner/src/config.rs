@@ -50,6 +50,16 @@ pub struct PlannerConfig {
     /// absorb slow readers.
     pub pin_grace: Duration,
     pub limits: Limits,
+    /// Threads serving the free pass (sets whose reads another set already
+    /// scheduled) at once; the schedule is the same for any count.
+    #[serde(default = "default_free_pass_threads")]
+    pub free_pass_threads: u32,
+}
+
+/// Two: the simulator's main thread plus one helper, the cores of the
+/// project machine.
+fn default_free_pass_threads() -> u32 {
+    2
 }
 
 impl Default for PlannerConfig {
@@ -61,6 +71,7 @@ impl Default for PlannerConfig {
             group_cache_bytes: 64 << 30,
             pin_grace: Duration::from_secs(60),
             limits: Limits::default(),
+            free_pass_threads: default_free_pass_threads(),
         }
     }
 }

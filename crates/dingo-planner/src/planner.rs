@@ -160,7 +160,12 @@ impl Planner {
 
     /// Schedules the quantum starting at `now` within `budget`. Sets it
     /// schedules count as delivered.
-    pub fn schedule(&mut self, topo: &impl Topology, now: Timestamp, budget: &Budget) -> (Schedule, QuantumReport) {
+    pub fn schedule(
+        &mut self,
+        topo: &(impl Topology + Sync),
+        now: Timestamp,
+        budget: &Budget,
+    ) -> (Schedule, QuantumReport) {
         let mut report = std::mem::take(&mut self.carried);
         // A declaration misses its deadline the first time a quantum starts
         // at or after it with work left; late ones go first from then on.
@@ -201,7 +206,7 @@ impl Planner {
 
     /// Schedules and dispatches one quantum, and retires finished
     /// declarations.
-    pub fn plan_quantum(&mut self, topo: &impl Topology, now: Timestamp, budget: &Budget) -> QuantumPlan {
+    pub fn plan_quantum(&mut self, topo: &(impl Topology + Sync), now: Timestamp, budget: &Budget) -> QuantumPlan {
         let (schedule, report) = self.schedule(topo, now, budget);
         let dispatch = self.dispatch(&schedule);
         let finished = self.retire_finished();
@@ -363,6 +368,42 @@ mod tests {
         let (expected, _) = fresh.schedule(&topo, Timestamp(0), &Budget::UNLIMITED);
         let (planned, _) = recycling.schedule(&topo, Timestamp(0), &Budget::UNLIMITED);
         assert_eq!(planned, expected, "nothing of the spent schedule leaks into the next");
+    }
+
+    #[test]
+    fn the_free_pass_plans_the_same_on_any_number_of_threads() {
+        let topo = cluster();
+        let with_threads = |threads: u32| {
+            let mut p = Planner::new(PlannerConfig {
+                quantum: Duration::from_millis(HOUR),
+                free_pass_threads: threads,
+                ..PlannerConfig::default()
+            });
+            let ranges = ReadSets::Ranges(vec![
+                BlockRange { start: BlockId(0), len: 10 },
+                BlockRange { start: BlockId(10), len: 10 },
+            ]);
+            let pairs = ReadSets::Sets((0..18).map(|b| BlockSet::any_of([BlockId(b), BlockId(b + 2)])).collect());
+            p.declare(&topo, Timestamp(0), &decl(TaskKind::Reconstruction, singles([3, 5, 100, 101]), 1)).unwrap();
+            p.declare(&topo, Timestamp(0), &decl(TaskKind::Fsck, ranges, 10)).unwrap();
+            p.declare(&topo, Timestamp(0), &decl(TaskKind::GarbageCollection, singles(0..20), 10)).unwrap();
+            p.declare(&topo, Timestamp(0), &decl(TaskKind::Scrubbing, pairs, 10)).unwrap();
+            p.declare(&topo, Timestamp(0), &decl(TaskKind::Fsck, singles([2, 4, 102, 103]), 10)).unwrap();
+            p
+        };
+        let mut one = with_threads(1);
+        let mut three = with_threads(3);
+        for q in 0..3 {
+            let now = Timestamp(q * HOUR);
+            let (expected, expected_report) = one.schedule(&topo, now, &Budget::UNLIMITED);
+            let (planned, report) = three.schedule(&topo, now, &Budget::UNLIMITED);
+            assert_eq!(planned, expected, "quantum {q}");
+            assert_eq!(report, expected_report, "quantum {q}");
+            if q == 0 {
+                let gc = planned.decls.iter().find(|d| d.task == TaskKind::GarbageCollection).unwrap();
+                assert!(gc.taken > gc.quota, "the free pass took sets beyond the quota: {gc:?}");
+            }
+        }
     }
 
     #[test]

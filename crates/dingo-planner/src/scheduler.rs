@@ -23,6 +23,8 @@ use dingo_types::{
 };
 use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
+use std::ops::{Deref, Range};
+use std::sync::Mutex;
 
 /// A walk through one declaration gives up after this many sets in a row
 /// that did not fit (a hot disk, a lost copy), so one quantum's work stays
@@ -119,15 +121,59 @@ enum Take {
     OverClusterBudget,
 }
 
-/// Working state of one quantum.
-struct QuantumState<'a, T: Topology> {
-    topo: &'a T,
-    budget: &'a Budget,
+/// What a quantum has scheduled so far: built by pass 1, only read by
+/// the free pass.
+#[derive(Debug, Default)]
+struct Scheduled {
     /// Blocks with at least one copy scheduled.
     blocks: RoaringTreemap,
     /// `copies[c]`: blocks whose copy `c` is scheduled.
     copies: Vec<RoaringTreemap>,
+    /// Head time scheduled per disk, indexed by disk id.
     disk_used_us: Vec<u64>,
+}
+
+/// A quantum's [`Scheduled`] state, owned by the one thread that schedules
+/// physical reads or borrowed by a free-pass worker, which reads it beside
+/// other workers and must never add to it.
+enum SharedScheduled<'a> {
+    Owned(Scheduled),
+    Borrowed(&'a Scheduled),
+}
+
+impl Deref for SharedScheduled<'_> {
+    type Target = Scheduled;
+
+    fn deref(&self) -> &Scheduled {
+        match self {
+            SharedScheduled::Owned(s) => s,
+            SharedScheduled::Borrowed(s) => s,
+        }
+    }
+}
+
+impl SharedScheduled<'_> {
+    fn owned(&mut self) -> &mut Scheduled {
+        match self {
+            SharedScheduled::Owned(s) => s,
+            SharedScheduled::Borrowed(_) => panic!("the free pass scheduled a physical read"),
+        }
+    }
+}
+
+/// The sets one free-pass worker took for declaration `decl`: `sets`
+/// indexes its own schedule's sets.
+struct FreeTaken {
+    decl: usize,
+    sets: Range<usize>,
+    taken: u64,
+}
+
+/// Working state of one quantum.
+struct QuantumState<'a, T: Topology> {
+    topo: &'a T,
+    budget: &'a Budget,
+    scheduled: SharedScheduled<'a>,
     cluster_left: u64,
     exhausted: bool,
     schedule: Schedule,
@@ -139,6 +185,10 @@ struct QuantumState<'a, T: Topology> {
     /// For the range set being resolved: each block's scheduled copy.
     range_copies: Vec<Option<u8>>,
     staged: Vec<ChunkRead>,
+    /// Head time of each staged read that goes to disk (0 for a free
+    /// read), computed once while checking the budget and reused when
+    /// committing.
+    staged_us: Vec<u64>,
     pending_us: Vec<(DiskId, u64)>,
     keys: Vec<u64>,
 }
@@ -147,7 +197,7 @@ struct QuantumState<'a, T: Topology> {
 /// schedule whose vectors are reused, or an empty one). `decls` must
 /// already be in priority order. Marks what it schedules as delivered in
 /// `decls`.
-pub(crate) fn schedule_quantum<T: Topology>(
+pub(crate) fn schedule_quantum<T: Topology + Sync>(
     decls: &mut [&mut DeclState],
     topo: &T,
     now: Timestamp,
@@ -160,7 +210,8 @@ pub(crate) fn schedule_quantum<T: Topology>(
     schedule.decls.clear();
     schedule.sets.clear();
     schedule.reads.clear();
-    let mut q = QuantumState::new(topo, budget, schedule);
+    let scheduled = Scheduled { disk_used_us: vec![0; topo.disk_count() as usize], ..Scheduled::default() };
+    let mut q = QuantumState::new(topo, budget, SharedScheduled::Owned(scheduled), schedule);
     for d in decls.iter() {
         q.schedule.decls.push(ScheduledDecl {
             id: d.id,
@@ -182,10 +233,7 @@ pub(crate) fn schedule_quantum<T: Topology>(
         q.schedule.decls[i].taken = taken;
     }
     // Pass 2: every set that became entirely free, regardless of budget.
-    for (i, d) in decls.iter_mut().enumerate() {
-        let left = d.needed_left();
-        q.schedule.decls[i].taken += q.take_touching(d, i as u32, left, true);
-    }
+    q.free_pass(decls, config.free_pass_threads);
     if config.leftover == LeftoverPolicy::Fill {
         let mut by_deadline: Vec<usize> = (0..decls.len()).collect();
         by_deadline.sort_by_key(|&i| (decls[i].deadline, decls[i].id));
@@ -206,20 +254,18 @@ pub(crate) fn schedule_quantum<T: Topology>(
             q.report.tasks[decl.task.index()].overloaded_sets += 1;
         }
     }
-    q.report.max_disk_head_time_us = q.disk_used_us.iter().copied().max().unwrap_or(0);
-    q.report.total_head_time_us = q.disk_used_us.iter().sum();
+    q.report.max_disk_head_time_us = q.scheduled.disk_used_us.iter().copied().max().unwrap_or(0);
+    q.report.total_head_time_us = q.scheduled.disk_used_us.iter().sum();
     q.report.budget_exhausted = q.exhausted;
     (q.schedule, q.report)
 }
 
 impl<'a, T: Topology> QuantumState<'a, T> {
-    fn new(topo: &'a T, budget: &'a Budget, schedule: Schedule) -> Self {
+    fn new(topo: &'a T, budget: &'a Budget, scheduled: SharedScheduled<'a>, schedule: Schedule) -> Self {
         QuantumState {
             topo,
             budget,
-            blocks: RoaringTreemap::new(),
-            copies: Vec::new(),
-            disk_used_us: vec![0; topo.disk_count() as usize],
+            scheduled,
             cluster_left: budget.cluster_bytes,
             exhausted: false,
             schedule,
@@ -228,8 +274,73 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             copy_disks: Vec::new(),
             range_copies: Vec::new(),
             staged: Vec::new(),
+            staged_us: Vec::new(),
             pending_us: Vec::new(),
             keys: Vec::new(),
+        }
+    }
+
+    /// Pass 2: takes, for every declaration, the sets that became entirely
+    /// free. These change nothing shared (no physical read), so `threads`
+    /// workers serve declarations at once, each into its own schedule, and
+    /// their sets are joined in declaration order: the same schedule one
+    /// thread would make. On the main thread, which sets the simulator's
+    /// wall time, this pass was a third of the planner's work.
+    fn free_pass(&mut self, decls: &mut [&mut DeclState], threads: u32)
+    where
+        T: Sync,
+    {
+        if self.scheduled.blocks.is_empty() {
+            return;
+        }
+        let SharedScheduled::Owned(scheduled) =
+            std::mem::replace(&mut self.scheduled, SharedScheduled::Owned(Scheduled::default()))
+        else {
+            unreachable!("only a free-pass worker borrows")
+        };
+        let next = Mutex::new(decls.iter_mut().enumerate());
+        let work = || {
+            let mut worker =
+                QuantumState::new(self.topo, self.budget, SharedScheduled::Borrowed(&scheduled), Schedule::default());
+            let mut done = Vec::new();
+            // Declarations are handed out one at a time, so a worker that
+            // drew a heavy one does not hold up the others.
+            while let Some((i, d)) = next.lock().expect("a free-pass worker panicked").next() {
+                let first_set = worker.schedule.sets.len();
+                let taken = worker.take_touching(d, i as u32, d.needed_left(), true);
+                done.push(FreeTaken { decl: i, sets: first_set..worker.schedule.sets.len(), taken });
+            }
+            (worker.schedule, worker.report, done)
+        };
+        let workers = std::thread::scope(|s| {
+            let helpers: Vec<_> = (1..threads.max(1)).map(|_| s.spawn(work)).collect();
+            let mut workers = vec![work()];
+            workers.extend(helpers.into_iter().map(|h| h.join().expect("a free-pass worker panicked")));
+            workers
+        });
+        self.scheduled = SharedScheduled::Owned(scheduled);
+        let mut order: Vec<(usize, &FreeTaken)> =
+            workers.iter().enumerate().flat_map(|(w, (_, _, done))| done.iter().map(move |t| (w, t))).collect();
+        order.sort_unstable_by_key(|&(_, t)| t.decl);
+        for (w, t) in order {
+            let schedule = &workers[w].0;
+            self.schedule.decls[t.decl].taken += t.taken;
+            if t.sets.is_empty() {
+                continue;
+            }
+            let reads_end = schedule.sets.get(t.sets.end).map_or(schedule.reads.len(), |s| s.first_read as usize);
+            let reads = schedule.sets[t.sets.start].first_read as usize..reads_end;
+            let base = self.schedule.reads.len() - reads.start;
+            self.schedule.sets.extend(schedule.sets[t.sets.clone()].iter().map(|s| ScheduledSet {
+                first_read: u32::try_from(base + s.first_read as usize).expect("over 4G reads in one quantum"),
+                ..*s
+            }));
+            self.schedule.reads.extend_from_slice(&schedule.reads[reads]);
+        }
+        for (_, report, _) in &workers {
+            for (total, worker) in self.report.tasks.iter_mut().zip(&report.tasks) {
+                total.add(worker);
+            }
         }
     }
 
@@ -238,11 +349,11 @@ impl<'a, T: Topology> QuantumState<'a, T> {
     /// takes only sets whose live blocks are all scheduled already (these
     /// cost nothing and ignore the budget).
     fn take_touching(&mut self, d: &mut DeclState, decl: u32, limit: u64, only_free: bool) -> u64 {
-        if limit == 0 || self.blocks.is_empty() {
+        if limit == 0 || self.scheduled.blocks.is_empty() {
             return 0;
         }
         let mut keys = std::mem::take(&mut self.keys);
-        d.sets.touching(&self.blocks, Some(&self.copies), &mut keys);
+        d.sets.touching(&self.scheduled.blocks, Some(&self.scheduled.copies), &mut keys);
         if matches!(d.sets, Sets::Singletons { .. }) {
             let taken = self.take_free_singletons(d, decl, &keys[..keys.len().min(limit as usize)]);
             self.keys = keys;
@@ -322,11 +433,11 @@ impl<'a, T: Topology> QuantumState<'a, T> {
     /// (else `false`). One range count instead of a lookup per member.
     fn range_free(&self, range: std::ops::Range<u64>, check_all: bool) -> (u64, bool) {
         let len = range.end - range.start;
-        let free = self.blocks.range_cardinality(range.clone());
+        let free = self.scheduled.blocks.range_cardinality(range.clone());
         let all_free = free == len
             || (check_all
                 && range.clone().all(|b| {
-                    self.blocks.contains(b)
+                    self.scheduled.blocks.contains(b)
                         || self.topo.block(BlockId(b)).is_none_or(|info| info.state == BlockState::Deleted)
                 }));
         (free, all_free)
@@ -340,8 +451,10 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         let mut free = 0;
         for &m in &self.members {
             let scheduled = match m {
-                Member::Any(b) => self.blocks.contains(b.0),
-                Member::Copy(c) => self.copies.get(usize::from(c.copy)).is_some_and(|s| s.contains(c.block.0)),
+                Member::Any(b) => self.scheduled.blocks.contains(b.0),
+                Member::Copy(c) => {
+                    self.scheduled.copies.get(usize::from(c.copy)).is_some_and(|s| s.contains(c.block.0))
+                }
             };
             // Scheduled blocks are live; only the others need a lookup.
             if scheduled {
@@ -392,10 +505,10 @@ impl<'a, T: Topology> QuantumState<'a, T> {
 
     /// The copy of `b` already scheduled this quantum, if any.
     fn scheduled_copy(&self, b: BlockId) -> Option<u8> {
-        if !self.blocks.contains(b.0) {
+        if !self.scheduled.blocks.contains(b.0) {
             return None;
         }
-        self.copies.iter().position(|s| s.contains(b.0)).map(|c| c as u8)
+        self.scheduled.copies.iter().position(|s| s.contains(b.0)).map(|c| c as u8)
     }
 
     /// Fills `range_copies` with the copy of each block of `range` already
@@ -406,11 +519,11 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         self.range_copies.clear();
         self.range_copies.resize((range.end - range.start) as usize, None);
         // A range with no block scheduled yet (most walks) needs one seek.
-        if none_in(&self.blocks, range.clone()) {
+        if none_in(&self.scheduled.blocks, range.clone()) {
             return;
         }
         // Highest copy first, so that the lowest scheduled copy wins.
-        for (copy, scheduled) in self.copies.iter().enumerate().rev() {
+        for (copy, scheduled) in self.scheduled.copies.iter().enumerate().rev() {
             let mut blocks = scheduled.iter();
             blocks.advance_to(range.start);
             for b in blocks.take_while(|&b| b < range.end) {
@@ -425,7 +538,8 @@ impl<'a, T: Topology> QuantumState<'a, T> {
     fn pick_copy(&self) -> Option<(u8, DiskId)> {
         (0..).zip(&self.copy_disks).filter_map(|(copy, disk)| disk.map(|disk| (copy, disk))).max_by_key(
             |&(copy, disk)| {
-                let left = self.budget.disk_limit_us(disk.0).saturating_sub(self.disk_used_us[disk.0 as usize]);
+                let left =
+                    self.budget.disk_limit_us(disk.0).saturating_sub(self.scheduled.disk_used_us[disk.0 as usize]);
                 (left, std::cmp::Reverse(copy))
             },
         )
@@ -437,6 +551,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         self.members.clear();
         d.sets.members(key, &mut self.members);
         self.staged.clear();
+        self.staged_us.clear();
         self.pending_us.clear();
         let range_start = d.sets.range(key).map(|r| {
             self.find_range_copies(r.clone());
@@ -457,7 +572,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             let (copy, disk, free) = match m {
                 Member::Copy(c) => {
                     let Some(disk) = copy_disk(c.copy) else { return Take::Misfit };
-                    let free = self.copies.get(usize::from(c.copy)).is_some_and(|s| s.contains(b.0));
+                    let free = self.scheduled.copies.get(usize::from(c.copy)).is_some_and(|s| s.contains(b.0));
                     (c.copy, disk, free)
                 }
                 Member::Any(_) => match range_start
@@ -473,14 +588,16 @@ impl<'a, T: Topology> QuantumState<'a, T> {
                     }
                 },
             };
+            let mut us = 0;
             if !free {
                 new_bytes += info.size;
-                let us = self.topo.disk_model(disk).head_time_us(info.size);
+                us = self.topo.disk_model(disk).head_time_us(info.size);
                 match self.pending_us.iter_mut().find(|(d, _)| *d == disk) {
                     Some((_, total)) => *total += us,
                     None => self.pending_us.push((disk, us)),
                 }
             }
+            self.staged_us.push(us);
             self.staged.push(ChunkRead { block: b, copy, disk, group: info.group, bytes: info.size, physical: !free });
         }
         if self.staged.is_empty() {
@@ -496,7 +613,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
                 return Take::OverClusterBudget;
             }
             let over_disk = self.pending_us.iter().any(|&(disk, us)| {
-                self.disk_used_us[disk.0 as usize].saturating_add(us) > self.budget.disk_limit_us(disk.0)
+                self.scheduled.disk_used_us[disk.0 as usize].saturating_add(us) > self.budget.disk_limit_us(disk.0)
             });
             if over_disk {
                 return Take::Misfit;
@@ -514,20 +631,21 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         if !run[0].physical {
             return;
         }
+        let scheduled = self.scheduled.owned();
         let copy = usize::from(run[0].copy);
-        if self.copies.len() <= copy {
-            self.copies.resize_with(copy + 1, RoaringTreemap::new);
+        if scheduled.copies.len() <= copy {
+            scheduled.copies.resize_with(copy + 1, RoaringTreemap::new);
         }
         let blocks = run[0].block.0..run[run.len() - 1].block.0 + 1;
-        if run.len() > 1 && (distinct || none_in(&self.copies[copy], blocks.clone())) {
-            self.copies[copy].insert_range(blocks.clone());
-            self.blocks.insert_range(blocks);
+        if run.len() > 1 && (distinct || none_in(&scheduled.copies[copy], blocks.clone())) {
+            scheduled.copies[copy].insert_range(blocks.clone());
+            scheduled.blocks.insert_range(blocks);
             return;
         }
         for read in run {
-            read.physical = self.copies[copy].insert(read.block.0);
+            read.physical = scheduled.copies[copy].insert(read.block.0);
             if read.physical {
-                self.blocks.insert(read.block.0);
+                scheduled.blocks.insert(read.block.0);
             }
         }
     }
@@ -557,11 +675,10 @@ impl<'a, T: Topology> QuantumState<'a, T> {
                 }
             }
             self.record_physical(&mut staged[i..end], distinct);
-            for read in &staged[i..end] {
+            for (read, &us) in staged[i..end].iter().zip(&self.staged_us[i..end]) {
                 stats.logical_bytes += read.bytes;
                 if read.physical {
-                    let us = self.topo.disk_model(read.disk).head_time_us(read.bytes);
-                    self.disk_used_us[read.disk.0 as usize] += us;
+                    self.scheduled.owned().disk_used_us[read.disk.0 as usize] += us;
                     self.cluster_left = self.cluster_left.saturating_sub(read.bytes);
                     stats.disk_bytes += read.bytes;
                 } else {
@@ -614,11 +731,14 @@ mod tests {
     fn range_copies_agree_with_scheduled_copy() {
         let topo = TableTopology::new(3, DiskModel::HDD);
         let budget = Budget::cluster_bytes(u64::MAX);
-        let mut q = QuantumState::new(&topo, &budget, Schedule::default());
         // Block 5 has copies 0 and 2 scheduled (the lowest wins), 6 copy 1,
         // 8 copy 2, 70,000 (another roaring container) copy 0.
-        q.copies = vec![[5, 70_000].into_iter().collect(), [6].into_iter().collect(), [5, 8].into_iter().collect()];
-        q.blocks = [5, 6, 8, 70_000].into_iter().collect();
+        let scheduled = Scheduled {
+            blocks: [5, 6, 8, 70_000].into_iter().collect(),
+            copies: vec![[5, 70_000].into_iter().collect(), [6].into_iter().collect(), [5, 8].into_iter().collect()],
+            disk_used_us: Vec::new(),
+        };
+        let mut q = QuantumState::new(&topo, &budget, SharedScheduled::Owned(scheduled), Schedule::default());
         for range in [0..4, 0..10, 5..9, 6..7, 9..70_000, 4..70_002, 70_001..70_010] {
             q.find_range_copies(range.clone());
             let expected: Vec<Option<u8>> = range.map(|b| q.scheduled_copy(BlockId(b))).collect();

@@ -195,7 +195,7 @@ impl Declarative {
     /// read plans, so this gives the same results as running them in turn.
     pub fn run_quantum(
         &mut self,
-        topo: &impl Topology,
+        topo: &(impl Topology + Sync),
         now: Timestamp,
         budget: &Budget,
         start_hours: f64,
