@@ -84,6 +84,7 @@ pub async fn draining(
         declared: Declared::Items,
         sets_needed: None,
         deadline_ms,
+        progress: None,
     }))
 }
 
