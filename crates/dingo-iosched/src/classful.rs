@@ -6,21 +6,25 @@
 //!    `min_share` and drained by every maintenance unit, holds a segment),
 //!    one maintenance unit goes first. PAIO's `min_B`: nothing starves.
 //! 2. **Foreground**, whole requests, in arrival order.
-//! 3. **High** (reconstruction) while its token bucket holds tokens.
-//! 4. **Best effort** while its token bucket holds tokens; among its
-//!    channels (declarations) the one with the least served head time goes
-//!    first (start-time fair queueing with equal weights, so backlogged
-//!    channels share max-min fairly).
-//! 5. Otherwise wait for a bucket, or idle.
+//! 3. **High** (reconstruction), then **best effort**, while the
+//!    maintenance token bucket holds tokens. Among best-effort channels
+//!    (declarations) the one with the least served head time goes first
+//!    (start-time fair queueing with equal weights, so backlogged channels
+//!    share max-min fairly).
+//! 4. Otherwise wait for the bucket, or idle.
 //!
 //! Maintenance requests are cut into units of at most `segment_us`; a unit
 //! that resumes a request after the head served something else pays
 //! `reposition_us` again (the head moved away).
 //!
-//! The bucket rates follow PAIO's algorithm 1 every `loop_us`, with the
+//! The bucket's rate follows PAIO's algorithm 1 every `loop_us`, with the
 //! foreground share measured over the last loop:
-//! `left = max(util_target − fg_share, min_share)`; high gets `left` while it
-//! has work (best effort then `min_share`), otherwise best effort gets it.
+//! `left = max(util_target − fg_share, min_share)`. Algorithm 1 then gives
+//! `left` to the high class while it has work and holds the others at
+//! `min_share` (P:256-273); here high and best effort share one bucket at
+//! `left` and priority does the split, so best effort keeps whatever high
+//! leaves (with separate buckets the quick demo's declared reads starved
+//! while reconstruction ran).
 //!
 //! Invariants (tested in `tests/properties.rs`):
 //! - A foreground request waits behind at most the unit in service at its
@@ -99,14 +103,13 @@ pub struct Classful {
     /// Tag of the last best-effort unit served: a channel becoming
     /// backlogged starts here, so idle time earns no credit.
     be_vtime_us: u64,
-    high_bucket: Bucket,
-    be_bucket: Bucket,
+    /// Head time maintenance may use beyond its reservation.
+    maintenance: Bucket,
     reserve: Bucket,
     /// Request the head served last (a different one next means moving).
     last_id: Option<u64>,
     loop_start_us: u64,
     fg_served_in_loop_us: u64,
-    high_served_in_loop_us: u64,
 }
 
 impl Classful {
@@ -121,21 +124,19 @@ impl Classful {
             high: VecDeque::new(),
             best_effort: BTreeMap::new(),
             be_vtime_us: 0,
-            high_bucket: Bucket::new(cfg.min_share_ppm, cap(cfg.min_share_ppm), unit_us, 0),
-            be_bucket: Bucket::new(left, cap(left), unit_us, 0),
+            maintenance: Bucket::new(left, cap(left), unit_us, 0),
             // Room for two segments, so tokens accrued while a long foreground
             // request holds the head are not lost at the threshold of one.
             reserve: Bucket::new(cfg.min_share_ppm, 2 * cfg.segment_us, unit_us, 0),
             last_id: None,
             loop_start_us: 0,
             fg_served_in_loop_us: 0,
-            high_served_in_loop_us: 0,
         }
     }
 
-    /// Current (high, best-effort) bucket rates in ppm of head time.
-    pub fn rates_ppm(&self) -> (u64, u64) {
-        (self.high_bucket.share_ppm(), self.be_bucket.share_ppm())
+    /// The maintenance bucket's current rate, ppm of head time.
+    pub fn maintenance_rate_ppm(&self) -> u64 {
+        self.maintenance.share_ppm()
     }
 
     /// PAIO algorithm 1, once per loop period.
@@ -149,13 +150,9 @@ impl Classful {
             .min(PPM);
         let min = self.cfg.min_share_ppm;
         let left = self.cfg.util_target_ppm.saturating_sub(fg_share).max(min);
-        let high_active = self.high_served_in_loop_us > 0 || !self.high.is_empty();
-        let (high, be) = if high_active { (left, min) } else { (min, left) };
-        self.high_bucket.set_share(now_us, high, self.cfg.refill_window_us);
-        self.be_bucket.set_share(now_us, be, self.cfg.refill_window_us);
+        self.maintenance.set_share(now_us, left, self.cfg.refill_window_us);
         self.loop_start_us = now_us;
         self.fg_served_in_loop_us = 0;
-        self.high_served_in_loop_us = 0;
     }
 
     fn maintenance_queued(&self) -> bool {
@@ -178,7 +175,6 @@ impl Classful {
         if !unit.last {
             self.high.push_front(p);
         }
-        self.high_served_in_loop_us += unit.cost_us;
         Some(unit)
     }
 
@@ -204,8 +200,7 @@ impl Classful {
 
     fn dispatched(&mut self, unit: Unit) -> Decision {
         if unit.class != Class::Foreground {
-            self.high_bucket.take(if unit.class == Class::High { unit.cost_us } else { 0 });
-            self.be_bucket.take(if unit.class == Class::High { 0 } else { unit.cost_us });
+            self.maintenance.take(unit.cost_us);
             self.reserve.take(unit.cost_us);
         }
         if unit.last {
@@ -234,8 +229,7 @@ impl Policy for Classful {
     }
 
     fn next(&mut self, now_us: u64) -> Decision {
-        self.high_bucket.refill(now_us);
-        self.be_bucket.refill(now_us);
+        self.maintenance.refill(now_us);
         self.reserve.refill(now_us);
         self.control(now_us);
 
@@ -250,30 +244,18 @@ impl Policy for Classful {
             self.fg_served_in_loop_us += r.cost_us;
             return self.dispatched(Unit { id: r.id, class: r.class, cost_us: r.cost_us, last: true });
         }
-        if !self.high.is_empty()
-            && self.high_bucket.tokens_us() > 0
-            && let Some(unit) = self.serve_high()
+        if self.maintenance.tokens_us() > 0
+            && let Some(unit) = self.serve_maintenance()
         {
             return self.dispatched(unit);
-        }
-        if !self.best_effort.is_empty()
-            && self.be_bucket.tokens_us() > 0
-            && let Some(unit) = self.serve_best_effort()
-        {
-            return self.dispatched(unit);
-        }
-        // Throttled: the earliest of a bucket refilling, the reservation
-        // filling, and the next control-loop run (which may raise rates).
-        let mut until = Vec::with_capacity(4);
-        if !self.high.is_empty() {
-            until.push(self.high_bucket.ready_at(1));
-        }
-        if !self.best_effort.is_empty() {
-            until.push(self.be_bucket.ready_at(1));
         }
         if !self.maintenance_queued() {
             return Decision::Idle;
         }
+        // Throttled: the earliest of the bucket refilling, the reservation
+        // filling, and the next control-loop run (which may raise the rate).
+        let mut until = Vec::with_capacity(3);
+        until.push(self.maintenance.ready_at(1));
         if self.cfg.min_share_ppm > 0 {
             until.push(self.reserve.ready_at(self.cfg.segment_us as i64));
         }
