@@ -283,27 +283,45 @@ async fn one_run(
     Ok((rec.summary(spec, &done), cpu))
 }
 
-/// Writes single-copy files until every disk holds some, and lists each
-/// disk's chunks.
+/// Writes single-copy files (the experiment reads chunks by disk, so
+/// redundancy plays no part), moves chunks so that every disk holds at least
+/// `FILES_PER_DISK`, and lists each disk's chunks.
 async fn write_data(client: &Client, spec: &FgTailSpec) -> Result<Vec<DiskTarget>, BenchError> {
     let block = spec.maintenance_read_bytes;
     let data: Bytes = (0..block).map(|i| (i.wrapping_mul(0x9E37_79B9) >> 13) as u8).collect::<Vec<u8>>().into();
     let files = NODES * DISKS_PER_NODE * FILES_PER_DISK;
     let writes = (0..files).map(|i| {
         let data = data.clone();
-        async move { client.put(&format!("/fgtail/{i}"), Redundancy::Replicated(3), block, data).await }
+        async move { client.put(&format!("/fgtail/{i}"), Redundancy::Replicated(1), block, data).await }
     });
     futures::future::try_join_all(writes).await?;
     let status = client.cluster_status().await?;
-    let mut targets = Vec::new();
-    for node in &status.nodes {
+    // (disk, node index, chunks)
+    let mut lists = Vec::new();
+    for (n, node) in status.nodes.iter().enumerate() {
         for disk in &node.disks {
-            let chunks = client.chunks_on_disk(disk.id).await?;
-            if chunks.is_empty() {
-                return Err(BenchError::Setup(format!("disk {} holds no chunk after the writes", disk.id)));
-            }
-            targets.push((disk.id, DiskTarget { addr: node.addr.clone(), chunks }));
+            lists.push((disk.id, n, client.chunks_on_disk(disk.id).await?));
         }
+    }
+    // Placement may fill one disk of a node first; move chunks there from
+    // the fullest disk of another node (copies may not share a node).
+    let want = FILES_PER_DISK as usize;
+    for i in 0..lists.len() {
+        while lists[i].2.len() < want {
+            let donor = (0..lists.len()).filter(|&j| lists[j].1 != lists[i].1).max_by_key(|&j| lists[j].2.len());
+            let Some(donor) = donor.filter(|&j| lists[j].2.len() > want) else { break };
+            let Some(chunk) = lists[donor].2.pop() else { break };
+            let tag = IoTag::Maintenance { task: TaskKind::Rebalancing, declaration: DeclarationId(0) };
+            client.move_chunk(chunk, Some(lists[i].0), tag).await?;
+            lists[i].2.push(chunk);
+        }
+    }
+    let mut targets = Vec::new();
+    for (disk, n, chunks) in lists {
+        if chunks.is_empty() {
+            return Err(BenchError::Setup(format!("disk {disk} holds no chunk after the writes")));
+        }
+        targets.push((disk, DiskTarget { addr: status.nodes[n].addr.clone(), chunks }));
     }
     targets.sort_by_key(|t| t.0);
     Ok(targets.into_iter().map(|t| t.1).collect())
