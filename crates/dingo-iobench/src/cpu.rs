@@ -26,3 +26,21 @@ impl CpuTimes {
         if total == 0 { 0.0 } else { later.busy.saturating_sub(self.busy) as f64 / total as f64 }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utilisation_is_a_fraction() {
+        let Some(a) = CpuTimes::now() else { return };
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = x.wrapping_add(std::hint::black_box(i));
+        }
+        std::hint::black_box(x);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let u = a.utilisation_until(CpuTimes::now().unwrap());
+        assert!((0.0..=1.0).contains(&u), "{u}");
+    }
+}

@@ -401,3 +401,53 @@ async fn maintenance(
     }
     while reads.join_next().await.is_some() {}
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(p99_ms: f64, bytes: u64, misses: u64) -> RunSummary {
+        RunSummary { p99_ms, maintenance_bytes: bytes, deadline_misses: misses, ..RunSummary::default() }
+    }
+
+    #[test]
+    fn figures_are_medians_and_misses_the_worst_run() {
+        let r = aggregate("classful", vec![run(9.0, 5, 0), run(1.0, 7, 2), run(4.0, 6, 0)], &[0.3, 0.1, 0.2]);
+        assert_eq!((r.p99_ms, r.maintenance_bytes, r.deadline_misses), (4.0, 6, 2));
+        assert_eq!(r.cpu_utilisation, 0.2);
+    }
+
+    #[test]
+    fn the_series_has_one_row_per_run_and_second() {
+        let spec = FgTailSpec::quick();
+        let mut rec = Recorder::default();
+        rec.foreground(500_000, 20_000, Phase::Valley);
+        rec.maintenance(1_500_000, 4 << 20);
+        let summary = rec.summary(&spec, &[0]);
+        let policy = aggregate("fifo", vec![summary], &[0.1]);
+        let report = Report {
+            experiment: "fg-tail",
+            runs: 1,
+            spec,
+            disks: 1,
+            mechanism: policy.clone(),
+            baseline: policy,
+            peak_p99_ratio: 1.0,
+            p99_ratio: 1.0,
+            maintenance_bytes_ratio: 1.0,
+            bars_met: Bars {
+                peak_p99_at_most_a_third_of_baseline: false,
+                p99_at_most_half_of_baseline: false,
+                maintenance_bytes_at_least_0_9_of_baseline: true,
+                no_deadline_misses: true,
+            },
+            twin_mechanism: RunSummary::default(),
+            twin_baseline: RunSummary::default(),
+            head_time_bound: String::new(),
+        };
+        let csv = series_csv(&report);
+        assert_eq!(csv.lines().count(), 1 + 2 * 2, "{csv}");
+        assert!(csv.contains("fifo,0,0,valley,1,20.00,0"), "{csv}");
+        assert!(csv.contains("fifo,0,1,valley,0,0.00,4194304"), "{csv}");
+    }
+}
