@@ -112,14 +112,13 @@ pub trait Policy: Send {
 
 /// Which policy a disk uses (`[node.io] scheduler`).
 ///
-/// FIFO stays the default: with the classful policy the quick demo's
-/// declarative reconstruction missed its deadline (3 failed items) in the
-/// one run made here; see `docs/IO_CONTROL.md`.
+/// Classful is the default: the storage, tasks, planner, drain, operator and
+/// demo process tests pass with it; see `docs/IO_CONTROL.md`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum PolicyKind {
-    #[default]
     Fifo,
+    #[default]
     Classful,
 }
 

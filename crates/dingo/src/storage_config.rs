@@ -19,7 +19,7 @@
 //! hdd = { positioning_us = 10000, transfer_bytes_per_sec = 150000000 }
 //!
 //! [node.io]                # how emulated HDD heads schedule requests (docs/IO_CONTROL.md)
-//! scheduler = "fifo"       # default, today's single queue; or "classful" (PAIO-style)
+//! scheduler = "classful"   # default (PAIO-style); "fifo" is the old single queue
 //! segment = "1MB"          # largest maintenance unit a foreground read can wait behind
 //! min_share = 0.05         # head time guaranteed to queued maintenance
 //! util_target = 1.0        # head-time utilisation the control loop aims at
@@ -300,7 +300,7 @@ mod tests {
             (5000, Duration::from_millis(10), Duration::from_millis(20))
         );
         let default = StorageConfig::default().node.io_settings(0).unwrap();
-        assert_eq!(default.scheduler, dingo_iosched::PolicyKind::Fifo);
+        assert_eq!(default.scheduler, dingo_iosched::PolicyKind::Classful);
     }
 
     #[test]
