@@ -51,10 +51,6 @@ impl Bucket {
         self.tokens_us
     }
 
-    pub fn share_ppm(&self) -> u64 {
-        self.share_ppm
-    }
-
     pub fn take(&mut self, cost_us: u64) {
         let cost = i64::try_from(cost_us).unwrap_or(i64::MAX);
         self.tokens_us = self.tokens_us.saturating_sub(cost).max(-self.floor_us);

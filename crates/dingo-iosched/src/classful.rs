@@ -134,11 +134,6 @@ impl Classful {
         }
     }
 
-    /// The maintenance bucket's current rate, ppm of head time.
-    pub fn maintenance_rate_ppm(&self) -> u64 {
-        self.maintenance.share_ppm()
-    }
-
     /// PAIO algorithm 1, once per loop period.
     fn control(&mut self, now_us: u64) {
         let elapsed = now_us.saturating_sub(self.loop_start_us);
