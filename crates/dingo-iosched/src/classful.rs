@@ -23,8 +23,8 @@
 //! `left` to the high class while it has work and holds the others at
 //! `min_share` (P:256-273); here high and best effort share one bucket at
 //! `left` and priority does the split, so best effort keeps whatever high
-//! leaves (with separate buckets the quick demo's declared reads starved
-//! while reconstruction ran).
+//! leaves (with the split, the quick demo test failed once: reconstruction
+//! missed its deadline while best effort was held at `min_share`).
 //!
 //! Invariants (tested in `tests/properties.rs`):
 //! - A foreground request waits behind at most the unit in service at its
