@@ -57,7 +57,7 @@ pub struct ClassfulConfig {
     pub min_share_ppm: u64,
     /// Head-time utilisation target, ppm: PAIO's `KVS_B`, which is the
     /// device's whole bandwidth limit (200 MiB/s, P:260, P:383), so 100 %.
-    /// At 90 % the fg-tail twin's maintenance missed its deadline.
+    /// At 90 % an earlier fg-tail twin's maintenance missed its deadline.
     pub util_target_ppm: u64,
     /// Control-loop period, µs. PAIO leaves it unstated (P:273); 500 ms is
     /// over ten HDD services.
