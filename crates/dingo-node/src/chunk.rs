@@ -86,7 +86,8 @@ fn le_u64(b: &[u8]) -> u64 {
 
 /// Reads and checks the header and checksum table of the chunk file at
 /// `path`, which must hold `chunk` and be as long as its header says.
-pub fn load_meta(disk: &Disk, chunk: ChunkRef, path: &std::path::Path) -> Result<ChunkMeta, StoreError> {
+/// `tag` is the class of the read that needs them.
+pub fn load_meta(disk: &Disk, chunk: ChunkRef, path: &std::path::Path, tag: IoTag) -> Result<ChunkMeta, StoreError> {
     let corrupt = |detail: String| StoreError::Corrupt { chunk, detail };
     let io = chunk_io(chunk, path);
     let file = DirectFile::open(path).map_err(&io)?;
@@ -96,7 +97,7 @@ pub fn load_meta(disk: &Disk, chunk: ChunkRef, path: &std::path::Path) -> Result
         return Err(corrupt(format!("file is {file_len} bytes, shorter than its header")));
     }
     let mut h = AlignedBuf::zeroed(HEADER as usize);
-    disk.read_at(&file, &mut h, 0, IoTag::Foreground).map_err(&io)?;
+    disk.read_at(&file, &mut h, 0, tag).map_err(&io)?;
     if &h[0..8] != MAGIC || le_u32(&h[36..40]) != crc32c::crc32c(&h[0..36]) {
         disk.counters.checksum_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return Err(corrupt("bad header magic or checksum".into()));
@@ -111,7 +112,7 @@ pub fn load_meta(disk: &Disk, chunk: ChunkRef, path: &std::path::Path) -> Result
     }
     let mut table = AlignedBuf::zeroed((layout.data_offset() - HEADER) as usize);
     if !table.is_empty() {
-        disk.read_at(&file, &mut table, HEADER, IoTag::Foreground).map_err(&io)?;
+        disk.read_at(&file, &mut table, HEADER, tag).map_err(&io)?;
     }
     let table = &table[..layout.segments() as usize * 4];
     if crc32c::crc32c(table) != le_u32(&h[32..36]) {
@@ -317,7 +318,7 @@ mod tests {
 
     fn read_all(disk: &Disk, chunk: ChunkRef) -> Result<Vec<u8>, StoreError> {
         let path = disk.chunk_path(chunk);
-        let meta = load_meta(disk, chunk, &path)?;
+        let meta = load_meta(disk, chunk, &path, IoTag::Foreground)?;
         let segs = meta.layout.segments();
         Ok(read_segments(disk, chunk, &path, &meta, 0, segs, IoTag::Foreground)?.to_vec())
     }
@@ -359,7 +360,7 @@ mod tests {
         assert!(e.to_string().contains("segment 2"), "{e}");
         assert_eq!(disk.counters.checksum_errors.load(std::sync::atomic::Ordering::Relaxed), 1);
         // Segments before the damage still verify.
-        let meta = load_meta(&disk, chunk(1), &path).unwrap();
+        let meta = load_meta(&disk, chunk(1), &path, IoTag::Foreground).unwrap();
         let ok = read_segments(&disk, chunk(1), &path, &meta, 0, 2, IoTag::Foreground).unwrap();
         assert_eq!(&ok[..], &data[..2 * SEGMENT as usize]);
     }

@@ -10,14 +10,15 @@
 
 use crate::direct::{AlignedBuf, BufPool, DirectFile};
 use crate::error::StoreError;
+use crate::head::{Head, IoSettings};
 use dingo_proto::IoTag;
 use dingo_types::{ChunkRef, DiskId, DiskModel};
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 const LABEL: &str = "DINGO_DISK";
 const LABEL_PREFIX: &str = "dingo-disk v1 ";
@@ -53,8 +54,8 @@ pub struct Disk {
     reserved: AtomicU64,
     chunks: AtomicU64,
     pub model: Option<DiskModel>,
-    /// When the emulated head becomes free: requests queue FIFO behind it.
-    head_free_at: Mutex<Instant>,
+    /// The emulated head and its scheduler, when emulating an HDD.
+    pub head: Option<Head>,
     direct: AtomicBool,
     pub counters: DiskCounters,
     /// Read and write buffers, recycled.
@@ -127,12 +128,17 @@ impl Disk {
             reserved: AtomicU64::new(0),
             chunks: AtomicU64::new(listed.len() as u64),
             model,
-            head_free_at: Mutex::new(Instant::now()),
+            head: model.map(|m| Head::new(m, &IoSettings::default())),
             direct: AtomicBool::new(direct),
             counters: DiskCounters::default(),
             buffers: BufPool::new(READ_BUFFERS_IDLE),
         };
         Ok((disk, listed))
+    }
+
+    /// Sets how the emulated head schedules requests; call before any IO.
+    pub fn configure_io(&mut self, io: &IoSettings) {
+        self.head = self.model.map(|m| Head::new(m, io));
     }
 
     pub fn id(&self) -> Option<DiskId> {
@@ -209,7 +215,7 @@ impl Disk {
     /// `tag` and queueing behind the emulated head if any.
     pub fn read_at(&self, file: &DirectFile, buf: &mut AlignedBuf, offset: u64, tag: IoTag) -> io::Result<()> {
         let bytes = buf.len() as u64;
-        self.timed(bytes, || file.read_exact_at(buf, offset))?;
+        self.timed(bytes, tag, || file.read_exact_at(buf, offset))?;
         let c = &self.counters;
         c.bytes_read.fetch_add(bytes, Relaxed);
         c.read_requests.fetch_add(1, Relaxed);
@@ -218,35 +224,29 @@ impl Disk {
         Ok(())
     }
 
-    /// Writes `buf` at `offset`, counting it as real disk IO.
+    /// Writes `buf` at `offset`, counting it as real disk IO. Writes are
+    /// scheduled as foreground: a client waits for each.
     pub fn write_at(&self, file: &DirectFile, buf: &[u8], offset: u64) -> io::Result<()> {
         let bytes = buf.len() as u64;
-        self.timed(bytes, || file.write_all_at(buf, offset))?;
+        self.timed(bytes, IoTag::Foreground, || file.write_all_at(buf, offset))?;
         self.counters.bytes_written.fetch_add(bytes, Relaxed);
         self.counters.write_requests.fetch_add(1, Relaxed);
         Ok(())
     }
 
     /// Runs one device request. With an HDD model the request waits for the
-    /// head (FIFO), occupies it for positioning plus transfer time, and the
-    /// caller sees that latency; without one the measured time is recorded.
-    fn timed(&self, bytes: u64, io: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
-        let started = Instant::now();
-        let Some(model) = self.model else {
+    /// head in the order its scheduler picks, occupies it for positioning
+    /// plus transfer time, and the caller sees that latency; without one the
+    /// measured time is recorded.
+    fn timed(&self, bytes: u64, tag: IoTag, io: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+        let Some(head) = &self.head else {
+            let started = Instant::now();
             let r = io();
             self.counters.head_time_us.fetch_add(started.elapsed().as_micros() as u64, Relaxed);
             return r;
         };
-        let service = Duration::from_micros(model.head_time_us(bytes));
-        let done_at = {
-            let mut free_at = self.head_free_at.lock().unwrap_or_else(|p| p.into_inner());
-            let start = (*free_at).max(started);
-            *free_at = start + service;
-            *free_at
-        };
-        let r = io();
-        self.counters.head_time_us.fetch_add(service.as_micros() as u64, Relaxed);
-        std::thread::sleep(done_at.saturating_duration_since(Instant::now()));
+        let (r, charged_us) = head.serve(bytes, tag, io);
+        self.counters.head_time_us.fetch_add(charged_us, Relaxed);
         r
     }
 }
@@ -305,6 +305,7 @@ fn unique_suffix() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn label_survives_reopen_and_tmp_is_cleared() {

@@ -11,10 +11,12 @@ pub mod chunk;
 pub mod direct;
 pub mod disk;
 mod error;
+pub mod head;
 pub mod service;
 pub mod store;
 
 pub use error::StoreError;
+pub use head::{IoSettings, Slowdown};
 pub use store::{DiskSpec, Store};
 
 use dingo_proto::v1::meta_client::MetaClient;

@@ -195,6 +195,7 @@ pub fn render_metrics(store: &Store) -> String {
             }
         }
     }
+    render_head_metrics(store, &s, &mut m);
     let c = s.cache.unwrap_or_default();
     for (name, kind, help, v) in [
         ("dingo_cache_hits_total", "counter", "Cache page hits.", c.hits),
@@ -218,4 +219,42 @@ pub fn render_metrics(store: &Store) -> String {
         m.family(name, kind, help).sample(name, &[], v);
     }
     m.finish()
+}
+
+/// Per-disk, per-class metrics of the emulated heads' schedulers.
+fn render_head_metrics(store: &Store, s: &NodeStatsReply, m: &mut MetricsText) {
+    use crate::head::WAIT_BUCKETS_MS;
+    use dingo_iosched::Class;
+    let heads: Vec<(String, &crate::head::Head)> =
+        s.disks.iter().zip(&store.disks).filter_map(|(st, d)| Some((st.disk.to_string(), d.head.as_ref()?))).collect();
+    let name = "dingo_disk_scheduler";
+    m.family(name, "gauge", "1 for the IO scheduler policy of each emulated disk ([node.io] scheduler).");
+    for (disk, head) in &heads {
+        m.sample(name, &[("disk", disk), ("policy", head.scheduler.name())], 1);
+    }
+    let name = "dingo_disk_class_head_time_us_total";
+    m.family(name, "counter", "Emulated head time served per scheduling class, µs.");
+    for (disk, head) in &heads {
+        for (i, class) in Class::LABELS.iter().enumerate() {
+            m.sample(name, &[("disk", disk), ("class", class)], head.classes[i].served_us.load(Relaxed));
+        }
+    }
+    let name = "dingo_disk_queue_wait_seconds";
+    m.family(name, "histogram", "Time requests waited for the emulated head, per scheduling class.");
+    for (disk, head) in &heads {
+        for (i, class) in Class::LABELS.iter().enumerate() {
+            let c = &head.classes[i];
+            let mut cumulative = 0;
+            for (b, le_ms) in WAIT_BUCKETS_MS.iter().enumerate() {
+                cumulative += c.wait_buckets[b].load(Relaxed);
+                let le = format!("{}", *le_ms as f64 / 1000.0);
+                m.sample(&format!("{name}_bucket"), &[("disk", disk), ("class", class), ("le", &le)], cumulative);
+            }
+            let count = c.waits.load(Relaxed);
+            m.sample(&format!("{name}_bucket"), &[("disk", disk), ("class", class), ("le", "+Inf")], count);
+            let sum = c.wait_us_sum.load(Relaxed) as f64 / 1e6;
+            m.sample(&format!("{name}_sum"), &[("disk", disk), ("class", class)], sum);
+            m.sample(&format!("{name}_count"), &[("disk", disk), ("class", class)], count);
+        }
+    }
 }

@@ -76,6 +76,10 @@ enum BenchCommand {
     /// Flash cache engines (set-associative, log-structured, Kangaroo,
     /// FairyWREN) on counting device models, at equal DRAM and device-write budgets.
     Flash(bench::flash::FlashBenchArgs),
+    /// Node-level IO control experiments (issue 15): the classful disk
+    /// scheduler against today's FIFO queue on a local cluster.
+    #[command(subcommand)]
+    Iocontrol(bench::iocontrol::IoControlCommand),
 }
 
 fn main() -> std::process::ExitCode {
@@ -114,6 +118,7 @@ async fn run() -> std::process::ExitCode {
         Commands::Bench(BenchCommand::Io(a)) => bench_io::run(a).await,
         Commands::Bench(BenchCommand::Planner(a)) => bench::planner::run(&a),
         Commands::Bench(BenchCommand::Flash(a)) => bench::flash::run(&a),
+        Commands::Bench(BenchCommand::Iocontrol(c)) => bench::iocontrol::run(c).await,
         Commands::Sim(c) => sim::run(c),
     };
     match result {

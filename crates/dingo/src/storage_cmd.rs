@@ -311,7 +311,12 @@ pub async fn run_node(a: NodeArgs) -> Result<()> {
         }
         None => cfg.node.disk_capacity()?,
     };
-    let disks = a.disks.into_iter().map(|path| dingo_node::DiskSpec { path, capacity, hdd: cfg.node.hdd }).collect();
+    let disks = a
+        .disks
+        .into_iter()
+        .enumerate()
+        .map(|(i, path)| Ok(dingo_node::DiskSpec { path, capacity, hdd: cfg.node.hdd, io: cfg.node.io_settings(i)? }))
+        .collect::<Result<_>>()?;
     dingo_node::run(
         dingo_node::NodeConfig {
             listen: a.listen,

@@ -18,6 +18,14 @@
 //! disk_capacity = "10GB"   # per disk, at least 1MB; default: the filesystem's size
 //! hdd = { positioning_us = 10000, transfer_bytes_per_sec = 150000000 }
 //!
+//! [node.io]                # how emulated HDD heads schedule requests (docs/IO_CONTROL.md)
+//! scheduler = "classful"   # default (PAIO-style); "fifo" is the old single queue
+//! segment = "1MB"          # largest maintenance unit a foreground read can wait behind
+//! min_share = 0.05         # head time guaranteed to queued maintenance
+//! util_target = 1.0        # head-time utilisation the control loop aims at
+//! # fault injection: the node's disk #0 (in --disk order) 5x slower from 4.5 s to 6.8 s
+//! slowdown = [{ disk = 0, factor = 5.0, after_ms = 4500, for_ms = 2300 }]
+//!
 //! [cluster]
 //! nodes = 4
 //! disks_per_node = 2
@@ -61,6 +69,31 @@ pub struct NodeSection {
     pub pinned: Option<String>,
     pub disk_capacity: Option<String>,
     pub hdd: Option<DiskModel>,
+    #[serde(default)]
+    pub io: IoSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IoSection {
+    pub scheduler: Option<String>,
+    pub segment: Option<String>,
+    pub min_share: Option<f64>,
+    pub util_target: Option<f64>,
+    #[serde(default)]
+    pub slowdown: Vec<SlowdownEntry>,
+}
+
+/// One injected slowdown (`[node.io] slowdown`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SlowdownEntry {
+    /// Index of the disk in the node's `--disk` list.
+    pub disk: usize,
+    pub factor: f64,
+    #[serde(default)]
+    pub after_ms: u64,
+    pub for_ms: u64,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -145,7 +178,50 @@ impl NodeSection {
         if let Some(h) = self.hdd {
             anyhow::ensure!(h.transfer_bytes_per_sec > 0, "node.hdd.transfer_bytes_per_sec must be positive");
         }
+        self.io_settings(0)?;
         Ok(())
+    }
+
+    /// Scheduler settings of the node's disk number `disk` (`[node.io]`).
+    pub fn io_settings(&self, disk: usize) -> Result<dingo_node::IoSettings> {
+        let io = &self.io;
+        let mut s = dingo_node::IoSettings::default();
+        if let Some(name) = &io.scheduler {
+            s.scheduler = match name.as_str() {
+                "fifo" => dingo_iosched::PolicyKind::Fifo,
+                "classful" => dingo_iosched::PolicyKind::Classful,
+                other => {
+                    anyhow::bail!("node.io.scheduler = \"{other}\" is not a scheduler; use \"fifo\" or \"classful\"")
+                }
+            };
+        }
+        if let Some(seg) = &io.segment {
+            s.segment_bytes = parse_bytes(seg).context("node.io.segment")?;
+            anyhow::ensure!(s.segment_bytes >= 4096, "node.io.segment must be at least 4KiB");
+        }
+        let share = |v: Option<f64>, key: &str, default: u64| -> Result<u64> {
+            let Some(v) = v else { return Ok(default) };
+            anyhow::ensure!((0.0..=1.0).contains(&v), "{key} = {v} must be a fraction of head time in [0, 1]");
+            Ok((v * 1e6).round() as u64)
+        };
+        s.min_share_ppm = share(io.min_share, "node.io.min_share", s.min_share_ppm)?;
+        s.util_target_ppm = share(io.util_target, "node.io.util_target", s.util_target_ppm)?;
+        for f in &io.slowdown {
+            anyhow::ensure!(
+                f.factor.is_finite() && f.factor >= 0.001,
+                "node.io.slowdown: factor {} must be a positive number",
+                f.factor
+            );
+            anyhow::ensure!(f.for_ms > 0, "node.io.slowdown: for_ms must be positive");
+            if f.disk == disk {
+                s.slowdown = Some(dingo_node::Slowdown {
+                    factor_permille: (f.factor * 1000.0).round() as u64,
+                    after: Duration::from_millis(f.after_ms),
+                    lasting: Duration::from_millis(f.for_ms),
+                });
+            }
+        }
+        Ok(s)
     }
 
     pub fn heartbeat(&self) -> Duration {
@@ -207,6 +283,27 @@ mod tests {
     }
 
     #[test]
+    fn io_section_sets_each_disks_scheduler_and_fault() {
+        let c = parse(
+            "[node.io]\nscheduler = \"fifo\"\nsegment = \"512KB\"\nmin_share = 0.1\n\
+             slowdown = [{ disk = 1, factor = 5.0, after_ms = 10, for_ms = 20 }]\n",
+        )
+        .unwrap();
+        let d0 = c.node.io_settings(0).unwrap();
+        let d1 = c.node.io_settings(1).unwrap();
+        assert_eq!(d0.scheduler, dingo_iosched::PolicyKind::Fifo);
+        assert_eq!((d0.segment_bytes, d0.min_share_ppm), (512_000, 100_000));
+        assert_eq!(d0.slowdown, None);
+        let s = d1.slowdown.unwrap();
+        assert_eq!(
+            (s.factor_permille, s.after, s.lasting),
+            (5000, Duration::from_millis(10), Duration::from_millis(20))
+        );
+        let default = StorageConfig::default().node.io_settings(0).unwrap();
+        assert_eq!(default.scheduler, dingo_iosched::PolicyKind::Classful);
+    }
+
+    #[test]
     fn mistakes_are_reported_clearly() {
         let e = format!("{:#}", parse("[node]\ncahce = \"1MB\"\n").unwrap_err());
         assert!(e.contains("malformed config") && e.contains("cahce"), "{e}");
@@ -221,6 +318,9 @@ mod tests {
             ("[meta]\nlease_ttl_ms = 0\n", "meta.lease_ttl_ms = 0 is too short"),
             ("[node]\ndisk_capacity = \"0\"\n", "node.disk_capacity"),
             ("[node]\nheartbeat_ms = 0\n", "node.heartbeat_ms must be at least 10"),
+            ("[node.io]\nscheduler = \"lifo\"\n", "node.io.scheduler = \"lifo\""),
+            ("[node.io]\nmin_share = 1.5\n", "node.io.min_share"),
+            ("[node.io]\nslowdown = [{ disk = 0, factor = 0.0, for_ms = 5 }]\n", "node.io.slowdown"),
             ("[cluster]\nnodes = 0\n", "cluster.nodes must be at least 1"),
         ] {
             let e = format!("{:#}", parse(text).unwrap_err());

@@ -2,6 +2,7 @@
 //! `--json`), so targets are checked by measurement, not by timed tests.
 
 pub mod flash;
+pub mod iocontrol;
 pub mod planner;
 
 /// Peak resident set size of this process, from /proc (Linux); 0 elsewhere.

@@ -1,0 +1,453 @@
+//! fg-tail (PAIO Fig. 5-9 analog): open-loop foreground bursts over paced
+//! maintenance on a 3-node × 2-disk local cluster with HDD emulation, the
+//! classful scheduler against the FIFO baseline.
+//!
+//! Each disk gets exactly the load of the virtual-time twin
+//! ([`dingo_iosched::fgtail::simulate`]): Poisson foreground reads of
+//! 256 KiB at a chunk on that disk, peaks and valleys per
+//! [`FgTailSpec`]; two maintenance declarations that read whole 4 MiB
+//! chunks there, released a quantum at a time and paced to finish before
+//! their deadline, with two reads outstanding each.
+
+use crate::BenchError;
+use crate::cpu::CpuTimes;
+use bytes::Bytes;
+use dingo_client::{Client, IoTag, Redundancy};
+use dingo_cluster::{ClusterSpec, LocalCluster};
+use dingo_iosched::fgtail::{FgTailSpec, Phase, Recorder, RunSummary, foreground_arrivals_us, simulate};
+use dingo_iosched::{ClassfulConfig, PolicyKind};
+use dingo_types::{ChunkRef, DeclarationId, TaskKind};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
+
+const NODES: u32 = 3;
+const DISKS_PER_NODE: u32 = 2;
+/// Files written per disk: enough distinct chunks that maintenance and
+/// foreground reads spread over the disk.
+const FILES_PER_DISK: u32 = 4;
+
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The `dingo` executable the cluster runs.
+    pub exe: PathBuf,
+    /// Where cluster data goes (a temporary directory inside).
+    pub work_dir: PathBuf,
+    pub quick: bool,
+    pub runs: u32,
+    pub seed: u64,
+}
+
+/// One policy's figures: medians over the runs, and each run.
+#[derive(Clone, Debug, Serialize)]
+pub struct PolicyResult {
+    pub policy: &'static str,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub peak_p99_ms: f64,
+    pub p99_mad_ms: f64,
+    pub maintenance_bytes: u64,
+    /// Largest over the runs.
+    pub deadline_misses: u64,
+    pub fg_reads: u64,
+    pub fg_errors: u64,
+    /// Machine-wide CPU utilisation (all cores) during the runs, median.
+    pub cpu_utilisation: f64,
+    #[serde(skip)]
+    pub runs: Vec<RunSummary>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub experiment: &'static str,
+    pub runs: u32,
+    pub spec: FgTailSpec,
+    pub disks: u32,
+    pub mechanism: PolicyResult,
+    pub baseline: PolicyResult,
+    /// mechanism / baseline.
+    pub peak_p99_ratio: f64,
+    pub p99_ratio: f64,
+    pub maintenance_bytes_ratio: f64,
+    /// The issue's bars on the medians.
+    pub bars_met: Bars,
+    /// The virtual-time twin's figures for the same load and seed.
+    pub twin_mechanism: RunSummary,
+    pub twin_baseline: RunSummary,
+    pub head_time_bound: String,
+}
+
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Bars {
+    pub peak_p99_at_most_a_third_of_baseline: bool,
+    pub p99_at_most_half_of_baseline: bool,
+    pub maintenance_bytes_at_least_0_9_of_baseline: bool,
+    pub no_deadline_misses: bool,
+}
+
+/// Runs the experiment: `runs` runs of each policy, alternating.
+pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Report, BenchError> {
+    let spec = if opts.quick { FgTailSpec::quick() } else { FgTailSpec::full() };
+    let work = tempfile::Builder::new().prefix("dingo-iocontrol-").tempdir_in(&opts.work_dir).map_err(|source| {
+        BenchError::Io { what: format!("cannot create a directory in {}", opts.work_dir.display()), source }
+    })?;
+    let mut results: Vec<(Vec<RunSummary>, Vec<f64>)> = vec![(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
+    let policies = [PolicyKind::Classful, PolicyKind::Fifo];
+    for run in 0..opts.runs {
+        for (p, kind) in policies.iter().enumerate() {
+            progress(&format!("run {}/{} {}: {} s of load", run + 1, opts.runs, kind.name(), spec.duration_s));
+            let dir = work.path().join(format!("{}-{run}", kind.name()));
+            let (summary, cpu) = one_run(opts, &spec, *kind, opts.seed + u64::from(run), &dir).await?;
+            progress(&format!(
+                "  p99 {:.1} ms, peak p99 {:.1} ms, maintenance {} MB, misses {}, CPU {:.0} %",
+                summary.p99_ms,
+                summary.peak_p99_ms,
+                summary.maintenance_bytes / 1_000_000,
+                summary.deadline_misses,
+                cpu * 100.0
+            ));
+            results[p].0.push(summary);
+            results[p].1.push(cpu);
+            // Cluster data is large; free it before the next run.
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+    let [(mech_runs, mech_cpu), (base_runs, base_cpu)] =
+        <[_; 2]>::try_from(results).map_err(|_| BenchError::Setup("two policies".into()))?;
+    let mechanism = aggregate("classful", mech_runs, &mech_cpu);
+    let baseline = aggregate("fifo", base_runs, &base_cpu);
+    let disks = NODES * DISKS_PER_NODE;
+    let cfg = ClassfulConfig {
+        segment_us: spec.cost_us(1 << 20),
+        reposition_us: spec.positioning_us,
+        ..ClassfulConfig::default()
+    };
+    let twin_mechanism = simulate(&spec, PolicyKind::Classful, cfg, disks, opts.seed);
+    let twin_baseline = simulate(&spec, PolicyKind::Fifo, cfg, disks, opts.seed);
+    let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
+    let peak_p99_ratio = ratio(mechanism.peak_p99_ms, baseline.peak_p99_ms);
+    let p99_ratio = ratio(mechanism.p99_ms, baseline.p99_ms);
+    let maintenance_bytes_ratio = ratio(mechanism.maintenance_bytes as f64, baseline.maintenance_bytes as f64);
+    Ok(Report {
+        experiment: "fg-tail",
+        runs: opts.runs,
+        spec,
+        disks,
+        bars_met: Bars {
+            peak_p99_at_most_a_third_of_baseline: peak_p99_ratio <= 1.0 / 3.0,
+            p99_at_most_half_of_baseline: p99_ratio <= 0.5,
+            maintenance_bytes_at_least_0_9_of_baseline: maintenance_bytes_ratio >= 0.9,
+            no_deadline_misses: mechanism.deadline_misses == 0,
+        },
+        peak_p99_ratio,
+        p99_ratio,
+        maintenance_bytes_ratio,
+        twin_mechanism: RunSummary { series: Vec::new(), ..twin_mechanism },
+        twin_baseline: RunSummary { series: Vec::new(), ..twin_baseline },
+        head_time_bound: format!(
+            "offered head time per disk: foreground {}-{} %, maintenance {} %; keep CPU utilisation well under 60 % \
+             (2 shared cores) so that head time, not CPU, sets latency",
+            spec.valley_util_ppm / 10_000,
+            spec.peak_util_ppm / 10_000,
+            spec.maintenance_share_ppm / 10_000
+        ),
+        mechanism,
+        baseline,
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn aggregate(policy: &'static str, runs: Vec<RunSummary>, cpu: &[f64]) -> PolicyResult {
+    let m = |f: fn(&RunSummary) -> f64| median(runs.iter().map(f).collect());
+    PolicyResult {
+        policy,
+        p50_ms: m(|r| r.p50_ms),
+        p99_ms: m(|r| r.p99_ms),
+        peak_p99_ms: m(|r| r.peak_p99_ms),
+        p99_mad_ms: m(|r| r.p99_mad_ms),
+        maintenance_bytes: m(|r| r.maintenance_bytes as f64) as u64,
+        deadline_misses: runs.iter().map(|r| r.deadline_misses).max().unwrap_or(0),
+        fg_reads: m(|r| r.fg_reads as f64) as u64,
+        fg_errors: runs.iter().map(|r| r.fg_errors).sum(),
+        cpu_utilisation: median(cpu.to_vec()),
+        runs,
+    }
+}
+
+/// Per-second series of every run, as CSV.
+pub fn series_csv(report: &Report) -> String {
+    let mut out = String::from("policy,run,second,phase,fg_reads,fg_p99_ms,maintenance_bytes\n");
+    for r in [&report.mechanism, &report.baseline] {
+        for (i, run) in r.runs.iter().enumerate() {
+            for s in &run.series {
+                let phase = match s.phase {
+                    Some(Phase::Peak) => "peak",
+                    _ => "valley",
+                };
+                out.push_str(&format!(
+                    "{},{i},{},{phase},{},{:.2},{}\n",
+                    r.policy, s.second, s.fg_reads, s.fg_p99_ms, s.maintenance_bytes
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// A disk of the cluster with the chunks stored on it.
+struct DiskTarget {
+    addr: String,
+    chunks: Vec<ChunkRef>,
+}
+
+async fn one_run(
+    opts: &Options,
+    spec: &FgTailSpec,
+    kind: PolicyKind,
+    seed: u64,
+    dir: &Path,
+) -> Result<(RunSummary, f64), BenchError> {
+    let io = |what: &str| {
+        let what = what.to_string();
+        move |source| BenchError::Io { what, source }
+    };
+    std::fs::create_dir_all(dir).map_err(io("cannot create the run directory"))?;
+    let config = dir.join("node.toml");
+    // No node cache: every read reaches the emulated head.
+    let text = format!(
+        "[node]\ncache = \"0\"\npinned = \"0\"\nhdd = {{ positioning_us = {}, transfer_bytes_per_sec = {} }}\n\
+         [node.io]\nscheduler = \"{}\"\n",
+        spec.positioning_us,
+        spec.transfer_bytes_per_sec,
+        kind.name()
+    );
+    std::fs::write(&config, text).map_err(io("cannot write the node config"))?;
+    let mut cluster = LocalCluster::start(ClusterSpec {
+        exe: opts.exe.clone(),
+        data: dir.join("cluster"),
+        nodes: NODES,
+        disks_per_node: DISKS_PER_NODE,
+        base_port: 0,
+        config: Some(config),
+        node_args: Vec::new(),
+    })?;
+    cluster.wait_ready(Duration::from_secs(30)).await?;
+    let client = Client::new(cluster.meta_addr())?;
+    let targets = write_data(&client, spec).await?;
+
+    let rec = Arc::new(Mutex::new(Recorder::default()));
+    let streams = spec.maintenance_streams as usize;
+    let done_by_deadline = Arc::new(Mutex::new(vec![0u64; targets.len() * streams]));
+    let start = Instant::now() + Duration::from_millis(200);
+    let cpu_before = CpuTimes::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for (d, target) in targets.into_iter().enumerate() {
+        let target = Arc::new(target);
+        let arrivals = foreground_arrivals_us(spec, seed.wrapping_add(d as u64));
+        tasks.spawn(foreground(client.clone(), *spec, target.clone(), arrivals, start, rec.clone(), seed + d as u64));
+        for s in 0..streams {
+            let declaration = DeclarationId(1 + (d * streams + s) as u64);
+            let slot = d * streams + s;
+            tasks.spawn(maintenance(
+                client.clone(),
+                *spec,
+                target.clone(),
+                declaration,
+                start,
+                rec.clone(),
+                done_by_deadline.clone(),
+                slot,
+            ));
+        }
+    }
+    tokio::time::sleep_until(start + Duration::from_secs(spec.duration_s)).await;
+    // Reads still in flight at the end are not counted, as in the twin.
+    tasks.shutdown().await;
+    let cpu = match (cpu_before, CpuTimes::now()) {
+        (Some(a), Some(b)) => a.utilisation_until(b),
+        _ => 0.0,
+    };
+    drop(cluster);
+    let rec = std::mem::take(&mut *rec.lock().unwrap_or_else(|p| p.into_inner()));
+    let done = done_by_deadline.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    Ok((rec.summary(spec, &done), cpu))
+}
+
+/// Writes single-copy files (the experiment reads chunks by disk, so
+/// redundancy plays no part), moves chunks so that every disk holds at least
+/// `FILES_PER_DISK`, and lists each disk's chunks.
+async fn write_data(client: &Client, spec: &FgTailSpec) -> Result<Vec<DiskTarget>, BenchError> {
+    let block = spec.maintenance_read_bytes;
+    let data: Bytes = (0..block).map(|i| (i.wrapping_mul(0x9E37_79B9) >> 13) as u8).collect::<Vec<u8>>().into();
+    let files = NODES * DISKS_PER_NODE * FILES_PER_DISK;
+    let writes = (0..files).map(|i| {
+        let data = data.clone();
+        async move { client.put(&format!("/fgtail/{i}"), Redundancy::Replicated(1), block, data).await }
+    });
+    futures::future::try_join_all(writes).await?;
+    let status = client.cluster_status().await?;
+    // (disk, node index, chunks)
+    let mut lists = Vec::new();
+    for (n, node) in status.nodes.iter().enumerate() {
+        for disk in &node.disks {
+            lists.push((disk.id, n, client.chunks_on_disk(disk.id).await?));
+        }
+    }
+    // Placement may fill one disk of a node first; move chunks there from
+    // the fullest disk of another node (copies may not share a node).
+    let want = FILES_PER_DISK as usize;
+    for i in 0..lists.len() {
+        while lists[i].2.len() < want {
+            let donor = (0..lists.len()).filter(|&j| lists[j].1 != lists[i].1).max_by_key(|&j| lists[j].2.len());
+            let Some(donor) = donor.filter(|&j| lists[j].2.len() > want) else { break };
+            let Some(chunk) = lists[donor].2.pop() else { break };
+            let tag = IoTag::Maintenance { task: TaskKind::Rebalancing, declaration: DeclarationId(0) };
+            client.move_chunk(chunk, Some(lists[i].0), tag).await?;
+            lists[i].2.push(chunk);
+        }
+    }
+    let mut targets = Vec::new();
+    for (disk, n, chunks) in lists {
+        if chunks.is_empty() {
+            return Err(BenchError::Setup(format!("disk {disk} holds no chunk after the writes")));
+        }
+        targets.push((disk, DiskTarget { addr: status.nodes[n].addr.clone(), chunks }));
+    }
+    targets.sort_by_key(|t| t.0);
+    Ok(targets.into_iter().map(|t| t.1).collect())
+}
+
+fn since_start_us(start: Instant) -> u64 {
+    u64::try_from(Instant::now().saturating_duration_since(start).as_micros()).unwrap_or(u64::MAX)
+}
+
+/// Issues the foreground reads of one disk at their arrival times, without
+/// waiting for earlier ones (open loop).
+async fn foreground(
+    client: Client,
+    spec: FgTailSpec,
+    target: Arc<DiskTarget>,
+    arrivals: Vec<u64>,
+    start: Instant,
+    rec: Arc<Mutex<Recorder>>,
+    seed: u64,
+) {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let mut reads = tokio::task::JoinSet::new();
+    let pieces = (spec.maintenance_read_bytes / spec.fg_read_bytes).max(1);
+    for at in arrivals {
+        tokio::time::sleep_until(start + Duration::from_micros(at)).await;
+        let chunk = target.chunks[rng.usize(..target.chunks.len())];
+        let offset = rng.u64(..pieces) * spec.fg_read_bytes;
+        let (client, target, rec) = (client.clone(), target.clone(), rec.clone());
+        reads.spawn(async move {
+            let r = client.read_chunk(&target.addr, chunk, offset, spec.fg_read_bytes, IoTag::Foreground).await;
+            let latency_us = since_start_us(start).saturating_sub(at);
+            let mut rec = rec.lock().unwrap_or_else(|p| p.into_inner());
+            match r {
+                Ok(_) => rec.foreground(at, latency_us, spec.phase_at(at)),
+                Err(_) => rec.foreground_error(),
+            }
+        });
+        // Reap finished reads so the set stays small.
+        while reads.try_join_next().is_some() {}
+    }
+    while reads.join_next().await.is_some() {}
+}
+
+/// One maintenance declaration on one disk: whole-chunk reads released at
+/// their paced issue times, at most `maintenance_outstanding` at once.
+#[allow(clippy::too_many_arguments)]
+async fn maintenance(
+    client: Client,
+    spec: FgTailSpec,
+    target: Arc<DiskTarget>,
+    declaration: DeclarationId,
+    start: Instant,
+    rec: Arc<Mutex<Recorder>>,
+    done_by_deadline: Arc<Mutex<Vec<u64>>>,
+    slot: usize,
+) {
+    let tag = IoTag::Maintenance { task: TaskKind::Scrubbing, declaration };
+    let permits = Arc::new(Semaphore::new(spec.maintenance_outstanding as usize));
+    let mut reads = tokio::task::JoinSet::new();
+    for i in 0..spec.maintenance_reads_per_stream() {
+        tokio::time::sleep_until(start + Duration::from_micros(spec.maintenance_issue_us(i))).await;
+        let Ok(permit) = permits.clone().acquire_owned().await else { return };
+        let chunk = target.chunks[(i as usize + slot) % target.chunks.len()];
+        let (client, target, rec, done) = (client.clone(), target.clone(), rec.clone(), done_by_deadline.clone());
+        reads.spawn(async move {
+            let r = client.read_chunk(&target.addr, chunk, 0, spec.maintenance_read_bytes, tag).await;
+            drop(permit);
+            let now = since_start_us(start);
+            if r.is_ok() {
+                rec.lock().unwrap_or_else(|p| p.into_inner()).maintenance(now, spec.maintenance_read_bytes);
+                if now <= spec.deadline_us() {
+                    done.lock().unwrap_or_else(|p| p.into_inner())[slot] += 1;
+                }
+            }
+        });
+        while reads.try_join_next().is_some() {}
+    }
+    while reads.join_next().await.is_some() {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(p99_ms: f64, bytes: u64, misses: u64) -> RunSummary {
+        RunSummary { p99_ms, maintenance_bytes: bytes, deadline_misses: misses, ..RunSummary::default() }
+    }
+
+    #[test]
+    fn figures_are_medians_and_misses_the_worst_run() {
+        let r = aggregate("classful", vec![run(9.0, 5, 0), run(1.0, 7, 2), run(4.0, 6, 0)], &[0.3, 0.1, 0.2]);
+        assert_eq!((r.p99_ms, r.maintenance_bytes, r.deadline_misses), (4.0, 6, 2));
+        assert_eq!(r.cpu_utilisation, 0.2);
+    }
+
+    #[test]
+    fn the_series_has_one_row_per_run_and_second() {
+        let spec = FgTailSpec::quick();
+        let mut rec = Recorder::default();
+        rec.foreground(500_000, 20_000, Phase::Valley);
+        rec.maintenance(1_500_000, 4 << 20);
+        let summary = rec.summary(&spec, &[0]);
+        let policy = aggregate("fifo", vec![summary], &[0.1]);
+        let report = Report {
+            experiment: "fg-tail",
+            runs: 1,
+            spec,
+            disks: 1,
+            mechanism: policy.clone(),
+            baseline: policy,
+            peak_p99_ratio: 1.0,
+            p99_ratio: 1.0,
+            maintenance_bytes_ratio: 1.0,
+            bars_met: Bars {
+                peak_p99_at_most_a_third_of_baseline: false,
+                p99_at_most_half_of_baseline: false,
+                maintenance_bytes_at_least_0_9_of_baseline: true,
+                no_deadline_misses: true,
+            },
+            twin_mechanism: RunSummary::default(),
+            twin_baseline: RunSummary::default(),
+            head_time_bound: String::new(),
+        };
+        let csv = series_csv(&report);
+        assert_eq!(csv.lines().count(), 1 + 2 * 2, "{csv}");
+        assert!(csv.contains("fifo,0,0,valley,1,20.00,0"), "{csv}");
+        assert!(csv.contains("fifo,0,1,valley,0,0.00,4194304"), "{csv}");
+    }
+}

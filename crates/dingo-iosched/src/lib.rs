@@ -1,0 +1,140 @@
+//! Per-disk IO scheduling policies for DINGO's storage nodes (SPEC §8, PAIO).
+//!
+//! The core is pure and deterministic, like the planner core: it never does
+//! IO and never reads a clock. Time is a `u64` of microseconds passed in by
+//! the caller; requests arrive through [`Policy::enqueue`] with their cost in
+//! disk-head time, and [`Policy::next`] says what the (non-preemptive) head
+//! serves next. The node drives it with the wall clock, the test suite and
+//! the fg-tail twin ([`fgtail`]) with a simulated one.
+//!
+//! Two policies:
+//! - [`Fifo`]: today's behaviour, whole requests in arrival order.
+//! - [`Classful`]: foreground first, token buckets in head time for the
+//!   maintenance classes, a guaranteed minimum maintenance share, max-min
+//!   fair sharing among best-effort declarations, and maintenance requests
+//!   cut into segments.
+
+mod bucket;
+mod classful;
+pub mod fgtail;
+mod fifo;
+
+pub use classful::{Classful, ClassfulConfig};
+pub use fifo::Fifo;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// The scheduling class of one request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Class {
+    /// Client reads and all writes: served first.
+    Foreground,
+    /// Maintenance that must not wait: reconstruction.
+    High,
+    /// Every other maintenance read; `channel` is its declaration (or, for
+    /// imperative tasks, one channel per task kind). Channels share the
+    /// best-effort rate max-min fairly.
+    BestEffort { channel: u64 },
+}
+
+impl Class {
+    /// Metrics label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Class::Foreground => "foreground",
+            Class::High => "high",
+            Class::BestEffort { .. } => "best_effort",
+        }
+    }
+
+    /// Dense index for per-class counters: 0, 1 or 2 as in [`Class::LABELS`].
+    pub fn index(self) -> usize {
+        match self {
+            Class::Foreground => 0,
+            Class::High => 1,
+            Class::BestEffort { .. } => 2,
+        }
+    }
+
+    pub const LABELS: [&'static str; 3] = ["foreground", "high", "best_effort"];
+}
+
+/// One request as the scheduler sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// Caller-chosen, unique among queued requests.
+    pub id: u64,
+    pub class: Class,
+    /// Head time the whole request needs, µs.
+    pub cost_us: u64,
+}
+
+/// A piece of a request the head serves without interruption.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Unit {
+    pub id: u64,
+    pub class: Class,
+    /// Head time of this unit, µs (including any re-positioning).
+    pub cost_us: u64,
+    /// Whether this unit completes its request.
+    pub last: bool,
+}
+
+/// What the head does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Serve this unit now; ask again when it is done.
+    Serve(Unit),
+    /// Work is queued but throttled; ask again at `until_us` or on arrival.
+    Wait { until_us: u64 },
+    /// Nothing queued.
+    Idle,
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum SchedError {
+    #[error("request {0} is already queued")]
+    DuplicateId(u64),
+}
+
+/// A per-disk scheduling policy.
+///
+/// Contract: the caller calls [`Policy::next`] only when the head is free,
+/// and serves a returned unit for exactly its `cost_us` before calling again;
+/// `now_us` never decreases.
+pub trait Policy: Send {
+    fn enqueue(&mut self, now_us: u64, request: Request) -> Result<(), SchedError>;
+    fn next(&mut self, now_us: u64) -> Decision;
+    /// Requests queued or partly served.
+    fn queued(&self) -> usize;
+}
+
+/// Which policy a disk uses (`[node.io] scheduler`).
+///
+/// Classful is the default: the storage, tasks, planner, drain, operator and
+/// demo process tests pass with it; see `docs/IO_CONTROL.md`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyKind {
+    Fifo,
+    #[default]
+    Classful,
+}
+
+impl PolicyKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PolicyKind::Fifo => "fifo",
+            PolicyKind::Classful => "classful",
+        }
+    }
+
+    /// A fresh policy of this kind.
+    pub fn build(self, config: ClassfulConfig) -> Box<dyn Policy> {
+        match self {
+            PolicyKind::Fifo => Box::new(Fifo::default()),
+            PolicyKind::Classful => Box::new(Classful::new(config)),
+        }
+    }
+}
