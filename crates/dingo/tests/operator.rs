@@ -14,6 +14,10 @@ use common::{EXE, data, start_cluster};
 const MB: u64 = 1_000_000;
 const CONFIG: &str = "[meta]\ndead_after_ms = 1000\nlease_ttl_ms = 1500\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\n";
 
+/// Silent nodes and disks are marked DEAD after 2 s, so `dingo maintain`
+/// repairs within a test's time.
+const SELF_REPAIRING: &str = "[meta]\ndead_after_ms = 1000\nmark_dead_after_ms = 2000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\n";
+
 fn dingo(meta: &str, args: &[&str]) -> Output {
     Command::new(EXE).args(args).env("DINGO_META", meta).env("DINGO_TIMEOUT", "3s").output().unwrap()
 }
@@ -215,8 +219,7 @@ async fn a_paused_metadata_service_gives_errors_within_the_deadline() {
 /// and `cluster health` shows each step; no command is typed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_node_is_repaired_without_a_command() {
-    let config = "[meta]\ndead_after_ms = 1000\nmark_dead_after_ms = 2000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\n";
-    let (mut c, _dir) = start_cluster(4, 1, config, &[]).await;
+    let (mut c, _dir) = start_cluster(4, 1, SELF_REPAIRING, &[]).await;
     c.start_maintainer(&["--interval".into(), "1s".into()]).unwrap();
     let client = Client::new(c.meta_addr()).unwrap();
     let rep = data(6 * MB, 7);
@@ -277,8 +280,7 @@ async fn a_killed_node_is_repaired_without_a_command() {
 /// `dingo maintain`, with no command typed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_disk_is_marked_dead_and_repaired_without_a_command() {
-    let config = "[meta]\ndead_after_ms = 1000\nmark_dead_after_ms = 2000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\n";
-    let (mut c, _dir) = start_cluster(4, 2, config, &[]).await;
+    let (mut c, _dir) = start_cluster(4, 2, SELF_REPAIRING, &[]).await;
     c.start_maintainer(&["--interval".into(), "1s".into()]).unwrap();
     let client = Client::new(c.meta_addr()).unwrap();
     let rep = data(6 * MB, 9);
