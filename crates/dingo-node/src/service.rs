@@ -16,6 +16,10 @@ use tonic::{Request, Response, Status, Streaming};
 /// Largest single read a client may ask for.
 pub const MAX_READ: u64 = 16 << 20;
 
+/// Data per message of `ReadChunkStream`: well under the 4 MiB that gRPC
+/// libraries accept by default.
+pub const STREAM_PIECE_BYTES: usize = 1 << 20;
+
 pub struct NodeService {
     pub store: Arc<Store>,
 }
@@ -69,6 +73,24 @@ impl Node for NodeService {
         }
         let (data, cache_hit) = block_in_place(|| self.store.read(chunk, r.offset, r.len, tag))?;
         Ok(Response::new(ReadChunkReply { data, cache_hit }))
+    }
+
+    type ReadChunkStreamStream = futures::stream::Iter<std::vec::IntoIter<Result<ReadChunkReply, Status>>>;
+
+    async fn read_chunk_stream(
+        &self,
+        request: Request<ReadChunkRequest>,
+    ) -> Result<Response<Self::ReadChunkStreamStream>, Status> {
+        let ReadChunkReply { data, cache_hit } = self.read_chunk(request).await?.into_inner();
+        // `Bytes::slice` shares the buffer: the pieces cost no copy.
+        let pieces: Vec<Result<ReadChunkReply, Status>> = (0..data.len().max(1))
+            .step_by(STREAM_PIECE_BYTES)
+            .map(|start| {
+                let end = (start + STREAM_PIECE_BYTES).min(data.len());
+                Ok(ReadChunkReply { data: data.slice(start..end), cache_hit })
+            })
+            .collect();
+        Ok(Response::new(futures::stream::iter(pieces)))
     }
 
     async fn delete_chunk(&self, request: Request<DeleteChunkRequest>) -> Result<Response<DeleteChunkReply>, Status> {

@@ -122,6 +122,8 @@ struct Metrics {
     dispatched: u64,
     redelivered: u64,
     acked: u64,
+    /// Declarations the last quantum skipped: their client had no stream.
+    paused_declarations: u64,
     pins_sent: u64,
     pin_errors: u64,
     topology_errors: u64,
@@ -356,6 +358,17 @@ impl State {
     /// already counts the sets as delivered.
     pub(crate) fn plan_quantum(&mut self, now_ms: u64) -> Result<(), StoreError> {
         let budget = core_budget(&self.budget_at(now_ms));
+        // Nobody would receive these callbacks: spend no budget or pins on
+        // them until their client subscribes again (they keep their
+        // deadlines; the core makes up the pace afterwards).
+        let paused: BTreeSet<DeclarationId> = self
+            .decls
+            .iter()
+            .filter(|(_, d)| !d.retired && !self.is_subscribed(&d.owner))
+            .map(|(&id, _)| DeclarationId(id))
+            .collect();
+        self.metrics.paused_declarations = paused.len() as u64;
+        self.planner.set_paused(paused);
         let started = Instant::now();
         let plan = self.planner.plan_quantum(&self.topo, Timestamp(now_ms), &budget);
         let plan_seconds = started.elapsed().as_secs_f64();
@@ -553,6 +566,11 @@ impl State {
         Ok(())
     }
 
+    /// Whether `owner` has a callback stream open.
+    fn is_subscribed(&self, owner: &str) -> bool {
+        self.subscribers.get(owner).is_some_and(|tx| !tx.is_closed())
+    }
+
     /// Sends a callback to its owner's stream, if one is open. Returns
     /// whether it was handed to one.
     fn offer(&mut self, owner: &str, cb: pb::Callback) -> bool {
@@ -730,7 +748,7 @@ impl State {
                 t.sample(name, &[("task", task.name())], field(&m.tasks[task.index()]));
             }
         }
-        let scalars: [(&str, &str, &str, String); 10] = [
+        let scalars: [(&str, &str, &str, String); 11] = [
             ("dingo_planner_quanta_total", "counter", "Quanta planned.", m.quanta.to_string()),
             (
                 "dingo_planner_last_plan_seconds",
@@ -758,6 +776,12 @@ impl State {
                 m.redelivered.to_string(),
             ),
             ("dingo_planner_acks_total", "counter", "Deliveries acknowledged.", m.acked.to_string()),
+            (
+                "dingo_planner_paused_declarations",
+                "gauge",
+                "Declarations the last quantum did not schedule because their client had no open stream.",
+                m.paused_declarations.to_string(),
+            ),
             ("dingo_planner_pins_sent_total", "counter", "Cache directives sent to nodes.", m.pins_sent.to_string()),
             (
                 "dingo_planner_pin_errors_total",
@@ -785,7 +809,7 @@ impl State {
         t.family("dingo_planner_subscribers", "gauge", "Open callback streams.").sample(
             "dingo_planner_subscribers",
             &[],
-            self.subscribers.values().filter(|tx| !tx.is_closed()).count(),
+            self.subscribers.keys().filter(|owner| self.is_subscribed(owner)).count(),
         );
         t.finish()
     }
@@ -942,6 +966,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = open(dir.path(), topo());
         let (id, _) = s.declare("a", &singles(0..2, T0 + 1000), T0).ok().unwrap();
+        let _stream = s.subscribe("a");
         s.plan_quantum(T0).unwrap();
         let scheduled: Vec<u64> = s.deliveries.keys().copied().collect();
         assert!(matches!(s.ack("a", &scheduled), Err(ServiceError::Precondition(_))));
@@ -979,7 +1004,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut s = open(dir.path(), topo());
         s.declare("a", &singles(0..2, T0 + 1000), T0).ok().unwrap();
+        let stream = s.subscribe("a");
         s.plan_quantum(T0).unwrap();
+        // The client leaves between planning and dispatch.
+        drop(stream);
         dispatch_all(&mut s, T0 + 1000);
         let mut rx = s.subscribe("a");
         let first = drain(&mut rx);
@@ -987,6 +1015,38 @@ mod tests {
         let mut rx = s.subscribe("a");
         let again = drain(&mut rx);
         assert!(again.len() == 2 && again.iter().all(|c| c.redelivery), "seen on the first stream: {again:?}");
+    }
+
+    #[test]
+    fn a_client_without_a_stream_gets_nothing_scheduled_until_it_subscribes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), topo());
+        let (away, _) = s.declare("a", &singles(0..4, T0 + 4000), T0).ok().unwrap();
+        let (here, _) = s.declare("b", &singles(0..4, T0 + 4000), T0).ok().unwrap();
+        let mut b = s.subscribe("b");
+        s.plan_quantum(T0).unwrap();
+        dispatch_all(&mut s, T0 + 1000);
+        assert!(!drain(&mut b).is_empty(), "b, subscribed, is served");
+        assert!(s.render_metrics().contains("dingo_planner_paused_declarations 1"));
+        let status = |s: &State, id: DeclarationId| s.status(&Caller::Admin, &[id.0]).unwrap()[0].clone();
+        assert_eq!(status(&s, away).delivered_sets, 0, "nothing dispatched to nobody");
+        assert!(s.deliveries.values().all(|d| d.owner == "b"), "nor scheduled for later");
+        // Subscribed, a catches up: all four sets in the three quanta left.
+        let mut a = s.subscribe("a");
+        for q in 1..4 {
+            s.plan_quantum(T0 + q * 1000).unwrap();
+            dispatch_all(&mut s, T0 + (q + 1) * 1000);
+        }
+        assert_eq!(keys(&drain(&mut a)), vec![0, 1, 2, 3]);
+        let st = status(&s, away);
+        assert!(st.delivered_sets == 4 && !st.missed_deadline, "{st:?}");
+        assert_eq!(status(&s, here).delivered_sets, 4);
+        // A closed stream pauses again.
+        drop(a);
+        let (later, _) = s.declare("a", &singles(0..2, T0 + 9000), T0 + 4000).ok().unwrap();
+        s.plan_quantum(T0 + 4000).unwrap();
+        dispatch_all(&mut s, T0 + 5000);
+        assert_eq!(status(&s, later).delivered_sets, 0);
     }
 
     #[test]

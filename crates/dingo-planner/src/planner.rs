@@ -11,7 +11,7 @@ use crate::validate::validate;
 use dingo_types::{BlockState, Declaration, DeclarationId, ReadSets, Timestamp, Topology};
 use roaring::RoaringTreemap;
 use std::cmp::Reverse;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Everything decided for one quantum.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,11 +35,20 @@ pub struct Planner {
     carried: QuantumReport,
     /// A schedule handed back by [`Self::recycle`], refilled next quantum.
     spare: Option<Schedule>,
+    /// Declarations not to schedule (see [`Self::set_paused`]).
+    paused: BTreeSet<DeclarationId>,
 }
 
 impl Planner {
     pub fn new(config: PlannerConfig) -> Self {
-        Planner { config, next_id: 1, outstanding: BTreeMap::new(), carried: QuantumReport::default(), spare: None }
+        Planner {
+            config,
+            next_id: 1,
+            outstanding: BTreeMap::new(),
+            carried: QuantumReport::default(),
+            spare: None,
+            paused: BTreeSet::new(),
+        }
     }
 
     pub fn config(&self) -> &PlannerConfig {
@@ -158,6 +167,17 @@ impl Planner {
         }
     }
 
+    /// Replaces the set of paused declarations: quanta from now on schedule
+    /// nothing for them, not even reads that would be free, because nobody
+    /// would receive the callback (the planner service pauses the
+    /// declarations of a client with no open stream). A paused declaration
+    /// keeps its deadline: it still misses it, and once resumed its quota is
+    /// the rate its remaining sets need in its remaining time, so the pause is
+    /// made up for, or reported as overloaded. Unknown ids are ignored.
+    pub fn set_paused(&mut self, paused: BTreeSet<DeclarationId>) {
+        self.paused = paused;
+    }
+
     /// Schedules the quantum starting at `now` within `budget`. Sets it
     /// schedules count as delivered.
     pub fn schedule(
@@ -176,7 +196,9 @@ impl Planner {
             }
         }
         let quantum = self.config.quantum;
-        let mut order: Vec<&mut DeclState> = self.outstanding.values_mut().filter(|d| !d.is_done()).collect();
+        let paused = &self.paused;
+        let mut order: Vec<&mut DeclState> =
+            self.outstanding.values_mut().filter(|d| !d.is_done() && !paused.contains(&d.id)).collect();
         order.sort_by_cached_key(|d| {
             let rate_bytes = d.quota(now, quantum).saturating_mul(d.set_bytes_estimate);
             (Reverse(d.missed), Reverse(rate_bytes), d.deadline, d.id)
@@ -349,6 +371,34 @@ mod tests {
         assert_eq!(gc.disk_bytes, 0);
         let reads = &plan.schedule.reads;
         assert_eq!(reads.iter().filter(|r| r.block == BlockId(3)).filter(|r| r.physical).count(), 1);
+    }
+
+    #[test]
+    fn a_paused_declaration_gets_nothing_keeps_its_deadline_and_catches_up_when_resumed() {
+        let topo = cluster();
+        let mut p = planner();
+        let recon = p.declare(&topo, Timestamp(0), &decl(TaskKind::Reconstruction, singles([3]), 1)).unwrap();
+        let fsck = p.declare(&topo, Timestamp(0), &decl(TaskKind::Fsck, singles(0..10), 4)).unwrap();
+        p.set_paused(BTreeSet::from([fsck]));
+        let plan = p.plan_quantum(&topo, Timestamp(0), &Budget::UNLIMITED);
+        assert!(plan.schedule.reads.iter().all(|r| r.block == BlockId(3)), "only reconstruction is read");
+        assert_eq!(plan.report.task(TaskKind::Fsck).sets_delivered, 0, "not even block 3, which was free");
+        assert_eq!(p.status(recon), None, "reconstruction finished");
+        let quota_before = p.outstanding.get(&fsck).unwrap().quota(Timestamp(0), p.config.quantum);
+        // Paused for two quanta: the quota of what is left grows.
+        p.plan_quantum(&topo, Timestamp(HOUR), &Budget::UNLIMITED);
+        let quota_after = p.outstanding.get(&fsck).unwrap().quota(Timestamp(2 * HOUR), p.config.quantum);
+        assert!(quota_after > quota_before, "{quota_after} sets per quantum after the pause, {quota_before} before");
+        p.set_paused(BTreeSet::new());
+        p.plan_quantum(&topo, Timestamp(2 * HOUR), &Budget::UNLIMITED);
+        p.plan_quantum(&topo, Timestamp(3 * HOUR), &Budget::UNLIMITED);
+        assert_eq!(p.status(fsck), None, "all ten sets delivered by the deadline");
+        // Paused past its deadline, a declaration misses it.
+        let late = p.declare(&topo, Timestamp(4 * HOUR), &decl(TaskKind::Fsck, singles([1]), 5)).unwrap();
+        p.set_paused(BTreeSet::from([late]));
+        let plan = p.plan_quantum(&topo, Timestamp(5 * HOUR), &Budget::UNLIMITED);
+        assert_eq!(plan.report.task(TaskKind::Fsck).deadline_misses, 1);
+        assert!(p.status(late).unwrap().missed_deadline);
     }
 
     #[test]

@@ -287,15 +287,21 @@ async fn a_client_that_reconnects_gets_every_unacknowledged_callback() {
     let env = Env::start(None).await;
     let blocks = env.put("/r/file", 8).await;
     let a = env.planner(TOKEN_A);
-    let d = a.declare(&singles(TaskKind::Fsck, &blocks, in_ms(3500))).await.unwrap();
+    let d = a.declare(&singles(TaskKind::Fsck, &blocks, in_ms(8000))).await.unwrap();
     let mut stream = a.subscribe().await.unwrap();
     let first = next(&mut stream, Duration::from_secs(5)).await.unwrap();
     assert!(!first.redelivery);
-    // Disconnect without acknowledging; callbacks keep being dispatched.
+    // Disconnect without acknowledging. What the quantum under way planned
+    // is still dispatched; after it, nothing is scheduled for nobody.
     drop(stream);
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     let delivered = a.status(&[d.id]).await.unwrap().declarations[0].delivered_sets;
-    assert!(delivered >= 2, "callbacks were dispatched while the client was away");
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let status = a.status(&[d.id]).await.unwrap();
+    assert_eq!(status.declarations[0].delivered_sets, delivered, "dispatch pauses while nobody listens");
+    assert!(delivered < 8, "the pause left work: {delivered} of 8 sets delivered");
+    let metrics = scrape(env.planner.metrics_addr()).await.unwrap();
+    assert!(metrics.contains("dingo_planner_paused_declarations 1\n"), "{metrics}");
     let mut stream = a.subscribe().await.unwrap();
     let mut acked: HashSet<u64> = HashSet::new();
     let mut keys = Vec::new();
@@ -310,7 +316,7 @@ async fn a_client_that_reconnects_gets_every_unacknowledged_callback() {
         a.ack(&[cb.delivery]).await.unwrap();
     }
     // The one the client saw comes first, as a redelivery; those dispatched
-    // while it was away follow (no stream had them, so not flagged).
+    // after it left follow (no stream had them, so not flagged).
     assert_eq!(replayed.first(), Some(&first.delivery), "the unacknowledged callback comes first");
     keys.sort_unstable();
     assert_eq!(keys, (0..8).collect::<Vec<u64>>(), "every set exactly once");

@@ -312,6 +312,34 @@ async fn pinned_chunks_are_served_from_cache_and_counted() {
     assert!(scrape(t.c.metrics_addr(None)).await.unwrap().contains("dingo_meta_nodes{state=\"alive\"} 3"));
 }
 
+/// gRPC libraries accept 4 MiB per message by default: a whole 8 MB chunk
+/// comes through `ReadChunkStream`, not `ReadChunk`, to a client with
+/// default settings (tonic's default is the same 4 MiB).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_configured_grpc_client_reads_an_8_mb_chunk_as_a_stream() {
+    use dingo_proto::v1::{ReadChunkRequest, node_client::NodeClient};
+    use futures::TryStreamExt;
+    let t = cluster(3, &[]).await;
+    let client = Client::new(t.c.meta_addr()).unwrap();
+    let block_bytes = 8 * MB;
+    client.put("/big/a", R3, block_bytes, data(block_bytes, 5)).await.unwrap();
+    let b = &client.stat("/big/a").await.unwrap().blocks[0];
+    let c = &b.chunks[0];
+    let request = || ReadChunkRequest {
+        chunk: Some(chunk_at(b, c).into()),
+        offset: 0,
+        len: block_bytes,
+        io_class: Some(IoTag::Foreground.into()),
+    };
+    let mut node = NodeClient::connect(format!("http://{}", c.addr)).await.unwrap();
+    let whole = node.read_chunk(request()).await.unwrap_err();
+    assert_eq!(whole.code(), tonic::Code::OutOfRange, "{whole:?}");
+    let pieces: Vec<_> = node.read_chunk_stream(request()).await.unwrap().into_inner().try_collect().await.unwrap();
+    assert!(pieces.len() == 8 && pieces.iter().all(|p| p.data.len() <= 1 << 20), "{} pieces", pieces.len());
+    let joined: Vec<u8> = pieces.iter().flat_map(|p| p.data.iter().copied()).collect();
+    assert_eq!(Bytes::from(joined), data(block_bytes, 5));
+}
+
 /// `dingo cluster up` and the `fs` and `status` commands, as a user runs them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cli_cluster_up_fs_commands_and_clean_stop() {
