@@ -203,6 +203,22 @@ def test_files_are_declared_by_path_and_erasure_coded_ones_read_their_data_membe
     assert read_blocks[1] == [small[1].id], "one byte at 1.5 MB lies in the second 1 MB block"
 
 
+def test_member_keys_fit_a_signed_64_bit_integer(pb, cluster, planner, token):
+    stub = planner_stub(pb, planner)
+    P = pb.planner
+    blocks = file_blocks(pb, cluster, "/conf/small.bin")
+    members = P.Members(members=[P.Member(block=blocks[0].id), P.Member(block=blocks[1].id, copy=2)])
+    declared = stub.Declare(
+        P.DeclareRequest(task="rebalancing", deadline_ms=deadline_in(20), each_member=members), metadata=auth(token)
+    )
+    stream = Stream(pb, stub, token)
+    keys = sorted(s.key for cb in carry_out(pb, stub, token, stream, declared.declaration) for s in cb.sets)
+    stream.close()
+    # Exact copy: copy number in the top byte; any copy: 0x7F there.
+    assert keys == [(2 << 56) | blocks[1].id, (0x7F << 56) | blocks[0].id]
+    assert all(k < 2**63 for k in keys)
+
+
 def test_refused_requests_get_the_documented_codes_and_change_nothing(pb, cluster, planner, token):
     stub = planner_stub(pb, planner)
     P = pb.planner

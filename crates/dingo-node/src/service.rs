@@ -152,7 +152,7 @@ pub fn stats(store: &Store) -> NodeStatsReply {
                 direct_io: d.is_direct(),
                 classes: (0..IoTag::CLASSES)
                     .map(|i| ClassCounter {
-                        class: IoTag::class_name_of(i).to_string(),
+                        class_name: IoTag::class_name_of(i).to_string(),
                         bytes: c.class_bytes[i].load(Relaxed),
                         requests: c.class_requests[i].load(Relaxed),
                     })
@@ -213,7 +213,7 @@ pub fn render_metrics(store: &Store) -> String {
         for d in &s.disks {
             for c in &d.classes {
                 let v = if bytes { c.bytes } else { c.requests };
-                m.sample(name, &[("disk", &d.disk.to_string()), ("class", &c.class)], v);
+                m.sample(name, &[("disk", &d.disk.to_string()), ("class", &c.class_name)], v);
             }
         }
     }

@@ -202,7 +202,7 @@ impl Sets {
         match self {
             Sets::Singletons { remaining } => {
                 // Keys order exact copies (top byte = copy number) before
-                // "any copy" members (top byte 0xFF).
+                // "any copy" members (top byte 0x7F).
                 let from_member = Member::from_key(from);
                 let from_slot = from >> 56;
                 for copy in 0..remaining.copy_slots() {

@@ -16,8 +16,12 @@ pub enum Member {
     Copy(ChunkRef),
 }
 
-/// Tag in the top byte of a member key that marks [`Member::Any`].
-const ANY_TAG: u64 = 0xFF;
+/// Tag in the top byte of a member key that marks [`Member::Any`]. Not
+/// 0xFF: keys travel to clients in languages without unsigned 64-bit
+/// integers (Java's `long`, JavaScript's safe-integer range for block ids),
+/// and below 2^63 they are the same number signed or unsigned. Above every
+/// copy number, so exact copies sort before "any copy".
+const ANY_TAG: u64 = 0x7F;
 
 impl Member {
     pub fn block(self) -> BlockId {
@@ -28,7 +32,8 @@ impl Member {
     }
 
     /// Packs the member into one `u64`: the block id in the low 56 bits, the
-    /// copy number (or `0xFF` for "any copy") in the top byte.
+    /// copy number (or `0x7F` for "any copy") in the top byte. Always below
+    /// 2^63.
     pub fn key(self) -> u64 {
         match self {
             Member::Any(b) => (ANY_TAG << 56) | (b.0 & MAX_BLOCK_ID),
@@ -228,6 +233,15 @@ mod tests {
         #[test]
         fn key_round_trips(m in member()) {
             prop_assert_eq!(Member::from_key(m.key()), m);
+        }
+
+        /// Keys fit a signed 64-bit integer (Java, JavaScript clients), and
+        /// exact copies order before "any copy" of the same block.
+        #[test]
+        fn keys_are_below_2_pow_63_and_copies_sort_first(b in 0..=MAX_BLOCK_ID, copy in 0..MAX_COPIES) {
+            let any = Member::Any(BlockId(b)).key();
+            let exact = Member::Copy(ChunkRef { block: BlockId(b), copy }).key();
+            prop_assert!(any <= i64::MAX as u64 && exact < any);
         }
 
         #[test]

@@ -64,3 +64,426 @@ fn the_generated_python_client_passes_the_conformance_suite() {
     assert!(out.status.success(), "conformance suite failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains(" passed") && !stdout.contains("failed"), "{stdout}");
 }
+
+// ------------------------------------------------------------------------
+// The same cases with DINGO's own Rust client (`PlannerClient`, `Client`),
+// one test so that they share one cluster and planner, as the Python suite's
+// session does. Each client token is used by one case only.
+
+mod rust_client {
+    use super::common::{EXE, data, start_cluster};
+    use bytes::Bytes;
+    use dingo_client::{Client, IoTag, Redundancy};
+    use dingo_cluster::{LocalCluster, PlannerProcess, PlannerSpec};
+    use dingo_planner_service::{
+        Callback, CallbackStream, ClientEntry, FileSegment, PlannerClient, PlannerClientError, ServiceConfig,
+        read_chunk,
+    };
+    use dingo_proto::planner as pb;
+    use dingo_types::{ChunkRef, DeclarationId, TaskKind};
+    use futures::StreamExt;
+    use std::collections::HashSet;
+    use std::time::{Duration, Instant};
+    use tonic::Code;
+
+    const ADMIN: &str = "admin-token";
+    const MB: u64 = 1_000_000;
+    const PATIENCE: Duration = Duration::from_secs(30);
+    const STORAGE_CONFIG: &str =
+        "[meta]\ndead_after_ms = 1000\n[node]\nheartbeat_ms = 200\ncache = \"32MB\"\npinned = \"32MB\"\n";
+
+    fn client_token(i: usize) -> String {
+        format!("token-{i}")
+    }
+
+    fn now_plus(ms: i64) -> u64 {
+        (dingo_proto::now_ms() as i64 + ms) as u64
+    }
+
+    struct Env {
+        planner: PlannerProcess,
+        _cluster: LocalCluster,
+        client: Client,
+        _dir: tempfile::TempDir,
+    }
+
+    impl Env {
+        fn planner(&self, token: &str) -> PlannerClient {
+            PlannerClient::connect(self.planner.addr(), token).unwrap()
+        }
+
+        async fn blocks(&self, path: &str) -> Vec<dingo_client::BlockRecord> {
+            self.client.stat(path).await.unwrap().blocks
+        }
+    }
+
+    fn code<T: std::fmt::Debug>(r: Result<T, PlannerClientError>) -> Option<Code> {
+        r.err().and_then(|e| e.code())
+    }
+
+    fn sets_of(blocks: &[u64]) -> pb::declare_request::ReadSets {
+        pb::declare_request::ReadSets::Sets(pb::BlockSets {
+            sets: blocks.iter().map(|&b| pb::BlockSet { members: vec![pb::Member { block: b, copy: None }] }).collect(),
+        })
+    }
+
+    fn declare(task: &str, deadline_ms: u64, read_sets: pb::declare_request::ReadSets) -> pb::DeclareRequest {
+        pb::DeclareRequest { task: task.into(), deadline_ms, sets_needed: None, read_sets: Some(read_sets) }
+    }
+
+    async fn next(stream: &mut CallbackStream) -> Result<Callback, PlannerClientError> {
+        match tokio::time::timeout(PATIENCE, stream.next()).await {
+            Ok(Some(r)) => r,
+            Ok(None) => panic!("the stream ended"),
+            Err(_) => panic!("no callback within {PATIENCE:?}"),
+        }
+    }
+
+    /// Acks every callback until Status says done; returns the callbacks.
+    async fn carry_out(p: &PlannerClient, stream: &mut CallbackStream, id: DeclarationId) -> Vec<Callback> {
+        let started = Instant::now();
+        let mut seen = Vec::new();
+        loop {
+            if p.status(&[id]).await.unwrap().declarations[0].done {
+                return seen;
+            }
+            assert!(started.elapsed() < PATIENCE, "{:?}", p.status(&[id]).await.unwrap());
+            if let Ok(Some(cb)) = tokio::time::timeout(Duration::from_secs(1), stream.next()).await {
+                let cb = cb.unwrap();
+                p.ack(&[cb.delivery]).await.unwrap();
+                seen.push(cb);
+            }
+        }
+    }
+
+    fn keys(cbs: &[Callback]) -> Vec<u64> {
+        let mut k: Vec<u64> = cbs.iter().flat_map(|c| c.sets.iter().map(|s| s.key)).collect();
+        k.sort_unstable();
+        k
+    }
+
+    async fn start() -> Env {
+        let (cluster, dir) = start_cluster(3, 2, STORAGE_CONFIG, &[]).await;
+        let mut cfg = ServiceConfig::new(ADMIN);
+        cfg.meta = cluster.meta_addr().to_string();
+        cfg.quantum_ms = 1000;
+        cfg.dispatch_spacing_ms = 250;
+        cfg.pin_grace_ms = 3000;
+        cfg.clients = (0..16).map(|i| ClientEntry { name: format!("client-{i}"), token: client_token(i) }).collect();
+        let config = dir.path().join("planner.toml");
+        std::fs::write(&config, cfg.to_toml()).unwrap();
+        let client = Client::new(cluster.meta_addr()).unwrap();
+        client.put("/conf/big.bin", Redundancy::Replicated(3), 8 * MB, data(20 * MB, 1)).await.unwrap();
+        client.put("/conf/ec.bin", Redundancy::Ec { data: 2, parity: 1 }, MB, data(6 * MB, 2)).await.unwrap();
+        client.put("/conf/small.bin", Redundancy::Replicated(3), MB, data(3 * MB, 3)).await.unwrap();
+        let planner = PlannerProcess::start(PlannerSpec {
+            exe: EXE.into(),
+            config,
+            data: dir.path().join("planner"),
+            log: dir.path().join("planner.log"),
+        })
+        .unwrap();
+        Env { planner, _cluster: cluster, client, _dir: dir }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dingos_rust_client_passes_the_same_cases() {
+        let mut env = start().await;
+        a_file_of_8_mb_blocks_is_declared_read_and_finished(&env, &client_token(0)).await;
+        files_are_declared_by_path(&env, &client_token(1)).await;
+        member_keys_fit_a_signed_64_bit_integer(&env, &client_token(2)).await;
+        refused_requests_get_the_documented_codes_and_change_nothing(&env, &client_token(3)).await;
+        status_reports_a_cancelled_declaration_beside_live_ones(&env, &client_token(4)).await;
+        acks_are_idempotent(&env, &client_token(5)).await;
+        a_newer_subscribe_ends_the_older_stream_with_aborted(&env, &client_token(6)).await;
+        nothing_is_dispatched_while_the_client_has_no_stream(&env, &client_token(7)).await;
+        a_budget_change_keeps_the_limit_it_does_not_name(&env).await;
+        tokens_pass_as_lowercase_bearer(&env, &client_token(8)).await;
+        a_disk_is_scrubbed_declaratively(&env, &client_token(9)).await;
+        a_planner_crash_redelivers_exactly_what_was_not_acknowledged(&mut env, &client_token(10)).await;
+    }
+
+    async fn a_file_of_8_mb_blocks_is_declared_read_and_finished(env: &Env, token: &str) {
+        let p = env.planner(token);
+        let blocks: Vec<u64> = env.blocks("/conf/big.bin").await.iter().map(|b| b.id).collect();
+        let d = p.declare_wire(declare("fsck", now_plus(20_000), sets_of(&blocks))).await.unwrap();
+        assert_eq!(d.total_sets, 3);
+        let mut stream = p.subscribe().await.unwrap();
+        let mut parts = vec![Bytes::new(); 3];
+        for cb in carry_out(&p, &mut stream, d.id).await {
+            let tag = IoTag::Maintenance { task: TaskKind::Fsck, declaration: d.id };
+            for s in &cb.sets {
+                let r = &s.reads[0];
+                assert!(!r.node_addr.is_empty(), "the callback names the node");
+                parts[s.key as usize] =
+                    env.client.read_chunk(&r.node_addr, read_chunk(r), 0, r.bytes, tag).await.unwrap();
+            }
+        }
+        assert_eq!(Bytes::from(parts.concat()), data(20 * MB, 1));
+        let listing = p.status(&[]).await.unwrap();
+        assert!(listing.declarations.iter().all(|s| s.declaration != d.id.0), "done leaves the listing");
+        let s = &p.status(&[d.id]).await.unwrap().declarations[0];
+        assert!(s.done && s.acked_sets == 3 && !s.missed_deadline, "{s:?}");
+    }
+
+    async fn files_are_declared_by_path(env: &Env, token: &str) {
+        let p = env.planner(token);
+        let seg = |path: &str, offset, length| FileSegment { path: path.into(), offset, length };
+        let d = p
+            .declare_files(
+                TaskKind::FileScrubbing,
+                dingo_types::Timestamp(now_plus(20_000)),
+                None,
+                vec![vec![seg("/conf/ec.bin", 0, 0)], vec![seg("/conf/small.bin", 1_500_000, 1)]],
+            )
+            .await
+            .unwrap();
+        let mut stream = p.subscribe().await.unwrap();
+        let mut read = [Vec::new(), Vec::new()];
+        for cb in carry_out(&p, &mut stream, d.id).await {
+            for s in &cb.sets {
+                read[s.key as usize].extend(s.reads.iter().map(|r| r.block));
+            }
+        }
+        read.iter_mut().for_each(|r| r.sort_unstable());
+        let ec: Vec<u64> = env.blocks("/conf/ec.bin").await.iter().filter(|b| b.ec_index < 2).map(|b| b.id).collect();
+        assert_eq!(
+            read[0],
+            {
+                let mut e = ec;
+                e.sort_unstable();
+                e
+            },
+            "data members only"
+        );
+        assert_eq!(read[1], vec![env.blocks("/conf/small.bin").await[1].id]);
+    }
+
+    async fn member_keys_fit_a_signed_64_bit_integer(env: &Env, token: &str) {
+        let p = env.planner(token);
+        let small = env.blocks("/conf/small.bin").await;
+        let members = pb::Members {
+            members: vec![
+                pb::Member { block: small[0].id, copy: None },
+                pb::Member { block: small[1].id, copy: Some(2) },
+            ],
+        };
+        let d = p
+            .declare_wire(declare("rebalancing", now_plus(20_000), pb::declare_request::ReadSets::EachMember(members)))
+            .await
+            .unwrap();
+        let mut stream = p.subscribe().await.unwrap();
+        let got = keys(&carry_out(&p, &mut stream, d.id).await);
+        assert_eq!(got, vec![(2 << 56) | small[1].id, (0x7F << 56) | small[0].id]);
+        assert!(got.iter().all(|&k| i64::try_from(k).is_ok()));
+    }
+
+    async fn refused_requests_get_the_documented_codes_and_change_nothing(env: &Env, token: &str) {
+        let p = env.planner(token);
+        let block = env.blocks("/conf/small.bin").await[0].id;
+        let ok = p.declare_wire(declare("fsck", now_plus(60_000), sets_of(&[block]))).await.unwrap();
+        let admin = env.planner(ADMIN);
+        let other = env.planner(&client_token(15));
+        let unknown = env.planner("nope");
+        let no_file = vec![vec![FileSegment { path: "/conf/nope".into(), offset: 0, length: 0 }]];
+        let past_end = vec![vec![FileSegment { path: "/conf/small.bin".into(), offset: 1 << 30, length: 0 }]];
+        let deadline = dingo_types::Timestamp(now_plus(60_000));
+        let cases: Vec<(&str, Option<Code>, Code)> = vec![
+            ("unknown token", code(unknown.status(&[]).await), Code::Unauthenticated),
+            (
+                "deadline in the past",
+                code(p.declare_wire(declare("fsck", now_plus(-1000), sets_of(&[block]))).await),
+                Code::InvalidArgument,
+            ),
+            (
+                "unknown task",
+                code(p.declare_wire(declare("defrag", now_plus(60_000), sets_of(&[block]))).await),
+                Code::InvalidArgument,
+            ),
+            (
+                "no read sets",
+                code(
+                    p.declare_wire(pb::DeclareRequest {
+                        task: "fsck".into(),
+                        deadline_ms: now_plus(60_000),
+                        sets_needed: None,
+                        read_sets: None,
+                    })
+                    .await,
+                ),
+                Code::InvalidArgument,
+            ),
+            (
+                "unknown block",
+                code(p.declare_wire(declare("fsck", now_plus(60_000), sets_of(&[999_999]))).await),
+                Code::InvalidArgument,
+            ),
+            (
+                "sets_needed 0",
+                code(
+                    p.declare_wire(pb::DeclareRequest {
+                        sets_needed: Some(0),
+                        ..declare("fsck", now_plus(60_000), sets_of(&[block]))
+                    })
+                    .await,
+                ),
+                Code::InvalidArgument,
+            ),
+            ("no such file", code(p.declare_files(TaskKind::Fsck, deadline, None, no_file).await), Code::NotFound),
+            (
+                "segment past the end",
+                code(p.declare_files(TaskKind::Fsck, deadline, None, past_end).await),
+                Code::InvalidArgument,
+            ),
+            ("another client's declaration", code(other.status(&[ok.id]).await), Code::PermissionDenied),
+            ("SetBudget without the admin token", code(p.set_budget(Some(1), None).await), Code::PermissionDenied),
+            (
+                "the admin token on Declare",
+                code(admin.declare_wire(declare("fsck", now_plus(60_000), sets_of(&[block]))).await),
+                Code::PermissionDenied,
+            ),
+            ("SetBudget naming no limit", code(admin.set_budget(None, None).await), Code::InvalidArgument),
+            ("ack of a delivery never made", code(p.ack(&[987_654]).await), Code::NotFound),
+            ("unknown declaration", code(p.cancel(DeclarationId(987_654)).await), Code::NotFound),
+        ];
+        for (name, got, expected) in cases {
+            assert_eq!(got, Some(expected), "{name}");
+        }
+        let listing: Vec<u64> = p.status(&[]).await.unwrap().declarations.iter().map(|s| s.declaration).collect();
+        assert_eq!(listing, vec![ok.id.0], "nothing was declared");
+    }
+
+    async fn status_reports_a_cancelled_declaration_beside_live_ones(env: &Env, token: &str) {
+        let p = env.planner(token);
+        let block = env.blocks("/conf/small.bin").await[0].id;
+        let live = p.declare_wire(declare("fsck", now_plus(60_000), sets_of(&[block]))).await.unwrap();
+        let gone = p.declare_wire(declare("fsck", now_plus(60_000), sets_of(&[block]))).await.unwrap();
+        assert_eq!(p.cancel(gone.id).await.unwrap(), 0);
+        assert_eq!(code(p.cancel(gone.id).await), Some(Code::FailedPrecondition));
+        let st = p.status(&[live.id, gone.id]).await.unwrap();
+        let got: Vec<(u64, bool)> = st.declarations.iter().map(|s| (s.declaration, s.cancelled)).collect();
+        assert_eq!(got, vec![(live.id.0, false), (gone.id.0, true)]);
+    }
+
+    async fn acks_are_idempotent(env: &Env, token: &str) {
+        let p = env.planner(token);
+        let block = env.blocks("/conf/small.bin").await[1].id;
+        let d = p.declare_wire(declare("fsck", now_plus(20_000), sets_of(&[block]))).await.unwrap();
+        let mut stream = p.subscribe().await.unwrap();
+        let cb = next(&mut stream).await.unwrap();
+        p.ack(&[cb.delivery]).await.unwrap();
+        p.ack(&[cb.delivery]).await.unwrap();
+        wait_done(&p, d.id).await;
+        p.ack(&[cb.delivery]).await.unwrap();
+    }
+
+    async fn a_newer_subscribe_ends_the_older_stream_with_aborted(env: &Env, token: &str) {
+        let p = env.planner(token);
+        let mut first = p.subscribe().await.unwrap();
+        let mut second = p.subscribe().await.unwrap();
+        let ended = next(&mut first).await.unwrap_err();
+        assert_eq!(ended.code(), Some(Code::Aborted), "{ended}");
+        assert!(tokio::time::timeout(Duration::from_secs(1), second.next()).await.is_err(), "the newer stays open");
+    }
+
+    async fn nothing_is_dispatched_while_the_client_has_no_stream(env: &Env, token: &str) {
+        let p = env.planner(token);
+        let blocks: Vec<u64> = env.blocks("/conf/small.bin").await.iter().map(|b| b.id).collect();
+        let d = p.declare_wire(declare("fsck", now_plus(20_000), sets_of(&blocks))).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(p.status(&[d.id]).await.unwrap().declarations[0].delivered_sets, 0);
+        let mut stream = p.subscribe().await.unwrap();
+        let got = keys(&carry_out(&p, &mut stream, d.id).await);
+        assert_eq!(got, (0..blocks.len() as u64).collect::<Vec<_>>());
+        assert!(!p.status(&[d.id]).await.unwrap().declarations[0].missed_deadline);
+    }
+
+    async fn a_budget_change_keeps_the_limit_it_does_not_name(env: &Env) {
+        let admin = env.planner(ADMIN);
+        admin.set_budget(Some(500_000_000), Some(900_000)).await.unwrap();
+        admin.set_budget(Some(400_000_000), None).await.unwrap();
+        let b = admin.status(&[]).await.unwrap().budget.unwrap();
+        assert_eq!((b.cluster_bytes, b.disk_head_time_us), (400_000_000, 900_000));
+        admin.set_budget(Some(0), Some(0)).await.unwrap();
+    }
+
+    async fn tokens_pass_as_lowercase_bearer(env: &Env, token: &str) {
+        let mut raw =
+            pb::planner_client::PlannerClient::connect(format!("http://{}", env.planner.addr())).await.unwrap();
+        let mut req = tonic::Request::new(pb::StatusRequest { declarations: vec![] });
+        req.metadata_mut().insert("authorization", format!("bearer {token}").parse().unwrap());
+        raw.status(req).await.unwrap();
+    }
+
+    /// The Rust counterpart of the client guide's Python example.
+    async fn a_disk_is_scrubbed_declaratively(env: &Env, token: &str) {
+        let status = env.client.cluster_status().await.unwrap();
+        let disk = status.nodes.iter().flat_map(|n| &n.disks).max_by_key(|d| d.chunks).unwrap().id;
+        let on_disk: HashSet<ChunkRef> = env.client.chunks_on_disk(disk).await.unwrap().into_iter().collect();
+        assert!(!on_disk.is_empty());
+        let p = env.planner(token);
+        let d = p
+            .declare_wire(declare("scrubbing", now_plus(30_000), pb::declare_request::ReadSets::ChunksOnDisk(disk)))
+            .await
+            .unwrap();
+        let mut stream = p.subscribe().await.unwrap();
+        let mut scrubbed = HashSet::new();
+        let tag = IoTag::Maintenance { task: TaskKind::Scrubbing, declaration: d.id };
+        for cb in carry_out(&p, &mut stream, d.id).await {
+            for r in cb.sets.iter().flat_map(|s| &s.reads) {
+                env.client.read_chunk(&r.node_addr, read_chunk(r), 0, r.bytes, tag).await.unwrap();
+                scrubbed.insert(read_chunk(r));
+            }
+        }
+        assert_eq!(scrubbed, on_disk, "every chunk of the disk, that exact copy");
+    }
+
+    async fn a_planner_crash_redelivers_exactly_what_was_not_acknowledged(env: &mut Env, token: &str) {
+        let p = env.planner(token);
+        let mut blocks: Vec<u64> = env.blocks("/conf/small.bin").await.iter().map(|b| b.id).collect();
+        blocks.extend(env.blocks("/conf/ec.bin").await.iter().map(|b| b.id));
+        let d = p.declare_wire(declare("fsck", now_plus(25_000), sets_of(&blocks))).await.unwrap();
+        let mut stream = p.subscribe().await.unwrap();
+        let (mut acked, mut acked_keys) = (HashSet::new(), Vec::new());
+        while acked_keys.len() < 3 {
+            let cb = next(&mut stream).await.unwrap();
+            p.ack(&[cb.delivery]).await.unwrap();
+            acked.insert(cb.delivery);
+            acked_keys.extend(cb.sets.iter().map(|s| s.key));
+        }
+        let held = next(&mut stream).await.unwrap();
+        env.planner.kill();
+        while let Ok(Some(Ok(_))) = tokio::time::timeout(Duration::from_secs(10), stream.next()).await {}
+        env.planner.restart().unwrap();
+        let mut stream = loop {
+            match p.subscribe().await {
+                Ok(s) => break s,
+                Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        };
+        let mut held_seen = false;
+        while acked_keys.len() < blocks.len() {
+            let cb = next(&mut stream).await.unwrap();
+            assert!(!acked.contains(&cb.delivery), "acknowledged delivery {} came again", cb.delivery);
+            if cb.delivery == held.delivery {
+                assert!(cb.redelivery && cb.sets == held.sets);
+                held_seen = true;
+            }
+            p.ack(&[cb.delivery]).await.unwrap();
+            acked.insert(cb.delivery);
+            acked_keys.extend(cb.sets.iter().map(|s| s.key));
+        }
+        assert!(held_seen);
+        acked_keys.sort_unstable();
+        assert_eq!(acked_keys, (0..blocks.len() as u64).collect::<Vec<_>>());
+        wait_done(&p, d.id).await;
+    }
+
+    async fn wait_done(p: &PlannerClient, id: DeclarationId) {
+        let started = Instant::now();
+        while !p.status(&[id]).await.unwrap().declarations[0].done {
+            assert!(started.elapsed() < PATIENCE, "{:?}", p.status(&[id]).await.unwrap());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}

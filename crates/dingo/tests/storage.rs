@@ -297,7 +297,7 @@ async fn pinned_chunks_are_served_from_cache_and_counted() {
     assert_eq!(disk_reads(&s2), disk_reads(&s1), "second read from the pinned region");
     assert!(s2.cache.unwrap().pinned_hits > 0);
     let class =
-        s2.disks.iter().flat_map(|d| &d.classes).filter(|c| c.class == "scrubbing").map(|c| c.bytes).sum::<u64>();
+        s2.disks.iter().flat_map(|d| &d.classes).filter(|c| c.class_name == "scrubbing").map(|c| c.bytes).sum::<u64>();
     assert!(class >= MB, "scrubbing bytes counted: {class}");
     assert!(s2.declarations.iter().any(|d| d.declaration_id == 77 && d.bytes == 2 * MB));
     // Unpinned, the next maintenance read goes to disk again.

@@ -74,7 +74,7 @@ async fn sample_node(client: &Client, addr: &str, pid: u32) -> Result<NodeSample
     let mut s = NodeSample { kernel_read_bytes: kernel_read_bytes(pid)?, ..NodeSample::default() };
     for d in &stats.disks {
         for c in &d.classes {
-            let class = (0..IoTag::CLASSES).find(|&i| IoTag::class_name_of(i) == c.class);
+            let class = (0..IoTag::CLASSES).find(|&i| IoTag::class_name_of(i) == c.class_name);
             if let Some(i) = class {
                 s.disk_bytes_by_class[i] += c.bytes;
             }
