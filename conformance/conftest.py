@@ -66,6 +66,18 @@ def planner_process(work, cluster):
     p.stop()
 
 
+@pytest.fixture(scope="session")
+def tls_planner(work, cluster):
+    """A second planner on the same cluster, serving gRPC over TLS; its
+    `ca` attribute is the authority's PEM file."""
+    exe, _ = dingo_env.exe_and_protos()
+    certs = dingo_env.dev_certificates(exe, work / "tls")
+    p = dingo_env.Planner(exe, work, cluster.meta_addr, name="tls-planner", tls_dir=certs)
+    p.ca = certs / "ca.pem"
+    yield p
+    p.stop()
+
+
 @pytest.fixture()
 def planner(planner_process):
     """The running planner (restarted if an earlier test crashed it)."""

@@ -127,18 +127,21 @@ class Planner:
     """A `dingo planner` process on fixed free ports, so that a client's
     channel reconnects to the same address after a crash and restart."""
 
-    def __init__(self, exe: str, work: Path, meta_addr: str):
+    def __init__(self, exe: str, work: Path, meta_addr: str, name: str = "planner", tls_dir: Path | None = None):
+        """With `tls_dir` (from `dingo tls dev-certs`), gRPC is served over
+        TLS with its cert.pem and key.pem."""
         self.exe = exe
         self.addr = f"127.0.0.1:{free_port()}"
         self.metrics_addr = f"127.0.0.1:{free_port()}"
-        self.config = work / "planner.toml"
+        self.config = work / f"{name}.toml"
         clients = "".join(f'[[clients]]\nname = "{n}"\ntoken = "{t}"\n' for n, t in CLIENTS.items())
+        tls = f'[tls]\ncert = "{tls_dir / "cert.pem"}"\nkey = "{tls_dir / "key.pem"}"\n' if tls_dir else ""
         self.config.write_text(
             f'meta = "{meta_addr}"\nquantum_ms = {QUANTUM_MS}\ndispatch_spacing_ms = 250\n'
-            f'pin_grace_ms = 3000\nadmin_token = "{ADMIN_TOKEN}"\n{clients}'
+            f'pin_grace_ms = 3000\nadmin_token = "{ADMIN_TOKEN}"\n{clients}{tls}'
         )
-        self.data = work / "planner"
-        self.log_path = work / "planner.log"
+        self.data = work / name
+        self.log_path = work / f"{name}.log"
         self.proc = None
         self.start()
 
@@ -173,6 +176,14 @@ class Planner:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def dev_certificates(exe: str, out: Path) -> Path:
+    """A throwaway authority and server certificate for 127.0.0.1
+    (`dingo tls dev-certs`); returns the directory with ca.pem, cert.pem and
+    key.pem."""
+    subprocess.run([exe, "tls", "dev-certs", "--out", str(out)], check=True, capture_output=True)
+    return out
 
 
 def bearer(token: str):

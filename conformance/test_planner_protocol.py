@@ -371,6 +371,22 @@ def test_tokens_pass_as_lowercase_bearer_and_as_standard_call_credentials(pb, pl
     secure.Status(P.StatusRequest())
 
 
+def test_over_tls_the_standard_call_credentials_carry_the_token(pb, tls_planner, token):
+    P = pb.planner
+    credentials = grpc.composite_channel_credentials(
+        grpc.ssl_channel_credentials(root_certificates=tls_planner.ca.read_bytes()),
+        grpc.access_token_call_credentials(token))
+    stub = pb.planner_grpc.PlannerStub(grpc.secure_channel(tls_planner.addr, credentials))
+    stub.Status(P.StatusRequest())
+    # Without credentials the call is refused; in plaintext it does not connect.
+    anonymous = grpc.ssl_channel_credentials(root_certificates=tls_planner.ca.read_bytes())
+    stub = pb.planner_grpc.PlannerStub(grpc.secure_channel(tls_planner.addr, anonymous))
+    assert code_of(lambda: stub.Status(P.StatusRequest()))[0] == grpc.StatusCode.UNAUTHENTICATED
+    plain = pb.planner_grpc.PlannerStub(dingo_env.channel(tls_planner.addr))
+    got, _ = code_of(lambda: plain.Status(P.StatusRequest(), metadata=auth(token), timeout=5))
+    assert got == grpc.StatusCode.UNAVAILABLE
+
+
 def test_a_planner_crash_redelivers_exactly_what_was_not_acknowledged(pb, cluster, planner, token):
     stub = planner_stub(pb, planner)
     P = pb.planner

@@ -30,7 +30,7 @@ use std::time::Duration;
 use thiserror::Error;
 use tonic::metadata::{AsciiMetadataValue, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
 #[derive(Debug, Error)]
 pub enum PlannerClientError {
@@ -41,6 +41,10 @@ pub enum PlannerClientError {
     Address(String),
     #[error("the token must be printable ASCII without spaces")]
     Token,
+    #[error(transparent)]
+    TlsFiles(#[from] dingo_tls::TlsError),
+    #[error("TLS: {0}")]
+    Tls(String),
 }
 
 impl PlannerClientError {
@@ -92,13 +96,28 @@ impl PlannerClient {
     /// lazily and reconnects on its own: the first call reports an
     /// unreachable planner, and a restarted planner is reached again.
     pub fn connect(addr: &str, token: &str) -> Result<PlannerClient> {
+        Self::connect_with(addr, token, None)
+    }
+
+    /// [`Self::connect`] over TLS, trusting the certificate authority in
+    /// the PEM file `ca` (a planner configured with `[tls]`).
+    pub fn connect_tls(addr: &str, token: &str, ca: &std::path::Path) -> Result<PlannerClient> {
+        Self::connect_with(addr, token, Some(dingo_tls::client_config(ca)?))
+    }
+
+    fn connect_with(addr: &str, token: &str, tls: Option<ClientTlsConfig>) -> Result<PlannerClient> {
         if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(PlannerClientError::Token);
         }
         let header: AsciiMetadataValue =
             MetadataValue::try_from(format!("Bearer {token}")).map_err(|_| PlannerClientError::Token)?;
-        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
-            .map_err(|_| PlannerClientError::Address(addr.to_string()))?
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
+            .map_err(|_| PlannerClientError::Address(addr.to_string()))?;
+        if let Some(tls) = tls {
+            endpoint = endpoint.tls_config(tls).map_err(|e| PlannerClientError::Tls(e.to_string()))?;
+        }
+        let endpoint = endpoint
             .connect_timeout(Duration::from_secs(3))
             .tcp_nodelay(true)
             .initial_stream_window_size(STREAM_WINDOW)

@@ -22,6 +22,10 @@
 //! [[clients]]
 //! name = "scrubber"
 //! token = "secret-1"
+//!
+//! [tls]                            # optional: serve gRPC over TLS
+//! cert = "/etc/dingo/cert.pem"     # certificate chain, PEM
+//! key = "/etc/dingo/key.pem"       # its private key, PEM
 //! ```
 
 use dingo_planner::{Budget, DiskBudget, LeftoverPolicy, PlannerConfig};
@@ -89,6 +93,10 @@ pub struct ServiceConfig {
     pub budget: BudgetSection,
     #[serde(default)]
     pub clients: Vec<ClientEntry>,
+    /// Serve gRPC over TLS with this certificate and key (plaintext if
+    /// absent: loopback and trusted networks only, since tokens travel in
+    /// every call).
+    pub tls: Option<dingo_tls::ServerTlsFiles>,
 }
 
 fn default_listen() -> String {
@@ -126,6 +134,7 @@ impl ServiceConfig {
             admin_token: admin_token.into(),
             budget: BudgetSection::default(),
             clients: Vec::new(),
+            tls: None,
         }
     }
 

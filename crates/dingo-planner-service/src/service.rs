@@ -52,6 +52,8 @@ pub enum RunError {
     AddrFile { path: PathBuf, source: std::io::Error },
     #[error("gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
+    #[error("TLS: {0}")]
+    Tls(#[from] dingo_tls::TlsError),
     #[error("the quantum loop stopped: {0}")]
     Loop(String),
 }
@@ -366,6 +368,9 @@ pub async fn run(config: ServiceConfig, shutdown: impl Future<Output = ()> + Sen
     let blocks = topo.block_count();
     let state = State::restore(config.clone(), store, loaded, topo, now_ms())?;
     let listen = config.listen_addr()?;
+    // Checked before listening, so that a wrong certificate path stops the
+    // start with the file's name.
+    let tls = config.tls.as_ref().map(dingo_tls::server_config).transpose()?;
     let listener =
         tokio::net::TcpListener::bind(listen).await.map_err(|source| RunError::Listen { addr: listen, source })?;
     let bound = listener.local_addr().map_err(|source| RunError::Listen { addr: listen, source })?;
@@ -397,7 +402,11 @@ pub async fn run(config: ServiceConfig, shutdown: impl Future<Output = ()> + Sen
             .max_encoding_message_size(MAX_MESSAGE_BYTES),
         Auth::new(&config),
     );
-    let server = tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls)?;
+    }
+    let server = builder
         .add_service(service)
         .serve_with_incoming_shutdown(dingo_proto::accept_nodelay(listener), shutdown.clone());
     // Callback streams never end on their own; close them at shutdown so

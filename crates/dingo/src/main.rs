@@ -26,6 +26,7 @@ mod sim;
 mod storage_cmd;
 mod storage_config;
 mod task_cmd;
+mod tls_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -64,6 +65,9 @@ enum Commands {
     /// The datacenter simulator: maintenance IO in imperative, declarative and optimal modes.
     #[command(subcommand)]
     Sim(sim::SimCommand),
+    /// TLS certificates for the gRPC endpoints.
+    #[command(subcommand)]
+    Tls(tls_cmd::TlsCommand),
 }
 
 #[derive(Subcommand)]
@@ -120,6 +124,7 @@ async fn run() -> std::process::ExitCode {
         Commands::Bench(BenchCommand::Flash(a)) => bench::flash::run(&a),
         Commands::Bench(BenchCommand::Iocontrol(c)) => bench::iocontrol::run(c).await,
         Commands::Sim(c) => sim::run(c),
+        Commands::Tls(c) => tls_cmd::run(c),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -5,7 +5,6 @@
 use crate::storage_cmd::{ClientArgs, shutdown_signal};
 use crate::task_cmd::parse_duration;
 use anyhow::{Context, Result};
-use dingo_planner_service::PlannerClient;
 use dingo_tasks::CancelFlag;
 use dingo_tasks::declarative::Agent;
 use dingo_tasks::supervisor::{self, SupervisorConfig};
@@ -38,6 +37,9 @@ pub struct MaintainArgs {
     /// This task client's planner token.
     #[arg(long, env = "DINGO_TOKEN", hide_env_values = true, default_value = "")]
     token: String,
+    /// Reach the planner over TLS, trusting the authority in this PEM file.
+    #[arg(long, env = "DINGO_PLANNER_CA")]
+    planner_ca: Option<PathBuf>,
 }
 
 pub async fn run(a: MaintainArgs) -> Result<()> {
@@ -48,7 +50,8 @@ pub async fn run(a: MaintainArgs) -> Result<()> {
     let agent = match &a.planner {
         Some(addr) => Some(Agent::spawn(
             client.clone(),
-            PlannerClient::connect(addr, &a.token).with_context(|| format!("planner at {addr}"))?,
+            crate::planner_cmd::connect(addr, &a.token, a.planner_ca.as_deref())
+                .with_context(|| format!("planner at {addr}"))?,
             0,
         )),
         None => None,

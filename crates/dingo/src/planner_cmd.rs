@@ -38,6 +38,17 @@ struct Target {
     /// A client token, or the admin token.
     #[arg(long, env = "DINGO_TOKEN", hide_env_values = true)]
     token: String,
+    /// Connect over TLS, trusting the certificate authority in this PEM file.
+    #[arg(long, env = "DINGO_PLANNER_CA")]
+    ca: Option<PathBuf>,
+}
+
+/// A planner client, over TLS when `ca` names the authority to trust.
+pub fn connect(addr: &str, token: &str, ca: Option<&std::path::Path>) -> Result<PlannerClient> {
+    Ok(match ca {
+        Some(ca) => PlannerClient::connect_tls(addr, token, ca)?,
+        None => PlannerClient::connect(addr, token)?,
+    })
 }
 
 #[derive(Subcommand, Debug)]
@@ -80,7 +91,7 @@ pub async fn run(a: PlannerArgs) -> Result<()> {
     match a.command {
         None => serve(a.config.context("--config FILE is required")?, a.data, a.listen, a.metrics).await,
         Some(PlannerCommand::Budget(BudgetCommand::Set { cluster_bytes, disk_head_time_ms, target })) => {
-            let client = PlannerClient::connect(&target.addr, &target.token)?;
+            let client = connect(&target.addr, &target.token, target.ca.as_deref())?;
             let us = disk_head_time_ms
                 .map(|ms| ms.checked_mul(1000).context("--disk-head-time-ms is too large"))
                 .transpose()?;
@@ -126,7 +137,7 @@ fn limit(bytes: u64) -> String {
 }
 
 async fn status(target: &Target, ids: &[u64], json: bool) -> Result<()> {
-    let client = PlannerClient::connect(&target.addr, &target.token)?;
+    let client = connect(&target.addr, &target.token, target.ca.as_deref())?;
     let ids: Vec<_> = ids.iter().map(|&i| dingo_types::DeclarationId(i)).collect();
     let s = client.status(&ids).await.with_context(|| format!("planner at {}", target.addr))?;
     let b = s.budget.unwrap_or_default();

@@ -4,7 +4,6 @@
 
 use anyhow::{Context, Result, bail};
 use dingo_client::{Client, Redundancy};
-use dingo_planner_service::PlannerClient;
 use dingo_tasks::declarative::Agent;
 use dingo_tasks::{CancelFlag, Job, Mode, Progress, imperative, plan};
 use dingo_types::format_bytes;
@@ -28,6 +27,9 @@ pub struct TaskArgs {
     /// This task client's token (declarative mode).
     #[arg(long, global = true, env = "DINGO_TOKEN", hide_env_values = true, default_value = "")]
     pub token: String,
+    /// Reach the planner over TLS, trusting the authority in this PEM file.
+    #[arg(long, global = true, env = "DINGO_PLANNER_CA")]
+    pub planner_ca: Option<std::path::PathBuf>,
     /// Time allowed for the work, e.g. 90s, 30m, 2h.
     #[arg(long, global = true, default_value = "1h", value_parser = parse_duration)]
     pub deadline: Duration,
@@ -152,7 +154,7 @@ pub async fn run(a: TaskArgs) -> Result<()> {
             futures::future::join_all(runs).await
         }
         Mode::Declarative => {
-            let planner = PlannerClient::connect(&a.planner, &a.token)?;
+            let planner = crate::planner_cmd::connect(&a.planner, &a.token, a.planner_ca.as_deref())?;
             let agent = Agent::spawn(client.clone(), planner, 0);
             let handles: Vec<_> = jobs.into_iter().map(|j| agent.submit(j, CancelFlag::default())).collect();
             let mut reports = Vec::new();

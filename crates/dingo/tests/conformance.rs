@@ -102,9 +102,11 @@ mod rust_client {
 
     struct Env {
         planner: PlannerProcess,
-        _cluster: LocalCluster,
+        /// The planner's config, for a second planner.
+        config: ServiceConfig,
+        cluster: LocalCluster,
         client: Client,
-        _dir: tempfile::TempDir,
+        dir: tempfile::TempDir,
     }
 
     impl Env {
@@ -183,7 +185,7 @@ mod rust_client {
             log: dir.path().join("planner.log"),
         })
         .unwrap();
-        Env { planner, _cluster: cluster, client, _dir: dir }
+        Env { planner, config: cfg, cluster, client, dir }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -199,6 +201,7 @@ mod rust_client {
         nothing_is_dispatched_while_the_client_has_no_stream(&env, &client_token(7)).await;
         a_budget_change_keeps_the_limit_it_does_not_name(&env).await;
         tokens_pass_as_lowercase_bearer(&env, &client_token(8)).await;
+        over_tls_the_token_travels_encrypted(&env, &client_token(11)).await;
         a_disk_is_scrubbed_declaratively(&env, &client_token(9)).await;
         a_planner_crash_redelivers_exactly_what_was_not_acknowledged(&mut env, &client_token(10)).await;
     }
@@ -413,6 +416,29 @@ mod rust_client {
         let mut req = tonic::Request::new(pb::StatusRequest { declarations: vec![] });
         req.metadata_mut().insert("authorization", format!("bearer {token}").parse().unwrap());
         raw.status(req).await.unwrap();
+    }
+
+    async fn over_tls_the_token_travels_encrypted(env: &Env, token: &str) {
+        let certs = dingo_tls::DevCertificates::generate(&["127.0.0.1".into()]).unwrap();
+        let paths = certs.write(&env.dir.path().join("tls")).unwrap();
+        let mut cfg = env.config.clone();
+        cfg.meta = env.cluster.meta_addr().to_string();
+        cfg.tls = Some(paths.server.clone());
+        let config = env.dir.path().join("tls-planner.toml");
+        std::fs::write(&config, cfg.to_toml()).unwrap();
+        let tls_planner = PlannerProcess::start(PlannerSpec {
+            exe: EXE.into(),
+            config,
+            data: env.dir.path().join("tls-planner"),
+            log: env.dir.path().join("tls-planner.log"),
+        })
+        .unwrap();
+        let secure = PlannerClient::connect_tls(tls_planner.addr(), token, &paths.ca).unwrap();
+        secure.status(&[]).await.unwrap();
+        let plain = PlannerClient::connect(tls_planner.addr(), token).unwrap();
+        assert!(plain.status(&[]).await.is_err(), "plaintext is not served");
+        let wrong = PlannerClient::connect_tls(tls_planner.addr(), "nope", &paths.ca).unwrap();
+        assert_eq!(code(wrong.status(&[]).await), Some(Code::Unauthenticated));
     }
 
     /// The Rust counterpart of the client guide's Python example.

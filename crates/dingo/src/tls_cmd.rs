@@ -1,0 +1,39 @@
+//! `dingo tls`: certificates for the gRPC endpoints' TLS.
+
+use anyhow::Result;
+use clap::Subcommand;
+use dingo_tls::DevCertificates;
+use std::path::PathBuf;
+
+#[derive(Subcommand, Debug)]
+pub enum TlsCommand {
+    /// Make a throwaway certificate authority (`ca.pem`, what clients
+    /// trust) and a server certificate it signed (`cert.pem`, `key.pem`),
+    /// for tests and first setups: production sites use their own.
+    DevCerts {
+        /// Directory to write the three files into (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+        /// Names the server is reached by: IP addresses or DNS names.
+        #[arg(long = "name", default_values_t = ["127.0.0.1".to_string(), "localhost".to_string()])]
+        names: Vec<String>,
+    },
+}
+
+pub fn run(c: TlsCommand) -> Result<()> {
+    match c {
+        TlsCommand::DevCerts { out, names } => {
+            let paths = DevCertificates::generate(&names)?.write(&out)?;
+            println!(
+                "wrote {} (trust this), {} and {} for {}\nplanner config:\n[tls]\ncert = \"{}\"\nkey = \"{}\"",
+                paths.ca.display(),
+                paths.server.cert.display(),
+                paths.server.key.display(),
+                names.join(", "),
+                paths.server.cert.display(),
+                paths.server.key.display()
+            );
+            Ok(())
+        }
+    }
+}
