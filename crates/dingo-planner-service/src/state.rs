@@ -124,6 +124,9 @@ struct Metrics {
     acked: u64,
     /// Declarations the last quantum skipped: their client had no stream.
     paused_declarations: u64,
+    /// `overlap_bytes[rider][payer]`: bytes `rider` read free on disk reads
+    /// `payer` paid for, summed over quanta (the overlap matrix).
+    overlap_bytes: [[u64; TaskKind::COUNT]; TaskKind::COUNT],
     pins_sent: u64,
     pin_errors: u64,
     topology_errors: u64,
@@ -462,6 +465,9 @@ impl State {
         m.last_plan_seconds = plan_seconds;
         m.last_physical_bytes = plan.schedule.physical_bytes();
         m.split_loss_bytes += plan.dispatch.split_loss_bytes;
+        for (mine, theirs) in m.overlap_bytes.iter_mut().flatten().zip(plan.dispatch.free_bytes_from.iter().flatten()) {
+            *mine += theirs;
+        }
         for (mine, theirs) in m.tasks.iter_mut().zip(&plan.report.tasks) {
             mine.add(theirs);
             mine.queued_sets = theirs.queued_sets;
@@ -746,6 +752,18 @@ impl State {
             t.family(name, kind, help);
             for task in TaskKind::ALL {
                 t.sample(name, &[("task", task.name())], field(&m.tasks[task.index()]));
+            }
+        }
+        // Only the pairs that overlapped: 64 mostly-zero series would bury
+        // the few that matter.
+        let overlap = "dingo_planner_overlap_bytes_total";
+        t.family(overlap, "counter", "Bytes a task (`task`) read free on disk reads another task (`paid_by`) paid for.");
+        for rider in TaskKind::ALL {
+            for payer in TaskKind::ALL {
+                let bytes = m.overlap_bytes[rider.index()][payer.index()];
+                if bytes > 0 {
+                    t.sample(overlap, &[("task", rider.name()), ("paid_by", payer.name())], bytes);
+                }
             }
         }
         let scalars: [(&str, &str, &str, String); 11] = [
@@ -1078,6 +1096,27 @@ mod tests {
         s.ack("a", &ids).unwrap();
         drop(second);
         assert!(s.render_metrics().contains("dingo_planner_subscribers 0"), "a closed stream is not counted");
+    }
+
+    #[test]
+    fn the_overlap_matrix_says_which_task_rode_on_which() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = open(dir.path(), topo());
+        // Reconstruction must read blocks 0-3 now; fsck, with a far deadline,
+        // takes the ones it shares for free.
+        let urgent = Declaration { task: TaskKind::Reconstruction, ..singles(0..4, T0 + 1000) };
+        s.declare("a", &urgent, T0).ok().unwrap();
+        s.declare("b", &singles(0..8, T0 + 60_000), T0).ok().unwrap();
+        let (_a, _b) = (s.subscribe("a"), s.subscribe("b"));
+        s.plan_quantum(T0).unwrap();
+        let page = s.render_metrics();
+        let line = page
+            .lines()
+            .find(|l| l.starts_with("dingo_planner_overlap_bytes_total{task=\"fsck\",paid_by=\"reconstruction\"}"))
+            .unwrap_or_else(|| panic!("{page}"));
+        let bytes: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(bytes > 0, "{line}");
+        assert!(!page.contains("paid_by=\"fsck\""), "fsck paid for nothing another task read: {page}");
     }
 
     #[test]
