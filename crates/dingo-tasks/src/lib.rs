@@ -17,6 +17,7 @@
 
 pub mod declarative;
 pub mod imperative;
+pub mod objects;
 pub mod plan;
 pub mod report;
 pub mod supervisor;

@@ -6,7 +6,8 @@ use anyhow::{Context, Result, bail};
 use dingo_client::{Client, Redundancy};
 use dingo_planner_service::PlannerClient;
 use dingo_tasks::declarative::Agent;
-use dingo_tasks::{CancelFlag, Job, Mode, Progress, imperative, plan};
+use dingo_tasks::plan::FilePick;
+use dingo_tasks::{CancelFlag, Job, Mode, Progress, imperative, plan, report};
 use dingo_types::format_bytes;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -61,6 +62,53 @@ pub enum TaskName {
         #[arg(long, default_value = ".rs")]
         suffix: String,
     },
+    /// Read every data block of the files under a prefix (any copy),
+    /// verifying checksums; rebuild a bad copy from a good one.
+    FileScrub {
+        #[arg(long)]
+        prefix: String,
+        #[command(flatten)]
+        pick: PickArgs,
+    },
+    /// Check the files under a prefix against the metadata (blocks, copies,
+    /// stripes, sizes), reading their first blocks and checking what the
+    /// nodes hold (length, checksums); reports what does not match and
+    /// exits with an error if anything does. Repairs nothing.
+    Fsck {
+        #[arg(long)]
+        prefix: String,
+        /// Data blocks read per file.
+        #[arg(long, default_value_t = 2)]
+        blocks: usize,
+        #[command(flatten)]
+        pick: PickArgs,
+    },
+    /// Garbage-collect an object-store area (AREA/data/ record files,
+    /// AREA/deleted/ tombstones; docs/STORAGE.md): each data file is read,
+    /// its live records rewritten to a new file, and the old one deleted.
+    Gc {
+        #[arg(long)]
+        area: String,
+        #[command(flatten)]
+        pick: PickArgs,
+    },
+}
+
+/// Which files a file-level task takes.
+#[derive(clap::Args, Debug)]
+pub struct PickArgs {
+    /// Take this many files chosen at random instead of every file.
+    #[arg(long)]
+    files: Option<usize>,
+    /// Seed of the random choice of --files.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+impl PickArgs {
+    fn pick(&self) -> FilePick {
+        FilePick { sample: self.files, seed: self.seed }
+    }
 }
 
 /// Accepts `90s`, `30m`, `2h`, `1d` or plain seconds.
@@ -108,6 +156,13 @@ pub async fn run(a: TaskArgs) -> Result<()> {
                 .collect();
             vec![plan::transcoding(&client, &files, *to, prefix, deadline_ms).await?]
         }
+        TaskName::FileScrub { prefix, pick } => {
+            vec![plan::file_scrubbing(&client, prefix, pick.pick(), deadline_ms).await?]
+        }
+        TaskName::Fsck { prefix, blocks, pick } => {
+            vec![plan::fsck(&client, prefix, pick.pick(), *blocks, deadline_ms).await?]
+        }
+        TaskName::Gc { area, pick } => vec![plan::garbage_collection(&client, area, pick.pick(), deadline_ms).await?],
     };
     if jobs.is_empty() {
         eprintln!("nothing to do");
@@ -134,6 +189,8 @@ pub async fn run(a: TaskArgs) -> Result<()> {
             eprintln!("{what}: declared to the planner at {}, due in {}", a.planner, humantime(a.deadline))
         }
     }
+    let task = jobs[0].task;
+    let disk_before = report::class_disk_bytes(&client, task).await?;
     let bar = progress_bar(items);
     let show = {
         let (bar, progress) = (bar.clone(), progress.clone());
@@ -164,13 +221,24 @@ pub async fn run(a: TaskArgs) -> Result<()> {
     };
     show.abort();
     bar.finish_and_clear();
+    let disk_bytes = report::disk_bytes_between(&disk_before, &report::class_disk_bytes(&client, task).await?);
+    let mut reports = reports;
     let mut failed = false;
-    for r in &reports {
+    let mut inconsistencies = 0;
+    for r in &mut reports {
+        r.run_disk_bytes = Some(disk_bytes);
         outln!("{}", serde_json::to_string(r)?);
         failed |= !r.complete();
+        inconsistencies += r.inconsistencies;
     }
     if failed {
         bail!("some work failed; see the reports");
+    }
+    if inconsistencies > 0 {
+        bail!(
+            "{task} found {inconsistencies} inconsistenc{}; see the reports",
+            if inconsistencies == 1 { "y" } else { "ies" }
+        );
     }
     Ok(())
 }
