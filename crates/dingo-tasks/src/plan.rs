@@ -283,13 +283,24 @@ impl FilePick {
 /// Sealed, non-empty files under `prefix` in path order (a sample of them
 /// if asked). Files still being written are not picked, nor empty ones
 /// (nothing to read; the planner refuses a segment without bytes).
+/// Each with its block records (a listing carries none); a file deleted
+/// since the listing is left out.
 async fn pick_files(client: &Client, prefix: &str, pick: FilePick) -> Result<Vec<FileInfo>, ClientError> {
-    let mut files: Vec<FileInfo> = client.list(prefix).await?.into_iter().filter(|f| f.sealed && f.size > 0).collect();
-    files.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut paths: Vec<String> =
+        client.list(prefix).await?.into_iter().filter(|f| f.sealed && f.size > 0).map(|f| f.path).collect();
+    paths.sort_unstable();
     if let Some(n) = pick.sample {
-        fastrand::Rng::with_seed(pick.seed).shuffle(&mut files);
-        files.truncate(n);
-        files.sort_by(|a, b| a.path.cmp(&b.path));
+        fastrand::Rng::with_seed(pick.seed).shuffle(&mut paths);
+        paths.truncate(n);
+        paths.sort_unstable();
+    }
+    let mut files = Vec::with_capacity(paths.len());
+    for path in paths {
+        match client.stat(&path).await {
+            Ok(f) => files.push(f),
+            Err(e) if e.code() == Some(tonic::Code::NotFound) => {}
+            Err(e) => return Err(e),
+        }
     }
     Ok(files)
 }

@@ -233,3 +233,17 @@ pub fn disk_bytes_between(
         })
         .sum()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disk_bytes_count_each_node_from_its_first_sample() {
+        let sample = |v: &[(&str, u64)]| v.iter().map(|(n, b)| (n.to_string(), *b)).collect();
+        let before = sample(&[("a", 100), ("b", 50), ("gone", 70)]);
+        // a read 20; b restarted (counter reset) and read 10; c is new.
+        let after = sample(&[("a", 120), ("b", 10), ("c", 5)]);
+        assert_eq!(disk_bytes_between(&before, &after), 20 + 10 + 5);
+    }
+}

@@ -567,11 +567,12 @@ pub fn check_metadata(file: &FileInfo) -> Vec<String> {
 /// its recorded size (which must not exist). Returns what does not match.
 async fn fsck_block(
     client: &Client,
-    path: &str,
-    rec: &BlockRecord,
+    file: &FileInfo,
+    d: &dingo_client::DataBlock<'_>,
     first: Option<u32>,
     tag: IoTag,
 ) -> Result<Vec<String>, ClientError> {
+    let (path, rec) = (&file.path, d.block);
     let mut order: Vec<(bool, bool, u32)> =
         rec.chunks.iter().map(|c| (Some(c.copy) != first, c.lost, c.copy)).collect();
     order.sort_unstable();
@@ -603,8 +604,16 @@ async fn fsck_block(
         }
     }
     // Every copy answered and was inconsistent: that is the finding. If
-    // some could not be reached, the read is not done: try again later.
+    // some could not be reached, the check is not done: try again later —
+    // unless it is the only copy of an EC member, whose node is down: then
+    // read it degraded from its stripe (which checks the members read), and
+    // leave the member to reconstruction.
     match unavailable {
+        Some(e) if rec.chunks.len() == 1 && findings.is_empty() => {
+            tracing::debug!(block = rec.id, "reading an unreachable member degraded: {e}");
+            client.read_file(file, d.offset, rec.size, tag).await?;
+            Ok(findings)
+        }
         Some(e) => Err(e),
         None => Ok(findings),
     }
@@ -632,7 +641,7 @@ async fn fsck(
         }
     };
     for d in blocks.iter().take_while(|d| d.offset < first_bytes) {
-        out.findings.extend(fsck_block(client, path, d.block, copies.get(&BlockId(d.block.id)).copied(), tag).await?);
+        out.findings.extend(fsck_block(client, &file, d, copies.get(&BlockId(d.block.id)).copied(), tag).await?);
         out.logical_bytes += d.block.size;
     }
     Ok(out)
@@ -734,6 +743,85 @@ mod tests {
         let disk = job(Declared::ChunksOnDisk(3));
         assert_eq!(disk.action_for_key(Member::Copy(c).key()), Some(Action::Scrub { chunk: c, disk: 3 }));
         assert_eq!(disk.action_for_key(Member::Any(BlockId(7)).key()), None);
+    }
+
+    #[test]
+    fn file_jobs_are_declared_by_segment_and_keyed_by_item() {
+        let scrub = Action::FileScrub { path: "/a".into(), file: 1, blocks: vec![4, 5] };
+        let fsck = Action::Fsck { path: "/b".into(), file: 2, first_bytes: 300 };
+        assert_eq!(scrub.file_segment(), Some(FileSegment { path: "/a".into(), offset: 0, length: 0 }));
+        assert_eq!(fsck.file_segment(), Some(FileSegment { path: "/b".into(), offset: 0, length: 300 }));
+        assert_eq!(Action::Move(ChunkRef { block: BlockId(1), copy: 0 }).file_segment(), None);
+        let mut j = job(Declared::Files);
+        j.items = [scrub.clone(), fsck.clone()]
+            .into_iter()
+            .map(|action| WorkItem { set: set_of(&action, &[1]), action, bytes: 1 })
+            .collect();
+        assert_eq!(j.action_for_key(1), Some(fsck));
+        assert_eq!(j.action_for_key(2), None);
+    }
+
+    fn location(copy: u32, node: u32) -> dingo_proto::v1::ChunkLocation {
+        dingo_proto::v1::ChunkLocation { copy, disk: node, node, ..Default::default() }
+    }
+
+    /// A sealed replicated(2) file of two blocks of 100 and 50 bytes.
+    fn file() -> FileInfo {
+        let redundancy = Some(Redundancy::Replicated(2).into());
+        let block = |id, size| BlockRecord {
+            id,
+            file: 9,
+            size,
+            state: BlockState::Sealed as i32,
+            group: id,
+            ec_index: 0,
+            redundancy: redundancy.clone(),
+            chunks: vec![location(0, 1), location(1, 2)],
+        };
+        FileInfo {
+            id: 9,
+            path: "/f".into(),
+            redundancy: redundancy.clone(),
+            block_size: 100,
+            size: 150,
+            sealed: true,
+            block_ids: vec![3, 4],
+            blocks: vec![block(3, 100), block(4, 50)],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn metadata_checks_find_what_does_not_add_up() {
+        assert_eq!(check_metadata(&file()), Vec::<String>::new());
+        let mut f = file();
+        f.size = 160;
+        assert_eq!(check_metadata(&f), vec!["/f: data blocks hold 150 bytes, the file's size is 160"]);
+        let mut f = file();
+        f.blocks[1].chunks[1] = location(1, 1);
+        f.blocks[0].file = 8;
+        f.block_ids.reverse();
+        assert_eq!(
+            check_metadata(&f),
+            vec![
+                "/f: block list [4, 3] does not match the block records [3, 4]",
+                "/f: block 3 belongs to file 8, not 9",
+                "/f: block 4 has two copies on one node",
+            ]
+        );
+        let mut f = file();
+        f.blocks[0].chunks.pop();
+        f.blocks[1].chunks[0].lost = true;
+        f.blocks[1].size = 120;
+        f.size = 220;
+        assert_eq!(
+            check_metadata(&f),
+            vec![
+                "/f: block 4 holds 120 bytes, more than the block size 100",
+                "/f: block 4: 1 of 2 copies lost (disk or node dead)",
+                "/f: block 3 has copies [0], expected 0..2",
+            ]
+        );
     }
 
     #[test]
