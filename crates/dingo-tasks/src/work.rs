@@ -775,13 +775,13 @@ mod tests {
             state: BlockState::Sealed as i32,
             group: id,
             ec_index: 0,
-            redundancy: redundancy.clone(),
+            redundancy,
             chunks: vec![location(0, 1), location(1, 2)],
         };
         FileInfo {
             id: 9,
             path: "/f".into(),
-            redundancy: redundancy.clone(),
+            redundancy,
             block_size: 100,
             size: 150,
             sealed: true,
