@@ -34,17 +34,22 @@ pub struct TaskArgs {
     pub deadline: Duration,
 }
 
+/// Subcommands are verbs; each also answers to its task's name in the
+/// planner, reports and metrics (`scrubbing`, `garbage-collection`, ...).
 #[derive(clap::Subcommand, Debug)]
 pub enum TaskName {
     /// Verify every chunk of the given disks (all live disks by default),
     /// that exact copy; rebuild corrupt chunks from redundancy.
+    #[command(visible_alias = "scrubbing")]
     Scrub {
         #[arg(long = "disk")]
         disks: Vec<u32>,
     },
     /// Rebuild every chunk lost on dead disks or nodes.
+    #[command(visible_alias = "reconstruction")]
     Reconstruct,
     /// Move chunks from disks above the mean utilisation to those below.
+    #[command(visible_alias = "rebalancing")]
     Rebalance {
         /// How far above (or below) the mean a disk must be, as a fraction.
         #[arg(long, default_value_t = 0.1)]
@@ -54,6 +59,7 @@ pub enum TaskName {
     },
     /// Re-encode the files under a prefix (e.g. replicated → RS), writing
     /// each as `<path><suffix>` and deleting the original.
+    #[command(visible_alias = "transcoding")]
     Transcode {
         #[arg(long)]
         prefix: String,
@@ -64,6 +70,7 @@ pub enum TaskName {
     },
     /// Read every data block of the files under a prefix (any copy),
     /// verifying checksums; rebuild a bad copy from a good one.
+    #[command(visible_alias = "file-scrubbing")]
     FileScrub {
         #[arg(long)]
         prefix: String,
@@ -86,6 +93,7 @@ pub enum TaskName {
     /// Garbage-collect an object-store area (AREA/data/ record files,
     /// AREA/deleted/ tombstones; docs/STORAGE.md): each data file is read,
     /// its live records rewritten to a new file, and the old one deleted.
+    #[command(visible_alias = "garbage-collection")]
     Gc {
         #[arg(long)]
         area: String,
@@ -276,6 +284,29 @@ mod tests {
         assert_eq!(parse_duration("15"), Ok(Duration::from_secs(15)));
         assert!(parse_duration("h").is_err());
         assert!(parse_duration("3w").is_err());
+    }
+
+    #[test]
+    fn every_task_answers_to_its_planner_name() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(subcommand)]
+            task: TaskName,
+        }
+        for kind in dingo_types::TaskKind::ALL.into_iter().filter(|k| *k != dingo_types::TaskKind::Georeplication) {
+            let mut args = vec!["dingo", kind.name()];
+            args.extend(match kind {
+                dingo_types::TaskKind::Transcoding
+                | dingo_types::TaskKind::FileScrubbing
+                | dingo_types::TaskKind::Fsck => {
+                    vec!["--prefix", "/p/"]
+                }
+                dingo_types::TaskKind::GarbageCollection => vec!["--area", "/a"],
+                _ => vec![],
+            });
+            assert!(Cli::try_parse_from(&args).is_ok(), "{args:?}");
+        }
     }
 
     #[test]
