@@ -372,14 +372,15 @@ async fn declared_file_tasks_go_through_declare_files_and_survive_files_changing
     assert_every_copy(&t.client, "/d/c", &c).await;
     assert_eq!(t.client.read_all("/d/b", IoTag::Foreground).await.unwrap(), b2);
 
-    // Fsck and GC, declared by file through the planner as well.
-    let (fsck, _) = agent("fsck");
-    let job = plan::fsck(&t.client, "/d/", FilePick::ALL, 2, deadline()).await.unwrap();
-    let r = report(fsck.submit(job, CancelFlag::default())).await;
-    assert!(r.complete(), "{r:?}");
-    assert_eq!((r.items_done, r.inconsistencies), (2, 0), "{r:?}");
+    // Fsck through the command, and GC, declared by file as well.
+    let addr = planner_process.addr().to_string();
+    let args = ["fsck", "--prefix", "/d/", "--mode", "declarative", "--planner", &addr, "--token", "fsck-token"];
+    let r = task(&t, &args);
+    assert_eq!((r["mode"].as_str(), r["declaration"].is_u64()), (Some("declarative"), true), "{r}");
+    assert_eq!((u(&r, "items_done"), u(&r, "inconsistencies"), u(&r, "failed")), (2, 0, 0), "{r}");
     // Two blocks of /d/c (its data members 0 and 1) and the one of /d/b.
-    assert_eq!(r.logical_bytes, 3 * BLOCK, "{r:?}");
+    assert_eq!(u(&r, "logical_bytes"), 3 * BLOCK, "{r}");
+    assert!(r["run_disk_bytes"].is_u64(), "{r}");
 
     let (survivors, dead_bytes) = write_area(&t.client, "/obj").await;
     let (gc, _) = agent("gc");
