@@ -165,6 +165,9 @@ pub struct ActionError {
     pub source: ClientError,
 }
 
+/// Block records the metadata service returns per `GetBlocks` call.
+const MAX_RECORDS_PER_CALL: usize = 65_536;
+
 /// Chunk reads the planner scheduled for a set: block id → copy to read.
 pub type ScheduledCopies = HashMap<BlockId, u32>;
 
@@ -412,7 +415,10 @@ async fn file_scrub(
     copies: &ScheduledCopies,
     tag: IoTag,
 ) -> Result<Outcome, ClientError> {
-    let recs = client.blocks(blocks).await?;
+    let mut recs = Vec::with_capacity(blocks.len());
+    for batch in blocks.chunks(MAX_RECORDS_PER_CALL) {
+        recs.extend(client.blocks(batch).await?);
+    }
     // The file was deleted or rewritten since it was planned: its snapshot
     // is gone (the planner elides such sets; this is the race after it).
     if let Some(r) = recs.iter().find(|r| !is_sealed(r)) {
