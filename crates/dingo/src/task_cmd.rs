@@ -84,9 +84,9 @@ pub enum TaskName {
     Fsck {
         #[arg(long)]
         prefix: String,
-        /// Data blocks read per file.
-        #[arg(long, default_value_t = 2)]
-        blocks: usize,
+        /// Data blocks read per file (at least 1).
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+        blocks: u16,
         #[command(flatten)]
         pick: PickArgs,
     },
@@ -168,7 +168,7 @@ pub async fn run(a: TaskArgs) -> Result<()> {
             vec![plan::file_scrubbing(&client, prefix, pick.pick(), deadline_ms).await?]
         }
         TaskName::Fsck { prefix, blocks, pick } => {
-            vec![plan::fsck(&client, prefix, pick.pick(), *blocks, deadline_ms).await?]
+            vec![plan::fsck(&client, prefix, pick.pick(), usize::from(*blocks), deadline_ms).await?]
         }
         TaskName::Gc { area, pick } => vec![plan::garbage_collection(&client, area, pick.pick(), deadline_ms).await?],
     };
@@ -307,6 +307,7 @@ mod tests {
             });
             assert!(Cli::try_parse_from(&args).is_ok(), "{args:?}");
         }
+        assert!(Cli::try_parse_from(["dingo", "fsck", "--prefix", "/p/", "--blocks", "0"]).is_err());
     }
 
     #[test]
