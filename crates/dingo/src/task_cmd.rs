@@ -72,6 +72,7 @@ pub enum TaskName {
     /// verifying checksums; rebuild a bad copy from a good one.
     #[command(visible_alias = "file-scrubbing")]
     FileScrub {
+        /// Files whose path starts with this.
         #[arg(long)]
         prefix: String,
         #[command(flatten)]
@@ -82,6 +83,7 @@ pub enum TaskName {
     /// nodes hold (length, checksums); reports what does not match and
     /// exits with an error if anything does. Repairs nothing.
     Fsck {
+        /// Files whose path starts with this.
         #[arg(long)]
         prefix: String,
         /// Data blocks read per file (at least 1).
@@ -95,6 +97,7 @@ pub enum TaskName {
     /// its live records rewritten to a new file, and the old one deleted.
     #[command(visible_alias = "garbage-collection")]
     Gc {
+        /// The area's path prefix (its files are AREA/data/* and AREA/deleted/*).
         #[arg(long)]
         area: String,
         #[command(flatten)]
