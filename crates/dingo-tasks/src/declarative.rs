@@ -10,9 +10,9 @@
 use crate::report::{CancelFlag, JobReport, Mode};
 use crate::work::{ActionError, Declared, Job, Outcome, ScheduledCopies, execute};
 use dingo_client::{Client, IoTag};
-use dingo_planner_service::{CallbackStream, PlannerClient, PlannerClientError};
+use dingo_planner_service::{CallbackStream, FileSegment, PlannerClient, PlannerClientError};
 use dingo_proto::planner::{self as pb, BlockSets, DeclareRequest, declare_request::ReadSets};
-use dingo_types::{BlockId, DeclarationId, Member};
+use dingo_types::{BlockId, DeclarationId, Member, Timestamp};
 use futures::StreamExt;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
@@ -42,8 +42,20 @@ pub enum DeclarativeError {
     Stopped,
 }
 
-fn declare_request(job: &Job, margin_ms: u64) -> DeclareRequest {
+/// What a job is declared as: block sets, or file segments.
+enum Request {
+    Blocks(DeclareRequest),
+    Files(Vec<Vec<FileSegment>>),
+}
+
+fn declare_request(job: &Job, margin_ms: u64) -> Result<Request, String> {
     let read_sets = match job.declared {
+        Declared::Files => {
+            let sets = job.items.iter().map(|i| i.action.file_segment().map(|s| vec![s]));
+            return sets.collect::<Option<Vec<_>>>().map(Request::Files).ok_or_else(|| {
+                format!("{} {} is declared by file but has items that read no file", job.task, job.label)
+            });
+        }
         Declared::ChunksOnDisk(disk) => ReadSets::ChunksOnDisk(disk),
         Declared::Items => ReadSets::Sets(BlockSets {
             sets: job
@@ -63,13 +75,17 @@ fn declare_request(job: &Job, margin_ms: u64) -> DeclareRequest {
                 .collect(),
         }),
     };
-    DeclareRequest {
+    Ok(Request::Blocks(DeclareRequest {
         task: job.task.name().to_string(),
-        // Leave the task time to carry out the last callback.
-        deadline_ms: job.deadline_ms.saturating_sub(margin_ms),
+        deadline_ms: declared_deadline_ms(job, margin_ms),
         sets_needed: job.sets_needed,
         read_sets: Some(read_sets),
-    }
+    }))
+}
+
+/// Leaves the task time to carry out the last callback.
+fn declared_deadline_ms(job: &Job, margin_ms: u64) -> u64 {
+    job.deadline_ms.saturating_sub(margin_ms)
 }
 
 /// A job submitted to an [`Agent`], and where its report goes.
@@ -178,7 +194,15 @@ impl AgentLoop {
             let _ = s.done.send(Ok(report));
             return;
         }
-        match self.planner.declare_wire(declare_request(&s.job, self.margin_ms)).await {
+        let declared = match declare_request(&s.job, self.margin_ms) {
+            Ok(Request::Blocks(req)) => self.planner.declare_wire(req).await,
+            Ok(Request::Files(sets)) => {
+                let deadline = Timestamp(declared_deadline_ms(&s.job, self.margin_ms));
+                self.planner.declare_files(s.job.task, deadline, s.job.sets_needed, sets).await
+            }
+            Err(msg) => Err(PlannerClientError::Rpc(tonic::Status::invalid_argument(msg))),
+        };
+        match declared {
             Ok(declared) => {
                 let id = declared.id.0;
                 let mut report = report;

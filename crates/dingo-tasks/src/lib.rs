@@ -10,13 +10,16 @@
 //!
 //! [`plan`] turns the cluster's state into [`work::Job`]s (scrubbing a disk,
 //! rebuilding what a failure lost, rebalancing skewed disks, transcoding
-//! aged files); [`work::execute`] carries out one unit of work. Planning and
+//! aged files; and file by file: scrubbing files, fsck, garbage collection
+//! of an object-store area, whose record format is in [`objects`]);
+//! [`work::execute`] carries out one unit of work. Planning and
 //! execution are shared by both modes, so the two do the same work.
 //! [`supervisor`] runs them by itself when the cluster needs them
 //! (`dingo maintain`).
 
 pub mod declarative;
 pub mod imperative;
+pub mod objects;
 pub mod plan;
 pub mod report;
 pub mod supervisor;

@@ -3,11 +3,13 @@
 //! Planning only reads metadata; it is the same for both modes, so the
 //! imperative and the declarative run of a task do the same work.
 
+use crate::objects::{self, Tombstones};
 use crate::work::{Action, Declared, Job, WorkItem, set_of};
-use dingo_client::{Client, ClientError, DeviceState, Redundancy};
-use dingo_proto::v1::{BlockRecord, ClusterStatusReply};
-use dingo_types::{BlockId, ChunkRef, TaskKind};
+use dingo_client::{Client, ClientError, DeviceState, IoTag, Redundancy};
+use dingo_proto::v1::{BlockRecord, ClusterStatusReply, FileInfo};
+use dingo_types::{BlockId, ChunkRef, DeclarationId, TaskKind};
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 /// Block records fetched per metadata request.
 const RECORD_BATCH: usize = 1024;
@@ -263,4 +265,136 @@ pub async fn transcoding(
         deadline_ms,
         progress: None,
     })
+}
+
+/// Which files a file-level task picks under its prefix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FilePick {
+    /// `None`: every file. `Some(n)`: `n` distinct files chosen at random
+    /// (the simulator's "random files"), reproducibly from `seed`.
+    pub sample: Option<usize>,
+    pub seed: u64,
+}
+
+impl FilePick {
+    pub const ALL: FilePick = FilePick { sample: None, seed: 0 };
+}
+
+/// Sealed, non-empty files under `prefix` in path order (a sample of them
+/// if asked). Files still being written are not picked, nor empty ones
+/// (nothing to read; the planner refuses a segment without bytes).
+/// Each with its block records (a listing carries none); a file deleted
+/// since the listing is left out.
+async fn pick_files(client: &Client, prefix: &str, pick: FilePick) -> Result<Vec<FileInfo>, ClientError> {
+    let mut paths: Vec<String> =
+        client.list(prefix).await?.into_iter().filter(|f| f.sealed && f.size > 0).map(|f| f.path).collect();
+    paths.sort_unstable();
+    if let Some(n) = pick.sample {
+        fastrand::Rng::with_seed(pick.seed).shuffle(&mut paths);
+        paths.truncate(n);
+        paths.sort_unstable();
+    }
+    let mut files = Vec::with_capacity(paths.len());
+    for path in paths {
+        match client.stat(&path).await {
+            Ok(f) => files.push(f),
+            Err(e) if e.code() == Some(tonic::Code::NotFound) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(files)
+}
+
+/// Ids of the blocks holding a file's bytes, in file order: every block
+/// of a replicated file, the data members of an erasure-coded one.
+fn data_block_ids(file: &FileInfo) -> Vec<u64> {
+    let data_members = match Redundancy::try_from(file.redundancy.as_ref()) {
+        Ok(Redundancy::Ec { data, .. }) => u32::from(data),
+        _ => u32::MAX,
+    };
+    file.blocks.iter().filter(|b| b.ec_index < data_members).map(|b| b.id).collect()
+}
+
+fn file_job(task: TaskKind, label: String, items: Vec<WorkItem>, deadline_ms: u64) -> Job {
+    Job { task, label, items, declared: Declared::Files, sets_needed: None, deadline_ms, progress: None }
+}
+
+/// File scrubbing: every data block of each picked file under `prefix`,
+/// read (any copy) and verified; one set per file, declared by path.
+pub async fn file_scrubbing(
+    client: &Client,
+    prefix: &str,
+    pick: FilePick,
+    deadline_ms: u64,
+) -> Result<Job, ClientError> {
+    let items = pick_files(client, prefix, pick)
+        .await?
+        .into_iter()
+        .map(|f| {
+            let blocks = data_block_ids(&f);
+            let action = Action::FileScrub { path: f.path.clone(), file: f.id, blocks: blocks.clone() };
+            WorkItem { set: set_of(&action, &blocks), action, bytes: f.size }
+        })
+        .collect();
+    Ok(file_job(TaskKind::FileScrubbing, prefix.to_string(), items, deadline_ms))
+}
+
+/// Fsck: each picked file under `prefix` checked against the metadata,
+/// reading its first `first_blocks` data blocks (the simulator's fsck reads
+/// 2); one set per file, declared as the segment those blocks hold.
+pub async fn fsck(
+    client: &Client,
+    prefix: &str,
+    pick: FilePick,
+    first_blocks: usize,
+    deadline_ms: u64,
+) -> Result<Job, ClientError> {
+    let items = pick_files(client, prefix, pick)
+        .await?
+        .into_iter()
+        .map(|f| {
+            let first: Vec<&BlockRecord> = {
+                let ids: HashSet<u64> = data_block_ids(&f).into_iter().take(first_blocks).collect();
+                f.blocks.iter().filter(|b| ids.contains(&b.id)).collect()
+            };
+            let first_bytes: u64 = first.iter().map(|b| b.size).sum();
+            let blocks: Vec<u64> = first.iter().map(|b| b.id).collect();
+            let action = Action::Fsck { path: f.path.clone(), file: f.id, first_bytes };
+            WorkItem { set: set_of(&action, &blocks), action, bytes: first_bytes }
+        })
+        .filter(|i| i.bytes > 0)
+        .collect();
+    Ok(file_job(TaskKind::Fsck, prefix.to_string(), items, deadline_ms))
+}
+
+/// Garbage collection of the object-store area `area` (layout and record
+/// format: [`objects`]): the liveness snapshot is every tombstone file of
+/// the area, read now; each picked data file is read in full, its live
+/// records rewritten to its next generation, and it is deleted. One set
+/// per data file, declared by path. A tombstone file that does not parse
+/// stops planning with an error naming it (no liveness, no collection).
+pub async fn garbage_collection(
+    client: &Client,
+    area: &str,
+    pick: FilePick,
+    deadline_ms: u64,
+) -> Result<Job, ClientError> {
+    let tag = IoTag::Maintenance { task: TaskKind::GarbageCollection, declaration: DeclarationId(0) };
+    let mut dead = Tombstones::default();
+    for f in pick_files(client, &objects::tombstone_prefix(area), FilePick::ALL).await? {
+        let data = client.read_file(&f, 0, f.size, tag).await?;
+        dead.add_file(&data).map_err(|e| ClientError::Invalid(format!("tombstone file {}: {e}", f.path)))?;
+    }
+    let dead = Arc::new(dead);
+    let items = pick_files(client, &objects::data_prefix(area), pick)
+        .await?
+        .into_iter()
+        .map(|f| {
+            let blocks = data_block_ids(&f);
+            let to = objects::next_generation(&f.path);
+            let action = Action::Collect { path: f.path.clone(), file: f.id, to, dead: dead.clone() };
+            WorkItem { set: set_of(&action, &blocks), action, bytes: f.size }
+        })
+        .collect();
+    Ok(file_job(TaskKind::GarbageCollection, area.to_string(), items, deadline_ms))
 }

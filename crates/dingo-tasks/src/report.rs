@@ -51,6 +51,8 @@ impl Eq for Progress {}
 
 /// Errors kept per job report; later ones are only counted.
 const MAX_ERRORS_KEPT: usize = 20;
+/// Inconsistencies kept per job report; later ones are only counted.
+const MAX_FINDINGS_KEPT: usize = 200;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -95,9 +97,21 @@ pub struct JobReport {
     pub repaired: u64,
     pub failed: u64,
     pub errors: Vec<String>,
+    /// Inconsistencies found and left as they are (fsck), all counted.
+    pub inconsistencies: u64,
+    /// The first of them, each saying what and where.
+    pub findings: Vec<String>,
     /// Bytes the task read, from disk or cache.
     pub logical_bytes: u64,
+    /// Bytes the storage nodes read from their disks for this task's IO
+    /// class during the whole run that carried this job out (`dingo task`:
+    /// all its jobs, which run at once), summed over the nodes; `None` when
+    /// not measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_disk_bytes: Option<u64>,
     pub written_bytes: u64,
+    /// Logical bytes of dead records dropped (garbage collection).
+    pub freed_bytes: u64,
     pub started_ms: u64,
     /// When the last needed item completed; `None` while unfinished.
     pub finished_ms: Option<u64>,
@@ -126,8 +140,12 @@ impl JobReport {
             repaired: 0,
             failed: 0,
             errors: Vec::new(),
+            inconsistencies: 0,
+            findings: Vec::new(),
             logical_bytes: 0,
+            run_disk_bytes: None,
             written_bytes: 0,
+            freed_bytes: 0,
             started_ms,
             finished_ms: None,
             deadline_ms: job.deadline_ms,
@@ -147,7 +165,11 @@ impl JobReport {
             Ok(o) => {
                 self.logical_bytes += o.logical_bytes;
                 self.written_bytes += o.written_bytes;
-                self.repaired += u64::from(o.repaired);
+                self.freed_bytes += o.freed_bytes;
+                self.repaired += o.repaired;
+                self.inconsistencies += o.findings.len() as u64;
+                let room = MAX_FINDINGS_KEPT.saturating_sub(self.findings.len());
+                self.findings.extend(o.findings.into_iter().take(room));
                 if o.skipped {
                     self.items_skipped += 1;
                 } else {
@@ -172,5 +194,56 @@ impl JobReport {
     /// the job was cancelled on purpose.
     pub fn complete(&self) -> bool {
         self.cancelled || (self.finished_ms.is_some() && self.failed == 0)
+    }
+}
+
+/// Bytes each live node has read from its disks for `task`'s IO class so
+/// far, by node address (a sample for [`disk_bytes_between`]). Nodes that
+/// do not answer are left out.
+pub async fn class_disk_bytes(
+    client: &dingo_client::Client,
+    task: dingo_types::TaskKind,
+) -> Result<std::collections::HashMap<String, u64>, dingo_client::ClientError> {
+    let status = client.cluster_status().await?;
+    let mut out = std::collections::HashMap::new();
+    for n in status.nodes.iter().filter(|n| n.alive) {
+        match client.node_stats(&n.addr).await {
+            Ok(s) => {
+                let bytes = s.disks.iter().flat_map(|d| &d.classes).filter(|c| c.class == task.name()).map(|c| c.bytes);
+                out.insert(n.addr.clone(), bytes.sum());
+            }
+            Err(e) => tracing::debug!(node = %n.addr, "no disk counters: {e}"),
+        }
+    }
+    Ok(out)
+}
+
+/// Disk bytes read between two samples of [`class_disk_bytes`], summed
+/// over the nodes in the second: a node new since the first (or restarted,
+/// its counter reset) counts from zero; a node gone since is left out.
+pub fn disk_bytes_between(
+    before: &std::collections::HashMap<String, u64>,
+    after: &std::collections::HashMap<String, u64>,
+) -> u64 {
+    after
+        .iter()
+        .map(|(node, &a)| match before.get(node) {
+            Some(&b) if b <= a => a - b,
+            _ => a,
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disk_bytes_count_each_node_from_its_first_sample() {
+        let sample = |v: &[(&str, u64)]| v.iter().map(|(n, b)| (n.to_string(), *b)).collect();
+        let before = sample(&[("a", 100), ("b", 50), ("gone", 70)]);
+        // a read 20; b restarted (counter reset) and read 10; c is new.
+        let after = sample(&[("a", 120), ("b", 10), ("c", 5)]);
+        assert_eq!(disk_bytes_between(&before, &after), 20 + 10 + 5);
     }
 }

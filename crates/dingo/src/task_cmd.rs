@@ -5,7 +5,8 @@
 use anyhow::{Context, Result, bail};
 use dingo_client::{Client, Redundancy};
 use dingo_tasks::declarative::Agent;
-use dingo_tasks::{CancelFlag, Job, Mode, Progress, imperative, plan};
+use dingo_tasks::plan::FilePick;
+use dingo_tasks::{CancelFlag, Job, Mode, Progress, imperative, plan, report};
 use dingo_types::format_bytes;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -35,17 +36,22 @@ pub struct TaskArgs {
     pub deadline: Duration,
 }
 
+/// Subcommands are verbs; each also answers to its task's name in the
+/// planner, reports and metrics (`scrubbing`, `garbage-collection`, ...).
 #[derive(clap::Subcommand, Debug)]
 pub enum TaskName {
     /// Verify every chunk of the given disks (all live disks by default),
     /// that exact copy; rebuild corrupt chunks from redundancy.
+    #[command(visible_alias = "scrubbing")]
     Scrub {
         #[arg(long = "disk")]
         disks: Vec<u32>,
     },
     /// Rebuild every chunk lost on dead disks or nodes.
+    #[command(visible_alias = "reconstruction")]
     Reconstruct,
     /// Move chunks from disks above the mean utilisation to those below.
+    #[command(visible_alias = "rebalancing")]
     Rebalance {
         /// How far above (or below) the mean a disk must be, as a fraction.
         #[arg(long, default_value_t = 0.1)]
@@ -55,6 +61,7 @@ pub enum TaskName {
     },
     /// Re-encode the files under a prefix (e.g. replicated → RS), writing
     /// each as `<path><suffix>` and deleting the original.
+    #[command(visible_alias = "transcoding")]
     Transcode {
         #[arg(long)]
         prefix: String,
@@ -63,6 +70,58 @@ pub enum TaskName {
         #[arg(long, default_value = ".rs")]
         suffix: String,
     },
+    /// Read every data block of the files under a prefix (any copy),
+    /// verifying checksums; rebuild a bad copy from a good one.
+    #[command(visible_alias = "file-scrubbing")]
+    FileScrub {
+        /// Files whose path starts with this.
+        #[arg(long)]
+        prefix: String,
+        #[command(flatten)]
+        pick: PickArgs,
+    },
+    /// Check the files under a prefix against the metadata (blocks, copies,
+    /// stripes, sizes), reading their first blocks and checking what the
+    /// nodes hold (length, checksums); reports what does not match and
+    /// exits with an error if anything does. Repairs nothing.
+    Fsck {
+        /// Files whose path starts with this.
+        #[arg(long)]
+        prefix: String,
+        /// Data blocks read per file (at least 1).
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..))]
+        blocks: u16,
+        #[command(flatten)]
+        pick: PickArgs,
+    },
+    /// Garbage-collect an object-store area (AREA/data/ record files,
+    /// AREA/deleted/ tombstones; docs/STORAGE.md): each data file is read,
+    /// its live records rewritten to a new file, and the old one deleted.
+    #[command(visible_alias = "garbage-collection")]
+    Gc {
+        /// The area's path prefix (its files are AREA/data/* and AREA/deleted/*).
+        #[arg(long)]
+        area: String,
+        #[command(flatten)]
+        pick: PickArgs,
+    },
+}
+
+/// Which files a file-level task takes.
+#[derive(clap::Args, Debug)]
+pub struct PickArgs {
+    /// Take this many files chosen at random instead of every file.
+    #[arg(long)]
+    files: Option<usize>,
+    /// Seed of the random choice of --files.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+impl PickArgs {
+    fn pick(&self) -> FilePick {
+        FilePick { sample: self.files, seed: self.seed }
+    }
 }
 
 /// Accepts `90s`, `30m`, `2h`, `1d` or plain seconds.
@@ -110,6 +169,13 @@ pub async fn run(a: TaskArgs) -> Result<()> {
                 .collect();
             vec![plan::transcoding(&client, &files, *to, prefix, deadline_ms).await?]
         }
+        TaskName::FileScrub { prefix, pick } => {
+            vec![plan::file_scrubbing(&client, prefix, pick.pick(), deadline_ms).await?]
+        }
+        TaskName::Fsck { prefix, blocks, pick } => {
+            vec![plan::fsck(&client, prefix, pick.pick(), usize::from(*blocks), deadline_ms).await?]
+        }
+        TaskName::Gc { area, pick } => vec![plan::garbage_collection(&client, area, pick.pick(), deadline_ms).await?],
     };
     if jobs.is_empty() {
         eprintln!("nothing to do");
@@ -136,6 +202,8 @@ pub async fn run(a: TaskArgs) -> Result<()> {
             eprintln!("{what}: declared to the planner at {}, due in {}", a.planner, humantime(a.deadline))
         }
     }
+    let task = jobs[0].task;
+    let disk_before = report::class_disk_bytes(&client, task).await?;
     let bar = progress_bar(items);
     let show = {
         let (bar, progress) = (bar.clone(), progress.clone());
@@ -166,13 +234,24 @@ pub async fn run(a: TaskArgs) -> Result<()> {
     };
     show.abort();
     bar.finish_and_clear();
+    let disk_bytes = report::disk_bytes_between(&disk_before, &report::class_disk_bytes(&client, task).await?);
+    let mut reports = reports;
     let mut failed = false;
-    for r in &reports {
+    let mut inconsistencies = 0;
+    for r in &mut reports {
+        r.run_disk_bytes = Some(disk_bytes);
         outln!("{}", serde_json::to_string(r)?);
         failed |= !r.complete();
+        inconsistencies += r.inconsistencies;
     }
     if failed {
         bail!("some work failed; see the reports");
+    }
+    if inconsistencies > 0 {
+        bail!(
+            "{task} found {inconsistencies} inconsistenc{}; see the reports",
+            if inconsistencies == 1 { "y" } else { "ies" }
+        );
     }
     Ok(())
 }
@@ -210,6 +289,30 @@ mod tests {
         assert_eq!(parse_duration("15"), Ok(Duration::from_secs(15)));
         assert!(parse_duration("h").is_err());
         assert!(parse_duration("3w").is_err());
+    }
+
+    #[test]
+    fn every_task_answers_to_its_planner_name() {
+        use clap::Parser;
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(subcommand)]
+            task: TaskName,
+        }
+        for kind in dingo_types::TaskKind::ALL.into_iter().filter(|k| *k != dingo_types::TaskKind::Georeplication) {
+            let mut args = vec!["dingo", kind.name()];
+            args.extend(match kind {
+                dingo_types::TaskKind::Transcoding
+                | dingo_types::TaskKind::FileScrubbing
+                | dingo_types::TaskKind::Fsck => {
+                    vec!["--prefix", "/p/"]
+                }
+                dingo_types::TaskKind::GarbageCollection => vec!["--area", "/a"],
+                _ => vec![],
+            });
+            assert!(Cli::try_parse_from(&args).is_ok(), "{args:?}");
+        }
+        assert!(Cli::try_parse_from(["dingo", "fsck", "--prefix", "/p/", "--blocks", "0"]).is_err());
     }
 
     #[test]
