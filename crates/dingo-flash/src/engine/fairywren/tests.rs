@@ -156,3 +156,35 @@ fn set_over_provisioning_sets_the_share_of_gc_writes() {
     assert!(roomy_gc < tight_gc * 0.6, "GC share {tight_gc:.2} -> {roomy_gc:.2}");
     assert!(roomy_wa < tight_wa * 0.8, "WA {tight_wa:.2} -> {roomy_wa:.2}");
 }
+
+/// A GC pass rewrites exactly the victim zone's live subsets: those whose
+/// set has FWLog objects pending are nest-packed with them, the rest are
+/// copied; then the zone is reset.
+#[test]
+fn gc_packs_live_sets_with_pending_objects_and_copies_the_rest() {
+    let mut fw = FairyWren::new(small(64, true));
+    // 65 hot subsets seal the first hot zone (64 pages) and open a second.
+    for set in 0..65 {
+        fw.pack_set(set, one(1_000_000 + u64::from(set)), false);
+    }
+    // Rewriting sets 0..32 leaves 32 live subsets in the sealed zone.
+    for set in 0..32 {
+        fw.pack_set(set, one(2_000_000 + u64::from(set)), false);
+    }
+    // Five of the still-live sets get one FWLog object each.
+    let pending: Vec<u64> = (32..37).map(|set| (0..).find(|&k| fw.place(k).0 == set).unwrap()).collect();
+    for &key in &pending {
+        fw.insert(Object { key, size_bytes: 100 });
+    }
+    let before = fw.write_breakdown();
+    let written = fw.device().counters().host_write_bytes;
+    fw.collect_fwsets_zone();
+    let after = fw.write_breakdown();
+    assert_eq!(after.gc_pack_pages - before.gc_pack_pages, 5);
+    assert_eq!(after.gc_pack_objects - before.gc_pack_objects, 5);
+    assert_eq!(after.gc_copy_pages - before.gc_copy_pages, 27);
+    assert_eq!(fw.device().counters().host_write_bytes - written, 32 * PAGE_BYTES);
+    for &key in &pending {
+        assert_eq!(fw.get(key), Some(100), "packed into its set");
+    }
+}
