@@ -32,16 +32,22 @@ pub fn fairywren_runs(budgets: &Budgets, trace: &[Object], mean_object_bytes: u3
     });
     let mut out = vec![replay(&mut kangaroo, trace, budgets, "kangaroo", "on the FTL, p=1", 1.0)];
     let zone_pages = (pages / ZONES) as u32;
-    for (system, label, nest_packing, hot_cold, threshold) in [
-        ("fairywren", "nest packing + hot/cold, n=1, p=1", true, true, 1),
-        ("fairywren-no-hot-cold", "nest packing, one 8 KiB set, n=1, p=1", true, false, 1),
-        ("physical-separation", "no nest packing, one 8 KiB set, n=1, p=1", false, false, 1),
-        ("fairywren-threshold-2", "nest packing + hot/cold, n=2, p=1", true, true, 2),
+    // The last three: FWSets over-provisioning beyond Table 5.4's 5 %, the
+    // lever that sets how much of FairyWREN's writing is GC (docs/FLASH.md).
+    for (system, label, nest_packing, hot_cold, threshold, set_op) in [
+        ("fairywren", "nest packing + hot/cold, n=1, p=1", true, true, 1, 0.05),
+        ("fairywren-no-hot-cold", "nest packing, one 8 KiB set, n=1, p=1", true, false, 1, 0.05),
+        ("physical-separation", "no nest packing, one 8 KiB set, n=1, p=1", false, false, 1, 0.05),
+        ("fairywren-threshold-2", "nest packing + hot/cold, n=2, p=1", true, true, 2, 0.05),
+        ("fairywren-set-op-15", "as fairywren, FWSets OP 15 %", true, true, 1, 0.15),
+        ("fairywren-set-op-30", "as fairywren, FWSets OP 30 %", true, true, 1, 0.30),
+        ("fairywren-no-hot-cold-set-op-30", "as fairywren-no-hot-cold, FWSets OP 30 %", true, false, 1, 0.30),
     ] {
         let mut fw = FairyWren::new(FairyWrenConfig {
             nest_packing,
             hot_cold,
             threshold,
+            set_op,
             seed,
             ..FairyWrenConfig::new(pages, zone_pages, mean_object_bytes)
         });

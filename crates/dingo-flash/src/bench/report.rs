@@ -81,14 +81,20 @@ pub fn markdown(report: &BenchReport) -> String {
     table(&mut out, report.fairywren.iter());
     let _ = writeln!(
         out,
-        "\nFairyWREN's flash pages by cause (whole run):\n\n| system | log segments | FWLog flushes | GC packs | GC copies |\n|---|---|---|---|---|"
+        "\nFairyWREN's flash pages by cause (whole run), and FWLog objects each kind of set write absorbed per page:\n\n| system | log segments | FWLog flushes | GC packs | GC copies | objects per flush page | objects per GC-pack page |\n|---|---|---|---|---|---|---|"
     );
     for r in &report.fairywren {
         if let Some(w) = r.fairywren_writes {
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} |",
-                r.system, w.log_pages, w.flush_pages, w.gc_pack_pages, w.gc_copy_pages
+                "| {} | {} | {} | {} | {} | {:.2} | {:.2} |",
+                r.system,
+                w.log_pages,
+                w.flush_pages,
+                w.gc_pack_pages,
+                w.gc_copy_pages,
+                w.flush_objects as f64 / w.flush_pages.max(1) as f64,
+                w.gc_pack_objects as f64 / w.gc_pack_pages.max(1) as f64
             );
         }
     }

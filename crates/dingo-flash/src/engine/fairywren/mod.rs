@@ -47,6 +47,10 @@ pub struct WriteBreakdown {
     pub gc_pack_pages: u64,
     /// Subsets GC copied unchanged.
     pub gc_copy_pages: u64,
+    /// FWLog objects absorbed by FWLog flushes (into any subset write).
+    pub flush_objects: u64,
+    /// FWLog objects absorbed by GC packs (nest packing).
+    pub gc_pack_objects: u64,
 }
 
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -205,6 +209,12 @@ impl FairyWren {
     /// `resplit_every`-th packing (or when `resplit` is forced) both subsets
     /// are merged, re-split by popularity and both written (L1518).
     fn pack_set(&mut self, set: u32, incoming: Vec<SetObject>, resplit: bool) {
+        let absorbed = incoming.len() as u64;
+        match self.cause {
+            Cause::Flush => self.breakdown.flush_objects += absorbed,
+            Cause::GcPack => self.breakdown.gc_pack_objects += absorbed,
+            Cause::GcCopy => debug_assert_eq!(absorbed, 0, "a GC copy absorbs nothing"),
+        }
         if !self.config.hot_cold {
             let existing = self.subsets[0].take(set);
             let (kept, _) = fill(self.rrip.rank(existing, incoming), self.subsets[0].set_bytes());
