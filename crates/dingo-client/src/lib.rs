@@ -35,7 +35,7 @@ mod health;
 pub use health::{DrainProgress, Health};
 
 pub use dingo_iosched::steering::{ReplicaChoice, SteeringConfig};
-pub use dingo_proto::v1::{BlockRecord, ChunkLocation, DeviceState};
+pub use dingo_proto::v1::{BlockRecord, ChunkLocation, DeviceState, FileInfo};
 pub use dingo_proto::{IoTag, Redundancy};
 
 use bytes::{Buf, Bytes};
