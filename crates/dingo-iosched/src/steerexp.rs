@@ -422,8 +422,9 @@ mod tests {
     #[test]
     fn the_slowdown_windows_hit_their_disks_only() {
         let spec = SteerSpec::quick();
-        assert_eq!(spec.slowdown_permille(spec.transient_disk, 6_000_000), 5_000);
-        assert_eq!(spec.slowdown_permille(spec.transient_disk, 8_300_000), 1_000);
+        assert_eq!(spec.slowdown_permille(spec.transient_disk, 6_499_999), 1_000);
+        assert_eq!(spec.slowdown_permille(spec.transient_disk, 6_500_000), 5_000);
+        assert_eq!(spec.slowdown_permille(spec.transient_disk, 8_800_000), 1_000);
         assert_eq!(spec.slowdown_permille(spec.persistent_disk, 8_000_000), 1_000);
         assert_eq!(spec.slowdown_permille(spec.persistent_disk, 29_000_000), 5_000);
         assert_eq!(spec.slowdown_permille(0, 7_000_000), 1_000);
@@ -438,10 +439,10 @@ mod tests {
             let disk = if i % 4 == 0 { spec.transient_disk } else { 0 };
             rec.read(1_000_000 + i * 12_000, 10_000, disk);
         }
-        // During the fault's first second: 30 ms, none on the slow disk
-        // in the half second ending 1 s after onset.
+        // During the fault's first second (from 6.5 s): 30 ms, none on the
+        // slow disk in the half second ending 1 s after onset.
         for i in 0..100u64 {
-            rec.read(6_000_000 + i * 10_000, 30_000, 0);
+            rec.read(6_500_000 + i * 10_000, 30_000, 0);
         }
         let s = rec.summary(&spec);
         assert_eq!(s.pre_fault_p90_ms, 10.0);
@@ -451,6 +452,6 @@ mod tests {
         assert_eq!(s.share_1s_after_onset, 0.0);
         assert_eq!(s.share_drop, 1.0);
         assert_eq!(s.series.len(), 30);
-        assert_eq!(s.series[6].reads, 100);
+        assert_eq!((s.series[6].reads, s.series[7].reads), (50, 50));
     }
 }

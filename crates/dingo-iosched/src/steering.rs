@@ -185,13 +185,14 @@ mod tests {
         // ...one an RTT after the first cut does.
         s.on_reply(7, true, 50 * MS);
         assert_eq!(s.cc(7, 50 * MS), 0.25);
-        // Then, after one quiet RTT, +5 % per 50 ms: back to 1 after 16.
-        assert!((s.cc(7, 50 * MS + 6 * 50 * MS) - 0.5).abs() < 1e-9);
-        assert!(s.cc(7, 50 * MS + 16 * 50 * MS - 1) < 1.0);
-        assert_eq!(s.cc(7, 50 * MS + 16 * 50 * MS), 1.0);
+        // Then, after one quiet RTT, +2 % per 50 ms: back to 1 after
+        // 1 + 0.75 / 0.02 = 38.5 RTTs.
+        assert!((s.cc(7, 50 * MS + 6 * 50 * MS) - 0.35).abs() < 1e-9);
+        assert!(s.cc(7, 1975 * MS - 1) < 1.0);
+        assert_eq!(s.cc(7, 1975 * MS), 1.0);
         // Replies without a signal change nothing.
         s.on_reply(7, false, 120 * MS);
-        assert!((s.cc(7, 120 * MS) - 0.27).abs() < 1e-9);
+        assert!((s.cc(7, 120 * MS) - 0.258).abs() < 1e-9);
     }
 
     #[test]
