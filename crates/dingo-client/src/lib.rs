@@ -9,8 +9,15 @@
 //! `k + m` members) and fsynced. If a node fails during a unit, the unit is
 //! abandoned and rewritten elsewhere.
 //!
-//! Reads ([`Client::read`]) pick a replica at random and fall back to the
-//! others on any error, including a checksum error reported by the node; an
+//! Reads ([`Client::read`]) pick a replica and fall back to the others on
+//! any error. Foreground reads are steered by default
+//! ([`ReplicaChoice::Steering`], Sandook): a copy is drawn by weight, the
+//! inverse of the read's head time on the disk's model, cut in half per RTT
+//! while the disk's replies carry a congestion signal and restored over
+//! time; [`Client::with_replica_choice`] selects plain random choice, the
+//! baseline. Maintenance reads start at a random copy; declared reads name
+//! their exact copy ([`Client::read_copy`]) and are never steered. Reads fall
+//! back including a checksum error reported by the node; an
 //! unreadable EC data member is rebuilt from any `k` other members of its
 //! stripe. Chunks on disks or nodes marked dead are never read. Every read
 //! carries an [`IoTag`].
@@ -27,15 +34,17 @@ mod health;
 
 pub use health::{DrainProgress, Health};
 
-pub use dingo_proto::v1::{BlockRecord, ChunkLocation, DeviceState};
+pub use dingo_iosched::steering::{ReplicaChoice, SteeringConfig};
+pub use dingo_proto::v1::{BlockRecord, ChunkLocation, DeviceState, FileInfo};
 pub use dingo_proto::{IoTag, Redundancy};
 
 use bytes::{Buf, Bytes};
+use dingo_iosched::steering::{Steering, random_order};
 use dingo_proto::v1::meta_client::MetaClient;
 use dingo_proto::v1::node_client::NodeClient;
 use dingo_proto::v1::*;
 use dingo_proto::{CONNECTION_WINDOW, MAX_FRAME, MAX_MESSAGE_BYTES, STREAM_WINDOW};
-use dingo_types::ChunkRef;
+use dingo_types::{ChunkRef, DiskModel};
 use futures::{Stream, StreamExt, TryStreamExt};
 use std::collections::HashMap;
 use std::collections::VecDeque;
@@ -256,6 +265,27 @@ pub struct Client {
     meta_addr: Arc<str>,
     deadline: Duration,
     nodes: Arc<Mutex<HashMap<String, NodeClient<Channel>>>>,
+    replica_choice: ReplicaChoice,
+    steer: Arc<Mutex<SteerState>>,
+}
+
+/// How often the disk models behind the steering weights may be fetched
+/// again when a read names a disk without one.
+const MODEL_REFRESH: Duration = Duration::from_secs(10);
+
+/// The client's replica-steering state, shared by its clones.
+struct SteerState {
+    policy: Steering,
+    /// Time origin of the policy's µs clock.
+    epoch: std::time::Instant,
+    rng: fastrand::Rng,
+    models_fetched: Option<std::time::Instant>,
+}
+
+impl SteerState {
+    fn now_us(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
 }
 
 impl Client {
@@ -271,7 +301,25 @@ impl Client {
             meta_addr: meta_addr.into(),
             deadline: DEFAULT_DEADLINE,
             nodes: Arc::new(Mutex::new(HashMap::new())),
+            replica_choice: ReplicaChoice::default(),
+            steer: Arc::new(Mutex::new(SteerState {
+                policy: Steering::new(SteeringConfig::default()),
+                epoch: std::time::Instant::now(),
+                rng: fastrand::Rng::new(),
+                models_fetched: None,
+            })),
         })
+    }
+
+    /// The same client choosing copies for foreground reads by `choice`
+    /// (default: [`ReplicaChoice::Steering`]).
+    pub fn with_replica_choice(mut self, choice: ReplicaChoice) -> Client {
+        self.replica_choice = choice;
+        self
+    }
+
+    pub fn replica_choice(&self) -> ReplicaChoice {
+        self.replica_choice
     }
 
     /// The same client with another deadline per metadata operation. An
@@ -540,19 +588,34 @@ impl Client {
     /// Reads a range of one exact chunk copy from the node at `addr`: no
     /// fallback, as scrubbing a specific copy needs.
     pub async fn read_chunk(&self, addr: &str, chunk: ChunkRef, offset: u64, len: u64, tag: IoTag) -> Result<Bytes> {
+        Ok(self.read_chunk_signalled(addr, chunk, offset, len, tag).await?.0)
+    }
+
+    /// [`Client::read_chunk`], also returning whether the node said the
+    /// chunk's disk is congested (in any reply, for reads in pieces).
+    async fn read_chunk_signalled(
+        &self,
+        addr: &str,
+        chunk: ChunkRef,
+        offset: u64,
+        len: u64,
+        tag: IoTag,
+    ) -> Result<(Bytes, bool)> {
         let mut out = bytes::BytesMut::new();
         let mut pos = offset;
+        let mut congested = false;
         loop {
             let n = (offset + len - pos).min(PIECE as u64);
             let req = ReadChunkRequest { chunk: Some(chunk.into()), offset: pos, len: n, io_class: Some(tag.into()) };
-            let data = self.node(addr)?.read_chunk(req).await?.into_inner().data;
+            let reply = self.node(addr)?.read_chunk(req).await?.into_inner();
+            congested |= reply.congestion.is_some_and(|c| c.congested);
             if n == len {
-                return Ok(data);
+                return Ok((reply.data, congested));
             }
-            out.extend_from_slice(&data);
+            out.extend_from_slice(&reply.data);
             pos += n;
             if pos == offset + len {
-                return Ok(out.freeze());
+                return Ok((out.freeze(), congested));
             }
         }
     }
@@ -609,21 +672,98 @@ impl Client {
         Ok(futures::stream::iter(extents.into_iter().map(move |e| self.read_extent(e, tag))).buffered(READ_PARALLELISM))
     }
 
+    /// Reads `len` bytes at `offset` of a file already looked up, a range
+    /// inside one block, and says which disk served it (`None`: rebuilt
+    /// from the rest of its EC stripe). For experiments that attribute
+    /// latency to disks.
+    pub async fn read_traced(
+        &self,
+        file: &FileInfo,
+        offset: u64,
+        len: u64,
+        tag: IoTag,
+    ) -> Result<(Bytes, Option<u32>)> {
+        if offset.checked_add(len).is_none_or(|end| end > file.size) {
+            return Err(ClientError::PastEnd { path: file.path.clone(), offset, len, size: file.size });
+        }
+        let mut extents = extents(file, offset, len)?;
+        match (extents.pop(), extents.is_empty()) {
+            (Some(e), true) => self.read_extent_from(e, tag).await,
+            _ => Err(ClientError::Invalid(format!("{} bytes at offset {offset} span more than one block", len))),
+        }
+    }
+
     async fn read_extent(&self, e: Extent<'_>, tag: IoTag) -> Result<Bytes> {
+        Ok(self.read_extent_from(e, tag).await?.0)
+    }
+
+    /// The order in which to try the copies of `b` for a read of `len`
+    /// bytes tagged `tag`: steered for foreground reads, else a random
+    /// start, then the others in order.
+    async fn copy_order(&self, b: &BlockRecord, len: u64, tag: IoTag) -> Vec<usize> {
+        let steer = matches!(tag, IoTag::Foreground) && self.replica_choice == ReplicaChoice::Steering;
+        if steer {
+            self.ensure_models(b).await;
+        }
+        let mut st = self.steer.lock().unwrap_or_else(|p| p.into_inner());
+        if steer {
+            let disks: Vec<u32> = b.chunks.iter().map(|c| c.disk).collect();
+            let now_us = st.now_us();
+            let SteerState { policy, rng, .. } = &mut *st;
+            return policy.order(&disks, len, now_us, rng);
+        }
+        random_order(b.chunks.len(), &mut st.rng)
+    }
+
+    /// Fetches the disks' models for the steering weights on first use,
+    /// and again (at most every [`MODEL_REFRESH`]) when `b` has a copy on a
+    /// disk without one. Without an answer, disks count as the default HDD.
+    async fn ensure_models(&self, b: &BlockRecord) {
+        let due = {
+            let st = self.steer.lock().unwrap_or_else(|p| p.into_inner());
+            let unknown = b.chunks.iter().any(|c| !st.policy.knows(c.disk));
+            unknown && st.models_fetched.is_none_or(|t| t.elapsed() >= MODEL_REFRESH)
+        };
+        if !due {
+            return;
+        }
+        let status = self.cluster_status().await;
+        let mut st = self.steer.lock().unwrap_or_else(|p| p.into_inner());
+        st.models_fetched = Some(std::time::Instant::now());
+        match status {
+            Ok(status) => {
+                for d in status.nodes.iter().flat_map(|n| &n.disks) {
+                    if let Some(m) = d.model.filter(|m| m.transfer_bytes_per_sec > 0) {
+                        let model = DiskModel {
+                            positioning_us: m.positioning_us,
+                            transfer_bytes_per_sec: m.transfer_bytes_per_sec,
+                        };
+                        st.policy.set_model(d.id, model);
+                    }
+                }
+            }
+            Err(e) => tracing::debug!("no disk models for replica steering: {e}"),
+        }
+    }
+
+    async fn read_extent_from(&self, e: Extent<'_>, tag: IoTag) -> Result<(Bytes, Option<u32>)> {
         let b = e.block;
-        // Start at a random copy to spread load; fall back in order.
-        let n = b.chunks.len();
-        let start = if n > 1 { fastrand::usize(..n) } else { 0 };
+        let order = self.copy_order(b, e.len, tag).await;
         let mut errors = Vec::new();
-        for i in 0..n {
-            let c = &b.chunks[(start + i) % n];
+        for i in order {
+            let c = &b.chunks[i];
             let chunk = chunk_at(b, c);
             if c.lost {
                 errors.push(format!("{chunk} is on a disk or node marked dead"));
                 continue;
             }
-            match self.read_chunk(&c.addr, chunk, e.offset, e.len, tag).await {
-                Ok(d) => return Ok(d),
+            match self.read_chunk_signalled(&c.addr, chunk, e.offset, e.len, tag).await {
+                Ok((d, congested)) => {
+                    let mut st = self.steer.lock().unwrap_or_else(|p| p.into_inner());
+                    let now_us = st.now_us();
+                    st.policy.on_reply(c.disk, congested, now_us);
+                    return Ok((d, Some(c.disk)));
+                }
                 Err(err) => {
                     tracing::warn!(%chunk, node = %c.addr, "read failed, trying redundancy: {err}");
                     errors.push(format!("{chunk} on {}: {err}", c.addr));
@@ -638,7 +778,7 @@ impl Client {
                     errors.join("; ")
                 ))
             })?;
-            return Ok(full.slice(e.offset as usize..(e.offset + e.len) as usize));
+            return Ok((full.slice(e.offset as usize..(e.offset + e.len) as usize), None));
         }
         Err(ClientError::Unreadable(format!("block {} has no readable copy: {}", b.id, errors.join("; "))))
     }

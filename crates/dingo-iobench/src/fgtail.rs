@@ -159,7 +159,7 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
     })
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return 0.0;
     }
@@ -327,7 +327,7 @@ async fn write_data(client: &Client, spec: &FgTailSpec) -> Result<Vec<DiskTarget
     Ok(targets.into_iter().map(|t| t.1).collect())
 }
 
-fn since_start_us(start: Instant) -> u64 {
+pub(crate) fn since_start_us(start: Instant) -> u64 {
     u64::try_from(Instant::now().saturating_duration_since(start).as_micros()).unwrap_or(u64::MAX)
 }
 

@@ -16,8 +16,11 @@
 
 mod bucket;
 mod classful;
+pub mod congestion;
 pub mod fgtail;
 mod fifo;
+pub mod steerexp;
+pub mod steering;
 
 pub use classful::{Classful, ClassfulConfig};
 pub use fifo::Fifo;

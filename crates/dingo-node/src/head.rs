@@ -9,6 +9,7 @@
 //! caller waits on the condition variable until its unit is granted or the
 //! head frees up, then sleeps for the unit's service time.
 
+use dingo_iosched::congestion::{Congestion, CongestionConfig, CongestionDetector};
 use dingo_iosched::{Class, ClassfulConfig, Decision, Policy, PolicyKind, Request};
 use dingo_proto::IoTag;
 use dingo_types::{DiskModel, TaskKind};
@@ -94,6 +95,9 @@ struct State {
     /// Enqueue times of queued requests (a unit never starts before it).
     arrived_us: HashMap<u64, u64>,
     granted: HashMap<u64, Grant>,
+    /// Head time of completed requests against the profile: the
+    /// congestion signal read replies carry.
+    congestion: CongestionDetector,
 }
 
 pub struct Head {
@@ -127,6 +131,7 @@ impl Head {
                 retry_at_us: None,
                 arrived_us: HashMap::new(),
                 granted: HashMap::new(),
+                congestion: CongestionDetector::new(CongestionConfig::default()),
             }),
             changed: Condvar::new(),
             classes: Default::default(),
@@ -185,9 +190,18 @@ impl Head {
             std::thread::sleep(Duration::from_micros(grant.end_us.saturating_sub(now)));
             self.changed.notify_all();
             if grant.last {
+                // Service as charged when enqueued against the profile's:
+                // re-positionings after interruptions are the scheduler's
+                // doing, not the device's.
+                self.lock().congestion.observe(grant.end_us, cost_us, self.model.head_time_us(bytes));
                 return (result, charged_us);
             }
         }
+    }
+
+    /// The disk's congestion signal now.
+    pub fn congestion(&self) -> Congestion {
+        self.lock().congestion.state()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -304,6 +318,18 @@ mod tests {
         std::thread::sleep(Duration::from_millis(200));
         let ((), normal) = head.serve(0, IoTag::Foreground, || ());
         assert_eq!(normal, 5_000);
+    }
+
+    #[test]
+    fn a_slowed_disk_signals_congestion_and_a_normal_one_does_not() {
+        let slowdown = Slowdown { factor_permille: 5_000, after: Duration::ZERO, lasting: Duration::from_secs(60) };
+        let slow = Head::new(MODEL, &IoSettings { slowdown: Some(slowdown), ..IoSettings::default() });
+        let normal = Head::new(MODEL, &IoSettings::default());
+        for head in [&slow, &normal] {
+            head.serve(4096, IoTag::Foreground, || ());
+        }
+        assert_eq!(slow.congestion(), Congestion { congested: true, slowness_permille: 5000 });
+        assert_eq!(normal.congestion(), Congestion { congested: false, slowness_permille: 1000 });
     }
 
     #[test]

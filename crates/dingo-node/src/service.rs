@@ -72,7 +72,11 @@ impl Node for NodeService {
             return Err(Status::invalid_argument(format!("read of {} bytes exceeds the {MAX_READ}-byte limit", r.len)));
         }
         let (data, cache_hit) = block_in_place(|| self.store.read(chunk, r.offset, r.len, tag))?;
-        Ok(Response::new(ReadChunkReply { data, cache_hit }))
+        let congestion = self.store.congestion_of(chunk).map(|c| Congestion {
+            congested: c.congested,
+            slowness_permille: u32::try_from(c.slowness_permille).unwrap_or(u32::MAX),
+        });
+        Ok(Response::new(ReadChunkReply { data, cache_hit, congestion }))
     }
 
     type ReadChunkStreamStream = futures::stream::Iter<std::vec::IntoIter<Result<ReadChunkReply, Status>>>;
@@ -253,6 +257,17 @@ fn render_head_metrics(store: &Store, s: &NodeStatsReply, m: &mut MetricsText) {
     m.family(name, "gauge", "1 for the IO scheduler policy of each emulated disk ([node.io] scheduler).");
     for (disk, head) in &heads {
         m.sample(name, &[("disk", disk), ("policy", head.scheduler.name())], 1);
+    }
+    let congestion: Vec<_> = heads.iter().map(|(disk, head)| (disk, head.congestion())).collect();
+    let name = "dingo_disk_congested";
+    m.family(name, "gauge", "1 while the emulated disk runs more than 10 % above its model (the steering signal).");
+    for (disk, c) in &congestion {
+        m.sample(name, &[("disk", disk)], u64::from(c.congested));
+    }
+    let name = "dingo_disk_slowness_ratio";
+    m.family(name, "gauge", "Observed over modelled head time of the disk's recent requests (1: on profile).");
+    for (disk, c) in &congestion {
+        m.sample(name, &[("disk", disk)], c.slowness_permille as f64 / 1000.0);
     }
     let name = "dingo_disk_class_head_time_us_total";
     m.family(name, "counter", "Emulated head time served per scheduling class, µs.");

@@ -116,6 +116,13 @@ impl Store {
             .ok_or_else(|| StoreError::Invalid(format!("{id} is not on this node")))
     }
 
+    /// The congestion signal of the emulated disk holding `chunk`, if it
+    /// is here and its disk has a model.
+    pub fn congestion_of(&self, chunk: ChunkRef) -> Option<dingo_iosched::congestion::Congestion> {
+        let stored = self.lookup(chunk).ok()?;
+        Some(self.disks[stored.disk].head.as_ref()?.congestion())
+    }
+
     fn lookup(&self, chunk: ChunkRef) -> Result<Arc<Stored>, StoreError> {
         self.index.read().unwrap_or_else(|p| p.into_inner()).get(&chunk).cloned().ok_or(StoreError::NotFound(chunk))
     }

@@ -5,7 +5,7 @@
 use crate::storage_config::StorageConfig;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use dingo_client::{Client, DeviceState, Redundancy};
+use dingo_client::{Client, DeviceState, Redundancy, ReplicaChoice};
 use dingo_cluster::{ClusterSpec, LocalCluster};
 use dingo_proto::v1::FileInfo;
 use dingo_types::{format_bytes, parse_bytes};
@@ -128,12 +128,20 @@ pub struct ClientArgs {
     /// Deadline of each metadata operation, retries included (e.g. 10s).
     #[arg(long, env = "DINGO_TIMEOUT", default_value = "10s", value_parser = crate::task_cmd::parse_duration)]
     pub timeout: Duration,
+    /// How foreground reads choose a copy: "steering" (by weight, away from
+    /// disks that report congestion) or "random" (the baseline).
+    #[arg(long, env = "DINGO_REPLICA_CHOICE", default_value = "steering", value_parser = parse_replica_choice)]
+    pub replica_choice: ReplicaChoice,
+}
+
+fn parse_replica_choice(s: &str) -> std::result::Result<ReplicaChoice, String> {
+    s.parse()
 }
 
 impl ClientArgs {
     pub fn client(&self) -> Result<Client> {
         anyhow::ensure!(!self.timeout.is_zero(), "--timeout must be positive");
-        Ok(Client::new(&self.meta)?.with_deadline(self.timeout))
+        Ok(Client::new(&self.meta)?.with_deadline(self.timeout).with_replica_choice(self.replica_choice))
     }
 }
 
