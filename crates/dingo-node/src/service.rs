@@ -85,13 +85,13 @@ impl Node for NodeService {
         &self,
         request: Request<ReadChunkRequest>,
     ) -> Result<Response<Self::ReadChunkStreamStream>, Status> {
-        let ReadChunkReply { data, cache_hit } = self.read_chunk(request).await?.into_inner();
+        let ReadChunkReply { data, cache_hit, congestion } = self.read_chunk(request).await?.into_inner();
         // `Bytes::slice` shares the buffer: the pieces cost no copy.
         let pieces: Vec<Result<ReadChunkReply, Status>> = (0..data.len().max(1))
             .step_by(STREAM_PIECE_BYTES)
             .map(|start| {
                 let end = (start + STREAM_PIECE_BYTES).min(data.len());
-                Ok(ReadChunkReply { data: data.slice(start..end), cache_hit })
+                Ok(ReadChunkReply { data: data.slice(start..end), cache_hit, congestion })
             })
             .collect();
         Ok(Response::new(futures::stream::iter(pieces)))

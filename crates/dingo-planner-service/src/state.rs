@@ -757,7 +757,11 @@ impl State {
         // Only the pairs that overlapped: 64 mostly-zero series would bury
         // the few that matter.
         let overlap = "dingo_planner_overlap_bytes_total";
-        t.family(overlap, "counter", "Bytes a task (`task`) read free on disk reads another task (`paid_by`) paid for.");
+        t.family(
+            overlap,
+            "counter",
+            "Bytes a task (`task`) read free on disk reads another task (`paid_by`) paid for.",
+        );
         for rider in TaskKind::ALL {
             for payer in TaskKind::ALL {
                 let bytes = m.overlap_bytes[rider.index()][payer.index()];

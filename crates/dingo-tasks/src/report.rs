@@ -209,7 +209,8 @@ pub async fn class_disk_bytes(
     for n in status.nodes.iter().filter(|n| n.alive) {
         match client.node_stats(&n.addr).await {
             Ok(s) => {
-                let bytes = s.disks.iter().flat_map(|d| &d.classes).filter(|c| c.class_name == task.name()).map(|c| c.bytes);
+                let bytes =
+                    s.disks.iter().flat_map(|d| &d.classes).filter(|c| c.class_name == task.name()).map(|c| c.bytes);
                 out.insert(n.addr.clone(), bytes.sum());
             }
             Err(e) => tracing::debug!(node = %n.addr, "no disk counters: {e}"),
