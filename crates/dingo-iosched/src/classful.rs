@@ -141,6 +141,11 @@ pub struct Classful {
     shares: BTreeMap<u64, u64>,
 }
 
+/// With the Waiting gate, best effort served through it counts against
+/// the reservation for this long (10 s: many idle periods of the study's
+/// foreground, W:252-260), µs.
+pub const GATE_RESERVE_WINDOW_US: u64 = 10_000_000;
+
 /// How a maintenance request is cut into units.
 #[derive(Clone, Copy)]
 enum Cut {
@@ -156,6 +161,14 @@ impl Classful {
         let unit_us = cfg.segment_us + cfg.reposition_us;
         let left = cfg.util_target_ppm.max(cfg.min_share_ppm);
         let cap = |share: u64| share.saturating_mul(cfg.refill_window_us) / PPM;
+        // With the gate, what it serves in idle time prepays the reservation
+        // for up to `GATE_RESERVE_WINDOW_US`, so the reservation does not
+        // jump a foreground burst right after the gate ran; without it, a
+        // unit of debt at most (nothing else serves best effort ahead of time).
+        let reserve_debt_us = match cfg.waiting {
+            Some(_) => unit_us.max(cfg.min_share_ppm.saturating_mul(GATE_RESERVE_WINDOW_US) / PPM),
+            None => unit_us,
+        };
         Classful {
             cfg,
             ids: HashSet::new(),
@@ -166,7 +179,7 @@ impl Classful {
             maintenance: Bucket::new(left, cap(left), unit_us, 0),
             // Room for two segments, so tokens accrued while a long foreground
             // request holds the head are not lost at the threshold of one.
-            reserve: Bucket::new(cfg.min_share_ppm, 2 * cfg.segment_us, unit_us, 0),
+            reserve: Bucket::new(cfg.min_share_ppm, 2 * cfg.segment_us, reserve_debt_us, 0),
             last_id: None,
             loop_start_us: 0,
             fg_served_in_loop_us: 0,
@@ -337,7 +350,10 @@ impl Policy for Classful {
         // filling, the gate opening, and the next control-loop run (which
         // may raise the rate).
         let mut until = Vec::with_capacity(4);
-        until.push(self.maintenance.ready_at(1));
+        // With the gate, the bucket only holds back high.
+        if self.gate.is_none() || !self.high.is_empty() {
+            until.push(self.maintenance.ready_at(1));
+        }
         if self.cfg.min_share_ppm > 0 {
             until.push(self.reserve.ready_at(self.cfg.segment_us as i64));
         }

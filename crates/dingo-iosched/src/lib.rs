@@ -19,6 +19,7 @@ mod bucket;
 mod classful;
 pub mod fgtail;
 mod fifo;
+pub mod waitexp;
 pub mod waiting;
 
 pub use classful::{Classful, ClassfulConfig, DEFAULT_CHANNEL_SHARE_PPM};

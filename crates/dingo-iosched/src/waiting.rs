@@ -36,6 +36,11 @@ pub const MAX_TRACE: usize = 8192;
 pub struct WaitingConfig {
     /// Mean foreground slowdown the tuner aims at, µs (Table III: 1/2/4 ms).
     pub goal_us: u64,
+    /// The tuner aims at this fraction of the goal, ppm: a threshold chosen
+    /// at the edge of the goal on one window of trace, as the best of 11
+    /// sizes, is optimistic for the next window (in the waiting twin at
+    /// 100 % the 2 ms goal measured 2.8-3.0 ms on two of three seeds).
+    pub margin_ppm: u64,
     /// Largest slowdown one collision may cause: bounds the request size
     /// (50 ms, W:218, W:411).
     pub max_slowdown_us: u64,
@@ -56,6 +61,7 @@ impl Default for WaitingConfig {
     fn default() -> Self {
         WaitingConfig {
             goal_us: 2_000,
+            margin_ppm: 800_000,
             max_slowdown_us: 50_000,
             window_us: 600_000_000,
             retune_us: 300_000_000,
@@ -147,7 +153,7 @@ pub fn replay(
     }
 }
 
-/// Chooses `(s, t)` for `cfg.goal_us` on a trace: for each size whose
+/// Chooses `(s, t)` for `cfg.goal_us × cfg.margin_ppm` on a trace: for each size whose
 /// request fits `max_slowdown_us`, the smallest threshold meeting the goal,
 /// then the size with the most scrub throughput. If no size meets the goal
 /// even at the largest threshold, the smallest size at that threshold.
@@ -159,7 +165,8 @@ pub fn tune(trace: &[(u64, u64)], start_us: u64, end_us: u64, cfg: &WaitingConfi
             continue;
         }
         let run = |t: u64| replay(trace, start_us, end_us, unit, size, t);
-        let meets = |p: &Prediction| p.mean_slowdown_us <= cfg.goal_us as f64;
+        let target_us = cfg.goal_us as f64 * cfg.margin_ppm as f64 / 1e6;
+        let meets = |p: &Prediction| p.mean_slowdown_us <= target_us;
         if !meets(&run(MAX_THRESHOLD_US)) {
             continue;
         }
@@ -325,7 +332,7 @@ mod tests {
         for goal_us in [1_000, 2_000, 4_000] {
             let c = WaitingConfig { goal_us, ..cfg() };
             let (params, p) = tune(&trace, 0, 30_000_000, &c);
-            assert!(p.mean_slowdown_us <= goal_us as f64, "{goal_us}: {p:?}");
+            assert!(p.mean_slowdown_us <= 0.8 * goal_us as f64, "{goal_us}: {p:?}");
             assert!(c.cost_us(params.size_bytes) <= c.max_slowdown_us);
             assert!(p.scrub_bytes_per_sec > 0.0, "{goal_us}: {params:?}");
         }
