@@ -12,6 +12,9 @@ use crate::{Class, ClassfulConfig, Decision, Policy, PolicyKind, Request};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 
+/// Foreground read sizes are multiples of this (the node's checksum segment).
+pub const FG_STEP_BYTES: u64 = 64 << 10;
+
 /// The experiment's load and parameters, per disk.
 #[derive(Clone, Debug, Serialize)]
 pub struct WaitSpec {
@@ -20,8 +23,9 @@ pub struct WaitSpec {
     /// to `duration_s − tail_s`; the gate tunes in the meantime.
     pub warmup_s: u64,
     pub tail_s: u64,
-    /// Foreground: bursts of 1..=`burst_max` reads of 4 KiB-256 KiB
-    /// (uniform), 1-5 ms apart, separated by idle gaps from a 3-phase
+    /// Foreground: bursts of 1..=`burst_max` reads of 64 KiB-256 KiB
+    /// (uniform in 64 KiB steps: the node reads whole 64 KiB checksum
+    /// segments), 1-5 ms apart, separated by idle gaps from a 3-phase
     /// hyper-exponential (study §5.7 E4, scaled to a one-minute run).
     pub burst_max: u32,
     pub fg_min_bytes: u64,
@@ -57,7 +61,7 @@ impl WaitSpec {
             warmup_s: 15,
             tail_s: 2,
             burst_max: 6,
-            fg_min_bytes: 4 << 10,
+            fg_min_bytes: FG_STEP_BYTES,
             fg_max_bytes: 256 << 10,
             gap_means_us: [20_000, 200_000, 1_500_000],
             gap_weights_ppm: [500_000, 350_000, 150_000],
@@ -149,7 +153,8 @@ pub fn foreground(spec: &WaitSpec, seed: u64) -> Vec<FgRead> {
             if t >= end {
                 return out;
             }
-            out.push(FgRead { at_us: t, bytes: rng.u64(spec.fg_min_bytes..=spec.fg_max_bytes) });
+            let steps = rng.u64(spec.fg_min_bytes / FG_STEP_BYTES..=spec.fg_max_bytes / FG_STEP_BYTES);
+            out.push(FgRead { at_us: t, bytes: steps * FG_STEP_BYTES });
             t += rng.u64(1_000..=5_000);
         }
     }
