@@ -6,6 +6,7 @@
 
 pub mod cpu;
 pub mod fgtail;
+pub mod waiting;
 
 use thiserror::Error;
 

@@ -19,6 +19,7 @@ mod bucket;
 mod classful;
 pub mod fgtail;
 mod fifo;
+pub mod fairness;
 pub mod waitexp;
 pub mod waiting;
 

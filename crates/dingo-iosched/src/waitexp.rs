@@ -46,7 +46,8 @@ pub struct WaitSpec {
     /// Planner-like dispatch for the free-bytes check: every `group_us`
     /// a group of `group_chunks` chunks, read by two declarations in
     /// opposite orders, pinned until the next group plus `pin_grace_us`
-    /// (the planner service's default grace, PLANNER_SERVICE.md).
+    /// (the planner service's default grace, PLANNER_SERVICE.md); groups
+    /// are released while their pins expire within the run.
     pub group_us: u64,
     pub group_chunks: u32,
     pub pin_grace_us: u64,
@@ -114,6 +115,11 @@ impl WaitSpec {
     /// Interval between a fixed-rate scrubber's chunk reads at `share_ppm`.
     pub fn fixed_rate_interval_us(&self, share_ppm: u64) -> u64 {
         self.cost_us(self.scrub_read_bytes) * 1_000_000 / share_ppm.max(1)
+    }
+
+    /// Whether group `g` is released: its pins expire within the run.
+    pub fn group_released(&self, g: u64) -> bool {
+        (g + 1) * self.group_us + self.pin_grace_us <= self.duration_s * 1_000_000
     }
 
     /// Window the figures cover, µs.
@@ -320,7 +326,7 @@ pub fn simulate(spec: &WaitSpec, fg: &[FgRead], job: Job) -> DiskRun {
                 }
             }
             Job::Groups { .. } => {
-                while groups_released * spec.group_us <= now {
+                while groups_released * spec.group_us <= now && spec.group_released(groups_released) {
                     let g = groups_released;
                     let until_us = (g + 1) * spec.group_us + spec.pin_grace_us;
                     let ids: Vec<u64> = (0..u64::from(spec.group_chunks)).map(|c| g * 1000 + c).collect();
@@ -329,11 +335,8 @@ pub fn simulate(spec: &WaitSpec, fg: &[FgRead], job: Job) -> DiskRun {
                     }
                     readers[0].extend(ids.iter().copied());
                     readers[1].extend(ids.iter().rev().copied());
-                    // Free by plan: every chunk's second read, if the pins
-                    // expire within the run.
-                    if until_us <= end_us {
-                        run.planned_free_bytes += u64::from(spec.group_chunks) * chunk;
-                    }
+                    // Free by plan: every chunk's second read.
+                    run.planned_free_bytes += u64::from(spec.group_chunks) * chunk;
                     groups_released += 1;
                 }
                 for r in 0..2 {
@@ -352,9 +355,7 @@ pub fn simulate(spec: &WaitSpec, fg: &[FgRead], job: Job) -> DiskRun {
                         // Pinned and filled or filling: served from memory
                         // (the node makes a concurrent reader wait for the fill).
                         Some(done) if now <= pin.until_us => {
-                            if pin.until_us <= end_us {
-                                run.achieved_free_bytes += chunk;
-                            }
+                            run.achieved_free_bytes += chunk;
                             reading[r] = Some((c, Some(done.max(now))));
                         }
                         _ => {
@@ -429,7 +430,9 @@ pub fn simulate(spec: &WaitSpec, fg: &[FgRead], job: Job) -> DiskRun {
         match job {
             Job::FixedRate { share_ppm } => consider(fixed_issued * spec.fixed_rate_interval_us(share_ppm)),
             Job::Groups { .. } => {
-                consider(groups_released * spec.group_us);
+                if spec.group_released(groups_released) {
+                    consider(groups_released * spec.group_us);
+                }
                 for (_, done) in reading.iter().flatten() {
                     if let Some(d) = done
                         && *d != u64::MAX

@@ -11,6 +11,10 @@ pub enum IoControlCommand {
     /// Foreground tail latency under maintenance (PAIO Fig. 5-9 analog):
     /// classful scheduler against the FIFO disk queue.
     FgTail(FgTailArgs),
+    /// Idle-time scrubbing (Practical scrubbing Fig. 15 / Table III
+    /// analog): the Waiting gate tuned for 1, 2 and 4 ms of mean slowdown
+    /// against a fixed-rate scrubber.
+    Waiting(super::waiting::WaitingArgs),
 }
 
 #[derive(Args)]
@@ -35,7 +39,10 @@ pub struct FgTailArgs {
 }
 
 pub async fn run(cmd: IoControlCommand) -> anyhow::Result<()> {
-    let IoControlCommand::FgTail(a) = cmd;
+    let a = match cmd {
+        IoControlCommand::FgTail(a) => a,
+        IoControlCommand::Waiting(a) => return super::waiting::run(a).await,
+    };
     anyhow::ensure!(a.runs >= 1, "--runs must be at least 1");
     let opts = dingo_iobench::fgtail::Options {
         exe: std::env::current_exe()?,

@@ -4,6 +4,7 @@
 pub mod flash;
 pub mod iocontrol;
 pub mod planner;
+pub mod waiting;
 
 /// Peak resident set size of this process, from /proc (Linux); 0 elsewhere.
 pub fn peak_rss_bytes() -> u64 {
