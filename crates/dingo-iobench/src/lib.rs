@@ -5,6 +5,7 @@
 //! twins in [`dingo_iosched`], which check the same bars in the test suite.
 
 pub mod cpu;
+pub mod fairness;
 pub mod fgtail;
 pub mod waiting;
 

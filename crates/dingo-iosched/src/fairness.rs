@@ -143,16 +143,16 @@ pub fn simulate(spec: &FairSpec, kind: PolicyKind) -> Completions {
     let (mut next_id, mut now) = (0u64, 0u64);
     let (mut busy, mut retry_at): (Option<(crate::Unit, u64)>, Option<u64>) = (None, None);
     loop {
-        for t in 0..4 {
+        for (t, outstanding) in outstanding.iter_mut().enumerate() {
             let (join, leave) = spec.active_s(t);
             let active = (join * 1_000_000..leave * 1_000_000).contains(&now);
-            while active && outstanding[t] < spec.outstanding {
+            while active && *outstanding < spec.outstanding {
                 owner.insert(next_id, t);
                 let class = Class::BestEffort { channel: t as u64 + 1 };
                 // Ids are fresh, so the policy cannot refuse.
                 let _ = policy.enqueue(now, Request { id: next_id, class, cost_us });
                 next_id += 1;
-                outstanding[t] += 1;
+                *outstanding += 1;
             }
         }
         if let Some((unit, until)) = busy

@@ -17,9 +17,9 @@
 
 mod bucket;
 mod classful;
+pub mod fairness;
 pub mod fgtail;
 mod fifo;
-pub mod fairness;
 pub mod waitexp;
 pub mod waiting;
 

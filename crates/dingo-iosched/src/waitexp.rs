@@ -240,15 +240,13 @@ pub fn interpolate_at(points: &[(f64, f64)], x: f64) -> (f64, bool) {
     let mut sorted = points.to_vec();
     sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
     let mut best = 0.0f64;
-    let envelope: Vec<(f64, f64)> = sorted
-        .into_iter()
-        .filter_map(|(px, py)| {
-            (py > best).then(|| {
-                best = py;
-                (px, py)
-            })
-        })
-        .collect();
+    let mut envelope = Vec::new();
+    for (px, py) in sorted {
+        if py > best {
+            best = py;
+            envelope.push((px, py));
+        }
+    }
     let mut prev = (0.0, 0.0);
     for &(px, py) in &envelope {
         if x <= px {

@@ -15,6 +15,9 @@ pub enum IoControlCommand {
     /// analog): the Waiting gate tuned for 1, 2 and 4 ms of mean slowdown
     /// against a fixed-rate scrubber.
     Waiting(super::waiting::WaitingArgs),
+    /// Per-tenant guarantees with tenants joining and leaving (PAIO Fig. 10
+    /// analog): declarations with shares against the FIFO queue.
+    Fairness(super::fairness::FairnessArgs),
 }
 
 #[derive(Args)]
@@ -42,6 +45,7 @@ pub async fn run(cmd: IoControlCommand) -> anyhow::Result<()> {
     let a = match cmd {
         IoControlCommand::FgTail(a) => a,
         IoControlCommand::Waiting(a) => return super::waiting::run(a).await,
+        IoControlCommand::Fairness(a) => return super::fairness::run(a).await,
     };
     anyhow::ensure!(a.runs >= 1, "--runs must be at least 1");
     let opts = dingo_iobench::fgtail::Options {

@@ -1,6 +1,7 @@
 //! `dingo bench ...`: benchmarks that print their figures (and JSON with
 //! `--json`), so targets are checked by measurement, not by timed tests.
 
+pub mod fairness;
 pub mod flash;
 pub mod iocontrol;
 pub mod planner;
