@@ -3,8 +3,8 @@
 //! disk, on the classful scheduler against the FIFO queue, on a local
 //! cluster with HDD emulation. The schedule, the guarantees and the window
 //! statistics are the virtual-time twin's ([`dingo_iosched::fairness`]).
-//! The three runs run side by side on three disks of one node (each disk
-//! its own tenants and declarations); the two policies one after the other.
+//! The three runs run side by side on three one-disk nodes (each disk its
+//! own tenants and declarations); the two policies one after the other.
 
 use crate::BenchError;
 use crate::cpu::CpuTimes;
@@ -193,8 +193,10 @@ async fn one_cluster(
     let mut cluster = LocalCluster::start(ClusterSpec {
         exe: opts.exe.clone(),
         data: dir.join("cluster"),
-        nodes: 1,
-        disks_per_node: RUNS,
+        // One disk a node: chunks can only move between nodes to even out
+        // placement.
+        nodes: RUNS,
+        disks_per_node: 1,
         base_port: 0,
         config: Some(config),
         node_args: Vec::new(),

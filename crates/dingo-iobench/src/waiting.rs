@@ -326,8 +326,10 @@ async fn one_cluster(
         ));
     }
     std::fs::write(&config, text).map_err(io("cannot write the node config"))?;
-    let nodes = (jobs.len() as u32).div_ceil(9);
-    let disks_per_node = (jobs.len() as u32).div_ceil(nodes);
+    // Three disks a node: placement fills one disk of a node first, and
+    // chunks move only between nodes, so other nodes must have some to give.
+    let disks_per_node = 3;
+    let nodes = (jobs.len() as u32).div_ceil(disks_per_node);
     let mut cluster = LocalCluster::start(ClusterSpec {
         exe: opts.exe.clone(),
         data: dir.join("cluster"),
