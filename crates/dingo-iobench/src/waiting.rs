@@ -8,8 +8,9 @@
 //! latencies), a fixed-rate scrubber at one of five rates, a Waiting
 //! scrubber that always has work, or planner-like pinned groups read by two
 //! declarations (the free-bytes check). The three runs are three seeds,
-//! run side by side on separate disks of the same cluster; clusters run one
-//! after the other: the baseline (gate off) first, then one per goal.
+//! run side by side on separate disks of the same cluster, each cluster
+//! with its own reference disks; clusters run one after the other: the
+//! baseline (gate off) first, then one per goal.
 
 use crate::BenchError;
 use crate::cpu::CpuTimes;
@@ -176,10 +177,13 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
 
     let mut mechanism = Vec::new();
     for &goal_us in &spec.goals_us {
-        let jobs: Vec<(Job, u32)> =
-            (0..RUNS).flat_map(|run| [(Job::Waiting { goal_us }, run), (Job::Groups { goal_us }, run)]).collect();
+        // Each cluster has its own reference disks: latencies of different
+        // clusters differ by more than a goal when the machine is busy.
+        let jobs: Vec<(Job, u32)> = (0..RUNS)
+            .flat_map(|run| [(Job::Reference, run), (Job::Waiting { goal_us }, run), (Job::Groups { goal_us }, run)])
+            .collect();
         progress(&format!(
-            "goal {} ms cluster: {} disks (Waiting + pinned groups, {RUNS} runs)",
+            "goal {} ms cluster: {} disks (reference, Waiting, pinned groups; {RUNS} runs)",
             goal_us as f64 / 1e3,
             jobs.len()
         ));
@@ -187,18 +191,21 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
         let (disks, cpu) = one_cluster(opts, &spec, Some(goal_us), &jobs, &fgs, &dir, &mut series).await?;
         let (mut slow, mut mb, mut gate) = (Vec::new(), Vec::new(), Vec::new());
         let (mut planned, mut achieved) = (Vec::new(), Vec::new());
+        let own_reference =
+            |run: u32| disks.iter().find(|d| d.job == Job::Reference && d.run == run).map(|d| &d.measured);
         for d in &disks {
             match d.job {
                 Job::Waiting { .. } => {
-                    let r = reference(d.run).ok_or_else(|| BenchError::Setup("no reference disk".into()))?;
+                    let r = own_reference(d.run).ok_or_else(|| BenchError::Setup("no reference disk".into()))?;
                     slow.push(waitexp::mean_slowdown_ms(&spec, &fgs[d.run as usize], &d.measured, r));
                     mb.push(d.measured.scrub_mb_s(&spec));
                     gate.push(d.measured.gate);
                 }
-                _ => {
+                Job::Groups { .. } => {
                     planned.push(d.measured.planned_free_bytes as f64);
                     achieved.push(d.measured.achieved_free_bytes as f64);
                 }
+                Job::Reference | Job::FixedRate { .. } => {}
             }
         }
         let twin: Vec<(f64, f64, f64)> = fgs
