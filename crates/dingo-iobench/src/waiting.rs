@@ -18,7 +18,6 @@ use crate::fgtail::{DiskTarget, median, since_start_us, write_data};
 use dingo_client::{Client, IoTag};
 use dingo_cluster::{ClusterSpec, LocalCluster};
 use dingo_iosched::waitexp::{self, DiskRun, FgRead, Job, WaitSpec, interpolate_at};
-use dingo_iosched::waiting::GateParams;
 use dingo_types::{DeclarationId, TaskKind};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -60,8 +59,6 @@ pub struct GoalResult {
     /// Per run.
     pub slowdown_ms_runs: Vec<f64>,
     pub scrub_mb_s_runs: Vec<f64>,
-    /// The gate's `(size, threshold)` at the end of each run.
-    pub gate: Vec<Option<GateParams>>,
     pub cpu_utilisation: f64,
     pub twin_slowdown_ms: f64,
     pub twin_scrub_mb_s: f64,
@@ -189,7 +186,7 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
         ));
         let dir = work.path().join(format!("goal-{goal_us}"));
         let (disks, cpu) = one_cluster(opts, &spec, Some(goal_us), &jobs, &fgs, &dir, &mut series).await?;
-        let (mut slow, mut mb, mut gate) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut slow, mut mb) = (Vec::new(), Vec::new());
         let (mut planned, mut achieved) = (Vec::new(), Vec::new());
         let own_reference =
             |run: u32| disks.iter().find(|d| d.job == Job::Reference && d.run == run).map(|d| &d.measured);
@@ -199,7 +196,6 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
                     let r = own_reference(d.run).ok_or_else(|| BenchError::Setup("no reference disk".into()))?;
                     slow.push(waitexp::mean_slowdown_ms(&spec, &fgs[d.run as usize], &d.measured, r));
                     mb.push(d.measured.scrub_mb_s(&spec));
-                    gate.push(d.measured.gate);
                 }
                 Job::Groups { .. } => {
                     planned.push(d.measured.planned_free_bytes as f64);
@@ -234,7 +230,6 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
             achieved_free_bytes_ratio: median(free_ratios),
             slowdown_ms_runs: slow,
             scrub_mb_s_runs: mb,
-            gate,
             cpu_utilisation: cpu,
             twin_slowdown_ms: median(twin.iter().map(|t| t.0).collect()),
             twin_scrub_mb_s: median(twin.iter().map(|t| t.1).collect()),

@@ -71,7 +71,7 @@ fn plot(dir: &Path, r: &Report) -> anyhow::Result<()> {
     let mut series = Vec::new();
     for (p, dashed) in [(&r.mechanism, false), (&r.baseline, true)] {
         let Some(c) = p.completions.first() else { continue };
-        for t in 0..4 {
+        for (t, &color) in TASK_COLORS.iter().take(4).enumerate() {
             let (join, leave) = r.spec.active_s(t);
             let points = (join..leave)
                 .map(|s| {
@@ -82,7 +82,7 @@ fn plot(dir: &Path, r: &Report) -> anyhow::Result<()> {
                 .collect();
             series.push(Series {
                 name: format!("{} tenant {} (guarantee {:.1} MB/s)", p.policy, t + 1, r.guarantees_mb_s[t]),
-                color: TASK_COLORS[t],
+                color,
                 points,
                 dashed,
             });
