@@ -268,3 +268,45 @@ async fn tenant(
     // Reads in flight at the leave still complete and count, as in the twin.
     while reads.join_next().await.is_some() {}
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_series_has_a_row_per_active_tenant_and_second() {
+        let spec = FairSpec::quick();
+        let done = Completions(vec![(0, 500_000, 1 << 20), (0, 700_000, 1 << 20), (3, 16_000_000, 1 << 20)]);
+        let result = |policy| PolicyResult {
+            policy,
+            min_guarantee_ratio: 0.0,
+            min_guarantee_ratio_runs: Vec::new(),
+            windows_below_95_percent: 0,
+            windows_checked: 0,
+            cpu_utilisation: 0.0,
+            twin_min_guarantee_ratio: 0.0,
+            runs: Vec::new(),
+            completions: vec![done.clone()],
+        };
+        let report = Report {
+            experiment: "fairness",
+            runs: 1,
+            guarantees_mb_s: Vec::new(),
+            mechanism: result("classful"),
+            baseline: result("fifo"),
+            bars_met: Bars { every_active_tenant_at_least_95_percent_of_its_guarantee: false, baseline_misses: false },
+            head_time_bound: String::new(),
+            spec: spec.clone(),
+        };
+        let csv = series_csv(&report);
+        // Active tenant-seconds: 5 s phases with 1, 2, 3, 4, 3, 2, 1 tenants.
+        let per_policy = 5 * (1 + 2 + 3 + 4 + 3 + 2 + 1);
+        assert_eq!(csv.lines().count(), 1 + 2 * per_policy, "{csv}");
+        assert!(csv.contains(&format!(
+            "classful,0,0,1,{:.2},{:.2}\n",
+            2.0 * (1 << 20) as f64 / 1e6,
+            spec.guarantee_mb_s(0)
+        )));
+        assert!(csv.contains("fifo,0,16,4,1.05,"), "{csv}");
+    }
+}

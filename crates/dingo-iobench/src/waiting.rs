@@ -605,3 +605,41 @@ async fn groups(
     }
     while readers.join_next().await.is_some() {}
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_second_rows_average_latency_by_arrival_and_sum_scrub_by_completion() {
+        let spec = WaitSpec::quick();
+        let fg = [FgRead { at_us: 100_000, bytes: 65_536 }, FgRead { at_us: 900_000, bytes: 65_536 }];
+        let m = DiskRun {
+            fg_latency_us: vec![Some(10_000), Some(30_000)],
+            scrub_done: vec![(1_500_000, 4 << 20)],
+            ..DiskRun::default()
+        };
+        let rows = per_second(&spec, &fg, &m, "baseline", Job::FixedRate { share_ppm: 50_000 }, 2);
+        assert_eq!(rows.len() as u64, spec.duration_s);
+        assert_eq!((rows[0].fg_reads, rows[0].fg_mean_ms, rows[0].scrub_bytes), (2, 20.0, 0));
+        assert_eq!((rows[1].fg_reads, rows[1].scrub_bytes), (0, 4 << 20));
+        let report = Report {
+            experiment: "waiting",
+            runs: 1,
+            spec: spec.clone(),
+            mechanism: Vec::new(),
+            baseline: Vec::new(),
+            baseline_cpu_utilisation: 0.0,
+            bars_met: Bars {
+                slowdown_at_most_1_25_goal: false,
+                scrub_mb_s_at_least_3x_fixed_rate_at_equal_slowdown: false,
+                achieved_free_bytes_at_least_0_9_of_planned: false,
+            },
+            head_time_bound: String::new(),
+            series: rows,
+        };
+        let csv = series_csv(&report);
+        assert!(csv.contains("baseline,fixed-rate-50000ppm,2,0,2,20.00,0\n"), "{csv}");
+        assert_eq!(csv.lines().count() as u64, 1 + spec.duration_s);
+    }
+}
