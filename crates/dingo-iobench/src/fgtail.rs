@@ -205,9 +205,10 @@ pub fn series_csv(report: &Report) -> String {
 }
 
 /// A disk of the cluster with the chunks stored on it.
-struct DiskTarget {
-    addr: String,
-    chunks: Vec<ChunkRef>,
+pub(crate) struct DiskTarget {
+    pub(crate) disk: u32,
+    pub(crate) addr: String,
+    pub(crate) chunks: Vec<ChunkRef>,
 }
 
 async fn one_run(
@@ -243,7 +244,7 @@ async fn one_run(
     })?;
     cluster.wait_ready(Duration::from_secs(30)).await?;
     let client = Client::new(cluster.meta_addr())?;
-    let targets = write_data(&client, spec).await?;
+    let targets = write_data(&client, spec.maintenance_read_bytes, "/fgtail", FILES_PER_DISK).await?;
 
     let rec = Arc::new(Mutex::new(Recorder::default()));
     let streams = spec.maintenance_streams as usize;
@@ -283,19 +284,24 @@ async fn one_run(
     Ok((rec.summary(spec, &done), cpu))
 }
 
-/// Writes single-copy files (the experiment reads chunks by disk, so
-/// redundancy plays no part), moves chunks so that every disk holds at least
-/// `FILES_PER_DISK`, and lists each disk's chunks.
-async fn write_data(client: &Client, spec: &FgTailSpec) -> Result<Vec<DiskTarget>, BenchError> {
-    let block = spec.maintenance_read_bytes;
+/// Writes single-copy one-block files of `block` bytes under `prefix` (the
+/// experiments read chunks by disk, so redundancy plays no part), moves
+/// chunks so that every disk holds at least `files_per_disk`, and lists each
+/// disk's chunks, by disk id.
+pub(crate) async fn write_data(
+    client: &Client,
+    block: u64,
+    prefix: &str,
+    files_per_disk: u32,
+) -> Result<Vec<DiskTarget>, BenchError> {
     let data: Bytes = (0..block).map(|i| (i.wrapping_mul(0x9E37_79B9) >> 13) as u8).collect::<Vec<u8>>().into();
-    let files = NODES * DISKS_PER_NODE * FILES_PER_DISK;
-    let writes = (0..files).map(|i| {
+    let status = client.cluster_status().await?;
+    let disks: u32 = status.nodes.iter().map(|n| n.disks.len() as u32).sum();
+    let writes = (0..disks * files_per_disk).map(|i| {
         let data = data.clone();
-        async move { client.put(&format!("/fgtail/{i}"), Redundancy::Replicated(1), block, data).await }
+        async move { client.put(&format!("{prefix}/{i}"), Redundancy::Replicated(1), block, data).await }
     });
     futures::future::try_join_all(writes).await?;
-    let status = client.cluster_status().await?;
     // (disk, node index, chunks)
     let mut lists = Vec::new();
     for (n, node) in status.nodes.iter().enumerate() {
@@ -305,7 +311,7 @@ async fn write_data(client: &Client, spec: &FgTailSpec) -> Result<Vec<DiskTarget
     }
     // Placement may fill one disk of a node first; move chunks there from
     // the fullest disk of another node (copies may not share a node).
-    let want = FILES_PER_DISK as usize;
+    let want = files_per_disk as usize;
     for i in 0..lists.len() {
         while lists[i].2.len() < want {
             let donor = (0..lists.len()).filter(|&j| lists[j].1 != lists[i].1).max_by_key(|&j| lists[j].2.len());
@@ -321,10 +327,10 @@ async fn write_data(client: &Client, spec: &FgTailSpec) -> Result<Vec<DiskTarget
         if chunks.is_empty() {
             return Err(BenchError::Setup(format!("disk {disk} holds no chunk after the writes")));
         }
-        targets.push((disk, DiskTarget { addr: status.nodes[n].addr.clone(), chunks }));
+        targets.push(DiskTarget { disk, addr: status.nodes[n].addr.clone(), chunks });
     }
-    targets.sort_by_key(|t| t.0);
-    Ok(targets.into_iter().map(|t| t.1).collect())
+    targets.sort_by_key(|t| t.disk);
+    Ok(targets)
 }
 
 pub(crate) fn since_start_us(start: Instant) -> u64 {

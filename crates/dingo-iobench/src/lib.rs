@@ -5,8 +5,10 @@
 //! twins in [`dingo_iosched`], which check the same bars in the test suite.
 
 pub mod cpu;
+pub mod fairness;
 pub mod fgtail;
 pub mod steering;
+pub mod waiting;
 
 use thiserror::Error;
 

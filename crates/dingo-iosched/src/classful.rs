@@ -26,6 +26,22 @@
 //! leaves (with the split, the quick demo test failed once: reconstruction
 //! missed its deadline while best effort was held at `min_share`).
 //!
+//! With the **Waiting gate** (`waiting`, see [`crate::waiting`]), best
+//! effort in step 3 fires only once the head has been free of foreground
+//! for the gate's threshold, in requests of the gate's size that each pay a
+//! positioning (the paper's separate scrub requests), and passes the gate
+//! instead of the token bucket: the gate already bounds what maintenance
+//! costs foreground, and the bucket's 100 ms burst would cut long idle
+//! periods into pieces the tuner's replay does not model. High keeps the
+//! bucket, and the reservation (step 1) still serves best effort on a disk
+//! that is never idle, so deadlines stay safe.
+//!
+//! Best-effort channels may carry a share (`set_channel_share`, PAIO
+//! algorithm 2's per-instance guarantee): fair queueing then weights each
+//! channel's served head time by its share, so backlogged channels split
+//! best effort in proportion and each gets at least its share of it.
+//! Channels without one weigh [`DEFAULT_CHANNEL_SHARE_PPM`].
+//!
 //! Invariants (tested in `tests/properties.rs`):
 //! - A foreground request waits behind at most the unit in service at its
 //!   arrival plus reservation units, which total at most
@@ -38,9 +54,15 @@
 //!   request's cost plus the re-positioning paid on resumption.
 
 use crate::bucket::{Bucket, PPM};
+use crate::waiting::{Gate, GateState, WaitingConfig};
 use crate::{Class, Decision, Policy, Request, SchedError, Unit};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet, VecDeque};
+
+/// Fair-queueing weight of a best-effort channel without a configured
+/// share: the minimum share's 5 %, so shares given in head-time fractions
+/// and unconfigured channels compare directly.
+pub const DEFAULT_CHANNEL_SHARE_PPM: u64 = 50_000;
 
 /// Parameters of [`Classful`]; their sources are in `docs/IO_CONTROL.md`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +87,9 @@ pub struct ClassfulConfig {
     /// Bucket capacity as time at the bucket's rate, µs (PAIO's rules use a
     /// 10 ms refill period; raised for 10-80 ms HDD requests).
     pub refill_window_us: u64,
+    /// The Waiting gate on best effort; `None`: no gate (the default until
+    /// measurements say otherwise, see `docs/IO_CONTROL.md`).
+    pub waiting: Option<WaitingConfig>,
 }
 
 impl Default for ClassfulConfig {
@@ -76,6 +101,7 @@ impl Default for ClassfulConfig {
             util_target_ppm: 1_000_000,
             loop_us: 500_000,
             refill_window_us: 100_000,
+            waiting: None,
         }
     }
 }
@@ -110,6 +136,24 @@ pub struct Classful {
     last_id: Option<u64>,
     loop_start_us: u64,
     fg_served_in_loop_us: u64,
+    gate: Option<Gate>,
+    /// Shares of best-effort channels, ppm (absent: the default).
+    shares: BTreeMap<u64, u64>,
+}
+
+/// With the Waiting gate, best effort served through it counts against
+/// the reservation for this long (10 s: many idle periods of the study's
+/// foreground, W:252-260), µs.
+pub const GATE_RESERVE_WINDOW_US: u64 = 10_000_000;
+
+/// How a maintenance request is cut into units.
+#[derive(Clone, Copy)]
+enum Cut {
+    /// At most `segment_us`; re-positioning only after another request ran.
+    Segment,
+    /// The Waiting gate's requests: `transfer_us` of transfer each, every
+    /// one paying a positioning.
+    Gated { transfer_us: u64 },
 }
 
 impl Classful {
@@ -117,6 +161,14 @@ impl Classful {
         let unit_us = cfg.segment_us + cfg.reposition_us;
         let left = cfg.util_target_ppm.max(cfg.min_share_ppm);
         let cap = |share: u64| share.saturating_mul(cfg.refill_window_us) / PPM;
+        // With the gate, what it serves in idle time prepays the reservation
+        // for up to `GATE_RESERVE_WINDOW_US`, so the reservation does not
+        // jump a foreground burst right after the gate ran; without it, a
+        // unit of debt at most (nothing else serves best effort ahead of time).
+        let reserve_debt_us = match cfg.waiting {
+            Some(_) => unit_us.max(cfg.min_share_ppm.saturating_mul(GATE_RESERVE_WINDOW_US) / PPM),
+            None => unit_us,
+        };
         Classful {
             cfg,
             ids: HashSet::new(),
@@ -127,10 +179,12 @@ impl Classful {
             maintenance: Bucket::new(left, cap(left), unit_us, 0),
             // Room for two segments, so tokens accrued while a long foreground
             // request holds the head are not lost at the threshold of one.
-            reserve: Bucket::new(cfg.min_share_ppm, 2 * cfg.segment_us, unit_us, 0),
+            reserve: Bucket::new(cfg.min_share_ppm, 2 * cfg.segment_us, reserve_debt_us, 0),
             last_id: None,
             loop_start_us: 0,
             fg_served_in_loop_us: 0,
+            gate: cfg.waiting.map(Gate::new),
+            shares: BTreeMap::new(),
         }
     }
 
@@ -155,42 +209,72 @@ impl Classful {
     }
 
     /// Cuts the next unit off `p`, charging re-positioning on resumption.
-    fn cut(&self, p: &mut Pending) -> Unit {
-        let piece = p.remaining_us.min(self.cfg.segment_us.max(1));
-        let moved = p.started && self.last_id != Some(p.id);
-        p.remaining_us -= piece;
+    fn cut(&self, p: &mut Pending, how: Cut) -> Unit {
+        let cost_us = match how {
+            Cut::Segment => {
+                let piece = p.remaining_us.min(self.cfg.segment_us.max(1));
+                let moved = p.started && self.last_id != Some(p.id);
+                p.remaining_us -= piece;
+                piece + if moved { self.cfg.reposition_us } else { 0 }
+            }
+            Cut::Gated { transfer_us } => {
+                // A fresh request's cost already holds its positioning; every
+                // later unit pays one again.
+                let positioning =
+                    if p.started { self.cfg.reposition_us } else { p.remaining_us.min(self.cfg.reposition_us) };
+                let left = if p.started { p.remaining_us } else { p.remaining_us - positioning };
+                let piece = left.min(transfer_us);
+                p.remaining_us = left - piece;
+                positioning + piece
+            }
+        };
         p.started = true;
-        let cost_us = piece + if moved { self.cfg.reposition_us } else { 0 };
         Unit { id: p.id, class: p.class, cost_us, last: p.remaining_us == 0 }
     }
 
     fn serve_high(&mut self) -> Option<Unit> {
         let mut p = self.high.pop_front()?;
-        let unit = self.cut(&mut p);
+        let unit = self.cut(&mut p, Cut::Segment);
         if !unit.last {
             self.high.push_front(p);
         }
         Some(unit)
     }
 
-    fn serve_best_effort(&mut self) -> Option<Unit> {
+    fn serve_best_effort(&mut self, how: Cut) -> Option<Unit> {
         // Least credited channel first; ties by key, for determinism.
         let (&key, _) = self.best_effort.iter().min_by_key(|(k, (tag, _))| (*tag, **k))?;
         let (tag, mut queue) = self.best_effort.remove(&key)?;
         let mut p = queue.pop_front()?;
-        let unit = self.cut(&mut p);
+        let unit = self.cut(&mut p, how);
         if !unit.last {
             queue.push_front(p);
         }
         self.be_vtime_us = tag;
         if !queue.is_empty() {
-            self.best_effort.insert(key, (tag + unit.cost_us, queue));
+            let share = self.shares.get(&key).copied().unwrap_or(DEFAULT_CHANNEL_SHARE_PPM).max(1);
+            // Credit scaled by 1/share: a channel with twice the share is
+            // served twice the head time for the same credit.
+            let credit =
+                u64::try_from(u128::from(unit.cost_us) * u128::from(DEFAULT_CHANNEL_SHARE_PPM) / u128::from(share))
+                    .unwrap_or(u64::MAX);
+            self.best_effort.insert(key, (tag.saturating_add(credit), queue));
         }
         Some(unit)
     }
 
     fn serve_maintenance(&mut self) -> Option<Unit> {
-        self.serve_high().or_else(|| self.serve_best_effort())
+        self.serve_high().or_else(|| self.serve_best_effort(Cut::Segment))
+    }
+
+    /// Best effort through the Waiting gate, if it is open.
+    fn serve_gated(&mut self, now_us: u64) -> Option<Unit> {
+        let gate = self.gate.as_ref()?;
+        if now_us < gate.open_at_us() {
+            return None;
+        }
+        let transfer_us = gate.transfer_us();
+        self.serve_best_effort(Cut::Gated { transfer_us })
     }
 
     fn dispatched(&mut self, unit: Unit) -> Decision {
@@ -207,13 +291,18 @@ impl Classful {
 }
 
 impl Policy for Classful {
-    fn enqueue(&mut self, _now_us: u64, r: Request) -> Result<(), SchedError> {
+    fn enqueue(&mut self, now_us: u64, r: Request) -> Result<(), SchedError> {
         if !self.ids.insert(r.id) {
             return Err(SchedError::DuplicateId(r.id));
         }
         let p = Pending { id: r.id, class: r.class, remaining_us: r.cost_us, started: false };
         match r.class {
-            Class::Foreground => self.fg.push_back(r),
+            Class::Foreground => {
+                if let Some(g) = &mut self.gate {
+                    g.record(now_us, r.cost_us);
+                }
+                self.fg.push_back(r)
+            }
             Class::High => self.high.push_back(p),
             Class::BestEffort { channel } => {
                 let vtime = self.be_vtime_us;
@@ -227,6 +316,9 @@ impl Policy for Classful {
         self.maintenance.refill(now_us);
         self.reserve.refill(now_us);
         self.control(now_us);
+        if let Some(g) = &mut self.gate {
+            g.maybe_retune(now_us);
+        }
 
         let reserved = self.cfg.min_share_ppm > 0 && self.reserve.tokens_us() >= self.cfg.segment_us as i64;
         if reserved
@@ -237,22 +329,38 @@ impl Policy for Classful {
         }
         if let Some(r) = self.fg.pop_front() {
             self.fg_served_in_loop_us += r.cost_us;
+            if let Some(g) = &mut self.gate {
+                g.foreground_served(now_us, r.cost_us);
+            }
             return self.dispatched(Unit { id: r.id, class: r.class, cost_us: r.cost_us, last: true });
         }
-        if self.maintenance.tokens_us() > 0
-            && let Some(unit) = self.serve_maintenance()
-        {
+        let tokens = self.maintenance.tokens_us() > 0;
+        let unit = match self.gate {
+            None if tokens => self.serve_maintenance(),
+            None => None,
+            Some(_) => tokens.then(|| self.serve_high()).flatten().or_else(|| self.serve_gated(now_us)),
+        };
+        if let Some(unit) = unit {
             return self.dispatched(unit);
         }
         if !self.maintenance_queued() {
             return Decision::Idle;
         }
         // Throttled: the earliest of the bucket refilling, the reservation
-        // filling, and the next control-loop run (which may raise the rate).
-        let mut until = Vec::with_capacity(3);
-        until.push(self.maintenance.ready_at(1));
+        // filling, the gate opening, and the next control-loop run (which
+        // may raise the rate).
+        let mut until = Vec::with_capacity(4);
+        // With the gate, the bucket only holds back high.
+        if self.gate.is_none() || !self.high.is_empty() {
+            until.push(self.maintenance.ready_at(1));
+        }
         if self.cfg.min_share_ppm > 0 {
             until.push(self.reserve.ready_at(self.cfg.segment_us as i64));
+        }
+        if let Some(g) = &self.gate
+            && !self.best_effort.is_empty()
+        {
+            until.push(Some(g.open_at_us()));
         }
         until.push(Some(self.loop_start_us.saturating_add(self.cfg.loop_us)));
         let until_us = until.into_iter().flatten().min().map_or(now_us + 1, |t| t.max(now_us + 1));
@@ -261,5 +369,13 @@ impl Policy for Classful {
 
     fn queued(&self) -> usize {
         self.ids.len()
+    }
+
+    fn set_channel_share(&mut self, channel: u64, share_ppm: u64) {
+        self.shares.insert(channel, share_ppm.clamp(1, PPM));
+    }
+
+    fn gate(&self, now_us: u64) -> Option<GateState> {
+        self.gate.as_ref().map(|g| g.state(now_us, !self.fg.is_empty()))
     }
 }

@@ -11,18 +11,22 @@
 //! - [`Fifo`]: today's behaviour, whole requests in arrival order.
 //! - [`Classful`]: foreground first, token buckets in head time for the
 //!   maintenance classes, a guaranteed minimum maintenance share, max-min
-//!   fair sharing among best-effort declarations, and maintenance requests
-//!   cut into segments.
+//!   fair sharing among best-effort declarations (weighted by their shares
+//!   where given), and maintenance requests cut into segments; optionally
+//!   the Waiting gate ([`waiting`]) on best effort.
 
 mod bucket;
 mod classful;
 pub mod congestion;
+pub mod fairness;
 pub mod fgtail;
 mod fifo;
 pub mod steerexp;
 pub mod steering;
+pub mod waitexp;
+pub mod waiting;
 
-pub use classful::{Classful, ClassfulConfig};
+pub use classful::{Classful, ClassfulConfig, DEFAULT_CHANNEL_SHARE_PPM};
 pub use fifo::Fifo;
 
 use serde::{Deserialize, Serialize};
@@ -111,6 +115,13 @@ pub trait Policy: Send {
     fn next(&mut self, now_us: u64) -> Decision;
     /// Requests queued or partly served.
     fn queued(&self) -> usize;
+    /// Gives best-effort channel `channel` a share of head time (ppm) that
+    /// fair queueing weights it by; policies without channels ignore it.
+    fn set_channel_share(&mut self, _channel: u64, _share_ppm: u64) {}
+    /// The Waiting gate's state, for policies that have one.
+    fn gate(&self, _now_us: u64) -> Option<waiting::GateState> {
+        None
+    }
 }
 
 /// Which policy a disk uses (`[node.io] scheduler`).

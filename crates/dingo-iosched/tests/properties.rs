@@ -1,6 +1,7 @@
 //! Property tests of the policies' invariants, driving them with a
 //! simulated head.
 
+use dingo_iosched::waiting::{self, WaitingConfig};
 use dingo_iosched::{Class, Classful, ClassfulConfig, Decision, Fifo, Policy, Request, Unit};
 use proptest::prelude::*;
 
@@ -183,5 +184,187 @@ proptest! {
         // At least min_share of head time, less one unit of slack.
         let floor = now * cfg.min_share_ppm / 1_000_000 - unit_max(&cfg);
         prop_assert!(maintenance_us >= floor, "maintenance got {} of {} µs", maintenance_us, now);
+    }
+}
+
+/// A classful policy with a Waiting gate of fixed `(s, t)` (no retune).
+fn gated(size_bytes: u64, threshold_us: u64, min_share_ppm: u64) -> (ClassfulConfig, WaitingConfig) {
+    let waiting = WaitingConfig {
+        positioning_us: 8_000,
+        transfer_bytes_per_sec: 60_000_000,
+        retune_us: u64::MAX,
+        initial_size_bytes: size_bytes,
+        initial_threshold_us: threshold_us,
+        ..WaitingConfig::default()
+    };
+    let cfg = ClassfulConfig {
+        segment_us: 25_000,
+        reposition_us: 8_000,
+        min_share_ppm,
+        waiting: Some(waiting),
+        ..ClassfulConfig::default()
+    };
+    (cfg, waiting)
+}
+
+/// Drives `policy` until `horizon_us` with the given foreground arrivals
+/// (`(at_us, cost_us)`) and a best-effort request on channel 0 that never
+/// runs out; returns the served units with their start times.
+fn run_backlogged(policy: &mut dyn Policy, fg: &[(u64, u64)], horizon_us: u64) -> Vec<(u64, Unit)> {
+    policy
+        .enqueue(0, Request { id: u64::MAX, class: Class::BestEffort { channel: 0 }, cost_us: u64::MAX / 4 })
+        .unwrap();
+    let (mut served, mut now, mut next, mut retry) = (Vec::new(), 0u64, 0usize, None::<u64>);
+    while now < horizon_us {
+        while next < fg.len() && fg[next].0 <= now {
+            policy.enqueue(now, Request { id: next as u64, class: Class::Foreground, cost_us: fg[next].1 }).unwrap();
+            next += 1;
+            retry = None;
+        }
+        if retry.is_none_or(|t| t <= now) {
+            match policy.next(now) {
+                Decision::Serve(u) => {
+                    served.push((now, u));
+                    now += u.cost_us;
+                    retry = None;
+                    continue;
+                }
+                Decision::Wait { until_us } => retry = Some(until_us),
+                Decision::Idle => retry = None,
+            }
+        }
+        now = match (fg.get(next).map(|a| a.0), retry) {
+            (Some(a), Some(r)) => a.min(r),
+            (Some(a), None) => a,
+            (None, Some(r)) => r,
+            (None, None) => return served,
+        };
+    }
+    served
+}
+
+fn foreground_trace(max: usize) -> impl Strategy<Value = Vec<(u64, u64)>> {
+    prop::collection::vec((0u64..3_000_000, 3_000u64..30_000), 1..max).prop_map(|mut v| {
+        v.sort_by_key(|a| a.0);
+        v
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn gated_best_effort_fires_only_after_the_idle_threshold(
+        fg in foreground_trace(40),
+        size in prop::sample::select(waiting::SIZES_BYTES.to_vec()),
+        threshold_us in 1_000u64..300_000,
+    ) {
+        // No reservation: every best-effort unit comes through the gate.
+        let (cfg, w) = gated(size, threshold_us, 0);
+        let served = run_backlogged(&mut Classful::new(cfg), &fg, 4_000_000);
+        let mut fg_free_at = 0;
+        for (start, u) in &served {
+            if u.class == Class::Foreground {
+                fg_free_at = start + u.cost_us;
+                continue;
+            }
+            prop_assert!(*start >= fg_free_at + threshold_us, "unit at {} before the gate opened", start);
+            let queued = fg.iter().enumerate().any(|(i, a)| {
+                a.0 <= *start && !served.iter().any(|(s, f)| f.id == i as u64 && s < start)
+            });
+            prop_assert!(!queued, "unit at {} while foreground was queued", start);
+            prop_assert_eq!(u.cost_us, w.cost_us(size), "each gated request pays positioning plus its size");
+        }
+    }
+
+    #[test]
+    fn the_tuners_replay_predicts_the_policys_slowdown_exactly(
+        fg in foreground_trace(40),
+        size in prop::sample::select(waiting::SIZES_BYTES[..9].to_vec()),
+        threshold_us in 1_000u64..300_000,
+    ) {
+        let (cfg, w) = gated(size, threshold_us, 0);
+        let served = run_backlogged(&mut Classful::new(cfg), &fg, 4_000_000);
+        let mut latency_with = vec![None; fg.len()];
+        for (start, u) in &served {
+            if u.class == Class::Foreground {
+                latency_with[u.id as usize] = Some(start + u.cost_us - fg[u.id as usize].0);
+            }
+        }
+        // Without maintenance: one FIFO head.
+        let mut free = 0u64;
+        let mut slowdown: u128 = 0;
+        for (i, &(at, cost)) in fg.iter().enumerate() {
+            free = free.max(at) + cost;
+            let with = latency_with[i].expect("every foreground request is served");
+            slowdown += u128::from(with - (free - at));
+        }
+        let p = waiting::replay(&fg, 0, 3_000_000, w.cost_us(size), size, threshold_us);
+        prop_assert_eq!(p.mean_slowdown_us, slowdown as f64 / fg.len() as f64);
+    }
+
+    #[test]
+    fn the_gate_never_starves_maintenance_on_a_disk_that_is_never_idle(fg_cost in 5_000u64..30_000, be_cost in 5_000u64..80_000) {
+        let (cfg, _) = gated(1 << 20, 10_000, 50_000);
+        let mut p = Classful::new(cfg);
+        let (mut now, mut id, mut maintenance_us) = (0u64, 0u64, 0u64);
+        for _ in 0..200 {
+            p.enqueue(now, Request { id, class: Class::BestEffort { channel: 0 }, cost_us: be_cost }).unwrap();
+            id += 1;
+        }
+        while now < 20_000_000 {
+            while p.queued() < 202 {
+                p.enqueue(now, Request { id, class: Class::Foreground, cost_us: fg_cost }).unwrap();
+                id += 1;
+            }
+            match p.next(now) {
+                Decision::Serve(u) => {
+                    if u.class != Class::Foreground {
+                        maintenance_us += u.cost_us;
+                    }
+                    now += u.cost_us;
+                }
+                Decision::Wait { until_us } => now = until_us,
+                Decision::Idle => break,
+            }
+        }
+        prop_assert!(p.gate(now).is_some_and(|g| !g.open));
+        let floor = now * cfg.min_share_ppm / 1_000_000 - unit_max(&cfg);
+        prop_assert!(maintenance_us >= floor, "maintenance got {} of {} µs", maintenance_us, now);
+    }
+
+    #[test]
+    fn shares_weight_backlogged_channels(shares in prop::collection::vec(50_000u64..400_000, 2..5)) {
+        let cfg = ClassfulConfig::default();
+        let mut p = Classful::new(cfg);
+        let cost = 20_000;
+        let mut id = 0;
+        for (c, &s) in shares.iter().enumerate() {
+            p.set_channel_share(c as u64, s);
+            for _ in 0..400 {
+                p.enqueue(0, Request { id, class: Class::BestEffort { channel: c as u64 }, cost_us: cost }).unwrap();
+                id += 1;
+            }
+        }
+        let mut served = vec![0u64; shares.len()];
+        let mut now = 0;
+        while now < 2_000_000 {
+            match p.next(now) {
+                Decision::Serve(u) => {
+                    if let Class::BestEffort { channel } = u.class {
+                        served[channel as usize] += u.cost_us;
+                    }
+                    now += u.cost_us;
+                }
+                Decision::Wait { until_us } => now = until_us,
+                Decision::Idle => break,
+            }
+        }
+        let total: u64 = shares.iter().sum();
+        for (c, &s) in shares.iter().enumerate() {
+            // In proportion to the shares, within one request.
+            let fair = now as f64 * s as f64 / total as f64;
+            prop_assert!((served[c] as f64 - fair).abs() <= cost as f64 * 1.01, "channel {} got {} of {} (fair {})", c, served[c], now, fair);
+        }
     }
 }

@@ -10,6 +10,7 @@
 //! head frees up, then sleeps for the unit's service time.
 
 use dingo_iosched::congestion::{Congestion, CongestionConfig, CongestionDetector};
+use dingo_iosched::waiting::{GateState, WaitingConfig};
 use dingo_iosched::{Class, ClassfulConfig, Decision, Policy, PolicyKind, Request};
 use dingo_proto::IoTag;
 use dingo_types::{DiskModel, TaskKind};
@@ -31,6 +32,33 @@ pub struct IoSettings {
     pub util_target_ppm: u64,
     /// Fault injection: this disk runs slower for a while.
     pub slowdown: Option<Slowdown>,
+    /// The Waiting gate on best effort (classful only); `None`: off.
+    pub waiting: Option<WaitingSettings>,
+    /// Shares of head time of best-effort declarations, `(declaration,
+    /// ppm)`: fair queueing weights them (PAIO's per-instance guarantees).
+    pub shares: Vec<(u64, u64)>,
+}
+
+/// The Waiting gate's goal and tuner timing (`[node.io] waiting`); the cost
+/// model is the disk's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WaitingSettings {
+    pub goal_us: u64,
+    pub max_slowdown_us: u64,
+    pub window_us: u64,
+    pub retune_us: u64,
+}
+
+impl Default for WaitingSettings {
+    fn default() -> Self {
+        let w = WaitingConfig::default();
+        WaitingSettings {
+            goal_us: w.goal_us,
+            max_slowdown_us: w.max_slowdown_us,
+            window_us: w.window_us,
+            retune_us: w.retune_us,
+        }
+    }
 }
 
 impl Default for IoSettings {
@@ -42,6 +70,8 @@ impl Default for IoSettings {
             min_share_ppm: c.min_share_ppm,
             util_target_ppm: c.util_target_ppm,
             slowdown: None,
+            waiting: None,
+            shares: Vec::new(),
         }
     }
 }
@@ -117,15 +147,28 @@ impl Head {
             reposition_us: model.positioning_us,
             min_share_ppm: io.min_share_ppm,
             util_target_ppm: io.util_target_ppm,
+            waiting: io.waiting.map(|w| WaitingConfig {
+                goal_us: w.goal_us,
+                max_slowdown_us: w.max_slowdown_us,
+                window_us: w.window_us,
+                retune_us: w.retune_us,
+                positioning_us: model.positioning_us,
+                transfer_bytes_per_sec: model.transfer_bytes_per_sec,
+                ..WaitingConfig::default()
+            }),
             ..ClassfulConfig::default()
         };
+        let mut policy = io.scheduler.build(config);
+        for &(declaration, share_ppm) in &io.shares {
+            policy.set_channel_share(declaration, share_ppm);
+        }
         Head {
             model,
             epoch: Instant::now(),
             slowdown: io.slowdown,
             scheduler: io.scheduler,
             state: Mutex::new(State {
-                policy: io.scheduler.build(config),
+                policy,
                 next_id: 0,
                 busy_until_us: 0,
                 retry_at_us: None,
@@ -202,6 +245,12 @@ impl Head {
     /// The disk's congestion signal now.
     pub fn congestion(&self) -> Congestion {
         self.lock().congestion.state()
+    }
+
+    /// The Waiting gate's state now, if the disk has one.
+    pub fn gate(&self) -> Option<GateState> {
+        let now = self.now_us();
+        self.lock().policy.gate(now)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -330,6 +379,24 @@ mod tests {
         }
         assert_eq!(slow.congestion(), Congestion { congested: true, slowness_permille: 5000 });
         assert_eq!(normal.congestion(), Congestion { congested: false, slowness_permille: 1000 });
+    }
+
+    #[test]
+    fn a_waiting_gate_holds_best_effort_until_the_disk_has_been_idle() {
+        let waiting = WaitingSettings { goal_us: 1_000, ..WaitingSettings::default() };
+        // No reservation: it would serve one unit at once (the bucket starts full).
+        let io = IoSettings { waiting: Some(waiting), min_share_ppm: 0, ..IoSettings::default() };
+        let head = Head::new(MODEL, &io);
+        assert!(Head::new(MODEL, &IoSettings::default()).gate().is_none());
+        let ((), _) = head.serve(4096, IoTag::Foreground, || ());
+        let gate = head.gate().unwrap();
+        assert!(!gate.open);
+        assert_eq!(gate.params.threshold_us, WaitingConfig::default().initial_threshold_us);
+        // Fires only once the 100 ms initial threshold has passed.
+        let t = Instant::now();
+        head.serve(100_000, SCRUB, || ());
+        assert!(t.elapsed() >= Duration::from_millis(90), "{:?}", t.elapsed());
+        assert!(head.gate().unwrap().open);
     }
 
     #[test]

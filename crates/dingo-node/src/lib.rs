@@ -16,7 +16,7 @@ pub mod service;
 pub mod store;
 
 pub use error::StoreError;
-pub use head::{IoSettings, Slowdown};
+pub use head::{IoSettings, Slowdown, WaitingSettings};
 pub use store::{DiskSpec, Store};
 
 use dingo_proto::v1::meta_client::MetaClient;

@@ -276,6 +276,32 @@ fn render_head_metrics(store: &Store, s: &NodeStatsReply, m: &mut MetricsText) {
             m.sample(name, &[("disk", disk), ("class", class)], head.classes[i].served_us.load(Relaxed));
         }
     }
+    let gates: Vec<(&String, dingo_iosched::waiting::GateState)> =
+        heads.iter().filter_map(|(disk, head)| Some((disk, head.gate()?))).collect();
+    if !gates.is_empty() {
+        type GateGauge = fn(&dingo_iosched::waiting::GateState) -> f64;
+        let gauges: [(&str, &str, GateGauge); 5] = [
+            ("dingo_disk_gate_open", "1 while the Waiting gate lets best effort fire.", |g| {
+                f64::from(u8::from(g.open))
+            }),
+            ("dingo_disk_gate_size_bytes", "The Waiting gate's request size.", |g| g.params.size_bytes as f64),
+            ("dingo_disk_gate_threshold_seconds", "Foreground idle time before the Waiting gate opens.", |g| {
+                g.params.threshold_us as f64 / 1e6
+            }),
+            (
+                "dingo_disk_gate_predicted_slowdown_seconds",
+                "Mean foreground slowdown the last tune predicted for the gate's parameters.",
+                |g| g.prediction.map_or(0.0, |p| p.mean_slowdown_us / 1e6),
+            ),
+            ("dingo_disk_gate_retunes", "Times the Waiting gate's tuner ran.", |g| g.retunes as f64),
+        ];
+        for (name, help, get) in gauges {
+            m.family(name, "gauge", help);
+            for (disk, g) in &gates {
+                m.sample(name, &[("disk", disk)], get(g));
+            }
+        }
+    }
     let name = "dingo_disk_queue_wait_seconds";
     m.family(name, "histogram", "Time requests waited for the emulated head, per scheduling class.");
     for (disk, head) in &heads {

@@ -25,6 +25,10 @@
 //! util_target = 1.0        # head-time utilisation the control loop aims at
 //! # fault injection: the node's disk #0 (in --disk order) 5x slower from 4.5 s to 6.8 s
 //! slowdown = [{ disk = 0, factor = 5.0, after_ms = 4500, for_ms = 2300 }]
+//! # Waiting gate on best effort (off when absent): fire after idle time,
+//! # (size, threshold) tuned every retune_s on the last window_s of foreground
+//! waiting = { goal_ms = 2.0, max_slowdown_ms = 50, window_s = 600, retune_s = 300 }
+//! shares = [{ declaration = 7, share = 0.3 }]  # fair-queueing weight of a declaration
 //!
 //! [cluster]
 //! nodes = 4
@@ -82,6 +86,28 @@ pub struct IoSection {
     pub util_target: Option<f64>,
     #[serde(default)]
     pub slowdown: Vec<SlowdownEntry>,
+    /// The Waiting gate on best effort; absent: off.
+    pub waiting: Option<WaitingEntry>,
+    #[serde(default)]
+    pub shares: Vec<ShareEntry>,
+}
+
+/// `[node.io] waiting`: the gate's mean-slowdown goal and tuner timing.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitingEntry {
+    pub goal_ms: f64,
+    pub max_slowdown_ms: Option<f64>,
+    pub window_s: Option<f64>,
+    pub retune_s: Option<f64>,
+}
+
+/// `[node.io] shares`: one declaration's guaranteed share of head time.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShareEntry {
+    pub declaration: u64,
+    pub share: f64,
 }
 
 /// One injected slowdown (`[node.io] slowdown`).
@@ -206,6 +232,37 @@ impl NodeSection {
         };
         s.min_share_ppm = share(io.min_share, "node.io.min_share", s.min_share_ppm)?;
         s.util_target_ppm = share(io.util_target, "node.io.util_target", s.util_target_ppm)?;
+        if let Some(w) = &io.waiting {
+            anyhow::ensure!(
+                s.scheduler == dingo_iosched::PolicyKind::Classful,
+                "node.io.waiting needs scheduler = \"classful\" (the FIFO queue has no best-effort class to gate)"
+            );
+            let positive = |v: f64, key: &str| -> Result<f64> {
+                anyhow::ensure!(v.is_finite() && v > 0.0, "node.io.waiting.{key} = {v} must be a positive number");
+                Ok(v)
+            };
+            let mut g = dingo_node::WaitingSettings {
+                goal_us: (positive(w.goal_ms, "goal_ms")? * 1e3) as u64,
+                ..Default::default()
+            };
+            if let Some(v) = w.max_slowdown_ms {
+                g.max_slowdown_us = (positive(v, "max_slowdown_ms")? * 1e3) as u64;
+            }
+            if let Some(v) = w.window_s {
+                g.window_us = (positive(v, "window_s")? * 1e6) as u64;
+            }
+            if let Some(v) = w.retune_s {
+                g.retune_us = (positive(v, "retune_s")? * 1e6) as u64;
+            }
+            s.waiting = Some(g);
+        }
+        for e in &io.shares {
+            anyhow::ensure!(
+                e.declaration > 0,
+                "node.io.shares: declaration 0 is the imperative tasks, not a declaration"
+            );
+            s.shares.push((e.declaration, share(Some(e.share), "node.io.shares.share", 0)?.max(1)));
+        }
         for f in &io.slowdown {
             anyhow::ensure!(
                 f.factor.is_finite() && f.factor >= 0.001,
@@ -301,6 +358,16 @@ mod tests {
         );
         let default = StorageConfig::default().node.io_settings(0).unwrap();
         assert_eq!(default.scheduler, dingo_iosched::PolicyKind::Classful);
+        assert_eq!(default.waiting, None);
+        let c = parse(
+            "[node.io]\nwaiting = { goal_ms = 1.5, retune_s = 5, window_s = 30 }\n\
+             shares = [{ declaration = 3, share = 0.25 }]\n",
+        )
+        .unwrap();
+        let d = c.node.io_settings(0).unwrap();
+        let w = d.waiting.unwrap();
+        assert_eq!((w.goal_us, w.retune_us, w.window_us, w.max_slowdown_us), (1_500, 5_000_000, 30_000_000, 50_000));
+        assert_eq!(d.shares, vec![(3, 250_000)]);
     }
 
     #[test]
@@ -321,6 +388,9 @@ mod tests {
             ("[node.io]\nscheduler = \"lifo\"\n", "node.io.scheduler = \"lifo\""),
             ("[node.io]\nmin_share = 1.5\n", "node.io.min_share"),
             ("[node.io]\nslowdown = [{ disk = 0, factor = 0.0, for_ms = 5 }]\n", "node.io.slowdown"),
+            ("[node.io]\nwaiting = { goal_ms = 0 }\n", "node.io.waiting.goal_ms = 0"),
+            ("[node.io]\nscheduler = \"fifo\"\nwaiting = { goal_ms = 1 }\n", "node.io.waiting needs scheduler"),
+            ("[node.io]\nshares = [{ declaration = 1, share = 1.5 }]\n", "node.io.shares.share = 1.5"),
             ("[cluster]\nnodes = 0\n", "cluster.nodes must be at least 1"),
         ] {
             let e = format!("{:#}", parse(text).unwrap_err());

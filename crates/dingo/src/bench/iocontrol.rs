@@ -14,6 +14,13 @@ pub enum IoControlCommand {
     /// Replica steering around a slow disk (Sandook Fig. 7c/9 analog):
     /// weighted replica choice with congestion signals against random.
     Steering(SteeringArgs),
+    /// Idle-time scrubbing (Practical scrubbing Fig. 15 / Table III
+    /// analog): the Waiting gate tuned for 1, 2 and 4 ms of mean slowdown
+    /// against a fixed-rate scrubber.
+    Waiting(super::waiting::WaitingArgs),
+    /// Per-tenant guarantees with tenants joining and leaving (PAIO Fig. 10
+    /// analog): declarations with shares against the FIFO queue.
+    Fairness(super::fairness::FairnessArgs),
 }
 
 #[derive(Args)]
@@ -63,6 +70,8 @@ pub async fn run(cmd: IoControlCommand) -> anyhow::Result<()> {
     match cmd {
         IoControlCommand::FgTail(a) => fg_tail(a).await,
         IoControlCommand::Steering(a) => steering(a).await,
+        IoControlCommand::Waiting(a) => super::waiting::run(a).await,
+        IoControlCommand::Fairness(a) => super::fairness::run(a).await,
     }
 }
 

@@ -1,9 +1,11 @@
 //! `dingo bench ...`: benchmarks that print their figures (and JSON with
 //! `--json`), so targets are checked by measurement, not by timed tests.
 
+pub mod fairness;
 pub mod flash;
 pub mod iocontrol;
 pub mod planner;
+pub mod waiting;
 
 /// Peak resident set size of this process, from /proc (Linux); 0 elsewhere.
 pub fn peak_rss_bytes() -> u64 {

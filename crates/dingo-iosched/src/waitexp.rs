@@ -1,0 +1,533 @@
+//! The waiting experiment (Practical scrubbing Fig. 15 / Table III analog):
+//! a bursty foreground with heavy-tailed idle gaps on one disk, and
+//! scrubbing through the Waiting gate tuned for a mean-slowdown goal,
+//! against a fixed-rate scrubber on the classful scheduler without the gate.
+//! What the real run (`dingo_iobench::waiting`) and its virtual-time twin
+//! ([`simulate`]) share: the load ([`WaitSpec`], [`foreground`]), the
+//! per-disk jobs ([`Job`]), and the statistics ([`DiskRun`],
+//! [`mean_slowdown_ms`], [`interpolate_at`]).
+
+use crate::waiting::{GateParams, WaitingConfig};
+use crate::{Class, ClassfulConfig, Decision, Policy, PolicyKind, Request};
+use serde::Serialize;
+use std::collections::{HashMap, VecDeque};
+
+/// Foreground read sizes are multiples of this (the node's checksum segment).
+pub const FG_STEP_BYTES: u64 = 64 << 10;
+
+/// The experiment's load and parameters, per disk.
+#[derive(Clone, Debug, Serialize)]
+pub struct WaitSpec {
+    pub duration_s: u64,
+    /// Figures count foreground arrivals and scrub completions from here
+    /// to `duration_s − tail_s`; the gate tunes in the meantime.
+    pub warmup_s: u64,
+    pub tail_s: u64,
+    /// Foreground: bursts of 1..=`burst_max` reads of 64 KiB-256 KiB
+    /// (uniform in 64 KiB steps: the node reads whole 64 KiB checksum
+    /// segments), 1-5 ms apart, separated by idle gaps from a 3-phase
+    /// hyper-exponential (study §5.7 E4, scaled to a one-minute run).
+    pub burst_max: u32,
+    pub fg_min_bytes: u64,
+    pub fg_max_bytes: u64,
+    pub gap_means_us: [u64; 3],
+    pub gap_weights_ppm: [u64; 3],
+    /// Scrub reads whole chunks of this size.
+    pub scrub_read_bytes: u64,
+    /// Reads the Waiting scrubber keeps outstanding (it always has work).
+    pub scrub_outstanding: u32,
+    pub goals_us: Vec<u64>,
+    /// The fixed-rate scrubber's rates, as shares of the disk's
+    /// back-to-back chunk-read rate.
+    pub fixed_rate_shares_ppm: Vec<u64>,
+    /// The gate's tuner: history replayed and how often.
+    pub window_us: u64,
+    pub retune_us: u64,
+    /// Planner-like dispatch for the free-bytes check: every `group_us`
+    /// a group of `group_chunks` chunks, read by two declarations in
+    /// opposite orders, pinned until the next group plus `pin_grace_us`
+    /// (the planner service's default grace, PLANNER_SERVICE.md); groups
+    /// are released while their pins expire within the run.
+    pub group_us: u64,
+    pub group_chunks: u32,
+    pub pin_grace_us: u64,
+    pub positioning_us: u64,
+    pub transfer_bytes_per_sec: u64,
+}
+
+impl WaitSpec {
+    pub fn full() -> Self {
+        WaitSpec {
+            duration_s: 60,
+            warmup_s: 15,
+            tail_s: 2,
+            burst_max: 6,
+            fg_min_bytes: FG_STEP_BYTES,
+            fg_max_bytes: 256 << 10,
+            gap_means_us: [20_000, 200_000, 1_500_000],
+            gap_weights_ppm: [500_000, 350_000, 150_000],
+            scrub_read_bytes: 4 << 20,
+            scrub_outstanding: 2,
+            goals_us: vec![1_000, 2_000, 4_000],
+            fixed_rate_shares_ppm: vec![25_000, 50_000, 100_000, 200_000, 400_000],
+            window_us: 30_000_000,
+            retune_us: 5_000_000,
+            group_us: 2_000_000,
+            group_chunks: 2,
+            pin_grace_us: 5_000_000,
+            // The demo's HDD, as in fg-tail.
+            positioning_us: 8_000,
+            transfer_bytes_per_sec: 60_000_000,
+        }
+    }
+
+    /// Half as long, the same shape.
+    pub fn quick() -> Self {
+        WaitSpec { duration_s: 40, warmup_s: 12, window_us: 20_000_000, retune_us: 4_000_000, ..Self::full() }
+    }
+
+    pub fn cost_us(&self, bytes: u64) -> u64 {
+        self.waiting(0).cost_us(bytes)
+    }
+
+    /// The gate's configuration for `goal_us`.
+    pub fn waiting(&self, goal_us: u64) -> WaitingConfig {
+        WaitingConfig {
+            goal_us,
+            window_us: self.window_us,
+            retune_us: self.retune_us,
+            positioning_us: self.positioning_us,
+            transfer_bytes_per_sec: self.transfer_bytes_per_sec,
+            ..WaitingConfig::default()
+        }
+    }
+
+    /// The node's scheduler configuration, with the gate for `goal_us`.
+    pub fn classful(&self, goal_us: Option<u64>) -> ClassfulConfig {
+        ClassfulConfig {
+            segment_us: self.cost_us(1 << 20),
+            reposition_us: self.positioning_us,
+            waiting: goal_us.map(|g| self.waiting(g)),
+            ..ClassfulConfig::default()
+        }
+    }
+
+    /// Interval between a fixed-rate scrubber's chunk reads at `share_ppm`.
+    pub fn fixed_rate_interval_us(&self, share_ppm: u64) -> u64 {
+        self.cost_us(self.scrub_read_bytes) * 1_000_000 / share_ppm.max(1)
+    }
+
+    /// Whether group `g` is released: its pins expire within the run.
+    pub fn group_released(&self, g: u64) -> bool {
+        (g + 1) * self.group_us + self.pin_grace_us <= self.duration_s * 1_000_000
+    }
+
+    /// Window the figures cover, µs.
+    pub fn measured_us(&self) -> (u64, u64) {
+        (self.warmup_s * 1_000_000, (self.duration_s - self.tail_s) * 1_000_000)
+    }
+}
+
+/// One foreground read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FgRead {
+    pub at_us: u64,
+    pub bytes: u64,
+}
+
+/// The seeded foreground of one disk: the same seed gives the same reads to
+/// every configuration, so slowdown is a paired difference.
+pub fn foreground(spec: &WaitSpec, seed: u64) -> Vec<FgRead> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let end = spec.duration_s * 1_000_000;
+    let mut out = Vec::new();
+    let mut t = 0u64;
+    loop {
+        // Idle gap: pick a phase by weight, then an exponential length.
+        let pick = rng.u64(..1_000_000);
+        let mut acc = 0;
+        let mut mean = spec.gap_means_us[2];
+        for (m, w) in spec.gap_means_us.iter().zip(spec.gap_weights_ppm) {
+            acc += w;
+            if pick < acc {
+                mean = *m;
+                break;
+            }
+        }
+        t += (-(1.0 - rng.f64()).ln() * mean as f64) as u64;
+        for _ in 0..rng.u32(1..=spec.burst_max) {
+            if t >= end {
+                return out;
+            }
+            let steps = rng.u64(spec.fg_min_bytes / FG_STEP_BYTES..=spec.fg_max_bytes / FG_STEP_BYTES);
+            out.push(FgRead { at_us: t, bytes: steps * FG_STEP_BYTES });
+            t += rng.u64(1_000..=5_000);
+        }
+    }
+}
+
+/// What runs on one disk besides its foreground.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Job {
+    /// Foreground only: the reference latencies.
+    Reference,
+    /// A scrubber that always has work, through the gate.
+    Waiting { goal_us: u64 },
+    /// Chunk reads issued at a fixed interval, classful without the gate.
+    FixedRate { share_ppm: u64 },
+    /// Planner-like pinned groups read by two declarations, through the gate.
+    Groups { goal_us: u64 },
+}
+
+impl Job {
+    pub fn goal_us(self) -> Option<u64> {
+        match self {
+            Job::Waiting { goal_us } | Job::Groups { goal_us } => Some(goal_us),
+            Job::Reference | Job::FixedRate { .. } => None,
+        }
+    }
+}
+
+/// What one disk measured.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DiskRun {
+    /// Latency of each foreground read (`None`: did not complete), µs.
+    #[serde(skip)]
+    pub fg_latency_us: Vec<Option<u64>>,
+    /// (completion µs, bytes) of every maintenance read.
+    #[serde(skip)]
+    pub scrub_done: Vec<(u64, u64)>,
+    /// Groups: bytes the pins made free by plan, and bytes read from memory.
+    pub planned_free_bytes: u64,
+    pub achieved_free_bytes: u64,
+    /// The gate's parameters at the end of the run.
+    pub gate: Option<GateParams>,
+}
+
+impl DiskRun {
+    /// Scrub MB/s over the measured window.
+    pub fn scrub_mb_s(&self, spec: &WaitSpec) -> f64 {
+        let (from, to) = spec.measured_us();
+        let bytes: u64 = self.scrub_done.iter().filter(|d| (from..to).contains(&d.0)).map(|d| d.1).sum();
+        bytes as f64 / ((to - from) as f64 / 1e6) / 1e6
+    }
+}
+
+/// Mean over the foreground reads arriving in the measured window of the
+/// latency with maintenance minus the reference latency, ms.
+pub fn mean_slowdown_ms(spec: &WaitSpec, fg: &[FgRead], with: &DiskRun, reference: &DiskRun) -> f64 {
+    let (from, to) = spec.measured_us();
+    let (mut sum, mut n) = (0i128, 0u64);
+    for (i, r) in fg.iter().enumerate() {
+        if !(from..to).contains(&r.at_us) {
+            continue;
+        }
+        if let (Some(Some(a)), Some(Some(b))) = (with.fg_latency_us.get(i), reference.fg_latency_us.get(i)) {
+            sum += i128::from(*a) - i128::from(*b);
+            n += 1;
+        }
+    }
+    if n == 0 { 0.0 } else { sum as f64 / n as f64 / 1000.0 }
+}
+
+/// The most `y` a curve of measured `(x, y)` points reaches at `x`: the
+/// upper envelope (the best `y` of any point at or below each `x`), from the
+/// origin (no scrubbing, no slowdown), linearly interpolated; beyond the
+/// last point, the best `y` (and `true`: extrapolated). Measured mean
+/// slowdown is noisy, so the envelope credits the baseline with its best.
+pub fn interpolate_at(points: &[(f64, f64)], x: f64) -> (f64, bool) {
+    let mut sorted = points.to_vec();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut best = 0.0f64;
+    let mut envelope = Vec::new();
+    for (px, py) in sorted {
+        if py > best {
+            best = py;
+            envelope.push((px, py));
+        }
+    }
+    let mut prev = (0.0, 0.0);
+    for &(px, py) in &envelope {
+        if x <= px {
+            let f = if px > prev.0 { (x - prev.0) / (px - prev.0) } else { 1.0 };
+            return (prev.1 + f * (py - prev.1), false);
+        }
+        prev = (px, py);
+    }
+    (prev.1, !envelope.is_empty())
+}
+
+/// Who a maintenance request in the twin belongs to.
+#[derive(Clone, Copy)]
+enum Owner {
+    Fg(usize),
+    Scrub,
+    /// A group read by reader 0 or 1 of `chunk`.
+    Group {
+        reader: usize,
+        chunk: u64,
+    },
+}
+
+/// The pinned-cache state of one group chunk in the twin.
+#[derive(Clone, Copy, Default)]
+struct PinState {
+    until_us: u64,
+    /// When a disk read that fills the pin completes (None: not filling).
+    filled_at_us: Option<u64>,
+}
+
+/// Runs one disk with `job` in virtual time, driving the node's policy.
+pub fn simulate(spec: &WaitSpec, fg: &[FgRead], job: Job) -> DiskRun {
+    let cfg = spec.classful(job.goal_us());
+    let mut policy = PolicyKind::Classful.build(cfg);
+    let end_us = spec.duration_s * 1_000_000;
+    let mut run = DiskRun { fg_latency_us: vec![None; fg.len()], ..DiskRun::default() };
+    let mut owners: HashMap<u64, Owner> = HashMap::new();
+    let mut next_id = 0u64;
+    let mut enqueue = |policy: &mut Box<dyn Policy>, owners: &mut HashMap<u64, Owner>, now, class, bytes, owner| {
+        let id = next_id;
+        next_id += 1;
+        owners.insert(id, owner);
+        // Ids are fresh, so the policy cannot refuse.
+        let _ = policy.enqueue(now, Request { id, class, cost_us: spec.cost_us(bytes) });
+    };
+    let chunk = spec.scrub_read_bytes;
+    let (mut next_fg, mut scrub_outstanding, mut fixed_issued) = (0usize, 0u32, 0u64);
+    // Groups: per reader, the chunks still to read and whether one is in
+    // flight (a read waiting on another's fill counts as in flight).
+    let mut readers: [VecDeque<u64>; 2] = [VecDeque::new(), VecDeque::new()];
+    let mut reading: [Option<(u64, Option<u64>)>; 2] = [None, None];
+    let mut pins: HashMap<u64, PinState> = HashMap::new();
+    let mut groups_released = 0u64;
+    let (mut busy, mut retry_at): (Option<(crate::Unit, u64)>, Option<u64>) = (None, None);
+    let mut now = 0u64;
+    loop {
+        while next_fg < fg.len() && fg[next_fg].at_us <= now {
+            enqueue(&mut policy, &mut owners, now, Class::Foreground, fg[next_fg].bytes, Owner::Fg(next_fg));
+            next_fg += 1;
+        }
+        match job {
+            Job::Reference => {}
+            Job::Waiting { .. } => {
+                while scrub_outstanding < spec.scrub_outstanding {
+                    enqueue(&mut policy, &mut owners, now, Class::BestEffort { channel: 1 }, chunk, Owner::Scrub);
+                    scrub_outstanding += 1;
+                }
+            }
+            Job::FixedRate { share_ppm } => {
+                let interval = spec.fixed_rate_interval_us(share_ppm);
+                while fixed_issued * interval <= now {
+                    enqueue(&mut policy, &mut owners, now, Class::BestEffort { channel: 1 }, chunk, Owner::Scrub);
+                    fixed_issued += 1;
+                }
+            }
+            Job::Groups { .. } => {
+                while groups_released * spec.group_us <= now && spec.group_released(groups_released) {
+                    let g = groups_released;
+                    let until_us = (g + 1) * spec.group_us + spec.pin_grace_us;
+                    let ids: Vec<u64> = (0..u64::from(spec.group_chunks)).map(|c| g * 1000 + c).collect();
+                    for &c in &ids {
+                        pins.insert(c, PinState { until_us, filled_at_us: None });
+                    }
+                    readers[0].extend(ids.iter().copied());
+                    readers[1].extend(ids.iter().rev().copied());
+                    // Free by plan: every chunk's second read.
+                    run.planned_free_bytes += u64::from(spec.group_chunks) * chunk;
+                    groups_released += 1;
+                }
+                for r in 0..2 {
+                    // A read waiting for another's fill finishes with it.
+                    if let Some((_, Some(done))) = reading[r]
+                        && done <= now
+                    {
+                        reading[r] = None;
+                    }
+                    if reading[r].is_some() {
+                        continue;
+                    }
+                    let Some(c) = readers[r].pop_front() else { continue };
+                    let pin = pins.get(&c).copied().unwrap_or_default();
+                    match pin.filled_at_us {
+                        // Pinned and filled or filling: served from memory
+                        // (the node makes a concurrent reader wait for the fill).
+                        Some(done) if now <= pin.until_us => {
+                            run.achieved_free_bytes += chunk;
+                            reading[r] = Some((c, Some(done.max(now))));
+                        }
+                        _ => {
+                            let channel = 2 + r as u64;
+                            enqueue(
+                                &mut policy,
+                                &mut owners,
+                                now,
+                                Class::BestEffort { channel },
+                                chunk,
+                                Owner::Group { reader: r, chunk: c },
+                            );
+                            reading[r] = Some((c, None));
+                            if now <= pin.until_us
+                                && let Some(p) = pins.get_mut(&c)
+                            {
+                                // Filling: done when the read completes.
+                                p.filled_at_us = Some(u64::MAX);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if let Some((unit, until)) = busy
+            && until <= now
+        {
+            busy = None;
+            if unit.last {
+                match owners.remove(&unit.id) {
+                    Some(Owner::Fg(i)) => run.fg_latency_us[i] = Some(now - fg[i].at_us),
+                    Some(Owner::Scrub) => {
+                        scrub_outstanding = scrub_outstanding.saturating_sub(1);
+                        run.scrub_done.push((now, chunk));
+                    }
+                    Some(Owner::Group { reader, chunk: c }) => {
+                        run.scrub_done.push((now, chunk));
+                        reading[reader] = None;
+                        if let Some(p) = pins.get_mut(&c)
+                            && p.filled_at_us == Some(u64::MAX)
+                        {
+                            p.filled_at_us = Some(now);
+                            // Readers waiting on this fill finish now.
+                            for w in reading.iter_mut() {
+                                if let Some((wc, Some(done))) = w
+                                    && *wc == c
+                                    && *done == u64::MAX
+                                {
+                                    *done = now;
+                                }
+                            }
+                        }
+                    }
+                    None => {}
+                }
+            }
+            continue;
+        }
+        if busy.is_none() && retry_at.is_none_or(|t| t <= now) {
+            retry_at = None;
+            match policy.next(now) {
+                Decision::Serve(unit) => busy = Some((unit, now + unit.cost_us)),
+                Decision::Wait { until_us } => retry_at = Some(until_us),
+                Decision::Idle => {}
+            }
+        }
+        let mut next = busy.map(|b| b.1);
+        let mut consider = |t: u64| next = Some(next.map_or(t, |n: u64| n.min(t)));
+        if let Some(r) = fg.get(next_fg) {
+            consider(r.at_us);
+        }
+        match job {
+            Job::FixedRate { share_ppm } => consider(fixed_issued * spec.fixed_rate_interval_us(share_ppm)),
+            Job::Groups { .. } => {
+                if spec.group_released(groups_released) {
+                    consider(groups_released * spec.group_us);
+                }
+                for (_, done) in reading.iter().flatten() {
+                    if let Some(d) = done
+                        && *d != u64::MAX
+                    {
+                        consider((*d).max(now));
+                    }
+                }
+            }
+            Job::Reference | Job::Waiting { .. } => {}
+        }
+        if busy.is_none()
+            && let Some(t) = retry_at
+        {
+            consider(t);
+        }
+        match next {
+            Some(t) if t <= end_us => now = t.max(now),
+            _ => break,
+        }
+        if busy.is_none() {
+            retry_at = retry_at.map(|t| t.min(now));
+        }
+    }
+    run.gate = policy.gate(end_us).map(|g| g.params);
+    run
+}
+
+/// The twin's figures for one seed: per goal, (mean slowdown ms, scrub
+/// MB/s, achieved/planned free bytes); per fixed rate, (slowdown, MB/s).
+#[derive(Clone, Debug, Serialize)]
+pub struct TwinResult {
+    pub waiting: Vec<(u64, f64, f64, f64)>,
+    pub fixed_rate: Vec<(u64, f64, f64)>,
+}
+
+/// The whole experiment on one seed in virtual time.
+pub fn twin(spec: &WaitSpec, seed: u64) -> TwinResult {
+    let fg = foreground(spec, seed);
+    let reference = simulate(spec, &fg, Job::Reference);
+    let waiting = spec
+        .goals_us
+        .iter()
+        .map(|&goal_us| {
+            let w = simulate(spec, &fg, Job::Waiting { goal_us });
+            let g = simulate(spec, &fg, Job::Groups { goal_us });
+            let free = g.achieved_free_bytes as f64 / g.planned_free_bytes.max(1) as f64;
+            (goal_us, mean_slowdown_ms(spec, &fg, &w, &reference), w.scrub_mb_s(spec), free)
+        })
+        .collect();
+    let fixed_rate = spec
+        .fixed_rate_shares_ppm
+        .iter()
+        .map(|&share_ppm| {
+            let f = simulate(spec, &fg, Job::FixedRate { share_ppm });
+            (share_ppm, mean_slowdown_ms(spec, &fg, &f, &reference), f.scrub_mb_s(spec))
+        })
+        .collect();
+    TwinResult { waiting, fixed_rate }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_foreground_is_seeded_bursty_and_in_the_studys_utilisation_range() {
+        let spec = WaitSpec::full();
+        let a = foreground(&spec, 7);
+        assert_eq!(a, foreground(&spec, 7));
+        assert_ne!(a, foreground(&spec, 8));
+        for seed in 1..=3 {
+            let busy_us: u64 = foreground(&spec, seed).iter().map(|r| spec.cost_us(r.bytes)).sum();
+            let util = busy_us as f64 / (spec.duration_s * 1_000_000) as f64;
+            assert!((0.10..=0.30).contains(&util), "{util}");
+        }
+        assert!(a.windows(2).all(|w| w[0].at_us <= w[1].at_us));
+    }
+
+    #[test]
+    fn interpolation_starts_at_the_origin_and_flags_extrapolation() {
+        let pts = [(3.0, 20.0), (1.0, 10.0), (2.5, 5.0)];
+        assert_eq!(interpolate_at(&pts, 0.5), (5.0, false));
+        // (2.5, 5) lies under the envelope and is ignored.
+        assert_eq!(interpolate_at(&pts, 2.0), (15.0, false));
+        assert_eq!(interpolate_at(&pts, 4.0), (20.0, true));
+    }
+
+    #[test]
+    fn the_reference_has_no_scrub_and_fixed_rate_scrubs_at_its_rate() {
+        let spec = WaitSpec::quick();
+        let fg = foreground(&spec, 1);
+        let r = simulate(&spec, &fg, Job::Reference);
+        assert!(r.scrub_done.is_empty() && r.fg_latency_us.iter().all(Option::is_some));
+        assert_eq!(mean_slowdown_ms(&spec, &fg, &r, &r), 0.0);
+        let f = simulate(&spec, &fg, Job::FixedRate { share_ppm: 100_000 });
+        // 10 % of the 78 ms chunk read's 53.8 MB/s.
+        let want = 0.1 * spec.scrub_read_bytes as f64 / (spec.cost_us(spec.scrub_read_bytes) as f64 / 1e6) / 1e6;
+        assert!((f.scrub_mb_s(&spec) - want).abs() < 0.1 * want, "{} vs {want}", f.scrub_mb_s(&spec));
+    }
+}
