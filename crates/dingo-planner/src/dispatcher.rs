@@ -261,18 +261,65 @@ impl Packer {
 
 pub fn dispatch(schedule: &Schedule, config: &PlannerConfig) -> Dispatch {
     let mut out = Dispatch::default();
-    if schedule.sets.is_empty() {
-        return out;
+    dispatch_into(schedule, config, &mut DispatchScratch::default(), &mut out);
+    out
+}
+
+/// Working memory of [`dispatch_into`], kept from one quantum to the next:
+/// a large quantum's dispatch fills hundreds of megabytes of scratch, and
+/// fresh vectors cost a page fault per 4 KiB written.
+#[derive(Default)]
+pub struct DispatchScratch {
+    order: Vec<(u32, u32)>,
+    parent: Vec<u32>,
+    starts: Vec<usize>,
+    cursor: Vec<usize>,
+    bucketed: Vec<(u64, u32)>,
+    first_set_of_group: FxHashMap<u64, u32>,
+    roots: Vec<u32>,
+    counts: Vec<u32>,
+    chunks: FxHashMap<u64, ChunkUse>,
+    open_chunks: Vec<u64>,
+    closed: Vec<(Range<u32>, u64, u64)>,
+    pins: Vec<(u32, CacheDirective)>,
+}
+
+impl std::fmt::Debug for DispatchScratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DispatchScratch").finish_non_exhaustive()
     }
-    let order = component_order(schedule);
+}
+
+/// [`dispatch`] into `out` (cleared first), reusing `out`'s vectors and
+/// `scratch`: the same result, without fresh memory every quantum.
+pub fn dispatch_into(schedule: &Schedule, config: &PlannerConfig, scratch: &mut DispatchScratch, out: &mut Dispatch) {
+    out.groups.clear();
+    out.order.clear();
+    out.pins.clear();
+    out.split_loss_bytes = 0;
+    out.max_pinned_bytes = 0;
+    out.free_bytes_from = [[0; TaskKind::COUNT]; TaskKind::COUNT];
+    if schedule.sets.is_empty() {
+        return;
+    }
+    let mut order = std::mem::take(&mut scratch.order);
+    component_order(schedule, scratch, &mut order);
     let rounds = u64::from(config.dispatch_rounds.max(1));
     let target_bytes = schedule.physical_bytes().div_ceil(rounds).max(1);
+    let mut chunks = std::mem::take(&mut scratch.chunks);
+    chunks.clear();
+    let mut open_chunks = std::mem::take(&mut scratch.open_chunks);
+    open_chunks.clear();
+    let mut closed = std::mem::take(&mut scratch.closed);
+    closed.clear();
+    let mut pins = std::mem::take(&mut scratch.pins);
+    pins.clear();
     let mut packer = Packer {
         cache_budget: config.group_cache_bytes,
-        chunks: FxHashMap::default(),
-        open: OpenGroup { start: 0, disk_bytes: 0, pinned_bytes: 0, chunks: Vec::new() },
-        closed: Vec::new(),
-        pins: Vec::new(),
+        chunks,
+        open: OpenGroup { start: 0, disk_bytes: 0, pinned_bytes: 0, chunks: open_chunks },
+        closed,
+        pins,
         split_loss_bytes: 0,
         free_bytes_from: [[0; TaskKind::COUNT]; TaskKind::COUNT],
     };
@@ -295,11 +342,11 @@ pub fn dispatch(schedule: &Schedule, config: &PlannerConfig) -> Dispatch {
     let spacing = u64::try_from(config.quantum.as_millis()).unwrap_or(u64::MAX) / packer.closed.len() as u64;
     let group_time = |g: usize| Timestamp(schedule.start.0 + spacing * g as u64);
     let grace = u64::try_from(config.pin_grace.as_millis()).unwrap_or(u64::MAX);
-    out.order = order.into_iter().map(|(_, s)| s).collect();
+    out.order.extend(order.iter().map(|&(_, s)| s));
     out.split_loss_bytes = packer.split_loss_bytes;
     out.free_bytes_from = packer.free_bytes_from;
-    let mut pins = packer.pins.into_iter().peekable();
-    for (g, (sets, disk_bytes, pinned_bytes)) in packer.closed.into_iter().enumerate() {
+    let mut pins = packer.pins.drain(..).peekable();
+    for (g, (sets, disk_bytes, pinned_bytes)) in packer.closed.drain(..).enumerate() {
         let until = Timestamp(group_time(g + 1).0.saturating_add(grace));
         let pin_start = out.pins.len() as u32;
         while let Some((_, pin)) = pins.next_if(|(pg, _)| *pg == g as u32) {
@@ -314,7 +361,12 @@ pub fn dispatch(schedule: &Schedule, config: &PlannerConfig) -> Dispatch {
             pinned_bytes,
         });
     }
-    out
+    drop(pins);
+    scratch.order = order;
+    scratch.chunks = packer.chunks;
+    scratch.open_chunks = packer.open.chunks;
+    scratch.closed = packer.closed;
+    scratch.pins = packer.pins;
 }
 
 /// Group-index partitions: each partition's hash table stays small enough
@@ -325,21 +377,29 @@ const GROUP_PARTITIONS: usize = 1024;
 /// components in the order of their first set. Linear: reads are bucketed
 /// by redundancy group (a counting sort), each bucket indexed with a small
 /// hash table group → first set, then sets are counting-sorted by root.
-fn component_order(schedule: &Schedule) -> Vec<(u32, u32)> {
+fn component_order(schedule: &Schedule, scratch: &mut DispatchScratch, order: &mut Vec<(u32, u32)>) {
     let n = schedule.sets.len();
-    let mut components = Components { parent: (0..n as u32).collect() };
+    let mut components = Components { parent: std::mem::take(&mut scratch.parent) };
+    components.parent.clear();
+    components.parent.extend(0..n as u32);
     let max_group = schedule.reads.iter().map(|r| r.group.0).max().unwrap_or(0);
     let partition_width = max_group / GROUP_PARTITIONS as u64 + 1;
     let partition = |group: u64| (group / partition_width) as usize;
-    let mut starts = vec![0usize; GROUP_PARTITIONS + 1];
+    let starts = &mut scratch.starts;
+    starts.clear();
+    starts.resize(GROUP_PARTITIONS + 1, 0);
     for r in &schedule.reads {
         starts[partition(r.group.0) + 1] += 1;
     }
     for p in 1..=GROUP_PARTITIONS {
         starts[p] += starts[p - 1];
     }
-    let mut bucketed = vec![(0u64, 0u32); schedule.reads.len()];
-    let mut cursor = starts.clone();
+    let bucketed = &mut scratch.bucketed;
+    // Every slot is written below before it is read.
+    bucketed.resize(schedule.reads.len(), (0, 0));
+    let cursor = &mut scratch.cursor;
+    cursor.clear();
+    cursor.extend_from_slice(starts);
     for s in 0..schedule.sets.len() {
         for r in schedule.reads_of(s) {
             let slot = &mut cursor[partition(r.group.0)];
@@ -347,7 +407,7 @@ fn component_order(schedule: &Schedule) -> Vec<(u32, u32)> {
             *slot += 1;
         }
     }
-    let mut first_set_of_group: FxHashMap<u64, u32> = FxHashMap::default();
+    let first_set_of_group = &mut scratch.first_set_of_group;
     for p in 0..GROUP_PARTITIONS {
         first_set_of_group.clear();
         for &(group, s) in &bucketed[starts[p]..starts[p + 1]] {
@@ -357,22 +417,26 @@ fn component_order(schedule: &Schedule) -> Vec<(u32, u32)> {
             }
         }
     }
-    drop(bucketed);
     // Counting sort by root; roots are first sets, so ascending root order
     // is the order in which components were first scheduled.
-    let roots: Vec<u32> = (0..n as u32).map(|s| components.find(s)).collect();
-    let mut counts = vec![0u32; n + 1];
-    for &r in &roots {
+    let roots = &mut scratch.roots;
+    roots.clear();
+    roots.extend((0..n as u32).map(|s| components.find(s)));
+    let counts = &mut scratch.counts;
+    counts.clear();
+    counts.resize(n + 1, 0);
+    for &r in roots.iter() {
         counts[r as usize + 1] += 1;
     }
     for i in 1..=n {
         counts[i] += counts[i - 1];
     }
-    let mut order = vec![(0u32, 0u32); n];
+    order.clear();
+    order.resize(n, (0, 0));
     for (s, &r) in roots.iter().enumerate() {
         let slot = &mut counts[r as usize];
         order[*slot as usize] = (r, s as u32);
         *slot += 1;
     }
-    order
+    scratch.parent = components.parent;
 }

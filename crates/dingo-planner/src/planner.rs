@@ -35,11 +35,20 @@ pub struct Planner {
     carried: QuantumReport,
     /// A schedule handed back by [`Self::recycle`], refilled next quantum.
     spare: Option<Schedule>,
+    /// The free pass's per-worker schedules, refilled every quantum.
+    worker_spares: Vec<Schedule>,
 }
 
 impl Planner {
     pub fn new(config: PlannerConfig) -> Self {
-        Planner { config, next_id: 1, outstanding: BTreeMap::new(), carried: QuantumReport::default(), spare: None }
+        Planner {
+            config,
+            next_id: 1,
+            outstanding: BTreeMap::new(),
+            carried: QuantumReport::default(),
+            spare: None,
+            worker_spares: Vec::new(),
+        }
     }
 
     pub fn config(&self) -> &PlannerConfig {
@@ -182,7 +191,8 @@ impl Planner {
             (Reverse(d.missed), Reverse(rate_bytes), d.deadline, d.id)
         });
         let buffers = self.spare.take().unwrap_or_default();
-        let (schedule, scheduled) = schedule_quantum(&mut order, topo, now, &self.config, budget, buffers);
+        let (schedule, scheduled) =
+            schedule_quantum(&mut order, topo, now, &self.config, budget, buffers, &mut self.worker_spares);
         merge_reports(&mut report, &scheduled);
         for d in self.outstanding.values() {
             let stats = report.task_mut(d.task);

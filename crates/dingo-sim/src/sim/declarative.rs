@@ -10,7 +10,10 @@
 
 use super::stats::{Recorder, Source};
 use super::world::Job;
-use dingo_planner::{Budget, CacheDirective, DeclareError, Planner, PlannerConfig, QuantumReport, Schedule, dispatch};
+use dingo_planner::{
+    Budget, CacheDirective, DeclareError, Dispatch, DispatchScratch, Planner, PlannerConfig, QuantumReport, Schedule,
+    dispatch_into,
+};
 use dingo_types::{ChunkRef, Member, TaskKind, Timestamp, Topology};
 use roaring::RoaringTreemap;
 use rustc_hash::FxHashMap;
@@ -159,6 +162,12 @@ pub struct Replay {
     pub recorder: Recorder,
     /// Quanta whose plan went over the cluster or a disk budget (must stay 0).
     pub over_budget_quanta: u64,
+    /// The last quantum's dispatch and the dispatcher's working memory,
+    /// refilled every quantum.
+    dispatch: Dispatch,
+    scratch: DispatchScratch,
+    /// Head time per disk of a plan, for the budget check.
+    disk_used: Vec<u64>,
 }
 
 impl Declarative {
@@ -168,6 +177,9 @@ impl Declarative {
             cache: PinCache::new(disks, cache_per_disk),
             recorder,
             over_budget_quanta: 0,
+            dispatch: Dispatch::default(),
+            scratch: DispatchScratch::default(),
+            disk_used: Vec::new(),
         };
         Declarative { planner: Planner::new(config), replay: ReplayState::Idle(Box::new(replay)) }
     }
@@ -250,7 +262,8 @@ impl Replay {
             self.recorder.elided(task, stats.elided_bytes);
             self.recorder.missed(task, stats.deadline_misses);
         }
-        let dispatch = dispatch(&schedule, &self.config);
+        let mut dispatch = std::mem::take(&mut self.dispatch);
+        dispatch_into(&schedule, &self.config, &mut self.scratch, &mut dispatch);
         let mut max_pinned = 0;
         for (g, group) in dispatch.groups.iter().enumerate() {
             self.cache.expire(group.at);
@@ -272,16 +285,21 @@ impl Replay {
         point.planned_disk_bytes = Some(planned_bytes);
         point.max_disk_pinned_bytes = Some(max_pinned);
         self.recorder.end_quantum(start_hours);
+        self.dispatch = dispatch;
         schedule
     }
 
     /// Whether the plan schedules more head time on some disk than its budget.
-    fn over_disk_budget(&self, schedule: &Schedule, budget: &Budget) -> bool {
-        let mut used = vec![0u64; self.recorder.disk_count()];
+    fn over_disk_budget(&mut self, schedule: &Schedule, budget: &Budget) -> bool {
+        let mut used = std::mem::take(&mut self.disk_used);
+        used.clear();
+        used.resize(self.recorder.disk_count(), 0);
         for r in schedule.reads.iter().filter(|r| r.physical) {
             used[r.disk.0 as usize] += self.recorder.head_time_us(r.bytes);
         }
-        used.iter().enumerate().any(|(d, &us)| us > budget.disk_limit_us(d as u32))
+        let over = used.iter().enumerate().any(|(d, &us)| us > budget.disk_limit_us(d as u32));
+        self.disk_used = used;
+        over
     }
 }
 
