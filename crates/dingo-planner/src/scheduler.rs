@@ -312,31 +312,48 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         else {
             unreachable!("only a free-pass worker borrows")
         };
+        // The main thread takes declarations from the front, writing into
+        // the schedule in place; helpers take them from the back, each
+        // into a schedule of its own, appended after. Every helper's
+        // declaration comes after every one of the main thread's, so the
+        // sets end up in declaration order. Declarations are handed out one
+        // at a time (the lock is released before the work), so a worker
+        // that drew a heavy one does not hold up the others.
         let next = Mutex::new(decls.iter_mut().enumerate());
-        let threads = threads.max(1) as usize;
-        spares.resize_with(threads, Schedule::default);
+        let helpers = threads.max(1) as usize - 1;
+        spares.resize_with(helpers, Schedule::default);
         let buffers = Mutex::new(std::mem::take(spares));
-        let work = || {
+        let (topo, budget) = (self.topo, self.budget);
+        let helper = || {
             let mut buffer = buffers.lock().expect("a free-pass worker panicked").pop().unwrap_or_default();
             buffer.sets.clear();
             buffer.reads.clear();
-            let mut worker = QuantumState::new(self.topo, self.budget, SharedScheduled::Borrowed(&scheduled), buffer);
+            let mut worker = QuantumState::new(topo, budget, SharedScheduled::Borrowed(&scheduled), buffer);
             let mut done = Vec::new();
-            // Declarations are handed out one at a time, so a worker that
-            // drew a heavy one does not hold up the others.
-            while let Some((i, d)) = next.lock().expect("a free-pass worker panicked").next() {
+            loop {
+                let drawn = next.lock().expect("a free-pass worker panicked").next_back();
+                let Some((i, d)) = drawn else { break };
                 let first_set = worker.schedule.sets.len();
                 let taken = worker.take_touching(d, i as u32, d.needed_left(), true);
                 done.push(FreeTaken { decl: i, sets: first_set..worker.schedule.sets.len(), taken });
             }
             (worker.schedule, worker.report, done)
         };
+        let mut main =
+            QuantumState::new(topo, budget, SharedScheduled::Borrowed(&scheduled), std::mem::take(&mut self.schedule));
+        main.report = std::mem::take(&mut self.report);
         let workers = std::thread::scope(|s| {
-            let helpers: Vec<_> = (1..threads).map(|_| s.spawn(work)).collect();
-            let mut workers = vec![work()];
-            workers.extend(helpers.into_iter().map(|h| h.join().expect("a free-pass worker panicked")));
-            workers
+            let helpers: Vec<_> = (0..helpers).map(|_| s.spawn(helper)).collect();
+            loop {
+                let drawn = next.lock().expect("a free-pass worker panicked").next();
+                let Some((i, d)) = drawn else { break };
+                let taken = main.take_touching(d, i as u32, d.needed_left(), true);
+                main.schedule.decls[i].taken += taken;
+            }
+            helpers.into_iter().map(|h| h.join().expect("a free-pass worker panicked")).collect::<Vec<_>>()
         });
+        self.schedule = main.schedule;
+        self.report = main.report;
         self.scheduled = SharedScheduled::Owned(scheduled);
         let mut order: Vec<(usize, &FreeTaken)> =
             workers.iter().enumerate().flat_map(|(w, (_, _, done))| done.iter().map(move |t| (w, t))).collect();

@@ -144,6 +144,18 @@ pub struct Declarative {
     /// The replay side: here while idle, or replaying the last plan on a
     /// thread of its own.
     replay: ReplayState,
+    /// Memory held by the last schedule's vectors.
+    last_schedule_bytes: usize,
+}
+
+/// Schedule memory past which one plan at a time is in flight, and the
+/// replay gives back its working memory after each quantum.
+pub const ONE_PLAN_IN_FLIGHT_BYTES: usize = 1 << 30;
+
+/// Memory held by a schedule's vectors.
+fn schedule_bytes(schedule: &Schedule) -> usize {
+    schedule.reads.capacity() * std::mem::size_of::<dingo_planner::ChunkRead>()
+        + schedule.sets.capacity() * std::mem::size_of::<dingo_planner::ScheduledSet>()
 }
 
 enum ReplayState {
@@ -168,6 +180,8 @@ pub struct Replay {
     scratch: DispatchScratch,
     /// Head time per disk of a plan, for the budget check.
     disk_used: Vec<u64>,
+    /// Give the dispatch memory back after each quantum (large schedules).
+    lean: bool,
 }
 
 impl Declarative {
@@ -180,8 +194,13 @@ impl Declarative {
             dispatch: Dispatch::default(),
             scratch: DispatchScratch::default(),
             disk_used: Vec::new(),
+            lean: false,
         };
-        Declarative { planner: Planner::new(config), replay: ReplayState::Idle(Box::new(replay)) }
+        Declarative {
+            planner: Planner::new(config),
+            replay: ReplayState::Idle(Box::new(replay)),
+            last_schedule_bytes: 0,
+        }
     }
 
     pub fn declare(&mut self, topo: &impl Topology, job: &Job) -> Result<(), DeclareError> {
@@ -203,8 +222,14 @@ impl Declarative {
     /// while another runs `alongside`, then hands the plan to the replay
     /// thread. A plan's replay thus runs from the end of its planning to
     /// the end of the next quantum's, beside the world's advance and the
-    /// next planning. The planner never waits for a replay: replays only
-    /// read plans, so this gives the same results as running them in turn.
+    /// next planning. Replays only read plans, so this gives the same
+    /// results as running them in turn.
+    ///
+    /// Past [`ONE_PLAN_IN_FLIGHT_BYTES`] of schedule (a 1 EB cluster's
+    /// quantum takes gigabytes) the planner waits for the last replay
+    /// before planning, so that one schedule is in memory, not two: the
+    /// replay then overlaps the world's advance and the new declarations
+    /// only.
     pub fn run_quantum(
         &mut self,
         topo: &(impl Topology + Sync),
@@ -213,6 +238,10 @@ impl Declarative {
         start_hours: f64,
         alongside: impl FnOnce() + Send,
     ) {
+        if self.last_schedule_bytes > ONE_PLAN_IN_FLIGHT_BYTES {
+            let replay = self.idle_replay();
+            self.replay = ReplayState::Idle(replay);
+        }
         let planner = &mut self.planner;
         let planned = std::thread::scope(|scope| {
             scope.spawn(alongside);
@@ -220,7 +249,9 @@ impl Declarative {
             planner.retire_finished();
             PlannedQuantum { schedule, report, budget: budget.clone(), start_hours }
         });
+        self.last_schedule_bytes = schedule_bytes(&planned.schedule);
         let mut replay = self.idle_replay();
+        replay.lean = self.last_schedule_bytes > ONE_PLAN_IN_FLIGHT_BYTES;
         self.replay = ReplayState::Busy(std::thread::spawn(move || {
             let spent = replay.replay(planned);
             (replay, spent)
@@ -285,7 +316,11 @@ impl Replay {
         point.planned_disk_bytes = Some(planned_bytes);
         point.max_disk_pinned_bytes = Some(max_pinned);
         self.recorder.end_quantum(start_hours);
-        self.dispatch = dispatch;
+        if self.lean {
+            self.scratch = DispatchScratch::default();
+        } else {
+            self.dispatch = dispatch;
+        }
         schedule
     }
 
