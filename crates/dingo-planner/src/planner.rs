@@ -7,7 +7,7 @@ use crate::dispatcher::{Dispatch, dispatch};
 use crate::error::{CancelError, DeclareError, RestoreError};
 use crate::scheduler::{Schedule, schedule_quantum};
 use crate::sets::Sets;
-use crate::validate::validate;
+use crate::validate::{validate, validate_owned};
 use dingo_types::{BlockState, Declaration, DeclarationId, ReadSets, Timestamp, Topology};
 use roaring::RoaringTreemap;
 use std::cmp::Reverse;
@@ -63,6 +63,23 @@ impl Planner {
         decl: &Declaration,
     ) -> Result<DeclarationId, DeclareError> {
         let sets = validate(decl, topo, now, &self.config.limits)?;
+        let id = DeclarationId(self.next_id);
+        self.next_id += 1;
+        self.outstanding.insert(id, DeclState::new(id, decl.task, decl.deadline, decl.sets_needed, sets, topo));
+        Ok(id)
+    }
+
+    /// [`Self::declare`] of a declaration the caller no longer needs: a
+    /// member bitmap ([`ReadSets::EachMember`]) becomes the planner's own
+    /// store instead of being copied, which halves the memory a large
+    /// declaration takes while it is declared. Same checks, same result.
+    pub fn declare_owned(
+        &mut self,
+        topo: &impl Topology,
+        now: Timestamp,
+        decl: Declaration,
+    ) -> Result<DeclarationId, DeclareError> {
+        let (sets, decl) = validate_owned(decl, topo, now, &self.config.limits)?;
         let id = DeclarationId(self.next_id);
         self.next_id += 1;
         self.outstanding.insert(id, DeclState::new(id, decl.task, decl.deadline, decl.sets_needed, sets, topo));

@@ -150,6 +150,18 @@ struct PgSlot {
     pg: u32,
 }
 
+/// The stripe (redundancy group) of a block: `width` members (1 for a
+/// replicated block, its own group), `data` of which rebuild one, and the
+/// copies each member has.
+#[derive(Clone, Copy, Debug)]
+pub struct StripeLoc {
+    region: usize,
+    stripe: u64,
+    pub width: u32,
+    pub data: usize,
+    pub copies: u8,
+}
+
 /// Where a block sits: its region, stripe within the region, and member
 /// position within the stripe.
 #[derive(Clone, Copy, Debug)]
@@ -615,6 +627,31 @@ impl ClusterModel {
     /// The scheme storing `block`, if it exists.
     pub fn redundancy_of(&self, block: BlockId) -> Option<Redundancy> {
         self.locate(block.0).map(|loc| self.schemes[self.regions[loc.region].scheme].redundancy)
+    }
+
+    /// The stripe holding `block`, to list its members with
+    /// [`Self::stripe_member`] without collecting them.
+    pub fn stripe_of(&self, block: BlockId) -> Option<StripeLoc> {
+        let loc = self.locate(block.0)?;
+        let region = &self.regions[loc.region];
+        Some(match region.redundancy {
+            Redundancy::Replicated { copies } => {
+                StripeLoc { region: loc.region, stripe: loc.stripe, width: 1, data: 1, copies }
+            }
+            r @ Redundancy::ErasureCoded { data, .. } => StripeLoc {
+                region: loc.region,
+                stripe: loc.stripe,
+                width: r.width(),
+                data: usize::from(data),
+                copies: 1,
+            },
+        })
+    }
+
+    /// Member `position` of the stripe at `loc`, as [`Self::group_blocks`]
+    /// orders them (a replicated block's only member is itself).
+    pub fn stripe_member(&self, loc: &StripeLoc, position: u32) -> BlockId {
+        BlockId(self.member_block(&self.regions[loc.region], loc.stripe, position))
     }
 
     /// Every block of the stripe (redundancy group) holding `block`, data

@@ -10,6 +10,7 @@
 
 use super::stats::{Recorder, Source};
 use super::world::Job;
+use crate::model::ClusterModel;
 use dingo_planner::{
     Budget, CacheDirective, DeclareError, Dispatch, DispatchScratch, Planner, PlannerConfig, QuantumReport, Schedule,
     dispatch_into,
@@ -203,8 +204,8 @@ impl Declarative {
         }
     }
 
-    pub fn declare(&mut self, topo: &impl Topology, job: &Job) -> Result<(), DeclareError> {
-        self.planner.declare(topo, job.arrival, &job.declaration()).map(|_| ())
+    pub fn declare(&mut self, model: &ClusterModel, job: &Job) -> Result<(), DeclareError> {
+        self.planner.declare_owned(model, job.arrival, job.declaration(model)).map(|_| ())
     }
 
     pub fn note_deleted(&mut self, topo: &impl Topology, deleted: &RoaringTreemap) {

@@ -127,9 +127,9 @@ impl Imperative {
         let block_bytes = model.spec().block_bytes;
         let mut taken = 0;
         match &job.sets {
-            JobSets::Files(ranges) => {
-                while taken < quota && (walk.cursor as usize) < ranges.len() {
-                    let r = ranges[walk.cursor as usize];
+            JobSets::Files { files, .. } => {
+                while taken < quota && (walk.cursor as usize) < files.len() {
+                    let r = job.sets.file_range(model, walk.cursor as usize);
                     walk.cursor += 1;
                     let gone = deleted.contains(r.start.0);
                     if gone {
@@ -147,12 +147,12 @@ impl Imperative {
                     taken += 1;
                 }
             }
-            JobSets::Stripes { offsets, .. } => {
-                let sets = offsets.len() as u64 - 1;
+            JobSets::Rebuilds { blocks, .. } => {
+                let sets = blocks.len() as u64;
                 while taken < quota && walk.cursor < sets {
                     let mut members = std::mem::take(&mut self.members);
                     members.clear();
-                    members.extend(job.sets.stripe(walk.cursor as usize));
+                    job.sets.rebuild(model, walk.cursor as usize, &mut members);
                     walk.cursor += 1;
                     let gone = members.iter().all(|m| deleted.contains(m.block().0));
                     if gone {

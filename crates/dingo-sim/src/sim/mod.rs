@@ -349,8 +349,8 @@ impl Simulation {
         let other_modes = move || {
             if let (Some(opt), Some(elide), Some(deleted)) = (optimal, optimal_elide, deleted_at_close) {
                 for job in &closed {
-                    opt.close(job, &deleted);
-                    elide.close(job, &deleted);
+                    opt.close(job, &world.model, &deleted);
+                    elide.close(job, &world.model, &deleted);
                 }
             }
             if let Some(imp) = imperative {
@@ -398,7 +398,7 @@ impl Simulation {
     pub fn finish(mut self) -> SimResult {
         for opt in [&mut self.optimal, &mut self.optimal_elide].into_iter().flatten() {
             for job in self.world.close_due(Timestamp(u64::MAX)) {
-                opt.close(&job, self.world.model.deleted());
+                opt.close(&job, &self.world.model, self.world.model.deleted());
             }
         }
         let model = &self.world.model;
