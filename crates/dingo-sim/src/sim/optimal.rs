@@ -18,6 +18,7 @@ use super::world::{Job, JobSets};
 use crate::model::ClusterModel;
 use dingo_types::{MemberBitmap, TaskKind};
 use roaring::RoaringTreemap;
+use std::borrow::Cow;
 
 /// Which deletions the bound may take credit for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,19 +54,19 @@ impl Optimal {
         &mut self.copies[copy]
     }
 
-    /// Settles a job whose window closed; `deleted_by_deadline`: blocks
-    /// deleted by then (used only by [`OptimalRule::ElideDeletedBeforeDeadline`]).
-    pub fn close(&mut self, job: &Job, model: &ClusterModel, deleted_by_deadline: &RoaringTreemap) {
-        let none = RoaringTreemap::new();
-        let deleted = match self.rule {
-            OptimalRule::EachBlockOnce => &none,
-            OptimalRule::ElideDeletedBeforeDeadline => deleted_by_deadline,
-        };
+    /// Settles a job whose window closed. The blocks deleted by then (used
+    /// only by [`OptimalRule::ElideDeletedBeforeDeadline`]) are `deleted`
+    /// but those in `since`: the world may have moved on from the close
+    /// already, and deletions only add up, so this needs no copy of the
+    /// cluster's deleted blocks as they were.
+    pub fn close(&mut self, job: &Job, model: &ClusterModel, deleted: &RoaringTreemap, since: &RoaringTreemap) {
+        let elide = self.rule == OptimalRule::ElideDeletedBeforeDeadline;
+        let gone_by_deadline = |b: u64| elide && deleted.contains(b) && !since.contains(b);
         let bb = self.block_bytes;
         match &job.sets {
             JobSets::Files { files, .. } => {
                 for r in (0..files.len()).map(|i| job.sets.file_range(model, i)) {
-                    if deleted.contains(r.start.0) {
+                    if gone_by_deadline(r.start.0) {
                         self.recorder.elided(job.task, u64::from(r.len) * bb);
                     } else {
                         self.any.insert_range(r.start.0..r.end());
@@ -80,7 +81,7 @@ impl Optimal {
                     members.clear();
                     job.sets.rebuild(model, i, &mut members);
                     let before = blocks.len();
-                    blocks.extend(members.iter().map(|m| m.block().0).filter(|b| !deleted.contains(*b)));
+                    blocks.extend(members.iter().map(|m| m.block().0).filter(|&b| !gone_by_deadline(b)));
                     let read = (blocks.len() - before) as u64;
                     if read == 0 {
                         self.recorder.elided(job.task, members.len() as u64 * bb);
@@ -93,8 +94,21 @@ impl Optimal {
                 self.any |= RoaringTreemap::from_sorted_iter(blocks).expect("sorted and deduplicated");
             }
             JobSets::Members(members) => {
-                let mut live = members.clone();
-                let gone = live.remove_blocks(deleted);
+                // Copied only if some member is to be elided.
+                let mut gone_blocks = RoaringTreemap::new();
+                if elide {
+                    gone_blocks = members.blocks();
+                    gone_blocks &= deleted;
+                    gone_blocks -= since;
+                }
+                let live = if gone_blocks.is_empty() {
+                    Cow::Borrowed(members)
+                } else {
+                    let mut live = members.clone();
+                    live.remove_blocks(&gone_blocks);
+                    Cow::Owned(live)
+                };
+                let gone = members.len() - live.len();
                 match job.sets_needed {
                     None => {
                         self.recorder.elided(job.task, gone * bb);
@@ -185,12 +199,22 @@ mod tests {
     fn overlapping_reads_count_once_and_exact_copies_count_each() {
         let m = model();
         let mut opt = Optimal::new(OptimalRule::ElideDeletedBeforeDeadline, Recorder::new(1, DiskModel::HDD), 10);
-        opt.close(&job(TaskKind::GarbageCollection, file(0, 4), None), &m, &RoaringTreemap::new());
-        opt.close(&job(TaskKind::FileScrubbing, file(0, 4), None), &m, &RoaringTreemap::new());
+        opt.close(
+            &job(TaskKind::GarbageCollection, file(0, 4), None),
+            &m,
+            &RoaringTreemap::new(),
+            &RoaringTreemap::new(),
+        );
+        opt.close(&job(TaskKind::FileScrubbing, file(0, 4), None), &m, &RoaringTreemap::new(), &RoaringTreemap::new());
         assert_eq!(opt.disk_bytes(), 40);
         let scrub: MemberBitmap =
             [0u8, 1].iter().map(|&copy| Member::Copy(ChunkRef { block: BlockId(1), copy })).collect();
-        opt.close(&job(TaskKind::Scrubbing, JobSets::Members(scrub), None), &m, &RoaringTreemap::new());
+        opt.close(
+            &job(TaskKind::Scrubbing, JobSets::Members(scrub), None),
+            &m,
+            &RoaringTreemap::new(),
+            &RoaringTreemap::new(),
+        );
         assert_eq!(opt.disk_bytes(), 50, "copy 0 rides on the file read, copy 1 is one more read");
     }
 
@@ -200,13 +224,18 @@ mod tests {
         let mut opt = Optimal::new(OptimalRule::ElideDeletedBeforeDeadline, Recorder::new(1, DiskModel::HDD), 10);
         let candidates: MemberBitmap =
             (0..6u64).map(|b| Member::Copy(ChunkRef { block: BlockId(b), copy: 0 })).collect();
-        opt.close(&job(TaskKind::Rebalancing, JobSets::Members(candidates), Some(3)), &m, &RoaringTreemap::new());
+        opt.close(
+            &job(TaskKind::Rebalancing, JobSets::Members(candidates), Some(3)),
+            &m,
+            &RoaringTreemap::new(),
+            &RoaringTreemap::new(),
+        );
         assert_eq!(opt.disk_bytes(), 30);
         // A later file read covers two candidates: only one more is needed.
-        opt.close(&job(TaskKind::Fsck, file(0, 2), None), &m, &RoaringTreemap::new());
+        opt.close(&job(TaskKind::Fsck, file(0, 2), None), &m, &RoaringTreemap::new(), &RoaringTreemap::new());
         assert_eq!(opt.disk_bytes(), 20 + 10);
         let gone: RoaringTreemap = (120..124).collect();
-        opt.close(&job(TaskKind::GarbageCollection, file(4, 4), None), &m, &gone);
+        opt.close(&job(TaskKind::GarbageCollection, file(4, 4), None), &m, &gone, &RoaringTreemap::new());
         assert_eq!(opt.disk_bytes(), 30);
         assert_eq!(opt.recorder.tasks[TaskKind::GarbageCollection.index()].elided_bytes, 40);
     }
@@ -216,7 +245,7 @@ mod tests {
         let m = model();
         let mut opt = Optimal::new(OptimalRule::EachBlockOnce, Recorder::new(1, DiskModel::HDD), 10);
         let gone: RoaringTreemap = (120..124).collect();
-        opt.close(&job(TaskKind::GarbageCollection, file(4, 4), None), &m, &gone);
+        opt.close(&job(TaskKind::GarbageCollection, file(4, 4), None), &m, &gone, &RoaringTreemap::new());
         assert_eq!(opt.disk_bytes(), 40);
         assert_eq!(opt.recorder.tasks[TaskKind::GarbageCollection.index()].elided_bytes, 0);
     }
