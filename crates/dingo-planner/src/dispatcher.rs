@@ -162,15 +162,26 @@ struct OpenGroup {
     chunks: Vec<u64>,
 }
 
+/// A packed dispatch group.
+struct ClosedGroup {
+    sets: Range<u32>,
+    disk_bytes: u64,
+    pinned_bytes: u64,
+    pins_end: u32,
+}
+
 /// Packs components into dispatch groups.
 struct Packer {
     cache_budget: u64,
     /// Chunks of the current component (never shared across components).
     chunks: FxHashMap<u64, ChunkUse>,
     open: OpenGroup,
-    closed: Vec<(Range<u32>, u64, u64)>,
-    /// Pins with the index of their group.
-    pins: Vec<(u32, CacheDirective)>,
+    /// Closed groups: their sets (positions in the order), disk bytes,
+    /// pinned bytes and the end of their pins in `pins`.
+    closed: Vec<ClosedGroup>,
+    /// Pins, group after group (their `until` is set once the groups are
+    /// known).
+    pins: Vec<CacheDirective>,
     split_loss_bytes: u64,
     free_bytes_from: [[u64; TaskKind::COUNT]; TaskKind::COUNT],
 }
@@ -189,7 +200,7 @@ impl Packer {
                 let Member::Copy(chunk) = Member::from_key(key) else { unreachable!("chunk keys are copies") };
                 let pin =
                     CacheDirective { chunk, disk: u.disk, bytes: u.bytes, readers: u.readers, until: Timestamp(0) };
-                self.pins.push((g, pin));
+                self.pins.push(pin);
             }
         }
     }
@@ -209,7 +220,12 @@ impl Packer {
 
     fn close(&mut self, end: u32) {
         self.flush_pins();
-        self.closed.push((self.open.start..end, self.open.disk_bytes, self.open.pinned_bytes));
+        self.closed.push(ClosedGroup {
+            sets: self.open.start..end,
+            disk_bytes: self.open.disk_bytes,
+            pinned_bytes: self.open.pinned_bytes,
+            pins_end: u32::try_from(self.pins.len()).expect("under 4G pins in one quantum"),
+        });
         self.open.start = end;
         self.open.disk_bytes = 0;
         self.open.pinned_bytes = 0;
@@ -261,31 +277,75 @@ impl Packer {
 
 pub fn dispatch(schedule: &Schedule, config: &PlannerConfig) -> Dispatch {
     let mut out = Dispatch::default();
-    if schedule.sets.is_empty() {
-        return out;
+    dispatch_into(schedule, config, &mut DispatchScratch::default(), &mut out);
+    out
+}
+
+/// Working memory of [`dispatch_into`], kept from one quantum to the next:
+/// a large quantum's dispatch fills hundreds of megabytes of scratch, and
+/// fresh vectors cost a page fault per 4 KiB written.
+#[derive(Default)]
+pub struct DispatchScratch {
+    /// Positions in the order where a component starts.
+    component_starts: Vec<u32>,
+    parent: Vec<u32>,
+    starts: Vec<usize>,
+    cursor: Vec<usize>,
+    bucketed: Vec<(u32, u32)>,
+    first_set_of_group: FxHashMap<u32, u32>,
+    counts: Vec<u32>,
+    chunks: FxHashMap<u64, ChunkUse>,
+    open_chunks: Vec<u64>,
+    closed: Vec<ClosedGroup>,
+}
+
+impl std::fmt::Debug for DispatchScratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DispatchScratch").finish_non_exhaustive()
     }
-    let order = component_order(schedule);
+}
+
+/// [`dispatch`] into `out` (cleared first), reusing `out`'s vectors and
+/// `scratch`: the same result, without fresh memory every quantum.
+pub fn dispatch_into(schedule: &Schedule, config: &PlannerConfig, scratch: &mut DispatchScratch, out: &mut Dispatch) {
+    out.groups.clear();
+    out.order.clear();
+    out.pins.clear();
+    out.split_loss_bytes = 0;
+    out.max_pinned_bytes = 0;
+    out.free_bytes_from = [[0; TaskKind::COUNT]; TaskKind::COUNT];
+    if schedule.sets.is_empty() {
+        return;
+    }
+    let mut order = std::mem::take(&mut out.order);
+    let mut component_starts = std::mem::take(&mut scratch.component_starts);
+    component_order(schedule, scratch, &mut order, &mut component_starts);
     let rounds = u64::from(config.dispatch_rounds.max(1));
     let target_bytes = schedule.physical_bytes().div_ceil(rounds).max(1);
+    let mut chunks = std::mem::take(&mut scratch.chunks);
+    chunks.clear();
+    let mut open_chunks = std::mem::take(&mut scratch.open_chunks);
+    open_chunks.clear();
+    let mut closed = std::mem::take(&mut scratch.closed);
+    closed.clear();
     let mut packer = Packer {
         cache_budget: config.group_cache_bytes,
-        chunks: FxHashMap::default(),
-        open: OpenGroup { start: 0, disk_bytes: 0, pinned_bytes: 0, chunks: Vec::new() },
-        closed: Vec::new(),
-        pins: Vec::new(),
+        chunks,
+        open: OpenGroup { start: 0, disk_bytes: 0, pinned_bytes: 0, chunks: open_chunks },
+        closed,
+        pins: std::mem::take(&mut out.pins),
         split_loss_bytes: 0,
         free_bytes_from: [[0; TaskKind::COUNT]; TaskKind::COUNT],
     };
-    let mut current_root = u32::MAX;
-    for (pos, &(root, s)) in order.iter().enumerate() {
+    let mut next_component = component_starts.iter().copied().peekable();
+    for (pos, &s) in order.iter().enumerate() {
         let pos = pos as u32;
-        if root != current_root {
+        if next_component.next_if_eq(&pos).is_some() {
             packer.end_component();
             // A group that has its share of the quantum closes here.
             if pos > packer.open.start && packer.open.disk_bytes >= target_bytes {
                 packer.close(pos);
             }
-            current_root = root;
         }
         let set = &schedule.sets[s as usize];
         packer.add(pos, schedule.reads_of(s as usize), schedule.decls[set.decl as usize].task);
@@ -295,26 +355,30 @@ pub fn dispatch(schedule: &Schedule, config: &PlannerConfig) -> Dispatch {
     let spacing = u64::try_from(config.quantum.as_millis()).unwrap_or(u64::MAX) / packer.closed.len() as u64;
     let group_time = |g: usize| Timestamp(schedule.start.0 + spacing * g as u64);
     let grace = u64::try_from(config.pin_grace.as_millis()).unwrap_or(u64::MAX);
-    out.order = order.into_iter().map(|(_, s)| s).collect();
+    out.order = order;
     out.split_loss_bytes = packer.split_loss_bytes;
     out.free_bytes_from = packer.free_bytes_from;
-    let mut pins = packer.pins.into_iter().peekable();
-    for (g, (sets, disk_bytes, pinned_bytes)) in packer.closed.into_iter().enumerate() {
+    out.pins = std::mem::take(&mut packer.pins);
+    let mut pin_start = 0;
+    for (g, closed) in packer.closed.drain(..).enumerate() {
         let until = Timestamp(group_time(g + 1).0.saturating_add(grace));
-        let pin_start = out.pins.len() as u32;
-        while let Some((_, pin)) = pins.next_if(|(pg, _)| *pg == g as u32) {
-            out.pins.push(CacheDirective { until, ..pin });
+        for pin in &mut out.pins[pin_start as usize..closed.pins_end as usize] {
+            pin.until = until;
         }
-        out.max_pinned_bytes = out.max_pinned_bytes.max(pinned_bytes);
+        out.max_pinned_bytes = out.max_pinned_bytes.max(closed.pinned_bytes);
         out.groups.push(DispatchGroup {
             at: group_time(g),
-            sets,
-            pins: pin_start..out.pins.len() as u32,
-            disk_bytes,
-            pinned_bytes,
+            sets: closed.sets,
+            pins: pin_start..closed.pins_end,
+            disk_bytes: closed.disk_bytes,
+            pinned_bytes: closed.pinned_bytes,
         });
+        pin_start = closed.pins_end;
     }
-    out
+    scratch.component_starts = component_starts;
+    scratch.chunks = packer.chunks;
+    scratch.open_chunks = packer.open.chunks;
+    scratch.closed = packer.closed;
 }
 
 /// Group-index partitions: each partition's hash table stays small enough
@@ -325,30 +389,47 @@ const GROUP_PARTITIONS: usize = 1024;
 /// components in the order of their first set. Linear: reads are bucketed
 /// by redundancy group (a counting sort), each bucket indexed with a small
 /// hash table group → first set, then sets are counting-sorted by root.
-fn component_order(schedule: &Schedule) -> Vec<(u32, u32)> {
+fn component_order(
+    schedule: &Schedule,
+    scratch: &mut DispatchScratch,
+    order: &mut Vec<u32>,
+    component_starts: &mut Vec<u32>,
+) {
     let n = schedule.sets.len();
-    let mut components = Components { parent: (0..n as u32).collect() };
+    let mut components = Components { parent: std::mem::take(&mut scratch.parent) };
+    components.parent.clear();
+    components.parent.extend(0..n as u32);
     let max_group = schedule.reads.iter().map(|r| r.group.0).max().unwrap_or(0);
-    let partition_width = max_group / GROUP_PARTITIONS as u64 + 1;
+    // Enough partitions that a group's offset in its partition fits in
+    // 32 bits (8 bytes a read bucketed, not 16).
+    let partitions = GROUP_PARTITIONS.max(usize::try_from(max_group >> 32).unwrap_or(usize::MAX / 2) + 1);
+    let partition_width = max_group / partitions as u64 + 1;
     let partition = |group: u64| (group / partition_width) as usize;
-    let mut starts = vec![0usize; GROUP_PARTITIONS + 1];
+    let starts = &mut scratch.starts;
+    starts.clear();
+    starts.resize(partitions + 1, 0);
     for r in &schedule.reads {
         starts[partition(r.group.0) + 1] += 1;
     }
-    for p in 1..=GROUP_PARTITIONS {
+    for p in 1..=partitions {
         starts[p] += starts[p - 1];
     }
-    let mut bucketed = vec![(0u64, 0u32); schedule.reads.len()];
-    let mut cursor = starts.clone();
+    let bucketed = &mut scratch.bucketed;
+    // Every slot is written below before it is read.
+    bucketed.resize(schedule.reads.len(), (0, 0));
+    let cursor = &mut scratch.cursor;
+    cursor.clear();
+    cursor.extend_from_slice(starts);
     for s in 0..schedule.sets.len() {
         for r in schedule.reads_of(s) {
-            let slot = &mut cursor[partition(r.group.0)];
-            bucketed[*slot] = (r.group.0, s as u32);
+            let p = partition(r.group.0);
+            let slot = &mut cursor[p];
+            bucketed[*slot] = ((r.group.0 - p as u64 * partition_width) as u32, s as u32);
             *slot += 1;
         }
     }
-    let mut first_set_of_group: FxHashMap<u64, u32> = FxHashMap::default();
-    for p in 0..GROUP_PARTITIONS {
+    let first_set_of_group = &mut scratch.first_set_of_group;
+    for p in 0..partitions {
         first_set_of_group.clear();
         for &(group, s) in &bucketed[starts[p]..starts[p + 1]] {
             let first = *first_set_of_group.entry(group).or_insert(s);
@@ -357,22 +438,32 @@ fn component_order(schedule: &Schedule) -> Vec<(u32, u32)> {
             }
         }
     }
-    drop(bucketed);
+    // Each set's root, in place (roots are fixed points, and a root is
+    // never above its sets, so an ascending pass sees final parents).
+    for s in 0..n as u32 {
+        let root = components.find(s);
+        components.parent[s as usize] = root;
+    }
+    let roots = &components.parent;
     // Counting sort by root; roots are first sets, so ascending root order
     // is the order in which components were first scheduled.
-    let roots: Vec<u32> = (0..n as u32).map(|s| components.find(s)).collect();
-    let mut counts = vec![0u32; n + 1];
-    for &r in &roots {
+    let counts = &mut scratch.counts;
+    counts.clear();
+    counts.resize(n + 1, 0);
+    for &r in roots.iter() {
         counts[r as usize + 1] += 1;
     }
     for i in 1..=n {
         counts[i] += counts[i - 1];
     }
-    let mut order = vec![(0u32, 0u32); n];
+    component_starts.clear();
+    component_starts.extend((0..n).filter(|&s| roots[s] as usize == s).map(|s| counts[s]));
+    order.clear();
+    order.resize(n, 0);
     for (s, &r) in roots.iter().enumerate() {
         let slot = &mut counts[r as usize];
-        order[*slot as usize] = (r, s as u32);
+        order[*slot as usize] = s as u32;
         *slot += 1;
     }
-    order
+    scratch.parent = components.parent;
 }

@@ -31,7 +31,9 @@ mod validate;
 pub use accounting::{QuantumReport, TaskStats};
 pub use config::{Budget, DiskBudget, LeftoverPolicy, Limits, PlannerConfig};
 pub use declaration::DeclarationStatus;
-pub use dispatcher::{CacheDirective, Callback, DeliveredSet, Dispatch, DispatchGroup, dispatch};
+pub use dispatcher::{
+    CacheDirective, Callback, DeliveredSet, Dispatch, DispatchGroup, DispatchScratch, dispatch, dispatch_into,
+};
 pub use error::{CancelError, DeclareError, RestoreError};
 pub use planner::{Planner, QuantumPlan};
 pub use scheduler::{ChunkRead, Schedule, ScheduledDecl, ScheduledSet};

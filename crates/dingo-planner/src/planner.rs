@@ -7,7 +7,7 @@ use crate::dispatcher::{Dispatch, dispatch};
 use crate::error::{CancelError, DeclareError, RestoreError};
 use crate::scheduler::{Schedule, schedule_quantum};
 use crate::sets::Sets;
-use crate::validate::validate;
+use crate::validate::{validate, validate_owned};
 use dingo_types::{BlockState, Declaration, DeclarationId, ReadSets, Timestamp, Topology};
 use roaring::RoaringTreemap;
 use std::cmp::Reverse;
@@ -37,6 +37,8 @@ pub struct Planner {
     spare: Option<Schedule>,
     /// Declarations not to schedule (see [`Self::set_paused`]).
     paused: BTreeSet<DeclarationId>,
+    /// The free pass's per-worker schedules, refilled every quantum.
+    worker_spares: Vec<Schedule>,
 }
 
 impl Planner {
@@ -48,6 +50,7 @@ impl Planner {
             carried: QuantumReport::default(),
             spare: None,
             paused: BTreeSet::new(),
+            worker_spares: Vec::new(),
         }
     }
 
@@ -63,6 +66,23 @@ impl Planner {
         decl: &Declaration,
     ) -> Result<DeclarationId, DeclareError> {
         let sets = validate(decl, topo, now, &self.config.limits)?;
+        let id = DeclarationId(self.next_id);
+        self.next_id += 1;
+        self.outstanding.insert(id, DeclState::new(id, decl.task, decl.deadline, decl.sets_needed, sets, topo));
+        Ok(id)
+    }
+
+    /// [`Self::declare`] of a declaration the caller no longer needs: a
+    /// member bitmap ([`ReadSets::EachMember`]) becomes the planner's own
+    /// store instead of being copied, which halves the memory a large
+    /// declaration takes while it is declared. Same checks, same result.
+    pub fn declare_owned(
+        &mut self,
+        topo: &impl Topology,
+        now: Timestamp,
+        decl: Declaration,
+    ) -> Result<DeclarationId, DeclareError> {
+        let (sets, decl) = validate_owned(decl, topo, now, &self.config.limits)?;
         let id = DeclarationId(self.next_id);
         self.next_id += 1;
         self.outstanding.insert(id, DeclState::new(id, decl.task, decl.deadline, decl.sets_needed, sets, topo));
@@ -204,7 +224,8 @@ impl Planner {
             (Reverse(d.missed), Reverse(rate_bytes), d.deadline, d.id)
         });
         let buffers = self.spare.take().unwrap_or_default();
-        let (schedule, scheduled) = schedule_quantum(&mut order, topo, now, &self.config, budget, buffers);
+        let (schedule, scheduled) =
+            schedule_quantum(&mut order, topo, now, &self.config, budget, buffers, &mut self.worker_spares);
         merge_reports(&mut report, &scheduled);
         for d in self.outstanding.values() {
             let stats = report.task_mut(d.task);

@@ -19,7 +19,7 @@ use crate::config::{Budget, LeftoverPolicy, PlannerConfig};
 use crate::declaration::DeclState;
 use crate::sets::{Sets, none_in};
 use dingo_types::{
-    BlockId, BlockState, ChunkRef, DeclarationId, DiskId, GroupId, Member, TaskKind, Timestamp, Topology,
+    BlockId, BlockState, ChunkRef, DeclarationId, DiskId, DiskModel, GroupId, Member, TaskKind, Timestamp, Topology,
 };
 use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
@@ -109,6 +109,15 @@ impl Schedule {
     }
 }
 
+/// Head time of a read of `bytes` on a disk of `model`, through `memo`:
+/// the last model and size asked for, and their head time.
+fn head_time_us(memo: &mut (DiskModel, u64, u64), model: DiskModel, bytes: u64) -> u64 {
+    if memo.0 != model || memo.1 != bytes {
+        *memo = (model, bytes, model.head_time_us(bytes));
+    }
+    memo.2
+}
+
 /// Outcome of trying to take one set.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Take {
@@ -191,6 +200,9 @@ struct QuantumState<'a, T: Topology> {
     staged_us: Vec<u64>,
     pending_us: Vec<(DiskId, u64)>,
     keys: Vec<u64>,
+    /// The last disk model and request size asked for, and their head
+    /// time: nearly every read of a cluster has the same two.
+    head_memo: (DiskModel, u64, u64),
 }
 
 /// Schedules one quantum starting at `now` into `buffers` (a spent
@@ -204,6 +216,7 @@ pub(crate) fn schedule_quantum<T: Topology + Sync>(
     config: &PlannerConfig,
     budget: &Budget,
     buffers: Schedule,
+    worker_spares: &mut Vec<Schedule>,
 ) -> (Schedule, QuantumReport) {
     let mut schedule = buffers;
     schedule.start = now;
@@ -233,7 +246,7 @@ pub(crate) fn schedule_quantum<T: Topology + Sync>(
         q.schedule.decls[i].taken = taken;
     }
     // Pass 2: every set that became entirely free, regardless of budget.
-    q.free_pass(decls, config.free_pass_threads);
+    q.free_pass(decls, config.free_pass_threads, worker_spares);
     if config.leftover == LeftoverPolicy::Fill {
         let mut by_deadline: Vec<usize> = (0..decls.len()).collect();
         by_deadline.sort_by_key(|&i| (decls[i].deadline, decls[i].id));
@@ -277,6 +290,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             staged_us: Vec::new(),
             pending_us: Vec::new(),
             keys: Vec::new(),
+            head_memo: (DiskModel::HDD, 0, DiskModel::HDD.head_time_us(0)),
         }
     }
 
@@ -286,7 +300,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
     /// their sets are joined in declaration order: the same schedule one
     /// thread would make. On the main thread, which sets the simulator's
     /// wall time, this pass was a third of the planner's work.
-    fn free_pass(&mut self, decls: &mut [&mut DeclState], threads: u32)
+    fn free_pass(&mut self, decls: &mut [&mut DeclState], threads: u32, spares: &mut Vec<Schedule>)
     where
         T: Sync,
     {
@@ -298,26 +312,48 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         else {
             unreachable!("only a free-pass worker borrows")
         };
+        // The main thread takes declarations from the front, writing into
+        // the schedule in place; helpers take them from the back, each
+        // into a schedule of its own, appended after. Every helper's
+        // declaration comes after every one of the main thread's, so the
+        // sets end up in declaration order. Declarations are handed out one
+        // at a time (the lock is released before the work), so a worker
+        // that drew a heavy one does not hold up the others.
         let next = Mutex::new(decls.iter_mut().enumerate());
-        let work = || {
-            let mut worker =
-                QuantumState::new(self.topo, self.budget, SharedScheduled::Borrowed(&scheduled), Schedule::default());
+        let helpers = threads.max(1) as usize - 1;
+        spares.resize_with(helpers, Schedule::default);
+        let buffers = Mutex::new(std::mem::take(spares));
+        let (topo, budget) = (self.topo, self.budget);
+        let helper = || {
+            let mut buffer = buffers.lock().expect("a free-pass worker panicked").pop().unwrap_or_default();
+            buffer.sets.clear();
+            buffer.reads.clear();
+            let mut worker = QuantumState::new(topo, budget, SharedScheduled::Borrowed(&scheduled), buffer);
             let mut done = Vec::new();
-            // Declarations are handed out one at a time, so a worker that
-            // drew a heavy one does not hold up the others.
-            while let Some((i, d)) = next.lock().expect("a free-pass worker panicked").next() {
+            loop {
+                let drawn = next.lock().expect("a free-pass worker panicked").next_back();
+                let Some((i, d)) = drawn else { break };
                 let first_set = worker.schedule.sets.len();
                 let taken = worker.take_touching(d, i as u32, d.needed_left(), true);
                 done.push(FreeTaken { decl: i, sets: first_set..worker.schedule.sets.len(), taken });
             }
             (worker.schedule, worker.report, done)
         };
+        let mut main =
+            QuantumState::new(topo, budget, SharedScheduled::Borrowed(&scheduled), std::mem::take(&mut self.schedule));
+        main.report = std::mem::take(&mut self.report);
         let workers = std::thread::scope(|s| {
-            let helpers: Vec<_> = (1..threads.max(1)).map(|_| s.spawn(work)).collect();
-            let mut workers = vec![work()];
-            workers.extend(helpers.into_iter().map(|h| h.join().expect("a free-pass worker panicked")));
-            workers
+            let helpers: Vec<_> = (0..helpers).map(|_| s.spawn(helper)).collect();
+            loop {
+                let drawn = next.lock().expect("a free-pass worker panicked").next();
+                let Some((i, d)) = drawn else { break };
+                let taken = main.take_touching(d, i as u32, d.needed_left(), true);
+                main.schedule.decls[i].taken += taken;
+            }
+            helpers.into_iter().map(|h| h.join().expect("a free-pass worker panicked")).collect::<Vec<_>>()
         });
+        self.schedule = main.schedule;
+        self.report = main.report;
         self.scheduled = SharedScheduled::Owned(scheduled);
         let mut order: Vec<(usize, &FreeTaken)> =
             workers.iter().enumerate().flat_map(|(w, (_, _, done))| done.iter().map(move |t| (w, t))).collect();
@@ -342,6 +378,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
                 total.add(worker);
             }
         }
+        *spares = workers.into_iter().map(|(schedule, _, _)| schedule).collect();
     }
 
     /// Takes up to `limit` outstanding sets of `d` that share a block with
@@ -591,7 +628,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             let mut us = 0;
             if !free {
                 new_bytes += info.size;
-                us = self.topo.disk_model(disk).head_time_us(info.size);
+                us = head_time_us(&mut self.head_memo, self.topo.disk_model(disk), info.size);
                 match self.pending_us.iter_mut().find(|(d, _)| *d == disk) {
                     Some((_, total)) => *total += us,
                     None => self.pending_us.push((disk, us)),
@@ -700,7 +737,6 @@ impl<'a, T: Topology> QuantumState<'a, T> {
 mod tests {
     use super::*;
     use crate::table::TableTopology;
-    use dingo_types::DiskModel;
 
     #[test]
     fn schedule_records_are_compact_and_sets_find_their_reads() {

@@ -19,7 +19,7 @@ pub(crate) enum Sets {
     /// One set per member. `remaining` doubles as the member list.
     Singletons { remaining: MemberBitmap },
     /// One set per block range, any copy of each block.
-    Ranges { starts: Vec<u64>, lens: Vec<u32>, remaining: Outstanding, declared_blocks: RoaringTreemap },
+    Ranges { starts: Vec<u64>, lens: Lens, remaining: Outstanding, declared_blocks: RoaringTreemap },
     /// Arbitrary sets, flattened: set `i` is `member_keys[offsets[i]..offsets[i + 1]]`.
     /// `index_blocks`/`index_sets` map each block to the sets naming it,
     /// sorted by block (two vectors: 12 bytes per member, no padding).
@@ -60,7 +60,7 @@ impl Sets {
         declared_blocks.optimize();
         Sets::Ranges {
             starts: ranges.iter().map(|r| r.start.0).collect(),
-            lens: ranges.iter().map(|r| r.len).collect(),
+            lens: Lens::of(ranges),
             remaining: Outstanding::all(ranges.len()),
             declared_blocks,
         }
@@ -101,7 +101,7 @@ impl Sets {
         match self {
             Sets::Ranges { starts, lens, .. } => {
                 let start = starts[key as usize];
-                Some(start..start + u64::from(lens[key as usize]))
+                Some(start..start + u64::from(lens.get(key as usize)))
             }
             _ => None,
         }
@@ -112,7 +112,7 @@ impl Sets {
         match self {
             Sets::Singletons { .. } => out.push(Member::from_key(key)),
             Sets::Ranges { starts, lens, .. } => {
-                let (start, len) = (starts[key as usize], lens[key as usize]);
+                let (start, len) = (starts[key as usize], lens.get(key as usize));
                 out.extend((start..start + u64::from(len)).map(|b| Member::Any(BlockId(b))));
             }
             Sets::Explicit { member_keys, offsets, .. } => {
@@ -159,7 +159,7 @@ impl Sets {
                         next = scheduled.next();
                     }
                     let Some(b) = next else { break };
-                    if b < start + u64::from(lens[idx as usize]) {
+                    if b < start + u64::from(lens.get(idx as usize)) {
                         out.push(idx);
                     }
                 }
@@ -174,7 +174,7 @@ impl Sets {
                         continue;
                     }
                     idx += gallop(&starts[idx..], |s| s <= b) - 1;
-                    current_end = starts[idx] + u64::from(lens[idx]);
+                    current_end = starts[idx] + u64::from(lens.get(idx));
                     if remaining.contains(idx as u64) {
                         out.push(idx as u64);
                     }
@@ -256,7 +256,7 @@ impl Sets {
         match self {
             Sets::Singletons { remaining } => remaining.heap_bytes(),
             Sets::Ranges { starts, lens, remaining, declared_blocks } => {
-                (starts.capacity() * 8 + lens.capacity() * 4) as u64
+                (starts.capacity() * 8 + lens.heap_bytes()) as u64
                     + remaining.heap_bytes()
                     + declared_blocks.serialized_size() as u64
             }
@@ -266,6 +266,38 @@ impl Sets {
                     + remaining.heap_bytes()
                     + declared_blocks.serialized_size() as u64
             }
+        }
+    }
+}
+
+/// The lengths of a range store's ranges: one number when they are all
+/// the same (whole files, file prefixes), which saves 4 bytes a range.
+#[derive(Debug)]
+pub(crate) enum Lens {
+    Uniform(u32),
+    Each(Vec<u32>),
+}
+
+impl Lens {
+    fn of(ranges: &[BlockRange]) -> Lens {
+        match ranges.first() {
+            Some(first) if ranges.iter().all(|r| r.len == first.len) => Lens::Uniform(first.len),
+            _ => Lens::Each(ranges.iter().map(|r| r.len).collect()),
+        }
+    }
+
+    #[inline]
+    fn get(&self, i: usize) -> u32 {
+        match self {
+            Lens::Uniform(len) => *len,
+            Lens::Each(lens) => lens[i],
+        }
+    }
+
+    fn heap_bytes(&self) -> usize {
+        match self {
+            Lens::Uniform(_) => 0,
+            Lens::Each(lens) => lens.capacity() * 4,
         }
     }
 }

@@ -16,6 +16,30 @@ pub(crate) fn validate(
     now: Timestamp,
     limits: &Limits,
 ) -> Result<Sets, DeclareError> {
+    check(decl, topo, now, limits)?;
+    finish(decl, Sets::build(&decl.read_sets, topo))
+}
+
+/// [`validate`] of a declaration the caller gives up: a member bitmap
+/// becomes the set store itself instead of a copy of it.
+pub(crate) fn validate_owned(
+    decl: Declaration,
+    topo: &impl Topology,
+    now: Timestamp,
+    limits: &Limits,
+) -> Result<(Sets, Declaration), DeclareError> {
+    check(&decl, topo, now, limits)?;
+    let Declaration { task, read_sets, sets_needed, deadline } = decl;
+    let (sets, read_sets) = match read_sets {
+        ReadSets::EachMember(members) => (Sets::singletons(members), ReadSets::EachMember(Default::default())),
+        other => (Sets::build(&other, topo), other),
+    };
+    let decl = Declaration { task, read_sets, sets_needed, deadline };
+    Ok((finish(&decl, sets)?, decl))
+}
+
+/// Every check of [`validate`] that comes before building the set store.
+fn check(decl: &Declaration, topo: &impl Topology, now: Timestamp, limits: &Limits) -> Result<(), DeclareError> {
     if decl.deadline <= now {
         return Err(DeclareError::DeadlineNotInFuture { deadline: decl.deadline, now });
     }
@@ -35,7 +59,11 @@ pub(crate) fn validate(
         }
         ReadSets::AllChunks => {}
     }
-    let sets = Sets::build(&decl.read_sets, topo);
+    Ok(())
+}
+
+/// Checks the set store built for `decl` against its count of sets needed.
+fn finish(decl: &Declaration, sets: Sets) -> Result<Sets, DeclareError> {
     let available = sets.remaining_count();
     if available == 0 {
         return Err(DeclareError::NoSets);

@@ -129,6 +129,10 @@ struct Region {
     /// Global index (within the scheme) of the region's first stripe.
     stripe_base: u64,
     end: u64,
+    /// The scheme's redundancy, and `stripe_base` modulo its placement
+    /// groups: what a block lookup needs without going to the scheme.
+    redundancy: Redundancy,
+    pg_offset: u64,
 }
 
 impl Region {
@@ -144,6 +148,18 @@ struct PgSlot {
     scheme: u8,
     position: u8,
     pg: u32,
+}
+
+/// The stripe (redundancy group) of a block: `width` members (1 for a
+/// replicated block, its own group), `data` of which rebuild one, and the
+/// copies each member has.
+#[derive(Clone, Copy, Debug)]
+pub struct StripeLoc {
+    region: usize,
+    stripe: u64,
+    pub width: u32,
+    pub data: usize,
+    pub copies: u8,
 }
 
 /// Where a block sits: its region, stripe within the region, and member
@@ -328,6 +344,8 @@ impl ClusterModel {
             stripes,
             stripe_base,
             end: first + data_blocks + parity_blocks,
+            redundancy,
+            pg_offset: stripe_base % self.schemes[scheme].pgs,
         });
         first_file..first_file + files
     }
@@ -410,7 +428,7 @@ impl ClusterModel {
     /// Whether the block at `loc` is deleted.
     fn deleted_at(&self, b: u64, loc: &Locator) -> bool {
         let r = &self.regions[loc.region];
-        let data_index = match self.schemes[r.scheme].redundancy {
+        let data_index = match r.redundancy {
             Redundancy::Replicated { .. } => loc.stripe,
             Redundancy::ErasureCoded { data, .. } => loc.stripe * u64::from(data),
         };
@@ -421,9 +439,9 @@ impl ClusterModel {
     /// What [`Topology::block`] says of block `id`, found at `loc`.
     fn block_at(&self, id: BlockId, loc: &Locator) -> BlockInfo {
         let region = &self.regions[loc.region];
-        let (copies, group) = match self.schemes[region.scheme].redundancy {
+        let (copies, group) = match region.redundancy {
             Redundancy::Replicated { copies } => (copies, GroupId(id.0)),
-            Redundancy::ErasureCoded { .. } => (1, GroupId(self.member_block(region, loc.stripe, 0))),
+            Redundancy::ErasureCoded { data, .. } => (1, GroupId(region.first + loc.stripe * u64::from(data))),
         };
         let state = if self.deleted_at(id.0, loc) { BlockState::Deleted } else { BlockState::Sealed };
         BlockInfo { size: self.spec.block_bytes, copies, group, state }
@@ -524,7 +542,7 @@ impl ClusterModel {
         if b >= r.end {
             return None;
         }
-        let redundancy = self.schemes[r.scheme].redundancy;
+        let redundancy = r.redundancy;
         let local = b - r.first;
         let (stripe, position) = if local < r.data_blocks {
             let k = redundancy.data_per_stripe();
@@ -554,14 +572,86 @@ impl ClusterModel {
     }
 
     fn placement_disk(&self, region: &Region, stripe: u64, position: u32) -> u32 {
+        self.placement_disks(region, stripe)[position as usize]
+    }
+
+    /// The disks of stripe `stripe` of `region`, by member position (copy
+    /// number for replication). `(stripe_base + stripe) % pgs` is taken as
+    /// `(pg_offset + stripe) % pgs`, the same number.
+    fn placement_disks(&self, region: &Region, stripe: u64) -> &[u32] {
         let scheme = &self.schemes[region.scheme];
-        let pg = (region.stripe_base + stripe) % scheme.pgs;
-        scheme.pg_disks[(pg * u64::from(scheme.redundancy.width()) + u64::from(position)) as usize]
+        let pg = (region.pg_offset + stripe) % scheme.pgs;
+        let width = region.redundancy.width() as usize;
+        let first = pg as usize * width;
+        &scheme.pg_disks[first..first + width]
+    }
+
+    /// For each block of `blocks`, in `out` (cleared first): its first live
+    /// copy and that copy's disk, as [`Topology::block_copies`] lists them;
+    /// `None` if the block does not exist or every copy is lost. One
+    /// region lookup per region the range crosses, not one per block.
+    pub fn first_live_copies(&self, blocks: std::ops::Range<u64>, out: &mut Vec<Option<(u8, DiskId)>>) {
+        out.clear();
+        let mut b = blocks.start;
+        while b < blocks.end {
+            let Some(loc) = self.locate(b) else {
+                out.resize(out.len() + (blocks.end - b) as usize, None);
+                return;
+            };
+            let region = &self.regions[loc.region];
+            let end = region.end.min(blocks.end);
+            while b < end {
+                let local = b - region.first;
+                let (stripe, position) = match region.redundancy {
+                    Redundancy::Replicated { .. } => (local, None),
+                    Redundancy::ErasureCoded { data, parity } => {
+                        if local < region.data_blocks {
+                            (local / u64::from(data), Some((local % u64::from(data)) as usize))
+                        } else {
+                            let p = local - region.data_blocks;
+                            (p / u64::from(parity), Some(usize::from(data) + (p % u64::from(parity)) as usize))
+                        }
+                    }
+                };
+                let placed = self.placement_disks(region, stripe);
+                let live = |disk: u32| !self.failed[disk as usize];
+                out.push(match position {
+                    None => placed.iter().position(|&d| live(d)).map(|copy| (copy as u8, DiskId(placed[copy]))),
+                    Some(p) => live(placed[p]).then_some((0, DiskId(placed[p]))),
+                });
+                b += 1;
+            }
+        }
     }
 
     /// The scheme storing `block`, if it exists.
     pub fn redundancy_of(&self, block: BlockId) -> Option<Redundancy> {
         self.locate(block.0).map(|loc| self.schemes[self.regions[loc.region].scheme].redundancy)
+    }
+
+    /// The stripe holding `block`, to list its members with
+    /// [`Self::stripe_member`] without collecting them.
+    pub fn stripe_of(&self, block: BlockId) -> Option<StripeLoc> {
+        let loc = self.locate(block.0)?;
+        let region = &self.regions[loc.region];
+        Some(match region.redundancy {
+            Redundancy::Replicated { copies } => {
+                StripeLoc { region: loc.region, stripe: loc.stripe, width: 1, data: 1, copies }
+            }
+            r @ Redundancy::ErasureCoded { data, .. } => StripeLoc {
+                region: loc.region,
+                stripe: loc.stripe,
+                width: r.width(),
+                data: usize::from(data),
+                copies: 1,
+            },
+        })
+    }
+
+    /// Member `position` of the stripe at `loc`, as [`Self::group_blocks`]
+    /// orders them (a replicated block's only member is itself).
+    pub fn stripe_member(&self, loc: &StripeLoc, position: u32) -> BlockId {
+        BlockId(self.member_block(&self.regions[loc.region], loc.stripe, position))
     }
 
     /// Every block of the stripe (redundancy group) holding `block`, data
@@ -677,11 +767,10 @@ impl Topology for ClusterModel {
         let info = self.block_at(id, &loc);
         let region = &self.regions[loc.region];
         let live = |disk: u32| (!self.failed[disk as usize]).then_some(DiskId(disk));
-        match self.schemes[region.scheme].redundancy {
-            Redundancy::Replicated { copies } => {
-                disks.extend((0..u32::from(copies)).map(|copy| live(self.placement_disk(region, loc.stripe, copy))))
-            }
-            Redundancy::ErasureCoded { .. } => disks.push(live(self.placement_disk(region, loc.stripe, loc.position))),
+        let placed = self.placement_disks(region, loc.stripe);
+        match region.redundancy {
+            Redundancy::Replicated { .. } => disks.extend(placed.iter().map(|&disk| live(disk))),
+            Redundancy::ErasureCoded { .. } => disks.push(live(placed[loc.position as usize])),
         }
         Some(info)
     }
@@ -839,6 +928,15 @@ mod tests {
             lost += disks.iter().filter(|d| d.is_none()).count();
         }
         assert!(lost > 0, "the failed disk's copies show as lost");
+        // The batched lookup of first live copies agrees, across regions
+        // and past the last block.
+        let mut firsts = Vec::new();
+        m.first_live_copies(0..m.block_count() + 2, &mut firsts);
+        for (b, first) in (0..m.block_count() + 2).zip(&firsts) {
+            m.block_copies(BlockId(b), &mut disks);
+            let expected = (0..).zip(&disks).find_map(|(copy, d)| d.map(|d| (copy, d)));
+            assert_eq!(*first, expected, "{b}");
+        }
     }
 
     #[test]

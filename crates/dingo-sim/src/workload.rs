@@ -160,6 +160,36 @@ impl SteadyLoad {
     }
 }
 
+/// The members of [`surviving_set`], appended to `out`; false (and
+/// nothing appended) if there is no such set.
+pub(crate) fn surviving_members(model: &ClusterModel, block: BlockId, out: &mut Vec<Member>) -> bool {
+    let start = out.len();
+    let Some(loc) = model.stripe_of(block) else { return false };
+    if loc.width == 1 {
+        // A replicated block: any live copy will do.
+        if !(0..loc.copies).any(|copy| model.copy_disk(ChunkRef { block, copy }).is_some()) {
+            return false;
+        }
+        out.push(Member::Any(block));
+        return true;
+    }
+    for position in 0..loc.width {
+        if out.len() - start == loc.data {
+            break;
+        }
+        let b = model.stripe_member(&loc, position);
+        if b != block && model.copy_disk(ChunkRef { block: b, copy: 0 }).is_some() {
+            out.push(Member::Any(b));
+        }
+    }
+    if out.len() - start == loc.data {
+        true
+    } else {
+        out.truncate(start);
+        false
+    }
+}
+
 /// The set reconstruction reads to rebuild a lost chunk of `block`: any
 /// live copy of a replicated block, or `k` live members of its stripe.
 pub(crate) fn surviving_set(model: &ClusterModel, block: BlockId) -> Option<BlockSet> {

@@ -10,7 +10,11 @@
 
 use super::stats::{Recorder, Source};
 use super::world::Job;
-use dingo_planner::{Budget, CacheDirective, DeclareError, Planner, PlannerConfig, QuantumReport, Schedule, dispatch};
+use crate::model::ClusterModel;
+use dingo_planner::{
+    Budget, CacheDirective, DeclareError, Dispatch, DispatchScratch, Planner, PlannerConfig, QuantumReport, Schedule,
+    dispatch_into,
+};
 use dingo_types::{ChunkRef, Member, TaskKind, Timestamp, Topology};
 use roaring::RoaringTreemap;
 use rustc_hash::FxHashMap;
@@ -141,6 +145,18 @@ pub struct Declarative {
     /// The replay side: here while idle, or replaying the last plan on a
     /// thread of its own.
     replay: ReplayState,
+    /// Memory held by the last schedule's vectors.
+    last_schedule_bytes: usize,
+}
+
+/// Schedule memory past which one plan at a time is in flight, and the
+/// replay gives back its working memory after each quantum.
+pub const ONE_PLAN_IN_FLIGHT_BYTES: usize = 1 << 30;
+
+/// Memory held by a schedule's vectors.
+fn schedule_bytes(schedule: &Schedule) -> usize {
+    schedule.reads.capacity() * std::mem::size_of::<dingo_planner::ChunkRead>()
+        + schedule.sets.capacity() * std::mem::size_of::<dingo_planner::ScheduledSet>()
 }
 
 enum ReplayState {
@@ -159,6 +175,14 @@ pub struct Replay {
     pub recorder: Recorder,
     /// Quanta whose plan went over the cluster or a disk budget (must stay 0).
     pub over_budget_quanta: u64,
+    /// The last quantum's dispatch and the dispatcher's working memory,
+    /// refilled every quantum.
+    dispatch: Dispatch,
+    scratch: DispatchScratch,
+    /// Head time per disk of a plan, for the budget check.
+    disk_used: Vec<u64>,
+    /// Give the dispatch memory back after each quantum (large schedules).
+    lean: bool,
 }
 
 impl Declarative {
@@ -168,12 +192,20 @@ impl Declarative {
             cache: PinCache::new(disks, cache_per_disk),
             recorder,
             over_budget_quanta: 0,
+            dispatch: Dispatch::default(),
+            scratch: DispatchScratch::default(),
+            disk_used: Vec::new(),
+            lean: false,
         };
-        Declarative { planner: Planner::new(config), replay: ReplayState::Idle(Box::new(replay)) }
+        Declarative {
+            planner: Planner::new(config),
+            replay: ReplayState::Idle(Box::new(replay)),
+            last_schedule_bytes: 0,
+        }
     }
 
-    pub fn declare(&mut self, topo: &impl Topology, job: &Job) -> Result<(), DeclareError> {
-        self.planner.declare(topo, job.arrival, &job.declaration()).map(|_| ())
+    pub fn declare(&mut self, model: &ClusterModel, job: &Job) -> Result<(), DeclareError> {
+        self.planner.declare_owned(model, job.arrival, job.declaration(model)).map(|_| ())
     }
 
     pub fn note_deleted(&mut self, topo: &impl Topology, deleted: &RoaringTreemap) {
@@ -191,8 +223,14 @@ impl Declarative {
     /// while another runs `alongside`, then hands the plan to the replay
     /// thread. A plan's replay thus runs from the end of its planning to
     /// the end of the next quantum's, beside the world's advance and the
-    /// next planning. The planner never waits for a replay: replays only
-    /// read plans, so this gives the same results as running them in turn.
+    /// next planning. Replays only read plans, so this gives the same
+    /// results as running them in turn.
+    ///
+    /// Past [`ONE_PLAN_IN_FLIGHT_BYTES`] of schedule (a 1 EB cluster's
+    /// quantum takes gigabytes) the planner waits for the last replay
+    /// before planning, so that one schedule is in memory, not two: the
+    /// replay then overlaps the world's advance and the new declarations
+    /// only.
     pub fn run_quantum(
         &mut self,
         topo: &(impl Topology + Sync),
@@ -201,6 +239,10 @@ impl Declarative {
         start_hours: f64,
         alongside: impl FnOnce() + Send,
     ) {
+        if self.last_schedule_bytes > ONE_PLAN_IN_FLIGHT_BYTES {
+            let replay = self.idle_replay();
+            self.replay = ReplayState::Idle(replay);
+        }
         let planner = &mut self.planner;
         let planned = std::thread::scope(|scope| {
             scope.spawn(alongside);
@@ -208,7 +250,9 @@ impl Declarative {
             planner.retire_finished();
             PlannedQuantum { schedule, report, budget: budget.clone(), start_hours }
         });
+        self.last_schedule_bytes = schedule_bytes(&planned.schedule);
         let mut replay = self.idle_replay();
+        replay.lean = self.last_schedule_bytes > ONE_PLAN_IN_FLIGHT_BYTES;
         self.replay = ReplayState::Busy(std::thread::spawn(move || {
             let spent = replay.replay(planned);
             (replay, spent)
@@ -250,7 +294,8 @@ impl Replay {
             self.recorder.elided(task, stats.elided_bytes);
             self.recorder.missed(task, stats.deadline_misses);
         }
-        let dispatch = dispatch(&schedule, &self.config);
+        let mut dispatch = std::mem::take(&mut self.dispatch);
+        dispatch_into(&schedule, &self.config, &mut self.scratch, &mut dispatch);
         let mut max_pinned = 0;
         for (g, group) in dispatch.groups.iter().enumerate() {
             self.cache.expire(group.at);
@@ -272,16 +317,25 @@ impl Replay {
         point.planned_disk_bytes = Some(planned_bytes);
         point.max_disk_pinned_bytes = Some(max_pinned);
         self.recorder.end_quantum(start_hours);
+        if self.lean {
+            self.scratch = DispatchScratch::default();
+        } else {
+            self.dispatch = dispatch;
+        }
         schedule
     }
 
     /// Whether the plan schedules more head time on some disk than its budget.
-    fn over_disk_budget(&self, schedule: &Schedule, budget: &Budget) -> bool {
-        let mut used = vec![0u64; self.recorder.disk_count()];
+    fn over_disk_budget(&mut self, schedule: &Schedule, budget: &Budget) -> bool {
+        let mut used = std::mem::take(&mut self.disk_used);
+        used.clear();
+        used.resize(self.recorder.disk_count(), 0);
         for r in schedule.reads.iter().filter(|r| r.physical) {
             used[r.disk.0 as usize] += self.recorder.head_time_us(r.bytes);
         }
-        used.iter().enumerate().any(|(d, &us)| us > budget.disk_limit_us(d as u32))
+        let over = used.iter().enumerate().any(|(d, &us)| us > budget.disk_limit_us(d as u32));
+        self.disk_used = used;
+        over
     }
 }
 

@@ -76,6 +76,10 @@ pub struct Imperative {
     quantum: Duration,
     /// Scratch: the disks of the copies of the block being read.
     copy_disks: Vec<Option<DiskId>>,
+    /// Scratch: the first live copy of each block of a file range.
+    firsts: Vec<Option<(u8, DiskId)>>,
+    /// Scratch: the members of one stripe set.
+    members: Vec<Member>,
 }
 
 impl Imperative {
@@ -87,6 +91,8 @@ impl Imperative {
             walks: BTreeMap::new(),
             quantum,
             copy_disks: Vec::new(),
+            firsts: Vec::new(),
+            members: Vec::new(),
         }
     }
 
@@ -121,32 +127,41 @@ impl Imperative {
         let block_bytes = model.spec().block_bytes;
         let mut taken = 0;
         match &job.sets {
-            JobSets::Files(ranges) => {
-                while taken < quota && (walk.cursor as usize) < ranges.len() {
-                    let r = ranges[walk.cursor as usize];
+            JobSets::Files { files, .. } => {
+                while taken < quota && (walk.cursor as usize) < files.len() {
+                    let r = job.sets.file_range(model, walk.cursor as usize);
                     walk.cursor += 1;
                     let gone = deleted.contains(r.start.0);
                     if gone {
                         self.skip_deleted.elided(job.task, u64::from(r.len) * block_bytes);
                     }
-                    for b in r.blocks() {
-                        self.read(world, job.task, Member::Any(b), gone);
+                    // "Any copy": the first live copy, as `read_resolved` picks it.
+                    let mut firsts = std::mem::take(&mut self.firsts);
+                    model.first_live_copies(r.start.0..r.end(), &mut firsts);
+                    for (b, first) in r.blocks().zip(&firsts) {
+                        if let &Some((copy, disk)) = first {
+                            self.read_chunk(job.task, ChunkRef { block: b, copy }, disk, block_bytes, gone);
+                        }
                     }
+                    self.firsts = firsts;
                     taken += 1;
                 }
             }
-            JobSets::Stripes { offsets, .. } => {
-                let sets = offsets.len() as u64 - 1;
+            JobSets::Rebuilds { blocks, .. } => {
+                let sets = blocks.len() as u64;
                 while taken < quota && walk.cursor < sets {
-                    let members: Vec<Member> = job.sets.stripe(walk.cursor as usize).collect();
+                    let mut members = std::mem::take(&mut self.members);
+                    members.clear();
+                    job.sets.rebuild(model, walk.cursor as usize, &mut members);
                     walk.cursor += 1;
                     let gone = members.iter().all(|m| deleted.contains(m.block().0));
                     if gone {
                         self.skip_deleted.elided(job.task, members.len() as u64 * block_bytes);
                     }
-                    for m in members {
+                    for &m in &members {
                         self.read(world, job.task, m, gone);
                     }
+                    self.members = members;
                     taken += 1;
                 }
             }
@@ -218,7 +233,12 @@ impl Imperative {
                 (ChunkRef { block, copy }, disk)
             }
         };
-        self.recorder.read(task, info.size, Source::Disk(disk));
+        self.read_chunk(task, chunk, disk, info.size, gone);
+    }
+
+    /// Reads `chunk` from `disk`, as [`Self::read_resolved`] describes.
+    fn read_chunk(&mut self, task: TaskKind, chunk: ChunkRef, disk: DiskId, bytes: u64, gone: bool) {
+        self.recorder.read(task, bytes, Source::Disk(disk));
         if gone {
             return;
         }
@@ -226,7 +246,7 @@ impl Imperative {
             Some(owner) => Source::Cache(owner),
             None => Source::Disk(disk),
         };
-        self.skip_deleted.read(task, info.size, source);
+        self.skip_deleted.read(task, bytes, source);
     }
 
     /// Whether jobs are still reading.

@@ -35,6 +35,7 @@ use dingo_planner::{Budget, DeclareError, DiskBudget, LeftoverPolicy, PlannerCon
 use dingo_types::{TaskKind, Timestamp, Topology};
 use imperative::Imperative;
 use optimal::{Optimal, OptimalRule};
+use roaring::RoaringTreemap;
 use serde::{Deserialize, Serialize};
 use stats::Recorder;
 use std::time::Duration;
@@ -316,11 +317,10 @@ impl Simulation {
             self.done = true;
             return Ok(false);
         }
+        // Optimal settles the closed jobs later, on another thread, against
+        // the blocks deleted as of now: those deleted then but not in this
+        // quantum's advance (deletions only add up).
         let closed = self.world.close_due(now);
-        // Deletions only add up: optimal settles the closed jobs against the
-        // blocks deleted as of now, later on another thread.
-        let deleted_at_close =
-            (self.optimal.is_some() && !closed.is_empty()).then(|| self.world.model.deleted().clone());
         let events = self.world.advance(now, new_work);
         if q == self.horizon_quanta {
             self.initial_files_deleted = Some(self.world.initial_files_deleted_fraction());
@@ -343,14 +343,15 @@ impl Simulation {
         // settles optimal's closed jobs (the previous plan's replay runs on
         // a third, see `Declarative::run_quantum`).
         let (world, budget) = (&self.world, self.config.budget(now));
+        let deleted_now = &events.deleted;
         let hours = now.as_millis() as f64 / 3.6e6;
         let (imperative, optimal) = (self.imperative.as_mut(), self.optimal.as_mut());
         let optimal_elide = self.optimal_elide.as_mut();
         let other_modes = move || {
-            if let (Some(opt), Some(elide), Some(deleted)) = (optimal, optimal_elide, deleted_at_close) {
+            if let (Some(opt), Some(elide)) = (optimal, optimal_elide) {
                 for job in &closed {
-                    opt.close(job, &deleted);
-                    elide.close(job, &deleted);
+                    opt.close(job, &world.model, world.model.deleted(), deleted_now);
+                    elide.close(job, &world.model, world.model.deleted(), deleted_now);
                 }
             }
             if let Some(imp) = imperative {
@@ -398,7 +399,7 @@ impl Simulation {
     pub fn finish(mut self) -> SimResult {
         for opt in [&mut self.optimal, &mut self.optimal_elide].into_iter().flatten() {
             for job in self.world.close_due(Timestamp(u64::MAX)) {
-                opt.close(&job, self.world.model.deleted());
+                opt.close(&job, &self.world.model, self.world.model.deleted(), &RoaringTreemap::new());
             }
         }
         let model = &self.world.model;

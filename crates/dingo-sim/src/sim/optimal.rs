@@ -15,8 +15,10 @@
 
 use super::stats::Recorder;
 use super::world::{Job, JobSets};
+use crate::model::ClusterModel;
 use dingo_types::{MemberBitmap, TaskKind};
 use roaring::RoaringTreemap;
+use std::borrow::Cow;
 
 /// Which deletions the bound may take credit for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,19 +54,19 @@ impl Optimal {
         &mut self.copies[copy]
     }
 
-    /// Settles a job whose window closed; `deleted_by_deadline`: blocks
-    /// deleted by then (used only by [`OptimalRule::ElideDeletedBeforeDeadline`]).
-    pub fn close(&mut self, job: &Job, deleted_by_deadline: &RoaringTreemap) {
-        let none = RoaringTreemap::new();
-        let deleted = match self.rule {
-            OptimalRule::EachBlockOnce => &none,
-            OptimalRule::ElideDeletedBeforeDeadline => deleted_by_deadline,
-        };
+    /// Settles a job whose window closed. The blocks deleted by then (used
+    /// only by [`OptimalRule::ElideDeletedBeforeDeadline`]) are `deleted`
+    /// but those in `since`: the world may have moved on from the close
+    /// already, and deletions only add up, so this needs no copy of the
+    /// cluster's deleted blocks as they were.
+    pub fn close(&mut self, job: &Job, model: &ClusterModel, deleted: &RoaringTreemap, since: &RoaringTreemap) {
+        let elide = self.rule == OptimalRule::ElideDeletedBeforeDeadline;
+        let gone_by_deadline = |b: u64| elide && deleted.contains(b) && !since.contains(b);
         let bb = self.block_bytes;
         match &job.sets {
-            JobSets::Files(ranges) => {
-                for r in ranges {
-                    if deleted.contains(r.start.0) {
+            JobSets::Files { files, .. } => {
+                for r in (0..files.len()).map(|i| job.sets.file_range(model, i)) {
+                    if gone_by_deadline(r.start.0) {
                         self.recorder.elided(job.task, u64::from(r.len) * bb);
                     } else {
                         self.any.insert_range(r.start.0..r.end());
@@ -72,14 +74,17 @@ impl Optimal {
                     }
                 }
             }
-            JobSets::Stripes { offsets, .. } => {
+            JobSets::Rebuilds { blocks: lost, .. } => {
                 let mut blocks = Vec::new();
-                for i in 0..offsets.len() - 1 {
+                let mut members = Vec::new();
+                for i in 0..lost.len() {
+                    members.clear();
+                    job.sets.rebuild(model, i, &mut members);
                     let before = blocks.len();
-                    blocks.extend(job.sets.stripe(i).map(|m| m.block().0).filter(|b| !deleted.contains(*b)));
+                    blocks.extend(members.iter().map(|m| m.block().0).filter(|&b| !gone_by_deadline(b)));
                     let read = (blocks.len() - before) as u64;
                     if read == 0 {
-                        self.recorder.elided(job.task, (offsets[i + 1] - offsets[i]) as u64 * bb);
+                        self.recorder.elided(job.task, members.len() as u64 * bb);
                     } else {
                         self.recorder.logical(job.task, read * bb);
                     }
@@ -89,8 +94,21 @@ impl Optimal {
                 self.any |= RoaringTreemap::from_sorted_iter(blocks).expect("sorted and deduplicated");
             }
             JobSets::Members(members) => {
-                let mut live = members.clone();
-                let gone = live.remove_blocks(deleted);
+                // Copied only if some member is to be elided.
+                let mut gone_blocks = RoaringTreemap::new();
+                if elide {
+                    gone_blocks = members.blocks();
+                    gone_blocks &= deleted;
+                    gone_blocks -= since;
+                }
+                let live = if gone_blocks.is_empty() {
+                    Cow::Borrowed(members)
+                } else {
+                    let mut live = members.clone();
+                    live.remove_blocks(&gone_blocks);
+                    Cow::Owned(live)
+                };
+                let gone = members.len() - live.len();
                 match job.sets_needed {
                     None => {
                         self.recorder.elided(job.task, gone * bb);
@@ -156,49 +174,78 @@ impl Optimal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dingo_types::{BlockId, BlockRange, ChunkRef, DiskModel, Member, Timestamp};
+    use crate::model::ClusterSpec;
+    use dingo_types::{BlockId, ChunkRef, DiskModel, Member, Timestamp};
 
     fn job(task: TaskKind, sets: JobSets, needed: Option<u64>) -> Job {
         Job::for_test(task, sets, needed, Timestamp(0))
     }
 
+    /// A small cluster whose first files are replicated: file `f` is
+    /// blocks `30 f..30 f + 30`.
+    fn model() -> ClusterModel {
+        let spec = ClusterSpec { raw_capacity: 2_000_000_000_000_000, disks_per_node: 2, ..ClusterSpec::default() };
+        let m = ClusterModel::new(spec).unwrap();
+        assert_eq!(m.file_blocks(4).start, BlockId(120));
+        m
+    }
+
+    /// The first `blocks` blocks of file `file`.
+    fn file(file: u64, blocks: u32) -> JobSets {
+        JobSets::Files { files: vec![file], max_blocks: blocks }
+    }
+
     #[test]
     fn overlapping_reads_count_once_and_exact_copies_count_each() {
+        let m = model();
         let mut opt = Optimal::new(OptimalRule::ElideDeletedBeforeDeadline, Recorder::new(1, DiskModel::HDD), 10);
-        let file = JobSets::Files(vec![BlockRange { start: BlockId(0), len: 4 }]);
-        opt.close(&job(TaskKind::GarbageCollection, file.clone(), None), &RoaringTreemap::new());
-        opt.close(&job(TaskKind::FileScrubbing, file, None), &RoaringTreemap::new());
+        opt.close(
+            &job(TaskKind::GarbageCollection, file(0, 4), None),
+            &m,
+            &RoaringTreemap::new(),
+            &RoaringTreemap::new(),
+        );
+        opt.close(&job(TaskKind::FileScrubbing, file(0, 4), None), &m, &RoaringTreemap::new(), &RoaringTreemap::new());
         assert_eq!(opt.disk_bytes(), 40);
         let scrub: MemberBitmap =
             [0u8, 1].iter().map(|&copy| Member::Copy(ChunkRef { block: BlockId(1), copy })).collect();
-        opt.close(&job(TaskKind::Scrubbing, JobSets::Members(scrub), None), &RoaringTreemap::new());
+        opt.close(
+            &job(TaskKind::Scrubbing, JobSets::Members(scrub), None),
+            &m,
+            &RoaringTreemap::new(),
+            &RoaringTreemap::new(),
+        );
         assert_eq!(opt.disk_bytes(), 50, "copy 0 rides on the file read, copy 1 is one more read");
     }
 
     #[test]
     fn flexible_jobs_pay_only_for_candidates_nobody_reads_and_deleted_sets_are_elided() {
+        let m = model();
         let mut opt = Optimal::new(OptimalRule::ElideDeletedBeforeDeadline, Recorder::new(1, DiskModel::HDD), 10);
         let candidates: MemberBitmap =
             (0..6u64).map(|b| Member::Copy(ChunkRef { block: BlockId(b), copy: 0 })).collect();
-        opt.close(&job(TaskKind::Rebalancing, JobSets::Members(candidates), Some(3)), &RoaringTreemap::new());
+        opt.close(
+            &job(TaskKind::Rebalancing, JobSets::Members(candidates), Some(3)),
+            &m,
+            &RoaringTreemap::new(),
+            &RoaringTreemap::new(),
+        );
         assert_eq!(opt.disk_bytes(), 30);
         // A later file read covers two candidates: only one more is needed.
-        let file = JobSets::Files(vec![BlockRange { start: BlockId(0), len: 2 }]);
-        opt.close(&job(TaskKind::Fsck, file, None), &RoaringTreemap::new());
+        opt.close(&job(TaskKind::Fsck, file(0, 2), None), &m, &RoaringTreemap::new(), &RoaringTreemap::new());
         assert_eq!(opt.disk_bytes(), 20 + 10);
-        let gone: RoaringTreemap = (100..104).collect();
-        let deleted_file = JobSets::Files(vec![BlockRange { start: BlockId(100), len: 4 }]);
-        opt.close(&job(TaskKind::GarbageCollection, deleted_file.clone(), None), &gone);
+        let gone: RoaringTreemap = (120..124).collect();
+        opt.close(&job(TaskKind::GarbageCollection, file(4, 4), None), &m, &gone, &RoaringTreemap::new());
         assert_eq!(opt.disk_bytes(), 30);
         assert_eq!(opt.recorder.tasks[TaskKind::GarbageCollection.index()].elided_bytes, 40);
     }
 
     #[test]
     fn the_papers_rule_counts_deleted_blocks_too() {
+        let m = model();
         let mut opt = Optimal::new(OptimalRule::EachBlockOnce, Recorder::new(1, DiskModel::HDD), 10);
-        let gone: RoaringTreemap = (100..104).collect();
-        let file = JobSets::Files(vec![BlockRange { start: BlockId(100), len: 4 }]);
-        opt.close(&job(TaskKind::GarbageCollection, file, None), &gone);
+        let gone: RoaringTreemap = (120..124).collect();
+        opt.close(&job(TaskKind::GarbageCollection, file(4, 4), None), &m, &gone, &RoaringTreemap::new());
         assert_eq!(opt.disk_bytes(), 40);
         assert_eq!(opt.recorder.tasks[TaskKind::GarbageCollection.index()].elided_bytes, 0);
     }

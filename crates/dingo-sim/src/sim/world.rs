@@ -23,31 +23,38 @@ use super::SimConfig;
 use super::files::{FileCursor, ObjectFiles};
 use crate::model::{ClusterModel, ClusterSpec, ModelError, Redundancy};
 use crate::rng::SplitMix64;
-use crate::workload::surviving_set;
-use dingo_types::{BlockRange, BlockSet, DiskId, Member, MemberBitmap, ReadSets, TaskKind, Timestamp, Topology};
+use crate::workload::surviving_members;
+use dingo_types::{
+    BlockId, BlockRange, BlockSet, DiskId, Member, MemberBitmap, ReadSets, TaskKind, Timestamp, Topology,
+};
 use roaring::RoaringTreemap;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// What a job reads, kept in the form every mode can walk.
+/// What a job reads, kept in the form every mode can walk, as compactly
+/// as the modes allow (a 1 EB month holds hundreds of millions of sets).
 #[derive(Clone, Debug)]
 pub enum JobSets {
-    /// One set per range of blocks of one file, any copy of each block.
-    Files(Vec<BlockRange>),
+    /// One set per file: its first `max_blocks` blocks (all of them for
+    /// whole-file reads), any copy of each block.
+    Files { files: Vec<u64>, max_blocks: u32 },
     /// One set per member (exact copies: scrubbing, rebalancing candidates).
     Members(MemberBitmap),
-    /// Explicit sets (reconstruction: the survivors of each broken stripe),
-    /// flattened: set `i` is `keys[offsets[i]..offsets[i + 1]]` as [`Member::key`]s.
-    Stripes { keys: Vec<u64>, offsets: Vec<u32> },
+    /// Reconstruction: one set per lost chunk, named by its block. The set
+    /// is what [`surviving_members`] gives for the block: any copy of a
+    /// replicated block, or the first `k` other members of its stripe.
+    /// Only one disk is ever out at a time, so those are the survivors the
+    /// failure left, whenever they are listed. `members`: of all sets.
+    Rebuilds { blocks: Vec<u64>, members: u64 },
 }
 
 impl JobSets {
     pub fn len(&self) -> u64 {
         match self {
-            JobSets::Files(r) => r.len() as u64,
+            JobSets::Files { files, .. } => files.len() as u64,
             JobSets::Members(m) => m.len(),
-            JobSets::Stripes { offsets, .. } => offsets.len().saturating_sub(1) as u64,
+            JobSets::Rebuilds { blocks, .. } => blocks.len() as u64,
         }
     }
 
@@ -55,18 +62,37 @@ impl JobSets {
         self.len() == 0
     }
 
-    /// Members of stripe set `i`.
-    pub fn stripe(&self, i: usize) -> impl Iterator<Item = Member> + '_ {
-        let JobSets::Stripes { keys, offsets } = self else { panic!("not a stripe job") };
-        keys[offsets[i] as usize..offsets[i + 1] as usize].iter().map(|&k| Member::from_key(k))
+    /// The blocks of file set `i`.
+    pub fn file_range(&self, model: &ClusterModel, i: usize) -> BlockRange {
+        let JobSets::Files { files, max_blocks } = self else { panic!("not a file job") };
+        let r = model.file_blocks(files[i]);
+        BlockRange { start: r.start, len: r.len.min(*max_blocks) }
     }
 
-    fn to_read_sets(&self) -> ReadSets {
+    /// Appends the members of rebuild set `i` to `out`.
+    pub fn rebuild(&self, model: &ClusterModel, i: usize, out: &mut Vec<Member>) {
+        let JobSets::Rebuilds { blocks, .. } = self else { panic!("not a reconstruction job") };
+        let found = surviving_members(model, BlockId(blocks[i]), out);
+        debug_assert!(found, "a rebuild set lost its survivors");
+    }
+
+    fn to_read_sets(&self, model: &ClusterModel) -> ReadSets {
         match self {
-            JobSets::Files(r) => ReadSets::Ranges(r.clone()),
+            JobSets::Files { files, .. } => {
+                ReadSets::Ranges((0..files.len()).map(|i| self.file_range(model, i)).collect())
+            }
             JobSets::Members(m) => ReadSets::EachMember(m.clone()),
-            JobSets::Stripes { offsets, .. } => {
-                ReadSets::Sets((0..offsets.len() - 1).map(|i| BlockSet::new(self.stripe(i).collect())).collect())
+            JobSets::Rebuilds { blocks, .. } => {
+                let mut members = Vec::new();
+                ReadSets::Sets(
+                    (0..blocks.len())
+                        .map(|i| {
+                            members.clear();
+                            self.rebuild(model, i, &mut members);
+                            BlockSet::new(members.clone())
+                        })
+                        .collect(),
+                )
             }
         }
     }
@@ -102,10 +128,10 @@ pub struct Job {
 
 impl Job {
     /// The declaration the job makes in declarative mode.
-    pub fn declaration(&self) -> dingo_types::Declaration {
+    pub fn declaration(&self, model: &ClusterModel) -> dingo_types::Declaration {
         dingo_types::Declaration {
             task: self.task,
-            read_sets: self.sets.to_read_sets(),
+            read_sets: self.sets.to_read_sets(model),
             sets_needed: self.sets_needed,
             deadline: self.deadline,
         }
@@ -421,9 +447,11 @@ impl World {
         }
         let block_bytes = self.block_bytes();
         let sets_bytes = match &sets {
-            JobSets::Files(ranges) => ranges.iter().map(|r| f64::from(r.len)).sum::<f64>() * block_bytes,
+            JobSets::Files { files, max_blocks } => {
+                files.len() as f64 * f64::from((*max_blocks).min(self.model.spec().file_blocks)) * block_bytes
+            }
             JobSets::Members(m) => sets_needed.unwrap_or(m.len()) as f64 * block_bytes,
-            JobSets::Stripes { keys, .. } => keys.len() as f64 * block_bytes,
+            JobSets::Rebuilds { members, .. } => *members as f64 * block_bytes,
         };
         self.generated_bytes[task.index()] += sets_bytes;
         let id = self.next_job;
@@ -441,8 +469,8 @@ impl World {
             TaskKind::GarbageCollection => {
                 let n = self.units(task, bytes, file_bytes);
                 let files = self.objects.pick(&self.model, n, &mut self.rngs[task.index()]);
-                let ranges = self.ranges(&files, u32::MAX);
-                self.push_job(task, now, JobSets::Files(ranges), None, vec![Commit { files, to_scheme: None }])
+                let sets = JobSets::Files { files: files.clone(), max_blocks: u32::MAX };
+                self.push_job(task, now, sets, None, vec![Commit { files, to_scheme: None }])
             }
             TaskKind::Transcoding => {
                 let stages = self.chain.len().saturating_sub(1);
@@ -460,21 +488,18 @@ impl World {
                     commits.push(Commit { files, to_scheme: Some(to) });
                 }
                 all.sort_unstable();
-                let ranges = self.ranges(&all, u32::MAX);
-                self.push_job(task, now, JobSets::Files(ranges), None, commits)
+                self.push_job(task, now, JobSets::Files { files: all, max_blocks: u32::MAX }, None, commits)
             }
             TaskKind::Georeplication | TaskKind::FileScrubbing => {
                 let n = self.units(task, bytes, file_bytes);
                 let files = self.random_files(task, n);
-                let ranges = self.ranges(&files, u32::MAX);
-                self.push_job(task, now, JobSets::Files(ranges), None, Vec::new())
+                self.push_job(task, now, JobSets::Files { files, max_blocks: u32::MAX }, None, Vec::new())
             }
             TaskKind::Fsck => {
                 let blocks = self.config.fsck_blocks.clamp(1, self.model.spec().file_blocks);
                 let n = self.units(task, bytes, self.block_bytes() * f64::from(blocks));
                 let files = self.random_files(task, n);
-                let ranges = self.ranges(&files, blocks);
-                self.push_job(task, now, JobSets::Files(ranges), None, Vec::new())
+                self.push_job(task, now, JobSets::Files { files, max_blocks: blocks }, None, Vec::new())
             }
             TaskKind::Scrubbing => {
                 // A pass covers every written chunk (paper appendix A.2); an
@@ -537,16 +562,32 @@ impl World {
             let disk = DiskId(self.failure_rng.below(u64::from(self.model.disk_count())) as u32);
             let lost = self.model.placed_chunks(&[disk]);
             self.model.fail_disk(disk);
-            let mut keys = Vec::new();
-            let mut offsets = vec![0u32];
+            let mut blocks = Vec::with_capacity(lost.len() as usize);
+            let mut total = 0;
+            let mut members = Vec::new();
             for m in lost.iter() {
-                if let Some(set) = surviving_set(&self.model, m.block()) {
-                    keys.extend(set.members.iter().map(|m| m.key()));
-                    offsets.push(u32::try_from(keys.len()).expect("under 4G members per failure"));
+                members.clear();
+                if surviving_members(&self.model, m.block(), &mut members) {
+                    blocks.push(m.block().0);
+                    total += members.len() as u64;
                 }
             }
             self.model.replace_disk(disk);
-            if let Some(id) = self.push_job(task, now, JobSets::Stripes { keys, offsets }, None, Vec::new()) {
+            let sets = JobSets::Rebuilds { blocks, members: total };
+            if cfg!(debug_assertions) {
+                // The sets listed with the disk back in are the ones it left.
+                let mut again = Vec::new();
+                for (i, m) in lost.iter().enumerate() {
+                    again.clear();
+                    sets.rebuild(&self.model, i, &mut again);
+                    members.clear();
+                    self.model.fail_disk(disk);
+                    surviving_members(&self.model, m.block(), &mut members);
+                    self.model.replace_disk(disk);
+                    assert_eq!(again, members, "rebuild set of {}", m.block());
+                }
+            }
+            if let Some(id) = self.push_job(task, now, sets, None, Vec::new()) {
                 started.push(id);
             }
         }
@@ -570,17 +611,6 @@ impl World {
         }
         picked.sort_unstable();
         picked
-    }
-
-    /// The first `max_blocks` blocks of each file, as sorted ranges.
-    fn ranges(&self, files: &[u64], max_blocks: u32) -> Vec<BlockRange> {
-        files
-            .iter()
-            .map(|&f| {
-                let r = self.model.file_blocks(f);
-                BlockRange { start: r.start, len: r.len.min(max_blocks) }
-            })
-            .collect()
     }
 }
 
