@@ -39,9 +39,14 @@ pub struct CacheStats {
 
 /// Byte-bounded LRU list. Invariant: `order` and `map` hold the same keys and
 /// `bytes` is the sum of the values' lengths.
+///
+/// Hand-written rather than `lru`/`hashlink`: pins and deletes act on every
+/// page of one chunk, so pages are kept in key order (`(chunk, segment)`)
+/// and a chunk's pages are one range of `map`, found in O(log n + pages)
+/// instead of a scan of the whole region under the cache lock.
 #[derive(Default)]
 struct Lru {
-    map: HashMap<PageKey, (Bytes, u64)>,
+    map: BTreeMap<PageKey, (Bytes, u64)>,
     order: BTreeMap<u64, PageKey>,
     bytes: u64,
     tick: u64,
@@ -77,11 +82,14 @@ impl Lru {
         Some((key, data))
     }
 
-    fn remove_chunk(&mut self, chunk: ChunkRef) {
-        let keys: Vec<PageKey> = self.map.keys().filter(|k| k.0 == chunk).copied().collect();
-        for k in keys {
-            self.remove(&k);
-        }
+    /// The keys of `chunk`'s pages: one range of the ordered map.
+    fn chunk_pages(&self, chunk: ChunkRef) -> Vec<PageKey> {
+        self.map.range((chunk, 0)..=(chunk, u64::MAX)).map(|(k, _)| *k).collect()
+    }
+
+    /// Removes and returns `chunk`'s pages.
+    fn take_chunk(&mut self, chunk: ChunkRef) -> Vec<(PageKey, Bytes)> {
+        self.chunk_pages(chunk).into_iter().filter_map(|k| Some((k, self.remove(&k)?))).collect()
     }
 }
 
@@ -106,7 +114,7 @@ impl Inner {
             }
             self.deadlines.pop_first();
             self.pins.remove(&chunk);
-            self.pinned.remove_chunk(chunk);
+            self.pinned.take_chunk(chunk);
         }
     }
 
@@ -114,7 +122,7 @@ impl Inner {
         if let Some(until) = self.pins.remove(&chunk) {
             self.deadlines.remove(&(until, chunk));
         }
-        self.pinned.remove_chunk(chunk);
+        self.pinned.take_chunk(chunk);
     }
 
     /// Only foreground reads fill the general region.
@@ -237,10 +245,9 @@ impl BlockCache {
             c.deadlines.remove(&(old, chunk));
         }
         c.deadlines.insert((until_ms, chunk));
-        let keys: Vec<PageKey> =
-            c.probation.map.keys().chain(c.protected.map.keys()).filter(|k| k.0 == chunk).copied().collect();
-        for k in keys {
-            let v = c.probation.remove(&k).or_else(|| c.protected.remove(&k)).expect("listed above");
+        let mut adopted = c.probation.take_chunk(chunk);
+        adopted.extend(c.protected.take_chunk(chunk));
+        for (k, v) in adopted {
             c.pinned.insert(k, v);
         }
     }
@@ -253,8 +260,8 @@ impl BlockCache {
     pub fn remove_chunk(&self, chunk: ChunkRef) {
         let mut c = self.lock();
         c.unpin(chunk);
-        c.probation.remove_chunk(chunk);
-        c.protected.remove_chunk(chunk);
+        c.probation.take_chunk(chunk);
+        c.protected.take_chunk(chunk);
     }
 
     pub fn stats(&self) -> CacheStats {
@@ -359,6 +366,31 @@ mod tests {
         assert_eq!(cache.stats().pinned_hits, 1);
         cache.remove_chunk(key(1, 0).0);
         assert_eq!(cache.stats().pinned_bytes + cache.stats().general_bytes, 0);
+    }
+
+    #[test]
+    fn pin_and_delete_touch_only_the_chunks_own_pages() {
+        // Neighbours in key order: another copy of the same block, the next
+        // block, and the pages on either side of the chunk's range.
+        let chunk = ChunkRef { block: BlockId(5), copy: 1 };
+        let neighbours = [
+            (ChunkRef { block: BlockId(5), copy: 0 }, u64::MAX),
+            (ChunkRef { block: BlockId(5), copy: 2 }, 0),
+            (ChunkRef { block: BlockId(6), copy: 1 }, 0),
+        ];
+        let cache = BlockCache::new(10_000, 10_000);
+        for k in neighbours.iter().copied().chain([(chunk, 0), (chunk, 7), (chunk, u64::MAX)]) {
+            cache.insert(k, page(), IoTag::Foreground, 0);
+        }
+        cache.pin(chunk, 1_000, 0);
+        let s = cache.stats();
+        assert_eq!((s.pinned_bytes, s.general_bytes), (300, 300), "the chunk's three pages moved, nothing else");
+        cache.remove_chunk(chunk);
+        let s = cache.stats();
+        assert_eq!((s.pinned_bytes, s.general_bytes), (0, 300));
+        for k in neighbours {
+            assert!(cache.get_fg(k, 1).is_some(), "{k:?} survived");
+        }
     }
 
     #[test]

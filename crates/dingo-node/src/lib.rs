@@ -13,6 +13,7 @@ pub mod disk;
 mod error;
 pub mod head;
 pub mod service;
+mod single_flight;
 pub mod store;
 
 pub use error::StoreError;

@@ -9,6 +9,7 @@ use crate::chunk::{self, ChunkMeta, ChunkWriter, SEGMENT};
 use crate::disk::{Disk, ListedChunk};
 use crate::error::StoreError;
 use crate::head::IoSettings;
+use crate::single_flight::SingleFlight;
 use bytes::{Bytes, BytesMut};
 use dingo_proto::{IoTag, now_ms};
 use dingo_types::{ChunkRef, DiskId, DiskModel};
@@ -48,30 +49,11 @@ pub struct Store {
     /// Chunks found corrupt by reads, not yet reported to the metadata
     /// service.
     corrupt: Mutex<Vec<(Option<DiskId>, ChunkRef)>>,
-    /// Chunks being read from disk into the cache: a second reader of the
-    /// same chunk waits for the first and is then served from the cache,
-    /// instead of reading the device again (two tasks called back for the
-    /// same pinned chunk read it at the same moment).
-    filling: Mutex<HashMap<ChunkRef, Arc<Mutex<()>>>>,
+    /// Chunks being read from disk into the cache, one reader at a time
+    /// (see [`SingleFlight`]).
+    filling: SingleFlight<ChunkRef>,
     /// Orphan chunks deleted (see [`Store::delete_orphan`]).
     pub orphans_deleted: AtomicU64,
-}
-
-/// Drops a chunk's fill lock from the map once its last user is done.
-struct ForgetFilling<'a> {
-    filling: &'a Mutex<HashMap<ChunkRef, Arc<Mutex<()>>>>,
-    chunk: ChunkRef,
-    lock: Arc<Mutex<()>>,
-}
-
-impl Drop for ForgetFilling<'_> {
-    fn drop(&mut self) {
-        let mut filling = self.filling.lock().unwrap_or_else(|p| p.into_inner());
-        // The map, the reader's own handle and this one: nobody else waits.
-        if Arc::strong_count(&self.lock) <= 3 {
-            filling.remove(&self.chunk);
-        }
-    }
 }
 
 impl Store {
@@ -104,7 +86,7 @@ impl Store {
             cache: BlockCache::new(cache_general, cache_pinned),
             declarations: Mutex::new(HashMap::new()),
             corrupt: Mutex::new(Vec::new()),
-            filling: Mutex::new(HashMap::new()),
+            filling: SingleFlight::default(),
             orphans_deleted: AtomicU64::new(0),
         })
     }
@@ -216,15 +198,10 @@ impl Store {
         let now = now_ms();
         let lookup = || (first..last).map(|s| self.cache.get((chunk, s), tag, now)).collect::<Vec<Option<Bytes>>>();
         let mut pages = lookup();
-        let fill_lock = (pages.iter().any(Option::is_none) && self.cache.wants(chunk, tag, now)).then(|| {
-            let mut filling = self.filling.lock().unwrap_or_else(|p| p.into_inner());
-            filling.entry(chunk).or_default().clone()
-        });
-        // Declared before the lock guard so it runs after the lock is released.
-        let _forget = fill_lock.clone().map(|lock| ForgetFilling { filling: &self.filling, chunk, lock });
-        let _filling = fill_lock.as_ref().map(|l| l.lock().unwrap_or_else(|p| p.into_inner()));
-        if fill_lock.is_some() {
-            // Whoever held the lock before may have filled the pages.
+        let filling =
+            (pages.iter().any(Option::is_none) && self.cache.wants(chunk, tag, now)).then(|| self.filling.enter(chunk));
+        if filling.is_some() {
+            // Whoever filled before us may have filled the pages.
             pages = lookup();
         }
         let all_hit = pages.iter().all(Option::is_some);
@@ -475,7 +452,7 @@ mod tests {
         });
         let read = store.disks[0].counters.bytes_read.load(Relaxed) - before;
         assert!(read < 400_000, "both readers went to the disk: {read} bytes");
-        assert!(store.filling.lock().unwrap().is_empty(), "fill locks are forgotten");
+        assert!(store.filling.is_empty(), "fill locks are forgotten");
     }
 
     fn put_again(store: &Store) -> Result<u64, StoreError> {

@@ -1,0 +1,168 @@
+//! One filler per key at a time: while a reader fills the cache with a
+//! chunk, a second reader of the same chunk waits for it and then finds the
+//! pages in the cache instead of reading the device again (two tasks called
+//! back for the same pinned chunk read it at the same moment).
+//!
+//! Small and synchronous on purpose: the store's reads block (their async
+//! callers use `block_in_place`), so the async single-flight crates do not
+//! fit, and foyer's in-flight table is tied to its own cache.
+//!
+//! Invariant: a key is in `flights` exactly while some [`FlightGuard`] for
+//! it exists or is being waited for (`users > 0`); so the map never grows
+//! past the number of concurrent readers.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+
+struct Flight {
+    /// Whether a guard for this key is held.
+    busy: Mutex<bool>,
+    released: Condvar,
+}
+
+struct Entry {
+    flight: Arc<Flight>,
+    /// Guards held or awaited for this key. Counted under the map's lock,
+    /// so the last one out removes the entry exactly once.
+    users: usize,
+}
+
+pub struct SingleFlight<K> {
+    flights: Mutex<HashMap<K, Entry>>,
+}
+
+/// Held while its key is being filled; the next waiter proceeds when it is
+/// dropped.
+pub struct FlightGuard<'a, K: Eq + Hash + Clone> {
+    owner: &'a SingleFlight<K>,
+    key: K,
+    flight: Arc<Flight>,
+}
+
+/// A poisoned lock here only means another reader panicked while holding a
+/// flag or the map; both stay consistent (each update is one assignment), so
+/// recover the guard.
+fn relock<'a, T>(guard: Result<MutexGuard<'a, T>, PoisonError<MutexGuard<'a, T>>>) -> MutexGuard<'a, T> {
+    guard.unwrap_or_else(PoisonError::into_inner)
+}
+
+impl<K: Eq + Hash + Clone> Default for SingleFlight<K> {
+    fn default() -> Self {
+        SingleFlight { flights: Mutex::new(HashMap::new()) }
+    }
+}
+
+impl<K: Eq + Hash + Clone> SingleFlight<K> {
+    /// Waits until no other guard for `key` is held, then holds one.
+    pub fn enter(&self, key: K) -> FlightGuard<'_, K> {
+        let flight = {
+            let mut flights = relock(self.flights.lock());
+            let entry = flights.entry(key.clone()).or_insert_with(|| Entry {
+                flight: Arc::new(Flight { busy: Mutex::new(false), released: Condvar::new() }),
+                users: 0,
+            });
+            entry.users += 1;
+            entry.flight.clone()
+        };
+        let mut busy = relock(flight.busy.lock());
+        while *busy {
+            busy = relock(flight.released.wait(busy));
+        }
+        *busy = true;
+        drop(busy);
+        FlightGuard { owner: self, key, flight }
+    }
+}
+
+#[cfg(test)]
+impl<K: Eq + Hash + Clone> SingleFlight<K> {
+    /// Keys with a guard held or awaited.
+    pub fn len(&self) -> usize {
+        relock(self.flights.lock()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl<K: Eq + Hash + Clone> Drop for FlightGuard<'_, K> {
+    fn drop(&mut self) {
+        *relock(self.flight.busy.lock()) = false;
+        self.flight.released.notify_one();
+        let mut flights = relock(self.owner.flights.lock());
+        if let Some(entry) = flights.get_mut(&self.key) {
+            entry.users -= 1;
+            if entry.users == 0 {
+                flights.remove(&self.key);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    #[test]
+    fn one_holder_per_key_and_the_map_empties() {
+        let flights = Arc::new(SingleFlight::<u64>::default());
+        let inside = Arc::new(AtomicUsize::new(0));
+        let most_inside = Arc::new(AtomicUsize::new(0));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (flights, inside, most_inside) = (flights.clone(), inside.clone(), most_inside.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..50 {
+                        let _guard = flights.enter(7);
+                        let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                        most_inside.fetch_max(now, Ordering::SeqCst);
+                        std::thread::yield_now();
+                        inside.fetch_sub(1, Ordering::SeqCst);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(most_inside.load(Ordering::SeqCst), 1, "never two holders of one key");
+        assert!(flights.is_empty(), "the last holder forgets the key");
+    }
+
+    #[test]
+    fn different_keys_do_not_wait_for_each_other() {
+        let flights = Arc::new(SingleFlight::<u64>::default());
+        let _held = flights.enter(1);
+        let other = {
+            let flights = flights.clone();
+            std::thread::spawn(move || {
+                let _g = flights.enter(2);
+            })
+        };
+        // Joins at once although key 1 stays held.
+        other.join().unwrap();
+        assert_eq!(flights.len(), 1);
+    }
+
+    #[test]
+    fn a_waiter_proceeds_when_the_holder_leaves() {
+        let flights = Arc::new(SingleFlight::<u64>::default());
+        let held = flights.enter(3);
+        let waiter = {
+            let flights = flights.clone();
+            std::thread::spawn(move || {
+                let _g = flights.enter(3);
+            })
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!waiter.is_finished(), "waits while the key is held");
+        assert_eq!(flights.len(), 1);
+        drop(held);
+        waiter.join().unwrap();
+        assert!(flights.is_empty());
+    }
+}
