@@ -99,6 +99,10 @@ struct Submission {
 struct Active {
     job: Job,
     report: JobReport,
+    /// Deliveries of this job already carried out (a redelivery is only
+    /// acknowledged). Dropped with the job, so it never outgrows the jobs
+    /// in flight.
+    carried_out: HashSet<u64>,
     cancel: CancelFlag,
     done: oneshot::Sender<Result<JobReport, DeclarativeError>>,
 }
@@ -119,9 +123,7 @@ impl Agent {
     /// in its declaration, so the last callback still completes in time.
     pub fn spawn(client: Client, planner: PlannerClient, margin_ms: u64) -> Agent {
         let (submit, rx) = mpsc::unbounded_channel();
-        tokio::spawn(
-            AgentLoop { client, planner, margin_ms, active: HashMap::new(), carried_out: HashSet::new() }.run(rx),
-        );
+        tokio::spawn(AgentLoop { client, planner, margin_ms, active: HashMap::new() }.run(rx));
         Agent { submit }
     }
 
@@ -141,8 +143,6 @@ struct AgentLoop {
     planner: PlannerClient,
     margin_ms: u64,
     active: HashMap<u64, Active>,
-    /// Deliveries already carried out (a redelivery is only acknowledged).
-    carried_out: HashSet<u64>,
 }
 
 impl AgentLoop {
@@ -207,7 +207,10 @@ impl AgentLoop {
                 let id = declared.id.0;
                 let mut report = report;
                 report.declaration = Some(id);
-                self.active.insert(id, Active { job: s.job, report, cancel: s.cancel, done: s.done });
+                self.active.insert(
+                    id,
+                    Active { job: s.job, report, carried_out: HashSet::new(), cancel: s.cancel, done: s.done },
+                );
             }
             Err(source) => {
                 let job = format!("{} {}", s.job.task, s.job.label);
@@ -218,7 +221,7 @@ impl AgentLoop {
 
     async fn handle(&mut self, callback: pb::Callback) -> Result<(), PlannerClientError> {
         if let Some(a) = self.active.get_mut(&callback.declaration)
-            && self.carried_out.insert(callback.delivery)
+            && a.carried_out.insert(callback.delivery)
         {
             carry_out(&self.client, &a.job, &callback, &mut a.report).await;
         }
