@@ -32,13 +32,26 @@ const MAGIC: &[u8; 8] = b"DINGOCK1";
 /// Bytes buffered before each direct write.
 pub const WRITE_BUF: usize = 1 << 20;
 
+/// Largest data length a chunk may have: far above any block (the largest
+/// unit a client writes is one erasure-coded stripe member), and small
+/// enough that every offset computed from it fits in a `u64` and its
+/// checksum table in memory. Lengths come from the network and from files
+/// on disk, so they are checked against it before any arithmetic.
+pub const MAX_DATA_LEN: u64 = 1 << 40;
+
 /// Where things are in a chunk file holding `data_len` bytes.
+/// Invariant: `data_len <= MAX_DATA_LEN` (see [`Layout::new`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
     pub data_len: u64,
 }
 
 impl Layout {
+    /// The layout of a chunk of `data_len` bytes, if it is not too long.
+    pub fn new(data_len: u64) -> Option<Layout> {
+        (data_len <= MAX_DATA_LEN).then_some(Layout { data_len })
+    }
+
     pub fn segments(self) -> u64 {
         self.data_len.div_ceil(SEGMENT)
     }
@@ -84,6 +97,49 @@ fn le_u64(b: &[u8]) -> u64 {
     u64::from_le_bytes(b.try_into().expect("8 bytes"))
 }
 
+/// What a chunk file's header says.
+#[derive(Debug, PartialEq, Eq)]
+struct Header {
+    chunk: ChunkRef,
+    layout: Layout,
+    table_crc: u32,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+enum HeaderError {
+    #[error("bad header magic or checksum")]
+    Checksum,
+    #[error("header is {0} bytes, shorter than {HEADER}")]
+    Short(usize),
+    #[error("header has segment size {0}, not {SEGMENT}")]
+    SegmentSize(u32),
+    #[error("header has copy number {0}, above 255")]
+    Copy(u32),
+    #[error("header has data length {0}, above the limit of {MAX_DATA_LEN}")]
+    TooLong(u64),
+}
+
+/// Decodes a header read from disk. Pure, and total on any input: the bytes
+/// on disk are untrusted (a crc32c is no defence against a crafted file), so
+/// every field is checked before it is used.
+fn decode_header(h: &[u8]) -> Result<Header, HeaderError> {
+    if h.len() < 40 {
+        return Err(HeaderError::Short(h.len()));
+    }
+    if &h[0..8] != MAGIC || le_u32(&h[36..40]) != crc32c::crc32c(&h[0..36]) {
+        return Err(HeaderError::Checksum);
+    }
+    let segment = le_u32(&h[8..12]);
+    if u64::from(segment) != SEGMENT {
+        return Err(HeaderError::SegmentSize(segment));
+    }
+    let copy = le_u32(&h[20..24]);
+    let copy = u8::try_from(copy).map_err(|_| HeaderError::Copy(copy))?;
+    let data_len = le_u64(&h[24..32]);
+    let layout = Layout::new(data_len).ok_or(HeaderError::TooLong(data_len))?;
+    Ok(Header { chunk: ChunkRef { block: BlockId(le_u64(&h[12..20])), copy }, layout, table_crc: le_u32(&h[32..36]) })
+}
+
 /// Reads and checks the header and checksum table of the chunk file at
 /// `path`, which must hold `chunk` and be as long as its header says.
 /// `tag` is the class of the read that needs them.
@@ -98,15 +154,16 @@ pub fn load_meta(disk: &Disk, chunk: ChunkRef, path: &std::path::Path, tag: IoTa
     }
     let mut h = AlignedBuf::zeroed(HEADER as usize);
     disk.read_at(&file, &mut h, 0, tag).map_err(&io)?;
-    if &h[0..8] != MAGIC || le_u32(&h[36..40]) != crc32c::crc32c(&h[0..36]) {
-        disk.counters.checksum_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        return Err(corrupt("bad header magic or checksum".into()));
+    let header = decode_header(&h).map_err(|e| {
+        if matches!(e, HeaderError::Checksum) {
+            disk.counters.checksum_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        corrupt(e.to_string())
+    })?;
+    if header.chunk != chunk {
+        return Err(corrupt(format!("header names {}", header.chunk)));
     }
-    let found = ChunkRef { block: BlockId(le_u64(&h[12..20])), copy: le_u32(&h[20..24]) as u8 };
-    if found != chunk || u64::from(le_u32(&h[8..12])) != SEGMENT {
-        return Err(corrupt(format!("header names {found} with segment size {}", le_u32(&h[8..12]))));
-    }
-    let layout = Layout { data_len: le_u64(&h[24..32]) };
+    let layout = header.layout;
     if layout.file_len() != file_len {
         return Err(corrupt(format!("file is {file_len} bytes, header implies {}", layout.file_len())));
     }
@@ -115,7 +172,7 @@ pub fn load_meta(disk: &Disk, chunk: ChunkRef, path: &std::path::Path, tag: IoTa
         disk.read_at(&file, &mut table, HEADER, tag).map_err(&io)?;
     }
     let table = &table[..layout.segments() as usize * 4];
-    if crc32c::crc32c(table) != le_u32(&h[32..36]) {
+    if crc32c::crc32c(table) != header.table_crc {
         disk.counters.checksum_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         return Err(corrupt("checksum table does not match its checksum".into()));
     }
@@ -173,7 +230,9 @@ impl<'d> ChunkWriter<'d> {
     /// Starts writing `chunk` of exactly `data_len` bytes, reserving its
     /// space on the disk.
     pub fn create(disk: &'d Disk, chunk: ChunkRef, data_len: u64) -> Result<Self, StoreError> {
-        let layout = Layout { data_len };
+        let layout = Layout::new(data_len).ok_or_else(|| {
+            StoreError::Invalid(format!("{chunk}: {data_len} bytes is above the chunk limit of {MAX_DATA_LEN}"))
+        })?;
         disk.reserve(layout.file_len())?;
         let tmp = disk.tmp_path(chunk);
         let file = match DirectFile::create_new(&tmp) {
@@ -399,5 +458,80 @@ mod tests {
         // All reservations were returned: the whole capacity is usable again.
         assert!(ChunkWriter::create(&disk, chunk(2), (1 << 20) - 3 * 4096).is_ok());
         assert!(matches!(ChunkWriter::create(&disk, chunk(3), 2 << 20), Err(StoreError::DiskFull { .. })));
+    }
+
+    #[test]
+    fn a_chunk_longer_than_the_limit_is_refused_before_any_arithmetic() {
+        let dir = tempfile::tempdir().unwrap();
+        let (disk, _) = Disk::open(dir.path(), None, None).unwrap();
+        // u64::MAX used to overflow the layout (a panic in debug builds, an
+        // abort on a huge allocation in release): a node crashed by one
+        // write request.
+        for len in [u64::MAX, MAX_DATA_LEN + 1] {
+            let e = ChunkWriter::create(&disk, chunk(1), len).err().expect("refused");
+            assert!(matches!(e, StoreError::Invalid(_)), "{e}");
+        }
+    }
+
+    /// A header whose checksum is right but whose fields are arbitrary,
+    /// as a crafted or bit-rotted file could hold.
+    fn crafted_header(fields: &[u8]) -> Vec<u8> {
+        let mut h = vec![0u8; HEADER as usize];
+        h[0..8].copy_from_slice(MAGIC);
+        h[8..36].copy_from_slice(&fields[..28]);
+        let crc = crc32c::crc32c(&h[0..36]);
+        h[36..40].copy_from_slice(&crc.to_le_bytes());
+        h
+    }
+
+    #[test]
+    fn headers_round_trip() {
+        let c = ChunkRef { block: BlockId(u64::MAX), copy: 255 };
+        for data_len in [0, 1, SEGMENT, MAX_DATA_LEN] {
+            let layout = Layout::new(data_len).unwrap();
+            let h = encode_header(c, layout, 0xdead_beef);
+            assert_eq!(decode_header(&h), Ok(Header { chunk: c, layout, table_crc: 0xdead_beef }));
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_header_decodes_to_a_valid_layout_or_an_error(
+            fields in proptest::collection::vec(proptest::prelude::any::<u8>(), 28),
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+            use_crafted in proptest::prelude::any::<bool>(),
+            right_segment in proptest::prelude::any::<bool>(),
+            copy in 0u32..300,
+            data_len in proptest::prop_oneof![0..=MAX_DATA_LEN + 8, proptest::prelude::any::<u64>()],
+        ) {
+            let h = if use_crafted {
+                // Mostly well-formed fields, so that the accepting path is
+                // exercised too, not only the first check's refusal.
+                let mut fields = fields;
+                if right_segment {
+                    fields[0..4].copy_from_slice(&(SEGMENT as u32).to_le_bytes());
+                }
+                fields[12..16].copy_from_slice(&copy.to_le_bytes());
+                fields[16..24].copy_from_slice(&data_len.to_le_bytes());
+                crafted_header(&fields)
+            } else {
+                bytes
+            };
+            match decode_header(&h) {
+                Ok(header) => {
+                    // Every figure derived from an accepted header is in range.
+                    let l = header.layout;
+                    proptest::prop_assert!(l.data_len <= MAX_DATA_LEN && copy <= 255);
+                    proptest::prop_assert!(l.data_offset() <= l.file_len());
+                    proptest::prop_assert_eq!(
+                        decode_header(&encode_header(header.chunk, l, header.table_crc)),
+                        Ok(header)
+                    );
+                }
+                Err(HeaderError::TooLong(n)) => proptest::prop_assert!(n > MAX_DATA_LEN),
+                Err(HeaderError::Copy(c)) => proptest::prop_assert!(c > 255),
+                Err(_) => {}
+            }
+        }
     }
 }
