@@ -33,7 +33,8 @@ pub fn read_twitter_csv(reader: impl BufRead, limit: Option<u64>) -> Result<Vec<
         let number = i as u64 + 1;
         let fields: Vec<&str> = line.split(',').collect();
         if fields.len() < 6 {
-            return Err(TraceError::Malformed { line: number, reason: format!("{} fields, want 7", fields.len()) });
+            let reason = format!("{} fields, want at least 6", fields.len());
+            return Err(TraceError::Malformed { line: number, reason });
         }
         if !matches!(fields[5], "get" | "gets") {
             continue;
@@ -43,7 +44,12 @@ pub fn read_twitter_csv(reader: impl BufRead, limit: Option<u64>) -> Result<Vec<
                 .parse::<u32>()
                 .map_err(|e| TraceError::Malformed { line: number, reason: format!("size {field:?}: {e}") })
         };
-        let size_bytes = (size(fields[2])? + size(fields[3])?).max(1);
+        // Both sizes are u32 in the trace, but their sum need not be.
+        let size_bytes = size(fields[2])?.checked_add(size(fields[3])?).ok_or_else(|| TraceError::Malformed {
+            line: number,
+            reason: format!("object of {} + {} bytes is over 4 GiB", fields[2], fields[3]),
+        })?;
+        let size_bytes = size_bytes.max(1);
         out.push(Object { key: key_id(fields[1]), size_bytes });
     }
     Ok(out)
@@ -75,5 +81,32 @@ mod tests {
     fn malformed_lines_name_their_number() {
         let err = read_twitter_csv("0,k,1,2,3,get,0\n1,k,x,2,3,get,0\n".as_bytes(), None).unwrap_err();
         assert!(err.to_string().starts_with("line 2:"), "{err}");
+    }
+
+    #[test]
+    fn sizes_whose_sum_overflows_are_malformed_not_a_panic() {
+        let err = read_twitter_csv("0,k,4294967295,1,3,get,0\n".as_bytes(), None).unwrap_err();
+        assert!(err.to_string().contains("over 4 GiB"), "{err}");
+    }
+
+    proptest::proptest! {
+        /// The trace is untrusted input: any text is read or refused, never
+        /// a panic.
+        #[test]
+        fn any_text_is_read_or_refused(
+            lines in proptest::collection::vec(
+                proptest::prop_oneof![
+                    "[0-9]{1,3},[a-z:]{0,4},[0-9]{1,11},[0-9]{1,11},[0-9],(get|gets|set),[0-9]",
+                    ".{0,40}",
+                ],
+                0..8,
+            ),
+        ) {
+            let text = lines.join("\n");
+            if let Ok(trace) = read_twitter_csv(text.as_bytes(), None) {
+                proptest::prop_assert!(trace.len() <= lines.len());
+                proptest::prop_assert!(trace.iter().all(|o| o.size_bytes >= 1));
+            }
+        }
     }
 }
