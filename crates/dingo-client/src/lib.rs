@@ -30,8 +30,10 @@
 //! [`Client::mark_disk_dead`] and [`Client::mark_node_dead`] feed them.
 
 pub mod ec;
+mod fault;
 mod health;
 
+pub use fault::DiskSlowdown;
 pub use health::{DrainProgress, Health};
 
 pub use dingo_iosched::steering::{ReplicaChoice, SteeringConfig};

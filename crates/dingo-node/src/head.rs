@@ -16,7 +16,7 @@ use dingo_proto::IoTag;
 use dingo_types::{DiskModel, TaskKind};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// How a node's emulated disks schedule IO (`[node.io]`).
@@ -133,7 +133,8 @@ struct State {
 pub struct Head {
     model: DiskModel,
     epoch: Instant,
-    slowdown: Option<Slowdown>,
+    /// The configured slowdown, replaced by [`Head::inject_slowdown`].
+    slowdown: Mutex<Option<Slowdown>>,
     pub scheduler: PolicyKind,
     state: Mutex<State>,
     changed: Condvar,
@@ -165,7 +166,7 @@ impl Head {
         Head {
             model,
             epoch: Instant::now(),
-            slowdown: io.slowdown,
+            slowdown: Mutex::new(io.slowdown),
             scheduler: io.scheduler,
             state: Mutex::new(State {
                 policy,
@@ -185,10 +186,18 @@ impl Head {
         u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
+    /// Slows this head by `factor_permille / 1000` from `delay` after now,
+    /// for `lasting`, replacing any earlier slowdown (fault injection).
+    pub fn inject_slowdown(&self, factor_permille: u64, delay: Duration, lasting: Duration) {
+        let after = self.epoch.elapsed() + delay;
+        *self.slowdown.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(Slowdown { factor_permille, after, lasting });
+    }
+
     /// Modelled head time of `bytes` now, with any injected slowdown.
     fn cost_us(&self, bytes: u64, now_us: u64) -> u64 {
         let base = self.model.head_time_us(bytes);
-        match self.slowdown {
+        match *self.slowdown.lock().unwrap_or_else(PoisonError::into_inner) {
             Some(s) => {
                 let from = u64::try_from(s.after.as_micros()).unwrap_or(u64::MAX);
                 let until = from.saturating_add(u64::try_from(s.lasting.as_micros()).unwrap_or(u64::MAX));

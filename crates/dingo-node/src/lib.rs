@@ -58,6 +58,8 @@ pub struct NodeConfig {
     /// deletion. Longer than any write, move or rebuild takes between
     /// writing a chunk and recording it.
     pub orphan_grace: Duration,
+    /// Accept `InjectSlowdown` calls (tests and experiments only).
+    pub fault_injection: bool,
 }
 
 #[derive(Debug, Error)]
@@ -116,7 +118,7 @@ pub async fn run(cfg: NodeConfig, shutdown: impl Future<Output = ()> + Send + 's
         .initial_connection_window_size(dingo_proto::CONNECTION_WINDOW)
         .max_frame_size(dingo_proto::MAX_FRAME)
         .add_service(
-            NodeServer::new(service::NodeService { store })
+            NodeServer::new(service::NodeService { store, fault_injection: cfg.fault_injection })
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
         )

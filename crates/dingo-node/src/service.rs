@@ -10,6 +10,7 @@ use dingo_types::DiskId;
 use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
 use tokio::task::block_in_place;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -22,6 +23,8 @@ pub const STREAM_PIECE_BYTES: usize = 1 << 20;
 
 pub struct NodeService {
     pub store: Arc<Store>,
+    /// Whether `InjectSlowdown` is accepted.
+    pub fault_injection: bool,
 }
 
 #[tonic::async_trait]
@@ -131,6 +134,36 @@ impl Node for NodeService {
             self.store.cache.unpin(chunk_ref(Some(c))?);
         }
         Ok(Response::new(CacheDirectiveReply {}))
+    }
+
+    async fn inject_slowdown(
+        &self,
+        request: Request<InjectSlowdownRequest>,
+    ) -> Result<Response<InjectSlowdownReply>, Status> {
+        if !self.fault_injection {
+            return Err(Status::failed_precondition(
+                "fault injection is not allowed on this node: set `fault_injection = true` under [node]",
+            ));
+        }
+        let r = request.into_inner();
+        if r.factor_permille < 1000 {
+            return Err(Status::invalid_argument(format!(
+                "slowdown factor {} permille is below 1000: a fault slows a disk, never speeds it up",
+                r.factor_permille
+            )));
+        }
+        let disk = self
+            .store
+            .disks
+            .iter()
+            .find(|d| d.id() == Some(DiskId(r.disk)))
+            .ok_or_else(|| Status::not_found(format!("disk {} is not on this node", r.disk)))?;
+        let head = disk
+            .head
+            .as_ref()
+            .ok_or_else(|| Status::failed_precondition(format!("disk {} has no HDD model to slow down", r.disk)))?;
+        head.inject_slowdown(r.factor_permille, Duration::from_millis(r.delay_ms), Duration::from_millis(r.for_ms));
+        Ok(Response::new(InjectSlowdownReply {}))
     }
 
     async fn node_stats(&self, _: Request<NodeStatsRequest>) -> Result<Response<NodeStatsReply>, Status> {
@@ -319,5 +352,53 @@ fn render_head_metrics(store: &Store, s: &NodeStatsReply, m: &mut MetricsText) {
             m.sample(&format!("{name}_sum"), &[("disk", disk), ("class", class)], sum);
             m.sample(&format!("{name}_count"), &[("disk", disk), ("class", class)], count);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::head::IoSettings;
+    use crate::store::DiskSpec;
+    use dingo_types::DiskModel;
+
+    /// Two disks: #1 emulates an HDD (1 ms a request), #2 does not.
+    fn service(dir: &std::path::Path, fault_injection: bool) -> NodeService {
+        let model = DiskModel { positioning_us: 1_000, transfer_bytes_per_sec: 1 << 40 };
+        let specs = [(1, Some(model)), (2, None)].map(|(n, hdd)| DiskSpec {
+            path: dir.join(format!("d{n}")),
+            capacity: None,
+            hdd,
+            io: IoSettings::default(),
+        });
+        let store = Store::open(&specs, 0, 0).unwrap();
+        for (i, disk) in store.disks.iter().enumerate() {
+            disk.set_id(DiskId(i as u32 + 1));
+        }
+        NodeService { store: Arc::new(store), fault_injection }
+    }
+
+    fn slowdown(disk: u32, factor_permille: u64) -> Request<InjectSlowdownRequest> {
+        Request::new(InjectSlowdownRequest { disk, factor_permille, delay_ms: 0, for_ms: 60_000 })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn slowdowns_are_injected_only_where_allowed_and_slow_the_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let refused = service(dir.path(), false).inject_slowdown(slowdown(1, 5_000)).await.unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::FailedPrecondition, "{refused}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let node = service(dir.path(), true);
+        let code = |r: Result<Response<InjectSlowdownReply>, Status>| r.map(|_| ()).map_err(|s| s.code());
+        assert_eq!(code(node.inject_slowdown(slowdown(1, 999)).await), Err(tonic::Code::InvalidArgument));
+        assert_eq!(code(node.inject_slowdown(slowdown(9, 5_000)).await), Err(tonic::Code::NotFound));
+        assert_eq!(code(node.inject_slowdown(slowdown(2, 5_000)).await), Err(tonic::Code::FailedPrecondition));
+
+        let head = node.store.disks[0].head.as_ref().unwrap();
+        let (_, normal_us) = head.serve(4096, IoTag::Foreground, || ());
+        assert_eq!(code(node.inject_slowdown(slowdown(1, 5_000)).await), Ok(()));
+        let (_, slowed_us) = head.serve(4096, IoTag::Foreground, || ());
+        assert_eq!(slowed_us, normal_us * 5, "the head is charged five times the modelled time");
     }
 }

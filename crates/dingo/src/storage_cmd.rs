@@ -336,6 +336,7 @@ pub async fn run_node(a: NodeArgs) -> Result<()> {
             pinned_bytes: cfg.node.pinned_bytes()?,
             heartbeat: cfg.node.heartbeat(),
             orphan_grace: cfg.node.orphan_grace(),
+            fault_injection: cfg.node.fault_injection,
         },
         shutdown_signal(),
     )

@@ -17,6 +17,7 @@
 //! pinned = "64MB"          # pinned cache region
 //! disk_capacity = "10GB"   # per disk, at least 1MB; default: the filesystem's size
 //! hdd = { positioning_us = 10000, transfer_bytes_per_sec = 150000000 }
+//! fault_injection = false  # accept InjectSlowdown RPCs (tests and experiments)
 //!
 //! [node.io]                # how emulated HDD heads schedule requests (docs/IO_CONTROL.md)
 //! scheduler = "classful"   # default (PAIO-style); "fifo" is the old single queue
@@ -73,6 +74,9 @@ pub struct NodeSection {
     pub pinned: Option<String>,
     pub disk_capacity: Option<String>,
     pub hdd: Option<DiskModel>,
+    /// Accept `InjectSlowdown` calls (tests and experiments only).
+    #[serde(default)]
+    pub fault_injection: bool,
     #[serde(default)]
     pub io: IoSection,
 }
