@@ -21,4 +21,5 @@ mod log;
 pub mod model;
 pub mod object;
 mod set;
+pub mod tier;
 pub mod trace;
