@@ -109,7 +109,7 @@ pub struct FlashTierReport {
 /// Runs the three configurations on the same load.
 pub fn run_flash_tier_bench(config: &FlashTierBenchConfig) -> Result<FlashTierReport, String> {
     let t = config.tier;
-    let dram_only = replay(config, None::<FlashTier<(u64, u32), ZonedMedia>>);
+    let dram_only = replay(config, None::<FlashTier<Page, (), ZonedMedia>>);
     let zoned_media = ZonedMedia::new(t.zones, t.device_pages_per_zone(), t.max_active_zones);
     let zoned = replay(config, Some(FlashTier::new(t, zoned_media)?));
     let ftl = FtlConfig { logical_pages: 0, eu_pages: 64, hidden_op: config.ssd_hidden_op, gc: GcPolicy::Greedy };
@@ -148,7 +148,7 @@ enum Event {
     },
 }
 
-fn replay<M: TierMedia>(config: &FlashTierBenchConfig, mut tier: Option<FlashTier<Page, M>>) -> TierRun {
+fn replay<M: TierMedia>(config: &FlashTierBenchConfig, mut tier: Option<FlashTier<Page, (), M>>) -> TierRun {
     let mut rng = fastrand::Rng::with_seed(config.seed);
     let page_bytes = config.tier.page_bytes;
     let cap = |pages: u32| std::num::NonZeroUsize::new(pages.max(1) as usize).expect("at least one");
@@ -215,7 +215,7 @@ fn replay<M: TierMedia>(config: &FlashTierBenchConfig, mut tier: Option<FlashTie
                             && end > at_ms
                             && let Some(t) = tier.as_mut()
                         {
-                            t.admit(old, Admission::PinnedOverflow { until_ms: end }, at_ms);
+                            t.admit(old, (), Admission::PinnedOverflow { until_ms: end }, at_ms);
                         }
                     }
                 }
@@ -232,7 +232,7 @@ fn replay<M: TierMedia>(config: &FlashTierBenchConfig, mut tier: Option<FlashTie
                         && old != page
                         && let Some(t) = tier.as_mut()
                     {
-                        t.admit(old, Admission::Evicted, at_ms);
+                        t.admit(old, (), Admission::Evicted, at_ms);
                     }
                 }
             }

@@ -159,11 +159,14 @@ struct Zone<K> {
     slots: Vec<K>,
 }
 
-pub struct FlashTier<K, M> {
+/// A flash tier caching pages named `K`, keeping a small value `V` beside
+/// each (a node keeps the page's length and checksum there).
+pub struct FlashTier<K, V, M> {
     config: TierConfig,
     media: M,
     zones: Vec<Zone<K>>,
-    index: BTreeMap<K, (u32, u32)>,
+    /// Page → (zone, slot, its value).
+    index: BTreeMap<K, (u32, u32, V)>,
     next_log_seq: u64,
     /// Budget tokens in bytes × ms-per-day, so refills stay exact.
     tokens_scaled: u128,
@@ -171,7 +174,7 @@ pub struct FlashTier<K, M> {
     stats: TierStats,
 }
 
-impl<K: Ord + Copy, M: TierMedia> FlashTier<K, M> {
+impl<K: Ord + Copy, V: Copy, M: TierMedia> FlashTier<K, V, M> {
     /// An empty tier on `media`, which must have `config.zones` zones of
     /// `config.device_pages_per_zone()` device pages. The budget starts full.
     pub fn new(config: TierConfig, media: M) -> Result<Self, String> {
@@ -210,14 +213,14 @@ impl<K: Ord + Copy, M: TierMedia> FlashTier<K, M> {
         self.index.is_empty()
     }
 
-    fn location(&self, (zone, slot): (u32, u32)) -> Location {
+    fn location(&self, zone: u32, slot: u32) -> Location {
         Location { zone, offset_bytes: u64::from(slot) * self.config.page_bytes }
     }
 
-    /// Where `key` is, if cached; counts a hit or a miss.
-    pub fn lookup(&mut self, key: &K, now_ms: u64) -> Option<Location> {
+    /// Where `key` is, with its value, if cached; counts a hit or a miss.
+    pub fn lookup(&mut self, key: &K, now_ms: u64) -> Option<(Location, V)> {
         self.expire(now_ms);
-        let found = self.index.get(key).map(|&at| self.location(at));
+        let found = self.index.get(key).map(|&(zone, slot, value)| (self.location(zone, slot), value));
         if found.is_some() {
             self.stats.hits += 1;
         } else {
@@ -235,11 +238,12 @@ impl<K: Ord + Copy, M: TierMedia> FlashTier<K, M> {
         }
     }
 
-    /// Offers one page.
-    pub fn admit(&mut self, key: K, why: Admission, now_ms: u64) -> Admitted {
+    /// Offers one page; `value` is kept beside it. The caller writes the
+    /// page's bytes at the location returned.
+    pub fn admit(&mut self, key: K, value: V, why: Admission, now_ms: u64) -> Admitted {
         self.expire(now_ms);
-        if let Some(&at) = self.index.get(&key) {
-            return Admitted::AlreadyCached(self.location(at));
+        if let Some(&(zone, slot, _)) = self.index.get(&key) {
+            return Admitted::AlreadyCached(self.location(zone, slot));
         }
         self.refill(now_ms);
         let page = u128::from(self.config.page_bytes) * MS_PER_DAY;
@@ -261,12 +265,12 @@ impl<K: Ord + Copy, M: TierMedia> FlashTier<K, M> {
             // A full zone closes by itself on the device.
             z.open = false;
         }
-        self.index.insert(key, (zone, slot));
+        self.index.insert(key, (zone, slot, value));
         match why {
             Admission::Evicted => self.stats.evicted_written_bytes += self.config.page_bytes,
             Admission::PinnedOverflow { .. } => self.stats.pinned_written_bytes += self.config.page_bytes,
         }
-        Admitted::Written(self.location((zone, slot)))
+        Admitted::Written(self.location(zone, slot))
     }
 
     /// Resets every pinned zone whose bucket has ended.
@@ -376,7 +380,7 @@ impl<K: Ord + Copy, M: TierMedia> FlashTier<K, M> {
     fn reset(&mut self, zone: u32) {
         let z = &mut self.zones[zone as usize];
         for (slot, key) in z.slots.drain(..).enumerate() {
-            if self.index.get(&key) == Some(&(zone, slot as u32)) {
+            if self.index.get(&key).is_some_and(|&(z, s, _)| (z, s) == (zone, slot as u32)) {
                 self.index.remove(&key);
             }
         }
