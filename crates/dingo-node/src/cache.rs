@@ -12,8 +12,14 @@
 //!
 //! Pages are [`SEGMENT`](crate::chunk::SEGMENT)-sized and keyed by chunk and
 //! segment index. Counters are per page looked up.
+//!
+//! With a flash tier ([`NodeFlash`]), pages leaving the general region and
+//! pinned pages pushed out while their pin lasts go to flash, and a DRAM
+//! miss looks there next. Flash IO runs after the cache lock is released.
 
+use crate::flash::{FlashStats, NodeFlash};
 use bytes::Bytes;
+use dingo_flash::tier::Admission;
 use dingo_proto::IoTag;
 use dingo_types::{ChunkRef, TaskKind};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -35,6 +41,8 @@ pub struct CacheStats {
     pub overflow_evictions: u64,
     pub general_bytes: u64,
     pub pinned_bytes: u64,
+    /// Hits served from the flash tier (also counted in `hits`).
+    pub flash_hits: u64,
 }
 
 /// Byte-bounded LRU list. Invariant: `order` and `map` hold the same keys and
@@ -103,6 +111,9 @@ struct Inner {
     pins: HashMap<ChunkRef, u64>,
     deadlines: BTreeSet<(u64, ChunkRef)>,
     stats: CacheStats,
+    /// Pages leaving DRAM, to be offered to the flash tier once the lock
+    /// is released; only collected when there is a tier.
+    leaving: Option<Vec<(PageKey, Bytes, Admission)>>,
 }
 
 impl Inner {
@@ -143,8 +154,9 @@ impl Inner {
             self.probation.insert(k, v);
         }
         while self.general_bytes() > self.general_cap {
-            if self.probation.pop_lru().is_none() && self.protected.pop_lru().is_none() {
-                break;
+            let Some((k, v)) = self.probation.pop_lru().or_else(|| self.protected.pop_lru()) else { break };
+            if let Some(leaving) = &mut self.leaving {
+                leaving.push((k, v, Admission::Evicted));
             }
         }
     }
@@ -152,10 +164,15 @@ impl Inner {
 
 pub struct BlockCache {
     inner: Mutex<Inner>,
+    flash: Option<NodeFlash>,
 }
 
 impl BlockCache {
     pub fn new(general_bytes: u64, pinned_bytes: u64) -> Self {
+        Self::with_flash(general_bytes, pinned_bytes, None)
+    }
+
+    pub fn with_flash(general_bytes: u64, pinned_bytes: u64, flash: Option<NodeFlash>) -> Self {
         BlockCache {
             inner: Mutex::new(Inner {
                 general_cap: general_bytes,
@@ -166,7 +183,9 @@ impl BlockCache {
                 pins: HashMap::new(),
                 deadlines: BTreeSet::new(),
                 stats: CacheStats::default(),
+                leaving: flash.as_ref().map(|_| Vec::new()),
             }),
+            flash,
         }
     }
 
@@ -177,33 +196,58 @@ impl BlockCache {
     /// Looks a page up for an IO of class `tag`, counting a hit or a miss.
     /// Scrubbing must verify the device, so the general region never serves
     /// it; the pinned region does, since a pinned page was read from the
-    /// device (and verified) for this very dispatch group.
+    /// device (and verified) for this very dispatch group. A DRAM miss
+    /// looks in the flash tier, if any, under the same rule.
     pub fn get(&self, key: PageKey, tag: IoTag, now_ms: u64) -> Option<Bytes> {
-        let mut c = self.lock();
-        c.expire(now_ms);
-        if let Some(v) = c.pinned.touch(&key) {
-            c.stats.hits += 1;
-            c.stats.pinned_hits += 1;
-            return Some(v);
-        }
         let verifies_device = matches!(tag, IoTag::Maintenance { task: TaskKind::Scrubbing, .. });
-        let found = if verifies_device {
-            None
-        } else if let Some(v) = c.protected.touch(&key) {
-            Some(v)
-        } else if let Some(v) = c.probation.remove(&key) {
-            c.protected.insert(key, v.clone());
-            c.shrink_general();
-            Some(v)
-        } else {
-            None
+        let (found, leaving) = {
+            let mut c = self.lock();
+            c.expire(now_ms);
+            let found = if let Some(v) = c.pinned.touch(&key) {
+                c.stats.pinned_hits += 1;
+                Some(v)
+            } else if verifies_device {
+                None
+            } else if let Some(v) = c.protected.touch(&key) {
+                Some(v)
+            } else if let Some(v) = c.probation.remove(&key) {
+                c.protected.insert(key, v.clone());
+                c.shrink_general();
+                Some(v)
+            } else {
+                None
+            };
+            if found.is_some() {
+                c.stats.hits += 1;
+            } else if self.flash.is_none() {
+                c.stats.misses += 1;
+            }
+            (found, c.leaving.as_mut().map(std::mem::take))
         };
+        self.to_flash(leaving, now_ms);
         if found.is_some() {
-            c.stats.hits += 1
-        } else {
-            c.stats.misses += 1
+            return found;
         }
-        found
+        let flash = self.flash.as_ref()?;
+        let from_flash = flash.get(key, verifies_device, now_ms);
+        let mut c = self.lock();
+        if from_flash.is_some() {
+            c.stats.hits += 1;
+            c.stats.flash_hits += 1;
+        } else {
+            c.stats.misses += 1;
+        }
+        from_flash
+    }
+
+    /// Offers pages that left DRAM to the flash tier; the cache lock must
+    /// not be held (the writes are direct IO).
+    fn to_flash(&self, leaving: Option<Vec<(PageKey, Bytes, Admission)>>, now_ms: u64) {
+        if let (Some(flash), Some(leaving)) = (&self.flash, leaving) {
+            for (key, data, why) in leaving {
+                flash.offer(key, &data, why, now_ms);
+            }
+        }
     }
 
     /// Whether a page of `chunk` read by an IO of class `tag` would be kept.
@@ -215,22 +259,28 @@ impl BlockCache {
 
     /// Offers a page just read from disk by an IO of class `tag`.
     pub fn insert(&self, key: PageKey, data: Bytes, tag: IoTag, now_ms: u64) {
-        let mut c = self.lock();
-        c.expire(now_ms);
-        if c.pins.contains_key(&key.0) {
-            // Copy out of the disk buffer so a pinned page does not keep the
-            // whole multi-megabyte read buffer alive.
-            c.pinned.insert(key, Bytes::copy_from_slice(&data));
-            while c.pinned.bytes > c.pinned_cap {
-                if c.pinned.pop_lru().is_none() {
-                    break;
+        let leaving = {
+            let mut c = self.lock();
+            c.expire(now_ms);
+            if c.pins.contains_key(&key.0) {
+                // Copy out of the disk buffer so a pinned page does not keep the
+                // whole multi-megabyte read buffer alive.
+                c.pinned.insert(key, Bytes::copy_from_slice(&data));
+                while c.pinned.bytes > c.pinned_cap {
+                    let Some((k, v)) = c.pinned.pop_lru() else { break };
+                    c.stats.overflow_evictions += 1;
+                    let until_ms = c.pins.get(&k.0).copied();
+                    if let (Some(leaving), Some(until_ms)) = (&mut c.leaving, until_ms) {
+                        leaving.push((k, v, Admission::PinnedOverflow { until_ms }));
+                    }
                 }
-                c.stats.overflow_evictions += 1;
+            } else if c.general_takes(tag) {
+                c.probation.insert(key, Bytes::copy_from_slice(&data));
+                c.shrink_general();
             }
-        } else if c.general_takes(tag) {
-            c.probation.insert(key, Bytes::copy_from_slice(&data));
-            c.shrink_general();
-        }
+            c.leaving.as_mut().map(std::mem::take)
+        };
+        self.to_flash(leaving, now_ms);
     }
 
     /// Pins `chunk` until `until_ms` (Unix ms); a later pin replaces it.
@@ -252,21 +302,35 @@ impl BlockCache {
         }
     }
 
+    /// Lifts `chunk`'s pin: its pinned pages leave DRAM and flash.
     pub fn unpin(&self, chunk: ChunkRef) {
         self.lock().unpin(chunk);
+        if let Some(flash) = &self.flash {
+            flash.remove_chunk(chunk);
+        }
     }
 
     /// Forgets every page and pin of a deleted chunk.
     pub fn remove_chunk(&self, chunk: ChunkRef) {
-        let mut c = self.lock();
-        c.unpin(chunk);
-        c.probation.take_chunk(chunk);
-        c.protected.take_chunk(chunk);
+        {
+            let mut c = self.lock();
+            c.unpin(chunk);
+            c.probation.take_chunk(chunk);
+            c.protected.take_chunk(chunk);
+        }
+        if let Some(flash) = &self.flash {
+            flash.remove_chunk(chunk);
+        }
     }
 
     pub fn stats(&self) -> CacheStats {
         let c = self.lock();
         CacheStats { general_bytes: c.general_bytes(), pinned_bytes: c.pinned.bytes, ..c.stats }
+    }
+
+    /// The flash tier's counters, if the node has one.
+    pub fn flash_stats(&self) -> Option<FlashStats> {
+        self.flash.as_ref().map(NodeFlash::stats)
     }
 }
 

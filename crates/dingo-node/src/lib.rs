@@ -11,12 +11,15 @@ pub mod chunk;
 pub mod direct;
 pub mod disk;
 mod error;
+mod flash;
 pub mod head;
+mod lock;
 pub mod service;
 mod single_flight;
 pub mod store;
 
 pub use error::StoreError;
+pub use flash::{FlashSettings, FlashStats};
 pub use head::{IoSettings, Slowdown, WaitingSettings};
 pub use store::{DiskSpec, Store};
 
@@ -60,6 +63,8 @@ pub struct NodeConfig {
     pub orphan_grace: Duration,
     /// Accept `InjectSlowdown` calls (tests and experiments only).
     pub fault_injection: bool,
+    /// A flash tier under the DRAM cache, if any.
+    pub flash: Option<FlashSettings>,
 }
 
 #[derive(Debug, Error)]
@@ -78,7 +83,9 @@ pub enum NodeError {
 
 /// Runs a node until `shutdown` resolves.
 pub async fn run(cfg: NodeConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), NodeError> {
-    let store = Arc::new(tokio::task::block_in_place(|| Store::open(&cfg.disks, cfg.cache_bytes, cfg.pinned_bytes))?);
+    let store = Arc::new(tokio::task::block_in_place(|| {
+        Store::open_with_flash(&cfg.disks, cfg.cache_bytes, cfg.pinned_bytes, cfg.flash.as_ref())
+    })?);
     let listener = tokio::net::TcpListener::bind(cfg.listen)
         .await
         .map_err(|source| NodeError::Listen { addr: cfg.listen, source })?;

@@ -277,6 +277,29 @@ pub fn render_metrics(store: &Store) -> String {
     ] {
         m.family(name, kind, help).sample(name, &[], v);
     }
+    if let Some(f) = store.cache.flash_stats() {
+        for (name, help, v) in [
+            ("dingo_flash_hits_total", "Cache pages served from the flash tier.", f.tier.hits),
+            ("dingo_flash_misses_total", "DRAM misses the flash tier did not serve.", f.tier.misses),
+            ("dingo_flash_evicted_written_bytes_total", "Bytes of pages evicted from DRAM written to flash.", {
+                f.tier.evicted_written_bytes
+            }),
+            ("dingo_flash_pinned_written_bytes_total", "Bytes of pinned overflow written to flash.", {
+                f.tier.pinned_written_bytes
+            }),
+            ("dingo_flash_device_written_bytes_total", "Bytes the flash device wrote.", f.device_write_bytes),
+            ("dingo_flash_refused_over_budget_bytes_total", "Bytes refused by the writes-per-day budget.", {
+                f.tier.refused_over_budget_bytes
+            }),
+            ("dingo_flash_refused_no_space_bytes_total", "Bytes refused: every zone held live pins.", {
+                f.tier.refused_no_space_bytes
+            }),
+            ("dingo_flash_zone_resets_total", "Zones reset whole.", f.tier.log_zone_resets + f.tier.pinned_zone_resets),
+            ("dingo_flash_checksum_misses_total", "Flash pages that failed their checksum.", f.checksum_misses),
+        ] {
+            m.family(name, "counter", help).sample(name, &[], v);
+        }
+    }
     m.finish()
 }
 

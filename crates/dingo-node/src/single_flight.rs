@@ -11,9 +11,10 @@
 //! it exists or is being waited for (`users > 0`); so the map never grows
 //! past the number of concurrent readers.
 
+use crate::lock::relock;
 use std::collections::HashMap;
 use std::hash::Hash;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 struct Flight {
     /// Whether a guard for this key is held.
@@ -40,13 +41,6 @@ pub struct FlightGuard<'a, K: Eq + Hash + Clone> {
     flight: Arc<Flight>,
 }
 
-/// A poisoned lock here only means another reader panicked while holding a
-/// flag or the map; both stay consistent (each update is one assignment), so
-/// recover the guard.
-fn relock<'a, T>(guard: Result<MutexGuard<'a, T>, PoisonError<MutexGuard<'a, T>>>) -> MutexGuard<'a, T> {
-    guard.unwrap_or_else(PoisonError::into_inner)
-}
-
 impl<K: Eq + Hash + Clone> Default for SingleFlight<K> {
     fn default() -> Self {
         SingleFlight { flights: Mutex::new(HashMap::new()) }
@@ -57,7 +51,7 @@ impl<K: Eq + Hash + Clone> SingleFlight<K> {
     /// Waits until no other guard for `key` is held, then holds one.
     pub fn enter(&self, key: K) -> FlightGuard<'_, K> {
         let flight = {
-            let mut flights = relock(self.flights.lock());
+            let mut flights = relock(&self.flights);
             let entry = flights.entry(key.clone()).or_insert_with(|| Entry {
                 flight: Arc::new(Flight { busy: Mutex::new(false), released: Condvar::new() }),
                 users: 0,
@@ -65,9 +59,9 @@ impl<K: Eq + Hash + Clone> SingleFlight<K> {
             entry.users += 1;
             entry.flight.clone()
         };
-        let mut busy = relock(flight.busy.lock());
+        let mut busy = relock(&flight.busy);
         while *busy {
-            busy = relock(flight.released.wait(busy));
+            busy = flight.released.wait(busy).unwrap_or_else(PoisonError::into_inner);
         }
         *busy = true;
         drop(busy);
@@ -79,7 +73,7 @@ impl<K: Eq + Hash + Clone> SingleFlight<K> {
 impl<K: Eq + Hash + Clone> SingleFlight<K> {
     /// Keys with a guard held or awaited.
     pub fn len(&self) -> usize {
-        relock(self.flights.lock()).len()
+        relock(&self.flights).len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -89,9 +83,9 @@ impl<K: Eq + Hash + Clone> SingleFlight<K> {
 
 impl<K: Eq + Hash + Clone> Drop for FlightGuard<'_, K> {
     fn drop(&mut self) {
-        *relock(self.flight.busy.lock()) = false;
+        *relock(&self.flight.busy) = false;
         self.flight.released.notify_one();
-        let mut flights = relock(self.owner.flights.lock());
+        let mut flights = relock(&self.owner.flights);
         if let Some(entry) = flights.get_mut(&self.key) {
             entry.users -= 1;
             if entry.users == 0 {

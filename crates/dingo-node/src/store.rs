@@ -8,6 +8,7 @@ use crate::cache::BlockCache;
 use crate::chunk::{self, ChunkMeta, ChunkWriter, SEGMENT};
 use crate::disk::{Disk, ListedChunk};
 use crate::error::StoreError;
+use crate::flash::{FlashSettings, NodeFlash};
 use crate::head::IoSettings;
 use crate::single_flight::SingleFlight;
 use bytes::{Bytes, BytesMut};
@@ -60,6 +61,16 @@ impl Store {
     /// Opens every disk. A chunk found on two disks is kept on the first and
     /// reported, since the metadata service knows only one location.
     pub fn open(disks: &[DiskSpec], cache_general: u64, cache_pinned: u64) -> Result<Store, StoreError> {
+        Self::open_with_flash(disks, cache_general, cache_pinned, None)
+    }
+
+    /// [`Store::open`] with a flash tier under the DRAM cache.
+    pub fn open_with_flash(
+        disks: &[DiskSpec],
+        cache_general: u64,
+        cache_pinned: u64,
+        flash: Option<&FlashSettings>,
+    ) -> Result<Store, StoreError> {
         if disks.is_empty() {
             return Err(StoreError::Invalid("a node needs at least one --disk".into()));
         }
@@ -83,7 +94,11 @@ impl Store {
         Ok(Store {
             disks: opened,
             index: RwLock::new(index),
-            cache: BlockCache::new(cache_general, cache_pinned),
+            cache: BlockCache::with_flash(
+                cache_general,
+                cache_pinned,
+                flash.map(|f| NodeFlash::open(f, SEGMENT)).transpose()?,
+            ),
             declarations: Mutex::new(HashMap::new()),
             corrupt: Mutex::new(Vec::new()),
             filling: SingleFlight::default(),
@@ -453,6 +468,53 @@ mod tests {
         let read = store.disks[0].counters.bytes_read.load(Relaxed) - before;
         assert!(read < 400_000, "both readers went to the disk: {read} bytes");
         assert!(store.filling.is_empty(), "fill locks are forgotten");
+    }
+
+    #[test]
+    fn pinned_pages_pushed_out_of_dram_are_served_from_flash_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let specs =
+            vec![DiskSpec { path: dir.path().join("d0"), capacity: None, hdd: None, io: IoSettings::default() }];
+        let flash = FlashSettings {
+            path: dir.path().join("flash.img"),
+            zones: 4,
+            zone_bytes: 16 * SEGMENT,
+            max_active_zones: 4,
+            pin_bucket_ms: 1_000,
+            write_budget_bytes_per_day: 1 << 40,
+        };
+        // DRAM's pinned region holds two of the chunk's eight pages.
+        let store = Store::open_with_flash(&specs, 0, 2 * SEGMENT, Some(&flash)).unwrap();
+        store.disks[0].set_id(DiskId(5));
+        let data: Vec<u8> = (0..8 * SEGMENT as usize).map(|i| (i % 251) as u8).collect();
+        put(&store, C, &data);
+        store.cache.pin(C, now_ms() + 60_000, now_ms());
+        let scrub = IoTag::Maintenance { task: TaskKind::Scrubbing, declaration: DeclarationId(1) };
+        let disk_bytes = || store.disks[0].counters.bytes_read.load(Relaxed);
+        assert_eq!(&store.read(C, 0, data.len() as u64, scrub).unwrap().0[..], &data[..]);
+        let first_read = disk_bytes();
+        let flash_stats = store.cache.flash_stats().unwrap();
+        assert_eq!(flash_stats.tier.pinned_written_bytes, 6 * SEGMENT, "six pages overflowed to flash");
+        // A second task reads the pinned chunk: nothing from disk, and
+        // scrubbing may use the pinned overflow like the pinned region.
+        let rebalance = IoTag::Maintenance { task: TaskKind::Rebalancing, declaration: DeclarationId(2) };
+        for tag in [rebalance, scrub] {
+            assert_eq!(&store.read(C, 0, data.len() as u64, tag).unwrap().0[..], &data[..]);
+        }
+        assert_eq!(disk_bytes(), first_read, "served from DRAM and flash");
+        assert!(store.cache.stats().flash_hits >= 6);
+        // A flipped byte on flash is a checksum miss: the page comes from
+        // disk, still correct.
+        let file = std::fs::OpenOptions::new().write(true).open(&flash.path).unwrap();
+        std::os::unix::fs::FileExt::write_all_at(&file, &[0xff, 0xff, 0xff], 10).unwrap();
+        drop(file);
+        let (again, _) = store.read(C, 0, data.len() as u64, rebalance).unwrap();
+        assert_eq!(&again[..], &data[..]);
+        assert!(disk_bytes() > first_read);
+        assert!(store.cache.flash_stats().unwrap().checksum_misses >= 1);
+        // Deleting the chunk forgets its flash pages.
+        store.cache.remove_chunk(C);
+        assert!(store.cache.get((C, 3), rebalance, now_ms()).is_none());
     }
 
     fn put_again(store: &Store) -> Result<u64, StoreError> {

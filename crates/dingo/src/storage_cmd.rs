@@ -337,6 +337,7 @@ pub async fn run_node(a: NodeArgs) -> Result<()> {
             heartbeat: cfg.node.heartbeat(),
             orphan_grace: cfg.node.orphan_grace(),
             fault_injection: cfg.node.fault_injection,
+            flash: cfg.node.flash_settings()?,
         },
         shutdown_signal(),
     )

@@ -19,6 +19,14 @@
 //! hdd = { positioning_us = 10000, transfer_bytes_per_sec = 150000000 }
 //! fault_injection = false  # accept InjectSlowdown RPCs (tests and experiments)
 //!
+//! [node.flash]             # flash tier under the DRAM cache (off when absent)
+//! path = "/ssd/dingo-flash.img"  # emptied at start: it is a cache
+//! zones = 64
+//! zone_pages = 256         # 64 KiB cache pages per zone (16 MiB zones)
+//! max_active_zones = 4
+//! pin_bucket_ms = 10000    # pins ending within this share zones
+//! write_budget_per_day = "1TB"
+//!
 //! [node.io]                # how emulated HDD heads schedule requests (docs/IO_CONTROL.md)
 //! scheduler = "classful"   # default (PAIO-style); "fifo" is the old single queue
 //! segment = "1MB"          # largest maintenance unit a foreground read can wait behind
@@ -79,6 +87,31 @@ pub struct NodeSection {
     pub fault_injection: bool,
     #[serde(default)]
     pub io: IoSection,
+    /// A flash tier under the DRAM cache; off when absent.
+    pub flash: Option<FlashSection>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlashSection {
+    pub path: std::path::PathBuf,
+    pub zones: u32,
+    /// Cache pages (64 KiB) per zone.
+    pub zone_pages: u32,
+    #[serde(default = "default_max_active_zones")]
+    pub max_active_zones: u32,
+    #[serde(default = "default_pin_bucket_ms")]
+    pub pin_bucket_ms: u64,
+    /// Device bytes the tier may write per day, e.g. "1TB".
+    pub write_budget_per_day: String,
+}
+
+fn default_max_active_zones() -> u32 {
+    4
+}
+
+fn default_pin_bucket_ms() -> u64 {
+    10_000
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -285,6 +318,20 @@ impl NodeSection {
         Ok(s)
     }
 
+    /// The flash tier's settings, if `[node.flash]` is present.
+    pub fn flash_settings(&self) -> Result<Option<dingo_node::FlashSettings>> {
+        let Some(f) = &self.flash else { return Ok(None) };
+        Ok(Some(dingo_node::FlashSettings {
+            path: f.path.clone(),
+            zones: f.zones,
+            zone_bytes: u64::from(f.zone_pages) * dingo_node::chunk::SEGMENT,
+            max_active_zones: f.max_active_zones,
+            pin_bucket_ms: f.pin_bucket_ms,
+            write_budget_bytes_per_day: parse_bytes(&f.write_budget_per_day)
+                .context("node.flash.write_budget_per_day")?,
+        }))
+    }
+
     pub fn heartbeat(&self) -> Duration {
         Duration::from_millis(self.heartbeat_ms.unwrap_or(1000))
     }
@@ -372,6 +419,23 @@ mod tests {
         let w = d.waiting.unwrap();
         assert_eq!((w.goal_us, w.retune_us, w.window_us, w.max_slowdown_us), (1_500, 5_000_000, 30_000_000, 50_000));
         assert_eq!(d.shares, vec![(3, 250_000)]);
+    }
+
+    #[test]
+    fn flash_section_sets_the_tier_and_fault_injection_is_off_by_default() {
+        let c = parse("[node]\n").unwrap();
+        assert!(!c.node.fault_injection);
+        assert!(c.node.flash_settings().unwrap().is_none());
+        let c = parse(
+            "[node]\nfault_injection = true\n[node.flash]\npath = \"/f\"\nzones = 8\nzone_pages = 4\n\
+             write_budget_per_day = \"2TB\"\n",
+        )
+        .unwrap();
+        assert!(c.node.fault_injection);
+        let f = c.node.flash_settings().unwrap().unwrap();
+        assert_eq!((f.zones, f.zone_bytes, f.max_active_zones), (8, 4 * 65_536, 4));
+        assert_eq!(f.write_budget_bytes_per_day, 2_000_000_000_000);
+        assert!(parse("[node.flash]\npath = \"/f\"\nzones = 8\n").is_err(), "zone_pages is required");
     }
 
     #[test]
