@@ -1,6 +1,6 @@
-//! The local clusters the IO-control experiments run on: the node config,
-//! starting a cluster, laying out data so every disk holds chunks, and the
-//! run's clock.
+//! The local clusters the experiments run on: the node config the IO-control
+//! experiments start from, starting a cluster, laying out data so every disk
+//! holds chunks, and the run's clock.
 
 use crate::BenchError;
 use bytes::Bytes;

@@ -16,7 +16,7 @@ use crate::proc::process_cpu_seconds;
 use crate::stats::median;
 use bytes::Bytes;
 use dingo_client::{Client, IoTag, Redundancy, ec};
-use dingo_cluster::{ClusterSpec, LocalCluster};
+use dingo_cluster::LocalCluster;
 use dingo_node::chunk::{ChunkWriter, Layout};
 use dingo_node::direct::{AlignedBuf, DirectFile};
 use dingo_node::disk::Disk;
@@ -102,19 +102,8 @@ pub async fn run(opts: &StorageOptions) -> Result<StorageReport, BenchError> {
         .tempdir_in(&opts.dir)
         .map_err(BenchError::io(format!("cannot create a directory in {}", opts.dir.display())))?;
     // No node cache: every client read must reach a disk.
-    let config = tmp.path().join("bench.toml");
-    std::fs::write(&config, "[node]\ncache = \"0\"\npinned = \"0\"\n")
-        .map_err(BenchError::io("cannot write the node config"))?;
-    let mut cluster = LocalCluster::start(ClusterSpec {
-        exe: opts.exe.clone(),
-        data: tmp.path().join("cluster"),
-        nodes: NODES,
-        disks_per_node: 1,
-        base_port: 0,
-        config: Some(config),
-        node_args: Vec::new(),
-    })?;
-    cluster.wait_ready(Duration::from_secs(30)).await?;
+    let config = "[node]\ncache = \"0\"\npinned = \"0\"\n";
+    let cluster = crate::cluster::start(&opts.exe, tmp.path(), NODES, 1, config).await?;
     let client = Client::new(cluster.meta_addr())?;
     let data = pattern(opts.bytes);
     let (mut raw, mut reps, mut ecs) = (Vec::new(), Vec::new(), Vec::new());
