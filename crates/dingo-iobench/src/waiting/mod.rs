@@ -392,5 +392,26 @@ mod tests {
         let csv = report.series_csv();
         assert!(csv.contains("baseline,fixed-rate-50000ppm,2,0,2,20.00,0\n"), "{csv}");
         assert_eq!(csv.lines().count() as u64, 1 + spec.duration_s);
+        // The stored report once carried a `gate` per goal that was always
+        // null (the run cannot read the gate back); a goal has none.
+        let goal = GoalResult {
+            goal_ms: 1.0,
+            slowdown_ms: 1.1,
+            scrub_mb_s: 9.0,
+            fixed_rate_scrub_mb_s_at_equal_slowdown: 3.0,
+            fixed_rate_extrapolated: false,
+            scrub_mb_s_ratio: 3.0,
+            planned_free_bytes: 8,
+            achieved_free_bytes: 8,
+            achieved_free_bytes_ratio: 1.0,
+            slowdown_ms_runs: vec![1.1],
+            scrub_mb_s_runs: vec![9.0],
+            cpu_utilisation: 0.2,
+            twin_slowdown_ms: 1.0,
+            twin_scrub_mb_s: 8.0,
+            twin_achieved_free_bytes_ratio: 1.0,
+        };
+        let json = crate::output::json(&Report { mechanism: vec![goal], ..report }).unwrap();
+        assert!(json.contains("\"goal_ms\": 1.0") && !json.contains("\"gate\""), "{json}");
     }
 }
