@@ -86,7 +86,7 @@ pub struct Bars {
 pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Report, BenchError> {
     let spec = if opts.quick { FgTailSpec::quick() } else { FgTailSpec::full() };
     let work = opts.work("dingo-iocontrol-")?;
-    let policies = [(PolicyKind::Classful, "classful"), (PolicyKind::Fifo, "fifo")];
+    let policies = [PolicyKind::Classful, PolicyKind::Fifo].map(|k| (k, k.name()));
     let [mech, base] = alternate(
         opts,
         work.path(),

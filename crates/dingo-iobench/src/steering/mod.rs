@@ -87,7 +87,7 @@ pub struct Report {
 pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Report, BenchError> {
     let spec = if opts.quick { SteerSpec::quick() } else { SteerSpec::full() };
     let work = opts.work("dingo-steering-")?;
-    let choices = [(ReplicaChoice::Steering, "steering"), (ReplicaChoice::Random, "random")];
+    let choices = [ReplicaChoice::Steering, ReplicaChoice::Random].map(|c| (c, c.name()));
     let [steer, random] = alternate(
         opts,
         work.path(),
