@@ -2,7 +2,7 @@
 //! guaranteed shares of head time (`[node.io] shares`) — join and leave one
 //! disk, on the classful scheduler against the FIFO queue, on a local
 //! cluster with HDD emulation. The schedule, the guarantees and the window
-//! statistics are the virtual-time twin's ([`dingo_iosched::fairness`]).
+//! statistics are the virtual-time twin's ([`model`]).
 //! The runs (three by default) run side by side on one-disk nodes (each disk
 //! its own tenants and declarations); the two policies one after the other.
 
