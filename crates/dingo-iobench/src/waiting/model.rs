@@ -8,7 +8,7 @@
 //! [`mean_slowdown_ms`], [`interpolate_at`]).
 
 use crate::twin::{Load, drive};
-use dingo_iosched::waiting::{GateParams, WaitingConfig};
+use dingo_iosched::waiting::WaitingConfig;
 use dingo_iosched::{Class, ClassfulConfig, Policy, PolicyKind, Request};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
@@ -191,19 +191,15 @@ impl Job {
 }
 
 /// What one disk measured.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default)]
 pub struct DiskRun {
     /// Latency of each foreground read (`None`: did not complete), µs.
-    #[serde(skip)]
     pub fg_latency_us: Vec<Option<u64>>,
     /// (completion µs, bytes) of every maintenance read.
-    #[serde(skip)]
     pub scrub_done: Vec<(u64, u64)>,
     /// Groups: bytes the pins made free by plan, and bytes read from memory.
     pub planned_free_bytes: u64,
     pub achieved_free_bytes: u64,
-    /// The gate's parameters at the end of the run.
-    pub gate: Option<GateParams>,
 }
 
 impl DiskRun {
@@ -453,7 +449,7 @@ pub fn simulate(spec: &WaitSpec, fg: &[FgRead], job: Job) -> DiskRun {
         groups_released: 0,
     };
     drive(policy.as_mut(), &mut load, end_us);
-    DiskRun { gate: policy.gate(end_us).map(|g| g.params), ..load.run }
+    load.run
 }
 
 /// The twin's figures for one seed: per goal, (mean slowdown ms, scrub
