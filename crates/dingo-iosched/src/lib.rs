@@ -4,8 +4,10 @@
 //! IO and never reads a clock. Time is a `u64` of microseconds passed in by
 //! the caller; requests arrive through [`Policy::enqueue`] with their cost in
 //! disk-head time, and [`Policy::next`] says what the (non-preemptive) head
-//! serves next. The node drives it with the wall clock, the test suite and
-//! the fg-tail twin ([`fgtail`]) with a simulated one.
+//! serves next. The node drives it with the wall clock; the test suite and
+//! the IO-control experiments' virtual-time twins (in `dingo-iobench`, beside
+//! the real runs they mirror, so this crate holds only policy) with a
+//! simulated one.
 //!
 //! Two policies:
 //! - [`Fifo`]: today's behaviour, whole requests in arrival order.
@@ -18,12 +20,8 @@
 mod bucket;
 mod classful;
 pub mod congestion;
-pub mod fairness;
-pub mod fgtail;
 mod fifo;
-pub mod steerexp;
 pub mod steering;
-pub mod waitexp;
 pub mod waiting;
 
 pub use classful::{Classful, ClassfulConfig, DEFAULT_CHANNEL_SHARE_PPM};

@@ -3,7 +3,7 @@
 //! driven by a simulated clock, must meet the bars against random
 //! replica choice on the same seeded load.
 
-use dingo_iosched::steerexp::{SteerBars, SteerSpec, SteerSummary, simulate};
+use dingo_iobench::steering::model::{SteerBars, SteerSpec, SteerSummary, simulate};
 use dingo_iosched::steering::ReplicaChoice;
 
 fn show(seed: u64, name: &str, s: &SteerSummary) {

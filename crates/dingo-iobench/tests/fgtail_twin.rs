@@ -1,7 +1,7 @@
 //! The fg-tail experiment's virtual-time twin: the classful policy must meet
 //! the bars against FIFO on the same seeded load.
 
-use dingo_iosched::fgtail::{FgTailSpec, simulate};
+use dingo_iobench::fgtail::model::{FgTailSpec, simulate};
 use dingo_iosched::{ClassfulConfig, PolicyKind};
 
 #[test]
@@ -10,7 +10,7 @@ fn classful_meets_the_fg_tail_bars_against_fifo() {
     for seed in [1, 2, 3] {
         let fifo = simulate(&spec, PolicyKind::Fifo, ClassfulConfig::default(), 6, seed);
         let classful = simulate(&spec, PolicyKind::Classful, ClassfulConfig::default(), 6, seed);
-        let show = |name: &str, s: &dingo_iosched::fgtail::RunSummary| {
+        let show = |name: &str, s: &dingo_iobench::fgtail::model::RunSummary| {
             eprintln!(
                 "seed {seed} {name}: reads {} p50 {:.1} p99 {:.1} peak p99 {:.1} mad {:.1} ms, maintenance {} MB, misses {}",
                 s.fg_reads,

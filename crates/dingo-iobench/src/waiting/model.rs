@@ -1,14 +1,15 @@
-//! The waiting experiment (Practical scrubbing Fig. 15 / Table III analog):
+//! The waiting experiment's model (Practical scrubbing Fig. 15 / Table III analog):
 //! a bursty foreground with heavy-tailed idle gaps on one disk, and
 //! scrubbing through the Waiting gate tuned for a mean-slowdown goal,
 //! against a fixed-rate scrubber on the classful scheduler without the gate.
-//! What the real run (`dingo_iobench::waiting`) and its virtual-time twin
+//! What the real run ([`super`]) and its virtual-time twin
 //! ([`simulate`]) share: the load ([`WaitSpec`], [`foreground`]), the
 //! per-disk jobs ([`Job`]), and the statistics ([`DiskRun`],
 //! [`mean_slowdown_ms`], [`interpolate_at`]).
 
-use crate::waiting::{GateParams, WaitingConfig};
-use crate::{Class, ClassfulConfig, Decision, Policy, PolicyKind, Request};
+use crate::twin::{Load, drive};
+use dingo_iosched::waiting::WaitingConfig;
+use dingo_iosched::{Class, ClassfulConfig, Policy, PolicyKind, Request};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 
@@ -190,19 +191,15 @@ impl Job {
 }
 
 /// What one disk measured.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default)]
 pub struct DiskRun {
     /// Latency of each foreground read (`None`: did not complete), µs.
-    #[serde(skip)]
     pub fg_latency_us: Vec<Option<u64>>,
     /// (completion µs, bytes) of every maintenance read.
-    #[serde(skip)]
     pub scrub_done: Vec<(u64, u64)>,
     /// Groups: bytes the pins made free by plan, and bytes read from memory.
     pub planned_free_bytes: u64,
     pub achieved_free_bytes: u64,
-    /// The gate's parameters at the end of the run.
-    pub gate: Option<GateParams>,
 }
 
 impl DiskRun {
@@ -278,184 +275,181 @@ struct PinState {
     filled_at_us: Option<u64>,
 }
 
-/// Runs one disk with `job` in virtual time, driving the node's policy.
-pub fn simulate(spec: &WaitSpec, fg: &[FgRead], job: Job) -> DiskRun {
-    let cfg = spec.classful(job.goal_us());
-    let mut policy = PolicyKind::Classful.build(cfg);
-    let end_us = spec.duration_s * 1_000_000;
-    let mut run = DiskRun { fg_latency_us: vec![None; fg.len()], ..DiskRun::default() };
-    let mut owners: HashMap<u64, Owner> = HashMap::new();
-    let mut next_id = 0u64;
-    let mut enqueue = |policy: &mut Box<dyn Policy>, owners: &mut HashMap<u64, Owner>, now, class, bytes, owner| {
-        let id = next_id;
-        next_id += 1;
-        owners.insert(id, owner);
+/// One disk's load in the twin: its foreground and its job.
+struct DiskLoad<'a> {
+    spec: &'a WaitSpec,
+    fg: &'a [FgRead],
+    job: Job,
+    run: DiskRun,
+    owners: HashMap<u64, Owner>,
+    next_id: u64,
+    next_fg: usize,
+    scrub_outstanding: u32,
+    fixed_issued: u64,
+    /// Groups: per reader, the chunks still to read and whether one is in
+    /// flight (a read waiting on another's fill counts as in flight).
+    readers: [VecDeque<u64>; 2],
+    reading: [Option<(u64, Option<u64>)>; 2],
+    pins: HashMap<u64, PinState>,
+    groups_released: u64,
+}
+
+impl DiskLoad<'_> {
+    fn enqueue(&mut self, policy: &mut dyn Policy, now: u64, class: Class, bytes: u64, owner: Owner) {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.owners.insert(id, owner);
         // Ids are fresh, so the policy cannot refuse.
-        let _ = policy.enqueue(now, Request { id, class, cost_us: spec.cost_us(bytes) });
-    };
-    let chunk = spec.scrub_read_bytes;
-    let (mut next_fg, mut scrub_outstanding, mut fixed_issued) = (0usize, 0u32, 0u64);
-    // Groups: per reader, the chunks still to read and whether one is in
-    // flight (a read waiting on another's fill counts as in flight).
-    let mut readers: [VecDeque<u64>; 2] = [VecDeque::new(), VecDeque::new()];
-    let mut reading: [Option<(u64, Option<u64>)>; 2] = [None, None];
-    let mut pins: HashMap<u64, PinState> = HashMap::new();
-    let mut groups_released = 0u64;
-    let (mut busy, mut retry_at): (Option<(crate::Unit, u64)>, Option<u64>) = (None, None);
-    let mut now = 0u64;
-    loop {
-        while next_fg < fg.len() && fg[next_fg].at_us <= now {
-            enqueue(&mut policy, &mut owners, now, Class::Foreground, fg[next_fg].bytes, Owner::Fg(next_fg));
-            next_fg += 1;
+        let _ = policy.enqueue(now, Request { id, class, cost_us: self.spec.cost_us(bytes) });
+    }
+
+    /// Releases the groups due by `now` and lets each reader start its
+    /// next chunk: from memory if it is pinned and filled (or filling),
+    /// else from the disk.
+    fn admit_groups(&mut self, policy: &mut dyn Policy, now: u64) {
+        let (spec, chunk) = (self.spec, self.spec.scrub_read_bytes);
+        while self.groups_released * spec.group_us <= now && spec.group_released(self.groups_released) {
+            let g = self.groups_released;
+            let until_us = (g + 1) * spec.group_us + spec.pin_grace_us;
+            let ids: Vec<u64> = (0..u64::from(spec.group_chunks)).map(|c| g * 1000 + c).collect();
+            for &c in &ids {
+                self.pins.insert(c, PinState { until_us, filled_at_us: None });
+            }
+            self.readers[0].extend(ids.iter().copied());
+            self.readers[1].extend(ids.iter().rev().copied());
+            // Free by plan: every chunk's second read.
+            self.run.planned_free_bytes += u64::from(spec.group_chunks) * chunk;
+            self.groups_released += 1;
         }
-        match job {
+        for r in 0..2 {
+            // A read waiting for another's fill finishes with it.
+            if let Some((_, Some(done))) = self.reading[r]
+                && done <= now
+            {
+                self.reading[r] = None;
+            }
+            if self.reading[r].is_some() {
+                continue;
+            }
+            let Some(c) = self.readers[r].pop_front() else { continue };
+            let pin = self.pins.get(&c).copied().unwrap_or_default();
+            match pin.filled_at_us {
+                // Pinned and filled or filling: served from memory
+                // (the node makes a concurrent reader wait for the fill).
+                Some(done) if now <= pin.until_us => {
+                    self.run.achieved_free_bytes += chunk;
+                    self.reading[r] = Some((c, Some(done.max(now))));
+                }
+                _ => {
+                    let class = Class::BestEffort { channel: 2 + r as u64 };
+                    self.enqueue(policy, now, class, chunk, Owner::Group { reader: r, chunk: c });
+                    self.reading[r] = Some((c, None));
+                    if now <= pin.until_us
+                        && let Some(p) = self.pins.get_mut(&c)
+                    {
+                        // Filling: done when the read completes.
+                        p.filled_at_us = Some(u64::MAX);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Load for DiskLoad<'_> {
+    fn admit(&mut self, policy: &mut dyn Policy, now: u64) {
+        let chunk = self.spec.scrub_read_bytes;
+        while self.next_fg < self.fg.len() && self.fg[self.next_fg].at_us <= now {
+            let (bytes, owner) = (self.fg[self.next_fg].bytes, Owner::Fg(self.next_fg));
+            self.enqueue(policy, now, Class::Foreground, bytes, owner);
+            self.next_fg += 1;
+        }
+        match self.job {
             Job::Reference => {}
             Job::Waiting { .. } => {
-                while scrub_outstanding < spec.scrub_outstanding {
-                    enqueue(&mut policy, &mut owners, now, Class::BestEffort { channel: 1 }, chunk, Owner::Scrub);
-                    scrub_outstanding += 1;
+                while self.scrub_outstanding < self.spec.scrub_outstanding {
+                    self.enqueue(policy, now, Class::BestEffort { channel: 1 }, chunk, Owner::Scrub);
+                    self.scrub_outstanding += 1;
                 }
             }
             Job::FixedRate { share_ppm } => {
-                let interval = spec.fixed_rate_interval_us(share_ppm);
-                while fixed_issued * interval <= now {
-                    enqueue(&mut policy, &mut owners, now, Class::BestEffort { channel: 1 }, chunk, Owner::Scrub);
-                    fixed_issued += 1;
+                let interval = self.spec.fixed_rate_interval_us(share_ppm);
+                while self.fixed_issued * interval <= now {
+                    self.enqueue(policy, now, Class::BestEffort { channel: 1 }, chunk, Owner::Scrub);
+                    self.fixed_issued += 1;
                 }
             }
-            Job::Groups { .. } => {
-                while groups_released * spec.group_us <= now && spec.group_released(groups_released) {
-                    let g = groups_released;
-                    let until_us = (g + 1) * spec.group_us + spec.pin_grace_us;
-                    let ids: Vec<u64> = (0..u64::from(spec.group_chunks)).map(|c| g * 1000 + c).collect();
-                    for &c in &ids {
-                        pins.insert(c, PinState { until_us, filled_at_us: None });
-                    }
-                    readers[0].extend(ids.iter().copied());
-                    readers[1].extend(ids.iter().rev().copied());
-                    // Free by plan: every chunk's second read.
-                    run.planned_free_bytes += u64::from(spec.group_chunks) * chunk;
-                    groups_released += 1;
-                }
-                for r in 0..2 {
-                    // A read waiting for another's fill finishes with it.
-                    if let Some((_, Some(done))) = reading[r]
-                        && done <= now
-                    {
-                        reading[r] = None;
-                    }
-                    if reading[r].is_some() {
-                        continue;
-                    }
-                    let Some(c) = readers[r].pop_front() else { continue };
-                    let pin = pins.get(&c).copied().unwrap_or_default();
-                    match pin.filled_at_us {
-                        // Pinned and filled or filling: served from memory
-                        // (the node makes a concurrent reader wait for the fill).
-                        Some(done) if now <= pin.until_us => {
-                            run.achieved_free_bytes += chunk;
-                            reading[r] = Some((c, Some(done.max(now))));
-                        }
-                        _ => {
-                            let channel = 2 + r as u64;
-                            enqueue(
-                                &mut policy,
-                                &mut owners,
-                                now,
-                                Class::BestEffort { channel },
-                                chunk,
-                                Owner::Group { reader: r, chunk: c },
-                            );
-                            reading[r] = Some((c, None));
-                            if now <= pin.until_us
-                                && let Some(p) = pins.get_mut(&c)
-                            {
-                                // Filling: done when the read completes.
-                                p.filled_at_us = Some(u64::MAX);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-        if let Some((unit, until)) = busy
-            && until <= now
-        {
-            busy = None;
-            if unit.last {
-                match owners.remove(&unit.id) {
-                    Some(Owner::Fg(i)) => run.fg_latency_us[i] = Some(now - fg[i].at_us),
-                    Some(Owner::Scrub) => {
-                        scrub_outstanding = scrub_outstanding.saturating_sub(1);
-                        run.scrub_done.push((now, chunk));
-                    }
-                    Some(Owner::Group { reader, chunk: c }) => {
-                        run.scrub_done.push((now, chunk));
-                        reading[reader] = None;
-                        if let Some(p) = pins.get_mut(&c)
-                            && p.filled_at_us == Some(u64::MAX)
-                        {
-                            p.filled_at_us = Some(now);
-                            // Readers waiting on this fill finish now.
-                            for w in reading.iter_mut() {
-                                if let Some((wc, Some(done))) = w
-                                    && *wc == c
-                                    && *done == u64::MAX
-                                {
-                                    *done = now;
-                                }
-                            }
-                        }
-                    }
-                    None => {}
-                }
-            }
-            continue;
-        }
-        if busy.is_none() && retry_at.is_none_or(|t| t <= now) {
-            retry_at = None;
-            match policy.next(now) {
-                Decision::Serve(unit) => busy = Some((unit, now + unit.cost_us)),
-                Decision::Wait { until_us } => retry_at = Some(until_us),
-                Decision::Idle => {}
-            }
-        }
-        let mut next = busy.map(|b| b.1);
-        let mut consider = |t: u64| next = Some(next.map_or(t, |n: u64| n.min(t)));
-        if let Some(r) = fg.get(next_fg) {
-            consider(r.at_us);
-        }
-        match job {
-            Job::FixedRate { share_ppm } => consider(fixed_issued * spec.fixed_rate_interval_us(share_ppm)),
-            Job::Groups { .. } => {
-                if spec.group_released(groups_released) {
-                    consider(groups_released * spec.group_us);
-                }
-                for (_, done) in reading.iter().flatten() {
-                    if let Some(d) = done
-                        && *d != u64::MAX
-                    {
-                        consider((*d).max(now));
-                    }
-                }
-            }
-            Job::Reference | Job::Waiting { .. } => {}
-        }
-        if busy.is_none()
-            && let Some(t) = retry_at
-        {
-            consider(t);
-        }
-        match next {
-            Some(t) if t <= end_us => now = t.max(now),
-            _ => break,
-        }
-        if busy.is_none() {
-            retry_at = retry_at.map(|t| t.min(now));
+            Job::Groups { .. } => self.admit_groups(policy, now),
         }
     }
-    run.gate = policy.gate(end_us).map(|g| g.params);
-    run
+
+    fn complete(&mut self, id: u64, now: u64) {
+        let chunk = self.spec.scrub_read_bytes;
+        match self.owners.remove(&id) {
+            Some(Owner::Fg(i)) => self.run.fg_latency_us[i] = Some(now - self.fg[i].at_us),
+            Some(Owner::Scrub) => {
+                self.scrub_outstanding = self.scrub_outstanding.saturating_sub(1);
+                self.run.scrub_done.push((now, chunk));
+            }
+            Some(Owner::Group { reader, chunk: c }) => {
+                self.run.scrub_done.push((now, chunk));
+                self.reading[reader] = None;
+                if let Some(p) = self.pins.get_mut(&c)
+                    && p.filled_at_us == Some(u64::MAX)
+                {
+                    p.filled_at_us = Some(now);
+                    // Readers waiting on this fill finish now.
+                    for w in self.reading.iter_mut() {
+                        if let Some((wc, Some(done))) = w
+                            && *wc == c
+                            && *done == u64::MAX
+                        {
+                            *done = now;
+                        }
+                    }
+                }
+            }
+            None => {}
+        }
+    }
+
+    fn next_event_us(&self, now: u64) -> Option<u64> {
+        let fg = self.fg.get(self.next_fg).map(|r| r.at_us);
+        let job = match self.job {
+            Job::FixedRate { share_ppm } => Some(self.fixed_issued * self.spec.fixed_rate_interval_us(share_ppm)),
+            Job::Groups { .. } => {
+                let release =
+                    self.spec.group_released(self.groups_released).then(|| self.groups_released * self.spec.group_us);
+                let fills = self.reading.iter().flatten().filter_map(|(_, done)| *done).filter(|&d| d != u64::MAX);
+                release.into_iter().chain(fills.map(|d| d.max(now))).min()
+            }
+            Job::Reference | Job::Waiting { .. } => None,
+        };
+        fg.into_iter().chain(job).min()
+    }
+}
+
+/// Runs one disk with `job` in virtual time, driving the node's policy.
+pub fn simulate(spec: &WaitSpec, fg: &[FgRead], job: Job) -> DiskRun {
+    let mut policy = PolicyKind::Classful.build(spec.classful(job.goal_us()));
+    let end_us = spec.duration_s * 1_000_000;
+    let mut load = DiskLoad {
+        spec,
+        fg,
+        job,
+        run: DiskRun { fg_latency_us: vec![None; fg.len()], ..DiskRun::default() },
+        owners: HashMap::new(),
+        next_id: 0,
+        next_fg: 0,
+        scrub_outstanding: 0,
+        fixed_issued: 0,
+        readers: [VecDeque::new(), VecDeque::new()],
+        reading: [None, None],
+        pins: HashMap::new(),
+        groups_released: 0,
+    };
+    drive(policy.as_mut(), &mut load, end_us);
+    load.run
 }
 
 /// The twin's figures for one seed: per goal, (mean slowdown ms, scrub

@@ -2,8 +2,8 @@
 //! tenant gets at least 95 % of its guarantee in every checked window; the
 //! FIFO queue visibly misses.
 
+use dingo_iobench::fairness::model::{FairSpec, simulate, windows};
 use dingo_iosched::PolicyKind;
-use dingo_iosched::fairness::{FairSpec, simulate, windows};
 
 #[test]
 fn shares_meet_every_guarantee_and_fifo_misses() {

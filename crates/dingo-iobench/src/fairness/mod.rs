@@ -2,34 +2,32 @@
 //! guaranteed shares of head time (`[node.io] shares`) — join and leave one
 //! disk, on the classful scheduler against the FIFO queue, on a local
 //! cluster with HDD emulation. The schedule, the guarantees and the window
-//! statistics are the virtual-time twin's ([`dingo_iosched::fairness`]).
-//! The three runs run side by side on three one-disk nodes (each disk its
-//! own tenants and declarations); the two policies one after the other.
+//! statistics are the virtual-time twin's ([`model`]).
+//! The runs (three by default) run side by side on one-disk nodes (each disk
+//! its own tenants and declarations); the two policies one after the other.
+
+pub mod model;
 
 use crate::BenchError;
-use crate::cpu::CpuTimes;
-use crate::fgtail::{DiskTarget, median, since_start_us, write_data};
-use dingo_client::{Client, IoTag};
-use dingo_cluster::{ClusterSpec, LocalCluster};
+use crate::cluster::{self, DiskTarget, scrub_tag, since_start_us, write_data};
+use crate::harness::Options;
+use crate::output::{Chart, Experiment, LineChart, Series, Tone};
+use crate::proc::CpuTimes;
+use crate::stats::median;
+use dingo_client::Client;
 use dingo_iosched::PolicyKind;
-use dingo_iosched::fairness::{Completions, FairSpec, WindowStat, simulate, windows};
-use dingo_types::{DeclarationId, TaskKind};
+use model::{Completions, FairSpec, WindowStat, simulate, windows};
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::fmt;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+/// The runs the command makes: three, side by side.
 pub const RUNS: u32 = 3;
 const FILES_PER_DISK: u32 = 8;
-
-#[derive(Clone, Debug)]
-pub struct Options {
-    pub exe: PathBuf,
-    pub work_dir: PathBuf,
-    pub quick: bool,
-}
 
 /// One policy's figures.
 #[derive(Clone, Debug, Serialize)]
@@ -70,12 +68,10 @@ pub struct Bars {
 
 pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Report, BenchError> {
     let spec = if opts.quick { FairSpec::quick() } else { FairSpec::full() };
-    let work = tempfile::Builder::new().prefix("dingo-fairness-").tempdir_in(&opts.work_dir).map_err(|source| {
-        BenchError::Io { what: format!("cannot create a directory in {}", opts.work_dir.display()), source }
-    })?;
+    let work = opts.work("dingo-fairness-")?;
     let mut results = Vec::new();
     for kind in [PolicyKind::Classful, PolicyKind::Fifo] {
-        progress(&format!("{}: {RUNS} runs side by side, {} s", kind.name(), spec.duration_s()));
+        progress(&format!("{}: {} runs side by side, {} s", kind.name(), opts.runs, spec.duration_s()));
         let (runs, cpu) = one_cluster(opts, &spec, kind, &work.path().join(kind.name())).await?;
         let stats: Vec<Vec<WindowStat>> = runs.iter().map(|c| windows(&spec, c)).collect();
         let mins: Vec<f64> = stats.iter().map(|w| w.iter().map(|s| s.ratio).fold(f64::INFINITY, f64::min)).collect();
@@ -109,7 +105,7 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
     let mechanism = results.pop().ok_or_else(|| BenchError::Setup("two policies".into()))?;
     Ok(Report {
         experiment: "fairness",
-        runs: RUNS,
+        runs: opts.runs,
         guarantees_mb_s: (0..4).map(|t| spec.guarantee_mb_s(t)).collect(),
         bars_met: Bars {
             every_active_tenant_at_least_95_percent_of_its_guarantee: mechanism.min_guarantee_ratio >= 0.95,
@@ -128,31 +124,98 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
     })
 }
 
-/// Per-second MB/s of each tenant in every run, as CSV.
-pub fn series_csv(report: &Report) -> String {
-    let mut out = String::from("policy,run,second,tenant,mb_s,guarantee_mb_s\n");
-    for r in [&report.mechanism, &report.baseline] {
-        for (run, c) in r.completions.iter().enumerate() {
-            for second in 0..report.spec.duration_s() {
-                for t in 0..4 {
-                    let (join, leave) = report.spec.active_s(t);
-                    if !(join..leave).contains(&second) {
-                        continue;
+impl Experiment for Report {
+    fn name(&self) -> &'static str {
+        self.experiment
+    }
+
+    /// Per-second MB/s of each tenant in every run.
+    fn series_csv(&self) -> String {
+        let mut out = String::from("policy,run,second,tenant,mb_s,guarantee_mb_s\n");
+        for r in [&self.mechanism, &self.baseline] {
+            for (run, c) in r.completions.iter().enumerate() {
+                for second in 0..self.spec.duration_s() {
+                    for t in 0..4 {
+                        let (join, leave) = self.spec.active_s(t);
+                        if !(join..leave).contains(&second) {
+                            continue;
+                        }
+                        let bytes = tenant_bytes(c, t, second);
+                        out.push_str(&format!(
+                            "{},{run},{second},{},{:.2},{:.2}\n",
+                            r.policy,
+                            t + 1,
+                            bytes as f64 / 1e6,
+                            self.spec.guarantee_mb_s(t)
+                        ));
                     }
-                    let bytes: u64 =
-                        c.0.iter().filter(|&&(who, at, _)| who == t && at / 1_000_000 == second).map(|x| x.2).sum();
-                    out.push_str(&format!(
-                        "{},{run},{second},{},{:.2},{:.2}\n",
-                        r.policy,
-                        t + 1,
-                        bytes as f64 / 1e6,
-                        report.spec.guarantee_mb_s(t)
-                    ));
                 }
             }
         }
+        out
     }
-    out
+
+    /// Each tenant's MB/s per second in the first run, classful solid, FIFO
+    /// dashed (PAIO Fig. 10).
+    fn charts(&self) -> Vec<Chart> {
+        let mut series = Vec::new();
+        for (p, dashed) in [(&self.mechanism, false), (&self.baseline, true)] {
+            let Some(c) = p.completions.first() else { continue };
+            for t in 0..4 {
+                let (join, leave) = self.spec.active_s(t);
+                let points = (join..leave).map(|s| (s as f64, tenant_bytes(c, t, s) as f64 / 1e6)).collect();
+                series.push(Series {
+                    name: format!("{} tenant {} (guarantee {:.1} MB/s)", p.policy, t + 1, self.guarantees_mb_s[t]),
+                    tone: Tone::Tenant(t),
+                    points,
+                    dashed,
+                });
+            }
+        }
+        let chart = LineChart {
+            title: "Tenants joining and leaving: MB/s per tenant".into(),
+            x_label: "seconds".into(),
+            y_label: "MB/s read per tenant".into(),
+            series,
+            hline: None,
+            markers: (1..7).map(|p| ((p * self.spec.phase_s) as f64, format!("phase {}", p + 1))).collect(),
+        };
+        vec![Chart { file_stem: "fairness-tenants", chart }]
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "fairness: 7 phases of {} s, guarantees {:?} MB/s, median of {} runs side by side ({})",
+            self.spec.phase_s,
+            self.guarantees_mb_s.iter().map(|g| format!("{g:.1}")).collect::<Vec<_>>(),
+            self.runs,
+            self.head_time_bound
+        )?;
+        for r in [&self.mechanism, &self.baseline] {
+            writeln!(
+                f,
+                "{:<9} lowest share of a guarantee in a {} s window {:.3} (runs {:?}; twin {:.3}), {} of {} windows \
+                 below 95 %, CPU {:.0} %",
+                r.policy,
+                self.spec.window_s,
+                r.min_guarantee_ratio,
+                r.min_guarantee_ratio_runs,
+                r.twin_min_guarantee_ratio,
+                r.windows_below_95_percent,
+                r.windows_checked,
+                r.cpu_utilisation * 100.0
+            )?;
+        }
+        write!(f, "bars met: {:?}", self.bars_met)
+    }
+}
+
+/// Bytes tenant `t` read in second `second`.
+fn tenant_bytes(c: &Completions, t: usize, second: u64) -> u64 {
+    c.0.iter().filter(|&&(who, at, _)| who == t && at / 1_000_000 == second).map(|x| x.2).sum()
 }
 
 /// Tenant `t` of run `run`: its declaration id (shares are per declaration).
@@ -166,13 +229,7 @@ async fn one_cluster(
     kind: PolicyKind,
     dir: &Path,
 ) -> Result<(Vec<Completions>, f64), BenchError> {
-    let io = |what: &str| {
-        let what = what.to_string();
-        move |source| BenchError::Io { what, source }
-    };
-    std::fs::create_dir_all(dir).map_err(io("cannot create the run directory"))?;
-    let config = dir.join("node.toml");
-    let shares: Vec<String> = (0..RUNS)
+    let shares: Vec<String> = (0..opts.runs)
         .flat_map(|run| {
             (0..4).map(move |t| {
                 format!("{{ declaration = {}, share = {} }}", declaration(run, t), spec.shares_ppm[t] as f64 / 1e6)
@@ -181,34 +238,18 @@ async fn one_cluster(
         .collect();
     let shares =
         if kind == PolicyKind::Classful { format!("shares = [{}]\n", shares.join(", ")) } else { String::new() };
-    let text = format!(
-        "[node]\ncache = \"0\"\npinned = \"0\"\nhdd = {{ positioning_us = {}, transfer_bytes_per_sec = {} }}\n\
-         [node.io]\nscheduler = \"{}\"\nsegment = \"{}\"\n{shares}",
-        spec.positioning_us,
-        spec.transfer_bytes_per_sec,
-        kind.name(),
-        spec.read_bytes
-    );
-    std::fs::write(&config, text).map_err(io("cannot write the node config"))?;
-    let mut cluster = LocalCluster::start(ClusterSpec {
-        exe: opts.exe.clone(),
-        data: dir.join("cluster"),
-        // One disk a node: chunks can only move between nodes to even out
-        // placement.
-        nodes: RUNS,
-        disks_per_node: 1,
-        base_port: 0,
-        config: Some(config),
-        node_args: Vec::new(),
-    })?;
-    cluster.wait_ready(Duration::from_secs(30)).await?;
+    let config = cluster::node_config(0, spec.positioning_us, spec.transfer_bytes_per_sec, kind)
+        + &format!("segment = \"{}\"\n{shares}", spec.read_bytes);
+    // One disk a node: chunks can only move between nodes to even out
+    // placement.
+    let cluster = cluster::start(&opts.exe, dir, opts.runs, 1, &config).await?;
     let client = Client::new(cluster.meta_addr())?;
     let targets = write_data(&client, spec.read_bytes, "/fairness", FILES_PER_DISK).await?;
     let start = Instant::now() + Duration::from_millis(300);
     let cpu_before = CpuTimes::now();
     let mut tasks = tokio::task::JoinSet::new();
     let mut recs = Vec::new();
-    for (run, target) in targets.into_iter().take(RUNS as usize).enumerate() {
+    for (run, target) in targets.into_iter().take(opts.runs as usize).enumerate() {
         let rec = Arc::new(Mutex::new(Completions::default()));
         let target = Arc::new(target);
         for t in 0..4 {
@@ -219,10 +260,7 @@ async fn one_cluster(
     }
     tokio::time::sleep_until(start + Duration::from_secs(spec.duration_s())).await;
     tasks.shutdown().await;
-    let cpu = match (cpu_before, CpuTimes::now()) {
-        (Some(a), Some(b)) => a.utilisation_until(b),
-        _ => 0.0,
-    };
+    let cpu = CpuTimes::utilisation_since(cpu_before);
     drop(cluster);
     let _ = std::fs::remove_dir_all(dir);
     let runs = recs.iter().map(|r| std::mem::take(&mut *r.lock().unwrap_or_else(|p| p.into_inner()))).collect();
@@ -240,7 +278,7 @@ async fn tenant(
     rec: Arc<Mutex<Completions>>,
 ) {
     let (join, leave) = spec.active_s(t);
-    let tag = IoTag::Maintenance { task: TaskKind::Scrubbing, declaration: DeclarationId(declaration) };
+    let tag = scrub_tag(declaration);
     let permits = Arc::new(Semaphore::new(spec.outstanding as usize));
     let leave_at = start + Duration::from_secs(leave);
     tokio::time::sleep_until(start + Duration::from_secs(join)).await;
@@ -298,7 +336,7 @@ mod tests {
             head_time_bound: String::new(),
             spec: spec.clone(),
         };
-        let csv = series_csv(&report);
+        let csv = report.series_csv();
         // Active tenant-seconds: 5 s phases with 1, 2, 3, 4, 3, 2, 1 tenants.
         let per_policy = 5 * (1 + 2 + 3 + 4 + 3 + 2 + 1);
         assert_eq!(csv.lines().count(), 1 + 2 * per_policy, "{csv}");

@@ -4,23 +4,29 @@
 //! with the client's replica steering against random replica choice.
 //!
 //! The load, statistics and bars are those of the virtual-time twin
-//! ([`dingo_iosched::steerexp`]). The faults use the node's `[node.io]
+//! ([`model`]). The faults use the node's `[node.io]
 //! slowdown` injection, which counts from the node's start and names the
 //! node's own disk number; so the last node, which holds both slowed disks,
 //! is started after the others with a config that adds them, and the load
 //! starts a fixed margin after it.
 
+pub mod model;
+
 use crate::BenchError;
-use crate::cpu::CpuTimes;
-use crate::fgtail::{median, since_start_us};
-use bytes::Bytes;
+use crate::cluster::{self, pattern, since_start_us};
+use crate::harness::{Options, alternate};
+use crate::output::{Chart, Experiment, LineChart, Series, Tone};
+use crate::proc::CpuTimes;
+use crate::stats::median;
 use dingo_client::{Client, FileInfo, IoTag, Redundancy, ReplicaChoice};
-use dingo_cluster::{ClusterSpec, LocalCluster};
-use dingo_iosched::steerexp::{Recorder, SteerBars, SteerSecond, SteerSpec, SteerSummary, arrivals, simulate};
+use dingo_cluster::LocalCluster;
+use dingo_iosched::PolicyKind;
 use dingo_types::{BlockId, ChunkRef};
+use model::{Recorder, SteerBars, SteerSecond, SteerSpec, SteerSummary, arrivals, simulate};
 use serde::Serialize;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::fmt;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -30,17 +36,6 @@ const BLOCKS_PER_FILE: u32 = 8;
 /// From the slowed node's start to the start of the load: room for it to
 /// register and for the data to be written.
 const SETUP_MARGIN: Duration = Duration::from_secs(15);
-
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// The `dingo` executable the cluster runs.
-    pub exe: PathBuf,
-    /// Where cluster data goes (a temporary directory inside).
-    pub work_dir: PathBuf,
-    pub quick: bool,
-    pub runs: u32,
-    pub seed: u64,
-}
 
 /// One replica choice's figures: medians over the runs (per second too).
 #[derive(Clone, Debug, Serialize)]
@@ -91,17 +86,16 @@ pub struct Report {
 /// Runs the experiment: `runs` runs of each replica choice, alternating.
 pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Report, BenchError> {
     let spec = if opts.quick { SteerSpec::quick() } else { SteerSpec::full() };
-    let work = tempfile::Builder::new().prefix("dingo-steering-").tempdir_in(&opts.work_dir).map_err(|source| {
-        BenchError::Io { what: format!("cannot create a directory in {}", opts.work_dir.display()), source }
-    })?;
-    let choices = [ReplicaChoice::Steering, ReplicaChoice::Random];
-    let mut results: Vec<(Vec<SteerSummary>, Vec<f64>)> = vec![(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
-    for run in 0..opts.runs {
-        for (p, choice) in choices.iter().enumerate() {
-            progress(&format!("run {}/{} {}: {} s of load", run + 1, opts.runs, choice.name(), spec.duration_s));
-            let dir = work.path().join(format!("{}-{run}", choice.name()));
-            let (s, cpu) = one_run(opts, &spec, *choice, opts.seed + u64::from(run), &dir).await?;
-            progress(&format!(
+    let work = opts.work("dingo-steering-")?;
+    let choices = [ReplicaChoice::Steering, ReplicaChoice::Random].map(|c| (c, c.name()));
+    let [steer, random] = alternate(
+        opts,
+        work.path(),
+        choices,
+        spec.duration_s,
+        async |choice, seed, dir: &Path| one_run(opts, &spec, choice, seed, dir).await,
+        |s: &SteerSummary, cpu| {
+            format!(
                 "  p90 before {:.1} ms, worst 1 s window in the fault {:.1} ms ({:.2}x); slow disk share {:.3} -> {:.3} \
                  (1 s after onset) -> {:.3}; persistent p99 {:.1} ms; {} reads, {} errors; CPU {:.0} %",
                 s.pre_fault_p90_ms,
@@ -114,16 +108,13 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
                 s.reads,
                 s.errors,
                 cpu * 100.0
-            ));
-            results[p].0.push(s);
-            results[p].1.push(cpu);
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-    }
-    let [(steer_runs, steer_cpu), (random_runs, random_cpu)] =
-        <[_; 2]>::try_from(results).map_err(|_| BenchError::Setup("two replica choices".into()))?;
-    let steering = aggregate("steering", steer_runs, &steer_cpu);
-    let random = aggregate("random", random_runs, &random_cpu);
+            )
+        },
+        &mut progress,
+    )
+    .await?;
+    let steering = aggregate("steering", steer.summaries, &steer.cpu_utilisation);
+    let random = aggregate("random", random.summaries, &random.cpu_utilisation);
     let windows = windows(&steering, &random);
     let bars_met = SteerBars::evaluate(&steering.median, &random.median);
     let twin = |choice| SteerSummary { series: Vec::new(), ..simulate(&spec, choice, opts.seed) };
@@ -185,11 +176,7 @@ fn aggregate(policy: &'static str, runs: Vec<SteerSummary>, cpu: &[f64]) -> Poli
         persistent_p99_ms: m(|r| r.persistent_p99_ms),
         series,
     };
-    PolicyResult { policy, median, cpu_utilisation: median_of(cpu), runs }
-}
-
-fn median_of(v: &[f64]) -> f64 {
-    median(v.to_vec())
+    PolicyResult { policy, median, cpu_utilisation: crate::stats::median(cpu.to_vec()), runs }
 }
 
 fn windows(steering: &PolicyResult, random: &PolicyResult) -> Vec<Window> {
@@ -212,30 +199,159 @@ fn windows(steering: &PolicyResult, random: &PolicyResult) -> Vec<Window> {
         .collect()
 }
 
-/// Per-second series of every run, as CSV.
-pub fn series_csv(report: &Report) -> String {
-    let mut out = String::from("policy,run,second,reads,p90_ms,p99_ms,slow_disk_share,persistent_disk_share\n");
-    for r in [&report.steering, &report.random] {
-        for (i, run) in r.runs.iter().enumerate() {
-            for s in &run.series {
-                out.push_str(&format!(
-                    "{},{i},{},{},{:.2},{:.2},{:.4},{:.4}\n",
-                    r.policy, s.second, s.reads, s.p90_ms, s.p99_ms, s.transient_disk_share, s.persistent_disk_share
-                ));
+impl Experiment for Report {
+    fn name(&self) -> &'static str {
+        self.experiment
+    }
+
+    fn series_csv(&self) -> String {
+        let mut out = String::from("policy,run,second,reads,p90_ms,p99_ms,slow_disk_share,persistent_disk_share\n");
+        for r in [&self.steering, &self.random] {
+            for (i, run) in r.runs.iter().enumerate() {
+                for s in &run.series {
+                    out.push_str(&format!(
+                        "{},{i},{},{},{:.2},{:.2},{:.4},{:.4}\n",
+                        r.policy,
+                        s.second,
+                        s.reads,
+                        s.p90_ms,
+                        s.p99_ms,
+                        s.transient_disk_share,
+                        s.persistent_disk_share
+                    ));
+                }
             }
         }
+        out
     }
-    out
+
+    /// The p90 of each replica choice per second (own scales: random's
+    /// reaches seconds) and the slowed disks' shares, with the faults marked.
+    fn charts(&self) -> Vec<Chart> {
+        let spec = &self.spec;
+        let markers = vec![
+            (spec.transient_at_ms as f64 / 1000.0, "disk slowed 5x".to_string()),
+            ((spec.transient_at_ms + spec.transient_ms) as f64 / 1000.0, "back to normal".to_string()),
+            (spec.persistent_at_ms as f64 / 1000.0, "another disk slowed for good".to_string()),
+        ];
+        let points = |f: fn(&Window) -> f64| -> Vec<(f64, f64)> {
+            self.windows.iter().map(|x| (x.second as f64 + 0.5, f(x))).collect()
+        };
+        let line = |name: &str, tone, points, dashed| Series { name: name.into(), tone, points, dashed };
+        let p90 = |file_stem, policy: &str, pre: f64, tone, get: fn(&Window) -> f64| Chart {
+            file_stem,
+            chart: LineChart {
+                title: format!("Foreground p90 per second, {policy} replica choice (median of {} runs)", self.runs),
+                x_label: "time (s)".into(),
+                y_label: "p90 latency (ms)".into(),
+                series: vec![line(policy, tone, points(get), false)],
+                hline: Some((1.5 * pre, "1.5 x pre-fault p90".into())),
+                markers: markers.clone(),
+            },
+        };
+        let share = Chart {
+            file_stem: "steering-share",
+            chart: LineChart {
+                title: "Share of reads served by the slowed disks".into(),
+                x_label: "time (s)".into(),
+                y_label: "share of the second's reads".into(),
+                series: vec![
+                    line(
+                        "steering, disk slowed for 2.3 s",
+                        Tone::Mechanism,
+                        points(|x| x.steering_slow_disk_share),
+                        false,
+                    ),
+                    line("random, disk slowed for 2.3 s", Tone::Baseline, points(|x| x.random_slow_disk_share), false),
+                    line(
+                        "steering, disk slowed for good",
+                        Tone::Mechanism,
+                        points(|x| x.steering_persistent_disk_share),
+                        true,
+                    ),
+                    line(
+                        "random, disk slowed for good",
+                        Tone::Baseline,
+                        points(|x| x.random_persistent_disk_share),
+                        true,
+                    ),
+                ],
+                hline: None,
+                markers: markers.clone(),
+            },
+        };
+        vec![
+            p90("steering-p90", "steering", self.steering.median.pre_fault_p90_ms, Tone::Mechanism, |x| {
+                x.steering_p90_ms
+            }),
+            p90("random-p90", "random", self.random.median.pre_fault_p90_ms, Tone::Baseline, |x| x.random_p90_ms),
+            share,
+        ]
+    }
 }
 
-/// The `[node]` section every node gets: HDD emulation, no cache (every
-/// read reaches the head), the classful scheduler.
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let spec = &self.spec;
+        writeln!(
+            f,
+            "steering: {} disks, disk {} 5x slower from {:.1} s for {:.1} s, disk {} from {:.1} s on; {} s per run, \
+             median of {} runs ({})",
+            spec.disks(),
+            spec.transient_disk,
+            spec.transient_at_ms as f64 / 1000.0,
+            spec.transient_ms as f64 / 1000.0,
+            spec.persistent_disk,
+            spec.persistent_at_ms as f64 / 1000.0,
+            spec.duration_s,
+            self.runs,
+            self.head_time_bound
+        )?;
+        for r in [&self.steering, &self.random] {
+            let m = &r.median;
+            writeln!(
+                f,
+                "{:<9} p90 {:>5.1} ms before, worst 1 s window {:>7.1} ms ({:>5.2}x); slow disk share {:.3} -> {:.3} \
+                 -> {:.3}; persistent p50/p99 {:.1}/{:.1} ms; CPU {:.0} %",
+                r.policy,
+                m.pre_fault_p90_ms,
+                m.fault_max_p90_ms,
+                m.fault_max_p90_ratio,
+                m.pre_fault_share,
+                m.share_1s_after_onset,
+                m.recovered_share,
+                m.persistent_p50_ms,
+                m.persistent_p99_ms,
+                r.cpu_utilisation * 100.0
+            )?;
+        }
+        let b = &self.bars_met;
+        writeln!(
+            f,
+            "bars: p90 <= 1.5x pre-fault {}; random p90 >= 3x {}; slow share -50 % within 1 s {}; recovers {}; \
+             persistent p99 {:.2}x random's (<= 0.5) {}",
+            b.p90_within_1_5x_of_pre_fault,
+            b.random_p90_rises_3x,
+            b.slow_share_falls_half_within_1s,
+            b.slow_share_recovers,
+            self.persistent_p99_ratio,
+            b.persistent_p99_at_most_half_of_random
+        )?;
+        write!(
+            f,
+            "virtual-time twin: worst window {:.2}x vs {:.2}x, persistent p99 {:.1} vs {:.1} ms",
+            self.twin_steering.fault_max_p90_ratio,
+            self.twin_random.fault_max_p90_ratio,
+            self.twin_steering.persistent_p99_ms,
+            self.twin_random.persistent_p99_ms
+        )
+    }
+}
+
+/// The config every node gets: HDD emulation, no cache, the classful
+/// scheduler.
 fn node_config(spec: &SteerSpec) -> String {
-    format!(
-        "[node]\ncache = \"0\"\npinned = \"0\"\nhdd = {{ positioning_us = {}, transfer_bytes_per_sec = {} }}\n\
-         [node.io]\nscheduler = \"classful\"\n",
-        spec.positioning_us, spec.transfer_bytes_per_sec
-    )
+    cluster::node_config(0, spec.positioning_us, spec.transfer_bytes_per_sec, PolicyKind::Classful)
 }
 
 /// The slowdowns of the last node's disks, counted from its start.
@@ -270,25 +386,10 @@ async fn one_run(
     seed: u64,
     dir: &Path,
 ) -> Result<(SteerSummary, f64), BenchError> {
-    let io = |what: &str| {
-        let what = what.to_string();
-        move |source| BenchError::Io { what, source }
-    };
-    std::fs::create_dir_all(dir).map_err(io("cannot create the run directory"))?;
-    let config = dir.join("node.toml");
-    std::fs::write(&config, node_config(spec)).map_err(io("cannot write the node config"))?;
-    let mut cluster = LocalCluster::start(ClusterSpec {
-        exe: opts.exe.clone(),
-        data: dir.join("cluster"),
-        nodes: spec.nodes - 1,
-        disks_per_node: spec.disks_per_node,
-        base_port: 0,
-        config: Some(config.clone()),
-        node_args: Vec::new(),
-    })?;
-    cluster.wait_ready(Duration::from_secs(30)).await?;
+    let mut cluster = cluster::start(&opts.exe, dir, spec.nodes - 1, spec.disks_per_node, &node_config(spec)).await?;
     // The other nodes have read their config; the last one reads this.
-    std::fs::write(&config, node_config(spec) + &slowdowns(spec)?).map_err(io("cannot write the node config"))?;
+    std::fs::write(dir.join("node.toml"), node_config(spec) + &slowdowns(spec)?)
+        .map_err(BenchError::io("cannot write the node config"))?;
     let node_started = Instant::now();
     let last = cluster.add_node(spec.disks_per_node)?;
     cluster.wait_ready(Duration::from_secs(30)).await?;
@@ -331,10 +432,7 @@ async fn one_run(
     tokio::time::sleep_until(start + Duration::from_secs(spec.duration_s)).await;
     // Reads still in flight at the end are not counted, as in the twin.
     reads.shutdown().await;
-    let cpu = match (cpu_before, CpuTimes::now()) {
-        (Some(a), Some(b)) => a.utilisation_until(b),
-        _ => 0.0,
-    };
+    let cpu = CpuTimes::utilisation_since(cpu_before);
     drop(cluster);
     let rec = std::mem::take(&mut *rec.lock().unwrap_or_else(|p| p.into_inner()));
     Ok((rec.summary(spec), cpu))
@@ -345,7 +443,7 @@ async fn one_run(
 async fn write_data(client: &Client, spec: &SteerSpec) -> Result<Vec<(FileInfo, u64)>, BenchError> {
     let block = spec.block_bytes;
     let file_bytes = block * u64::from(BLOCKS_PER_FILE);
-    let data: Bytes = (0..file_bytes).map(|i| (i.wrapping_mul(0x9E37_79B9) >> 13) as u8).collect::<Vec<u8>>().into();
+    let data = pattern(file_bytes);
     let files = spec.blocks.div_ceil(BLOCKS_PER_FILE);
     let writes = (0..files).map(|i| {
         let data = data.clone();

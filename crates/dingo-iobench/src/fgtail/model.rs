@@ -1,11 +1,13 @@
-//! The fg-tail experiment (PAIO Fig. 5-9 analog): open-loop foreground
-//! bursts over steady, paced maintenance. This module holds what the real
-//! run and its virtual-time twin share: the load ([`FgTailSpec`],
+//! The fg-tail experiment's model (PAIO Fig. 5-9 analog): open-loop
+//! foreground bursts over steady, paced maintenance. What the real run and
+//! its virtual-time twin share: the load ([`FgTailSpec`],
 //! [`Phase`], [`foreground_arrivals_us`]), the statistics ([`Recorder`],
 //! [`RunSummary`]), and the twin itself ([`simulate`]), which drives the
 //! same policy code with a simulated clock.
 
-use crate::{Class, ClassfulConfig, Decision, PolicyKind, Request};
+use crate::stats::percentile_ms;
+use crate::twin::{Load, drive};
+use dingo_iosched::{Class, ClassfulConfig, Policy, PolicyKind, Request};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
@@ -236,17 +238,6 @@ impl Recorder {
     }
 }
 
-/// Nearest-rank percentile of µs samples, in ms; 0 when empty.
-pub fn percentile_ms(samples_us: &[u64], q: f64) -> f64 {
-    if samples_us.is_empty() {
-        return 0.0;
-    }
-    let mut s = samples_us.to_vec();
-    s.sort_unstable();
-    let rank = ((q * s.len() as f64).ceil() as usize).clamp(1, s.len());
-    s[rank - 1] as f64 / 1000.0
-}
-
 /// What a request in the twin is.
 #[derive(Clone, Copy)]
 enum Job {
@@ -266,6 +257,74 @@ pub fn simulate(spec: &FgTailSpec, kind: PolicyKind, config: ClassfulConfig, dis
     rec.summary(spec, &done_by_deadline)
 }
 
+/// One simulated disk's load: its foreground arrivals and the paced
+/// maintenance declarations.
+struct DiskLoad<'a> {
+    spec: &'a FgTailSpec,
+    arrivals: &'a [u64],
+    rec: &'a mut Recorder,
+    jobs: HashMap<u64, Job>,
+    next_id: u64,
+    next_fg: usize,
+    per_stream: u64,
+    issued: Vec<u64>,
+    outstanding: Vec<u32>,
+    done_by_deadline: Vec<u64>,
+}
+
+impl Load for DiskLoad<'_> {
+    fn admit(&mut self, policy: &mut dyn Policy, now: u64) {
+        let spec = self.spec;
+        while self.next_fg < self.arrivals.len() && self.arrivals[self.next_fg] <= now {
+            let cost_us = spec.cost_us(spec.fg_read_bytes);
+            let id = self.next_id;
+            self.next_id += 1;
+            self.jobs.insert(id, Job::Foreground { arrival_us: self.arrivals[self.next_fg] });
+            // Ids are fresh, so enqueue cannot fail.
+            let _ = policy.enqueue(now, Request { id, class: Class::Foreground, cost_us });
+            self.next_fg += 1;
+        }
+        for s in 0..self.issued.len() {
+            while self.issued[s] < self.per_stream
+                && self.outstanding[s] < spec.maintenance_outstanding
+                && spec.maintenance_issue_us(self.issued[s]) <= now
+            {
+                let id = self.next_id;
+                self.next_id += 1;
+                self.jobs.insert(id, Job::Maintenance { stream: s });
+                let cost_us = spec.cost_us(spec.maintenance_read_bytes);
+                let _ = policy.enqueue(now, Request { id, class: Class::BestEffort { channel: s as u64 }, cost_us });
+                self.issued[s] += 1;
+                self.outstanding[s] += 1;
+            }
+        }
+    }
+
+    fn complete(&mut self, id: u64, now: u64) {
+        match self.jobs.remove(&id) {
+            Some(Job::Foreground { arrival_us }) => {
+                self.rec.foreground(arrival_us, now - arrival_us, self.spec.phase_at(arrival_us));
+            }
+            Some(Job::Maintenance { stream }) => {
+                self.outstanding[stream] -= 1;
+                self.rec.maintenance(now, self.spec.maintenance_read_bytes);
+                if now <= self.spec.deadline_us() {
+                    self.done_by_deadline[stream] += 1;
+                }
+            }
+            None => {}
+        }
+    }
+
+    fn next_event_us(&self, _now: u64) -> Option<u64> {
+        let fg = self.arrivals.get(self.next_fg).copied();
+        let maintenance = (0..self.issued.len())
+            .filter(|&s| self.issued[s] < self.per_stream && self.outstanding[s] < self.spec.maintenance_outstanding)
+            .map(|s| self.spec.maintenance_issue_us(self.issued[s]));
+        fg.into_iter().chain(maintenance).min()
+    }
+}
+
 /// One simulated disk; returns each declaration's reads done by the deadline.
 fn simulate_disk(
     spec: &FgTailSpec,
@@ -274,97 +333,19 @@ fn simulate_disk(
     arrivals: &[u64],
     rec: &mut Recorder,
 ) -> Vec<u64> {
-    let mut policy = kind.build(config);
-    let end_us = spec.duration_s * 1_000_000;
     let streams = spec.maintenance_streams as usize;
-    let per_stream = spec.maintenance_reads_per_stream();
-    let (mut issued, mut outstanding, mut done_by_deadline) =
-        (vec![0u64; streams], vec![0u32; streams], vec![0; streams]);
-    let mut jobs: HashMap<u64, Job> = HashMap::new();
-    let mut next_id = 0u64;
-    let mut next_fg = 0usize;
-    // The unit in service and when it ends; when throttled, when to retry.
-    let mut busy: Option<(crate::Unit, u64)> = None;
-    let mut retry_at: Option<u64> = None;
-    let mut now = 0u64;
-    loop {
-        // Admit everything due by `now`.
-        while next_fg < arrivals.len() && arrivals[next_fg] <= now {
-            let cost_us = spec.cost_us(spec.fg_read_bytes);
-            let id = next_id;
-            next_id += 1;
-            jobs.insert(id, Job::Foreground { arrival_us: arrivals[next_fg] });
-            // Ids are fresh, so enqueue cannot fail.
-            let _ = policy.enqueue(now, Request { id, class: Class::Foreground, cost_us });
-            next_fg += 1;
-        }
-        for s in 0..streams {
-            while issued[s] < per_stream
-                && outstanding[s] < spec.maintenance_outstanding
-                && spec.maintenance_issue_us(issued[s]) <= now
-            {
-                let id = next_id;
-                next_id += 1;
-                jobs.insert(id, Job::Maintenance { stream: s });
-                let cost_us = spec.cost_us(spec.maintenance_read_bytes);
-                let _ = policy.enqueue(now, Request { id, class: Class::BestEffort { channel: s as u64 }, cost_us });
-                issued[s] += 1;
-                outstanding[s] += 1;
-            }
-        }
-        if let Some((unit, until)) = busy
-            && until <= now
-        {
-            busy = None;
-            if unit.last {
-                match jobs.remove(&unit.id) {
-                    Some(Job::Foreground { arrival_us }) => {
-                        rec.foreground(arrival_us, now - arrival_us, spec.phase_at(arrival_us));
-                    }
-                    Some(Job::Maintenance { stream }) => {
-                        outstanding[stream] -= 1;
-                        rec.maintenance(now, spec.maintenance_read_bytes);
-                        if now <= spec.deadline_us() {
-                            done_by_deadline[stream] += 1;
-                        }
-                    }
-                    None => {}
-                }
-            }
-            continue;
-        }
-        if busy.is_none() && retry_at.is_none_or(|t| t <= now) {
-            retry_at = None;
-            match policy.next(now) {
-                Decision::Serve(unit) => busy = Some((unit, now + unit.cost_us)),
-                Decision::Wait { until_us } => retry_at = Some(until_us),
-                Decision::Idle => {}
-            }
-        }
-        // Advance to the next event.
-        let mut next = busy.map(|b| b.1);
-        let mut consider = |t: u64| next = Some(next.map_or(t, |n: u64| n.min(t)));
-        if let Some(&t) = arrivals.get(next_fg) {
-            consider(t);
-        }
-        for s in 0..streams {
-            if issued[s] < per_stream && outstanding[s] < spec.maintenance_outstanding {
-                consider(spec.maintenance_issue_us(issued[s]));
-            }
-        }
-        if busy.is_none()
-            && let Some(t) = retry_at
-        {
-            consider(t);
-        }
-        match next {
-            Some(t) if t <= end_us => now = t.max(now),
-            // Past the end, or nothing left to happen.
-            _ => return done_by_deadline,
-        }
-        // A new arrival may be served while the policy waits for tokens.
-        if busy.is_none() {
-            retry_at = retry_at.map(|t| t.min(now));
-        }
-    }
+    let mut load = DiskLoad {
+        spec,
+        arrivals,
+        rec,
+        jobs: HashMap::new(),
+        next_id: 0,
+        next_fg: 0,
+        per_stream: spec.maintenance_reads_per_stream(),
+        issued: vec![0; streams],
+        outstanding: vec![0; streams],
+        done_by_deadline: vec![0; streams],
+    };
+    drive(kind.build(config).as_mut(), &mut load, spec.duration_s * 1_000_000);
+    load.done_by_deadline
 }

@@ -3,22 +3,27 @@
 //! classful scheduler against the FIFO baseline.
 //!
 //! Each disk gets exactly the load of the virtual-time twin
-//! ([`dingo_iosched::fgtail::simulate`]): Poisson foreground reads of
+//! ([`model::simulate`]): Poisson foreground reads of
 //! 256 KiB at a chunk on that disk, peaks and valleys per
 //! [`FgTailSpec`]; two maintenance declarations that read whole 4 MiB
 //! chunks there, released a quantum at a time and paced to finish before
 //! their deadline, with two reads outstanding each.
 
+pub mod model;
+
 use crate::BenchError;
-use crate::cpu::CpuTimes;
-use bytes::Bytes;
-use dingo_client::{Client, IoTag, Redundancy};
-use dingo_cluster::{ClusterSpec, LocalCluster};
-use dingo_iosched::fgtail::{FgTailSpec, Phase, Recorder, RunSummary, foreground_arrivals_us, simulate};
+use crate::cluster::{self, DiskTarget, since_start_us, write_data};
+use crate::harness::{Options, alternate};
+use crate::output::Experiment;
+use crate::proc::CpuTimes;
+use crate::stats::median;
+use dingo_client::{Client, IoTag};
 use dingo_iosched::{ClassfulConfig, PolicyKind};
-use dingo_types::{ChunkRef, DeclarationId, TaskKind};
+use dingo_types::{DeclarationId, TaskKind};
+use model::{FgTailSpec, Phase, Recorder, RunSummary, foreground_arrivals_us, simulate};
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::fmt;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -29,17 +34,6 @@ const DISKS_PER_NODE: u32 = 2;
 /// Files written per disk: enough distinct chunks that maintenance and
 /// foreground reads spread over the disk.
 const FILES_PER_DISK: u32 = 4;
-
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// The `dingo` executable the cluster runs.
-    pub exe: PathBuf,
-    /// Where cluster data goes (a temporary directory inside).
-    pub work_dir: PathBuf,
-    pub quick: bool,
-    pub runs: u32,
-    pub seed: u64,
-}
 
 /// One policy's figures: medians over the runs, and each run.
 #[derive(Clone, Debug, Serialize)]
@@ -91,34 +85,29 @@ pub struct Bars {
 /// Runs the experiment: `runs` runs of each policy, alternating.
 pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Report, BenchError> {
     let spec = if opts.quick { FgTailSpec::quick() } else { FgTailSpec::full() };
-    let work = tempfile::Builder::new().prefix("dingo-iocontrol-").tempdir_in(&opts.work_dir).map_err(|source| {
-        BenchError::Io { what: format!("cannot create a directory in {}", opts.work_dir.display()), source }
-    })?;
-    let mut results: Vec<(Vec<RunSummary>, Vec<f64>)> = vec![(Vec::new(), Vec::new()), (Vec::new(), Vec::new())];
-    let policies = [PolicyKind::Classful, PolicyKind::Fifo];
-    for run in 0..opts.runs {
-        for (p, kind) in policies.iter().enumerate() {
-            progress(&format!("run {}/{} {}: {} s of load", run + 1, opts.runs, kind.name(), spec.duration_s));
-            let dir = work.path().join(format!("{}-{run}", kind.name()));
-            let (summary, cpu) = one_run(opts, &spec, *kind, opts.seed + u64::from(run), &dir).await?;
-            progress(&format!(
+    let work = opts.work("dingo-iocontrol-")?;
+    let policies = [PolicyKind::Classful, PolicyKind::Fifo].map(|k| (k, k.name()));
+    let [mech, base] = alternate(
+        opts,
+        work.path(),
+        policies,
+        spec.duration_s,
+        async |kind, seed, dir: &Path| one_run(opts, &spec, kind, seed, dir).await,
+        |s: &RunSummary, cpu| {
+            format!(
                 "  p99 {:.1} ms, peak p99 {:.1} ms, maintenance {} MB, misses {}, CPU {:.0} %",
-                summary.p99_ms,
-                summary.peak_p99_ms,
-                summary.maintenance_bytes / 1_000_000,
-                summary.deadline_misses,
+                s.p99_ms,
+                s.peak_p99_ms,
+                s.maintenance_bytes / 1_000_000,
+                s.deadline_misses,
                 cpu * 100.0
-            ));
-            results[p].0.push(summary);
-            results[p].1.push(cpu);
-            // Cluster data is large; free it before the next run.
-            let _ = std::fs::remove_dir_all(&dir);
-        }
-    }
-    let [(mech_runs, mech_cpu), (base_runs, base_cpu)] =
-        <[_; 2]>::try_from(results).map_err(|_| BenchError::Setup("two policies".into()))?;
-    let mechanism = aggregate("classful", mech_runs, &mech_cpu);
-    let baseline = aggregate("fifo", base_runs, &base_cpu);
+            )
+        },
+        &mut progress,
+    )
+    .await?;
+    let mechanism = aggregate("classful", mech.summaries, &mech.cpu_utilisation);
+    let baseline = aggregate("fifo", base.summaries, &base.cpu_utilisation);
     let disks = NODES * DISKS_PER_NODE;
     let cfg = ClassfulConfig {
         segment_us: spec.cost_us(1 << 20),
@@ -159,14 +148,6 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
     })
 }
 
-pub(crate) fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn aggregate(policy: &'static str, runs: Vec<RunSummary>, cpu: &[f64]) -> PolicyResult {
     let m = |f: fn(&RunSummary) -> f64| median(runs.iter().map(f).collect());
     PolicyResult {
@@ -184,31 +165,66 @@ fn aggregate(policy: &'static str, runs: Vec<RunSummary>, cpu: &[f64]) -> Policy
     }
 }
 
-/// Per-second series of every run, as CSV.
-pub fn series_csv(report: &Report) -> String {
-    let mut out = String::from("policy,run,second,phase,fg_reads,fg_p99_ms,maintenance_bytes\n");
-    for r in [&report.mechanism, &report.baseline] {
-        for (i, run) in r.runs.iter().enumerate() {
-            for s in &run.series {
-                let phase = match s.phase {
-                    Some(Phase::Peak) => "peak",
-                    _ => "valley",
-                };
-                out.push_str(&format!(
-                    "{},{i},{},{phase},{},{:.2},{}\n",
-                    r.policy, s.second, s.fg_reads, s.fg_p99_ms, s.maintenance_bytes
-                ));
+impl Experiment for Report {
+    fn name(&self) -> &'static str {
+        self.experiment
+    }
+
+    fn series_csv(&self) -> String {
+        let mut out = String::from("policy,run,second,phase,fg_reads,fg_p99_ms,maintenance_bytes\n");
+        for r in [&self.mechanism, &self.baseline] {
+            for (i, run) in r.runs.iter().enumerate() {
+                for s in &run.series {
+                    let phase = match s.phase {
+                        Some(Phase::Peak) => "peak",
+                        _ => "valley",
+                    };
+                    out.push_str(&format!(
+                        "{},{i},{},{phase},{},{:.2},{}\n",
+                        r.policy, s.second, s.fg_reads, s.fg_p99_ms, s.maintenance_bytes
+                    ));
+                }
             }
         }
+        out
     }
-    out
 }
 
-/// A disk of the cluster with the chunks stored on it.
-pub(crate) struct DiskTarget {
-    pub(crate) disk: u32,
-    pub(crate) addr: String,
-    pub(crate) chunks: Vec<ChunkRef>,
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "fg-tail: {} disks, {} s per run, median of {} runs ({})",
+            self.disks, self.spec.duration_s, self.runs, self.head_time_bound
+        )?;
+        for r in [&self.mechanism, &self.baseline] {
+            writeln!(
+                f,
+                "{:<9} foreground p50 {:>6.1} ms, p99 {:>6.1} ms, peak p99 {:>6.1} ms; maintenance {} MB, deadline \
+                 misses {}, CPU {:.0} %",
+                r.policy,
+                r.p50_ms,
+                r.p99_ms,
+                r.peak_p99_ms,
+                r.maintenance_bytes / 1_000_000,
+                r.deadline_misses,
+                r.cpu_utilisation * 100.0
+            )?;
+        }
+        writeln!(
+            f,
+            "classful / fifo: peak p99 {:.2} (bar <= 0.33), p99 {:.2} (bar <= 0.5), maintenance bytes {:.2} (bar >= 0.9)",
+            self.peak_p99_ratio, self.p99_ratio, self.maintenance_bytes_ratio
+        )?;
+        write!(
+            f,
+            "virtual-time twin: peak p99 {:.1} vs {:.1} ms, p99 {:.1} vs {:.1} ms",
+            self.twin_mechanism.peak_p99_ms,
+            self.twin_baseline.peak_p99_ms,
+            self.twin_mechanism.p99_ms,
+            self.twin_baseline.p99_ms
+        )
+    }
 }
 
 async fn one_run(
@@ -218,31 +234,9 @@ async fn one_run(
     seed: u64,
     dir: &Path,
 ) -> Result<(RunSummary, f64), BenchError> {
-    let io = |what: &str| {
-        let what = what.to_string();
-        move |source| BenchError::Io { what, source }
-    };
-    std::fs::create_dir_all(dir).map_err(io("cannot create the run directory"))?;
-    let config = dir.join("node.toml");
     // No node cache: every read reaches the emulated head.
-    let text = format!(
-        "[node]\ncache = \"0\"\npinned = \"0\"\nhdd = {{ positioning_us = {}, transfer_bytes_per_sec = {} }}\n\
-         [node.io]\nscheduler = \"{}\"\n",
-        spec.positioning_us,
-        spec.transfer_bytes_per_sec,
-        kind.name()
-    );
-    std::fs::write(&config, text).map_err(io("cannot write the node config"))?;
-    let mut cluster = LocalCluster::start(ClusterSpec {
-        exe: opts.exe.clone(),
-        data: dir.join("cluster"),
-        nodes: NODES,
-        disks_per_node: DISKS_PER_NODE,
-        base_port: 0,
-        config: Some(config),
-        node_args: Vec::new(),
-    })?;
-    cluster.wait_ready(Duration::from_secs(30)).await?;
+    let config = cluster::node_config(0, spec.positioning_us, spec.transfer_bytes_per_sec, kind);
+    let cluster = cluster::start(&opts.exe, dir, NODES, DISKS_PER_NODE, &config).await?;
     let client = Client::new(cluster.meta_addr())?;
     let targets = write_data(&client, spec.maintenance_read_bytes, "/fgtail", FILES_PER_DISK).await?;
 
@@ -274,67 +268,11 @@ async fn one_run(
     tokio::time::sleep_until(start + Duration::from_secs(spec.duration_s)).await;
     // Reads still in flight at the end are not counted, as in the twin.
     tasks.shutdown().await;
-    let cpu = match (cpu_before, CpuTimes::now()) {
-        (Some(a), Some(b)) => a.utilisation_until(b),
-        _ => 0.0,
-    };
+    let cpu = CpuTimes::utilisation_since(cpu_before);
     drop(cluster);
     let rec = std::mem::take(&mut *rec.lock().unwrap_or_else(|p| p.into_inner()));
     let done = done_by_deadline.lock().unwrap_or_else(|p| p.into_inner()).clone();
     Ok((rec.summary(spec, &done), cpu))
-}
-
-/// Writes single-copy one-block files of `block` bytes under `prefix` (the
-/// experiments read chunks by disk, so redundancy plays no part), moves
-/// chunks so that every disk holds at least `files_per_disk`, and lists each
-/// disk's chunks, by disk id.
-pub(crate) async fn write_data(
-    client: &Client,
-    block: u64,
-    prefix: &str,
-    files_per_disk: u32,
-) -> Result<Vec<DiskTarget>, BenchError> {
-    let data: Bytes = (0..block).map(|i| (i.wrapping_mul(0x9E37_79B9) >> 13) as u8).collect::<Vec<u8>>().into();
-    let status = client.cluster_status().await?;
-    let disks: u32 = status.nodes.iter().map(|n| n.disks.len() as u32).sum();
-    let writes = (0..disks * files_per_disk).map(|i| {
-        let data = data.clone();
-        async move { client.put(&format!("{prefix}/{i}"), Redundancy::Replicated(1), block, data).await }
-    });
-    futures::future::try_join_all(writes).await?;
-    // (disk, node index, chunks)
-    let mut lists = Vec::new();
-    for (n, node) in status.nodes.iter().enumerate() {
-        for disk in &node.disks {
-            lists.push((disk.id, n, client.chunks_on_disk(disk.id).await?));
-        }
-    }
-    // Placement may fill one disk of a node first; move chunks there from
-    // the fullest disk of another node (copies may not share a node).
-    let want = files_per_disk as usize;
-    for i in 0..lists.len() {
-        while lists[i].2.len() < want {
-            let donor = (0..lists.len()).filter(|&j| lists[j].1 != lists[i].1).max_by_key(|&j| lists[j].2.len());
-            let Some(donor) = donor.filter(|&j| lists[j].2.len() > want) else { break };
-            let Some(chunk) = lists[donor].2.pop() else { break };
-            let tag = IoTag::Maintenance { task: TaskKind::Rebalancing, declaration: DeclarationId(0) };
-            client.move_chunk(chunk, Some(lists[i].0), tag).await?;
-            lists[i].2.push(chunk);
-        }
-    }
-    let mut targets = Vec::new();
-    for (disk, n, chunks) in lists {
-        if chunks.is_empty() {
-            return Err(BenchError::Setup(format!("disk {disk} holds no chunk after the writes")));
-        }
-        targets.push(DiskTarget { disk, addr: status.nodes[n].addr.clone(), chunks });
-    }
-    targets.sort_by_key(|t| t.disk);
-    Ok(targets)
-}
-
-pub(crate) fn since_start_us(start: Instant) -> u64 {
-    u64::try_from(Instant::now().saturating_duration_since(start).as_micros()).unwrap_or(u64::MAX)
 }
 
 /// Issues the foreground reads of one disk at their arrival times, without
@@ -451,7 +389,7 @@ mod tests {
             twin_baseline: RunSummary::default(),
             head_time_bound: String::new(),
         };
-        let csv = series_csv(&report);
+        let csv = report.series_csv();
         assert_eq!(csv.lines().count(), 1 + 2 * 2, "{csv}");
         assert!(csv.contains("fifo,0,0,valley,1,20.00,0"), "{csv}");
         assert!(csv.contains("fifo,0,1,valley,0,0.00,4194304"), "{csv}");

@@ -1,12 +1,8 @@
 //! The waiting experiment's virtual-time twin: the Waiting gate against a
 //! fixed-rate scrubber on the same seeded load, medians of seeds 1-3.
 
-use dingo_iosched::waitexp::{WaitSpec, interpolate_at, twin};
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
+use dingo_iobench::stats::median;
+use dingo_iobench::waiting::model::{WaitSpec, interpolate_at, twin};
 
 #[test]
 fn the_waiting_gate_against_a_fixed_rate_scrubber() {

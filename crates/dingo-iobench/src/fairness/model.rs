@@ -1,12 +1,13 @@
-//! The fairness experiment (PAIO Fig. 10 analog): four tenants —
+//! The fairness experiment's model (PAIO Fig. 10 analog): four tenants —
 //! best-effort declarations with guaranteed shares of head time — join and
 //! leave one disk; the classful scheduler weights them by their shares
 //! (PAIO algorithm 2's per-instance guarantees), the FIFO queue serves them
-//! in arrival order. What the real run (`dingo_iobench::fairness`) and the
+//! in arrival order. What the real run ([`super`]) and the
 //! twin ([`simulate`]) share: the schedule ([`FairSpec`]) and the
 //! statistics ([`Completions`], [`windows`]).
 
-use crate::{Class, ClassfulConfig, Decision, PolicyKind, Request};
+use crate::twin::{Load, drive};
+use dingo_iosched::{Class, ClassfulConfig, Policy, PolicyKind, Request};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -128,6 +129,45 @@ pub fn windows(spec: &FairSpec, done: &Completions) -> Vec<WindowStat> {
     out
 }
 
+/// The four tenants on the simulated disk: each keeps `outstanding` reads
+/// queued while active.
+struct Tenants<'a> {
+    spec: &'a FairSpec,
+    cost_us: u64,
+    owner: HashMap<u64, usize>,
+    outstanding: [u32; 4],
+    next_id: u64,
+    done: Completions,
+}
+
+impl Load for Tenants<'_> {
+    fn admit(&mut self, policy: &mut dyn Policy, now: u64) {
+        for (t, outstanding) in self.outstanding.iter_mut().enumerate() {
+            let (join, leave) = self.spec.active_s(t);
+            let active = (join * 1_000_000..leave * 1_000_000).contains(&now);
+            while active && *outstanding < self.spec.outstanding {
+                self.owner.insert(self.next_id, t);
+                let class = Class::BestEffort { channel: t as u64 + 1 };
+                // Ids are fresh, so the policy cannot refuse.
+                let _ = policy.enqueue(now, Request { id: self.next_id, class, cost_us: self.cost_us });
+                self.next_id += 1;
+                *outstanding += 1;
+            }
+        }
+    }
+
+    fn complete(&mut self, id: u64, now: u64) {
+        if let Some(t) = self.owner.remove(&id) {
+            self.outstanding[t] -= 1;
+            self.done.0.push((t, now, self.spec.read_bytes));
+        }
+    }
+
+    fn next_event_us(&self, now: u64) -> Option<u64> {
+        (0..4).map(|t| self.spec.active_s(t).0 * 1_000_000).filter(|&join| join > now).min()
+    }
+}
+
 /// Runs the schedule on one simulated disk with `kind` (tenant `t` is
 /// declaration channel `t + 1`, with its share).
 pub fn simulate(spec: &FairSpec, kind: PolicyKind) -> Completions {
@@ -135,64 +175,16 @@ pub fn simulate(spec: &FairSpec, kind: PolicyKind) -> Completions {
     for t in 0..4 {
         policy.set_channel_share(t as u64 + 1, spec.shares_ppm[t]);
     }
-    let end_us = spec.duration_s() * 1_000_000;
-    let cost_us = spec.cost_us(spec.read_bytes);
-    let mut owner: HashMap<u64, usize> = HashMap::new();
-    let mut outstanding = [0u32; 4];
-    let mut done = Completions::default();
-    let (mut next_id, mut now) = (0u64, 0u64);
-    let (mut busy, mut retry_at): (Option<(crate::Unit, u64)>, Option<u64>) = (None, None);
-    loop {
-        for (t, outstanding) in outstanding.iter_mut().enumerate() {
-            let (join, leave) = spec.active_s(t);
-            let active = (join * 1_000_000..leave * 1_000_000).contains(&now);
-            while active && *outstanding < spec.outstanding {
-                owner.insert(next_id, t);
-                let class = Class::BestEffort { channel: t as u64 + 1 };
-                // Ids are fresh, so the policy cannot refuse.
-                let _ = policy.enqueue(now, Request { id: next_id, class, cost_us });
-                next_id += 1;
-                *outstanding += 1;
-            }
-        }
-        if let Some((unit, until)) = busy
-            && until <= now
-        {
-            busy = None;
-            if unit.last
-                && let Some(t) = owner.remove(&unit.id)
-            {
-                outstanding[t] -= 1;
-                done.0.push((t, now, spec.read_bytes));
-            }
-            continue;
-        }
-        if busy.is_none() && retry_at.is_none_or(|t| t <= now) {
-            retry_at = None;
-            match policy.next(now) {
-                Decision::Serve(unit) => busy = Some((unit, now + unit.cost_us)),
-                Decision::Wait { until_us } => retry_at = Some(until_us),
-                Decision::Idle => {}
-            }
-        }
-        let mut next = busy.map(|b| b.1);
-        let mut consider = |t: u64| next = Some(next.map_or(t, |n: u64| n.min(t)));
-        for t in 0..4 {
-            let join = spec.active_s(t).0 * 1_000_000;
-            if join > now {
-                consider(join);
-            }
-        }
-        if busy.is_none()
-            && let Some(t) = retry_at
-        {
-            consider(t);
-        }
-        match next {
-            Some(t) if t <= end_us => now = t.max(now),
-            _ => return done,
-        }
-    }
+    let mut tenants = Tenants {
+        spec,
+        cost_us: spec.cost_us(spec.read_bytes),
+        owner: HashMap::new(),
+        outstanding: [0; 4],
+        next_id: 0,
+        done: Completions::default(),
+    };
+    drive(policy.as_mut(), &mut tenants, spec.duration_s() * 1_000_000);
+    tenants.done
 }
 
 #[cfg(test)]

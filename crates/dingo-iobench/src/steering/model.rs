@@ -8,10 +8,10 @@
 //! ([`simulate`]), which drives the same scheduler, congestion detector and
 //! steering code as the node and the client with a simulated clock.
 
-use crate::congestion::{CongestionConfig, CongestionDetector};
-use crate::fgtail::percentile_ms;
-use crate::steering::{ReplicaChoice, Steering, SteeringConfig, random_order};
-use crate::{Class, ClassfulConfig, Decision, Policy, PolicyKind, Request, Unit};
+use crate::stats::percentile_ms;
+use dingo_iosched::congestion::{CongestionConfig, CongestionDetector};
+use dingo_iosched::steering::{ReplicaChoice, Steering, SteeringConfig, random_order};
+use dingo_iosched::{Class, ClassfulConfig, Decision, Policy, PolicyKind, Request, Unit};
 use dingo_types::DiskModel;
 use serde::Serialize;
 use std::collections::HashMap;
