@@ -16,14 +16,14 @@ use thiserror::Error;
 /// What to build and how much the planner may read.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PlannerBenchOptions {
-    pub capacity_bytes: u64,
+    /// Capacity, drive size, disks per node, layout; its seed seeds the load too.
+    pub cluster: ClusterSpec,
     pub demand_mb_s_per_tb: f64,
     pub quantum: Duration,
     /// Cluster-wide budget as a multiple of the demand over one quantum.
     pub budget_factor: f64,
     /// Disk-head time each disk may spend on maintenance, as a fraction of the quantum.
     pub disk_share: f64,
-    pub seed: u64,
 }
 
 #[derive(Debug, Error)]
@@ -70,11 +70,11 @@ pub fn run(options: &PlannerBenchOptions) -> Result<PlannerBenchReport, PlannerB
         return Err(PlannerBenchError::NotPositive);
     }
     let started = Instant::now();
-    let spec = ClusterSpec { raw_capacity: o.capacity_bytes, seed: o.seed, ..ClusterSpec::default() };
-    let mut model = ClusterModel::new(spec)?;
+    let capacity_bytes = o.cluster.raw_capacity;
+    let mut model = ClusterModel::new(o.cluster.clone())?;
     // Mid-month, so every periodic task has declarations of every age open.
     let now = Timestamp::from_secs(30 * 24 * 3600);
-    let load = SteadyLoad { demand_mb_s_per_tb: o.demand_mb_s_per_tb, mix: Mix::bench(), now, seed: o.seed };
+    let load = SteadyLoad { demand_mb_s_per_tb: o.demand_mb_s_per_tb, mix: Mix::bench(), now, seed: o.cluster.seed };
     let mut planner = Planner::new(PlannerConfig { quantum: o.quantum, ..PlannerConfig::default() });
     let mut sets = 0;
     load.for_each_declaration(&mut model, |model, decl| {
@@ -86,7 +86,7 @@ pub fn run(options: &PlannerBenchOptions) -> Result<PlannerBenchReport, PlannerB
     })?;
     let build_seconds = started.elapsed().as_secs_f64();
 
-    let demand_bytes = o.demand_mb_s_per_tb * 1e6 * (o.capacity_bytes as f64 / 1e12) * o.quantum.as_secs_f64();
+    let demand_bytes = o.demand_mb_s_per_tb * 1e6 * (capacity_bytes as f64 / 1e12) * o.quantum.as_secs_f64();
     let budget = Budget {
         cluster_bytes: (demand_bytes * o.budget_factor) as u64,
         disk_head_time_us: DiskBudget::Uniform((o.quantum.as_secs_f64() * 1e6 * o.disk_share) as u64),
@@ -99,7 +99,7 @@ pub fn run(options: &PlannerBenchOptions) -> Result<PlannerBenchReport, PlannerB
     let dispatch_seconds = t.elapsed().as_secs_f64();
 
     Ok(PlannerBenchReport {
-        capacity_bytes: o.capacity_bytes,
+        capacity_bytes,
         disks: model.disk_count(),
         blocks: model.block_count(),
         chunks: model.chunk_count(),
@@ -150,31 +150,33 @@ impl PlannerBenchReport {
 mod tests {
     use super::*;
 
-    fn options(capacity_bytes: u64) -> PlannerBenchOptions {
+    const PB: u64 = 1_000_000_000_000_000;
+
+    /// A small cluster: 2 PB, two disks per node.
+    fn options() -> PlannerBenchOptions {
         PlannerBenchOptions {
-            capacity_bytes,
+            cluster: ClusterSpec { raw_capacity: 2 * PB, disks_per_node: 2, ..ClusterSpec::default() },
             demand_mb_s_per_tb: 2.0,
             quantum: Duration::from_secs(3600),
             budget_factor: 1.5,
             disk_share: 0.5,
-            seed: 1,
         }
     }
 
     #[test]
     fn one_quantum_stays_within_its_budget() {
-        let report = run(&options(10_000_000_000_000_000)).unwrap();
+        let report = run(&options()).unwrap();
         assert!(report.declarations > 0 && report.sets >= report.scheduled_sets);
         assert!(report.scheduled_sets > 0, "{report:?}");
         assert!(report.scheduled_bytes <= report.budget_bytes, "{report:?}");
-        // 2 MB/s per TB over 10 PB for an hour, ×1.5.
-        assert_eq!(report.budget_bytes, (2e6 * 10_000.0 * 3600.0 * 1.5) as u64);
+        // 2 MB/s per TB over 2 PB for an hour, ×1.5.
+        assert_eq!(report.budget_bytes, (2e6 * 2_000.0 * 3600.0 * 1.5) as u64);
         assert!(report.table().contains("sets scheduled"));
     }
 
     #[test]
     fn a_zero_demand_is_refused() {
-        let o = PlannerBenchOptions { demand_mb_s_per_tb: 0.0, ..options(10_000_000_000_000_000) };
+        let o = PlannerBenchOptions { demand_mb_s_per_tb: 0.0, ..options() };
         assert!(matches!(run(&o), Err(PlannerBenchError::NotPositive)));
     }
 }

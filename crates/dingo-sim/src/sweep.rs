@@ -4,9 +4,10 @@
 
 use crate::sim::{Mode, SimConfig, SimResult, io_wall_search};
 use crate::summary::ModeSummary;
-use dingo_types::{ByteSizeError, TaskKind, parse_bytes};
+use dingo_types::{ByteSizeError, TaskKind, format_bytes, parse_bytes};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::time::Duration;
 use thiserror::Error;
 
@@ -253,6 +254,44 @@ pub fn summarize(kind: SweepKind, base: &SimConfig, points: &[SweepPoint], resul
     }
 }
 
+/// A wall as text: a size, or that even the smallest size was over the line.
+pub fn wall_text(wall: Option<u64>) -> String {
+    wall.map_or("below the smallest size".into(), format_bytes)
+}
+
+impl SweepSummary {
+    /// The sweep as a text table: per point, each mode's utilisation, the
+    /// comparisons and declarative's misses; then the walls.
+    pub fn table(&self) -> String {
+        let percent = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.1} %", v * 100.0));
+        let mut out =
+            format!("sweep {} ({} mix, {})\n", self.sweep.x_label(), self.mix, format_bytes(self.capacity_bytes));
+        let _ = writeln!(
+            out,
+            "  {:<20} {:>8} {:>12} {:>12} {:>12} {:>9} {:>8} {:>7}",
+            "task", "value", "imperative", "declarative", "optimal", "savings", "gap", "misses"
+        );
+        for p in &self.points {
+            let _ = writeln!(
+                out,
+                "  {:<20} {:>8} {:>12} {:>12} {:>12} {:>9} {:>8} {:>7}",
+                p.task.unwrap_or("-"),
+                p.value,
+                percent(p.utilization(Mode::Imperative)),
+                percent(p.utilization(Mode::Declarative)),
+                percent(p.utilization(Mode::Optimal)),
+                percent(p.savings_vs_imperative),
+                percent(p.gap_to_optimal),
+                p.declarative_misses()
+            );
+        }
+        for (mode, wall) in self.io_wall_drive_bytes.iter().flatten() {
+            let _ = writeln!(out, "  IO wall ({mode}): {}", wall_text(*wall));
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -343,6 +382,9 @@ mod tests {
         assert_eq!(summary.points.len(), 2);
         assert_eq!(summary.points[1].value, 32.0);
         assert_eq!(summary.points[1].utilization(Mode::Imperative), Some(0.6));
+        let table = summary.table();
+        assert!(table.contains("  IO wall (imperative): 16 B"), "{table}");
+        assert_eq!(table.lines().count(), 2 + 2 + 3, "{table}");
         let walls = summary.io_wall_drive_bytes.unwrap();
         assert_eq!(walls["imperative"], Some(16));
         assert_eq!(walls["declarative"], Some(32));

@@ -2,10 +2,10 @@
 //! joining and leaving (`dingo_iobench::fairness`), printed, as JSON, and
 //! as files.
 
-use crate::plots::{self, LineChart, Series, TASK_COLORS};
 use anyhow::Context;
 use clap::Args;
 use dingo_iobench::fairness::Report;
+use dingo_report::plots::{self, LineChart, Series, TASK_COLORS};
 use std::path::{Path, PathBuf};
 
 #[derive(Args)]
@@ -99,5 +99,6 @@ fn plot(dir: &Path, r: &Report) -> anyhow::Result<()> {
             hline: None,
             markers: (1..7).map(|p| ((p * r.spec.phase_s) as f64, format!("phase {}", p + 1))).collect(),
         },
-    )
+    )?;
+    Ok(())
 }

@@ -202,7 +202,7 @@ async fn steering(a: SteeringArgs) -> anyhow::Result<()> {
 /// The p90 of each policy per second (own scales: random's reaches
 /// seconds) and the slowed disks' shares, with the faults marked.
 fn steering_plots(dir: &std::path::Path, report: &dingo_iobench::steering::Report) -> anyhow::Result<()> {
-    use crate::plots::{self, LineChart, MODE_COLORS, Series};
+    use dingo_report::plots::{self, LineChart, MODE_COLORS, Series};
     let spec = &report.spec;
     let markers = vec![
         (spec.transient_at_ms as f64 / 1000.0, "disk slowed 5x".to_string()),
@@ -272,5 +272,6 @@ fn steering_plots(dir: &std::path::Path, report: &dingo_iobench::steering::Repor
             hline: None,
             markers,
         },
-    )
+    )?;
+    Ok(())
 }

@@ -1,10 +1,10 @@
 //! `dingo bench iocontrol waiting`: the Waiting gate against a fixed-rate
 //! scrubber (`dingo_iobench::waiting`), printed, as JSON, and as files.
 
-use crate::plots::{self, LineChart, MODE_COLORS, Series};
 use anyhow::Context;
 use clap::Args;
 use dingo_iobench::waiting::Report;
+use dingo_report::plots::{self, LineChart, MODE_COLORS, Series};
 use std::path::{Path, PathBuf};
 
 #[derive(Args)]
@@ -114,5 +114,6 @@ fn plot(dir: &Path, r: &Report) -> anyhow::Result<()> {
             hline: None,
             markers: Vec::new(),
         },
-    )
+    )?;
+    Ok(())
 }
