@@ -105,3 +105,39 @@ fn sweep_chart(
     )?;
     Ok(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dingo_sim::fixtures::sim_result;
+    use dingo_sim::paper::{PaperOptions, plan};
+
+    #[test]
+    fn the_paper_writes_its_data_single_run_figures_sweep_charts_and_pages() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = PaperOptions::quick();
+        let runs = PaperRuns {
+            options: options.clone(),
+            runs: plan(&options).into_iter().map(|p| (p, sim_result())).collect(),
+        };
+        let summary = runs.summary(RunCost::default());
+        write_paper(dir.path(), &runs, &summary).unwrap();
+        for file in [
+            "paper.md",
+            "paper.json",
+            "runs.csv",
+            "fig18-demand.png",
+            "thesis-6.15-supply.png",
+            "fig16-cluster-A/task_bytes.png",
+            "fig21-cluster-A/budget.png",
+        ] {
+            assert!(dir.path().join(file).exists(), "{file}");
+        }
+        let html = std::fs::read_to_string(dir.path().join("paper.html")).unwrap();
+        assert_eq!(html.matches("<tr>").count(), 1 + summary.rows.len());
+        // Four figures of each of the three single runs, and the eight sweep charts.
+        assert_eq!(html.matches("<svg").count(), 3 * 4 + SWEEP_FIGURES.len(), "{}", html.len());
+        let md = std::fs::read_to_string(dir.path().join("paper.md")).unwrap();
+        assert!(md.contains("![fig18: utilisation by maintenance demand (MB/s per TB)](fig18-demand.png)"));
+    }
+}

@@ -342,3 +342,40 @@ fn run_html(dir: &Path, r: &SimResult, s: &RunSummary, figures: &[Figure]) -> Re
     body.push_str(&figures_html(dir, figures)?);
     Ok(html_page("DINGO datacenter simulation", &body))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dingo_sim::fixtures::sim_result;
+    use dingo_sim::summary::RunCost;
+
+    #[test]
+    fn a_run_writes_its_data_every_figure_and_one_page() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = sim_result();
+        write_run(dir.path(), &r, &r.summary(RunCost { wall_seconds: 2.0, peak_rss_bytes: 3 })).unwrap();
+        let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+        let back: SimResult = serde_json::from_str(&read("result.json")).unwrap();
+        assert_eq!(back, r, "result.json holds the whole result");
+        let summary: serde_json::Value = serde_json::from_str(&read("summary.json")).unwrap();
+        assert_eq!(summary["modes"]["declarative"]["disk_bytes"], 600);
+        assert_eq!(read("quanta.csv"), quanta_csv(&r));
+        assert_eq!(read("tasks.csv"), tasks_csv(&r));
+        let html = read("report.html");
+        assert_eq!(html.matches("<svg").count(), 6, "every figure is inlined");
+        assert!(html.contains("Savings vs imperative: <b>40.0 %</b>"), "{html}");
+        let png = std::fs::read(dir.path().join("utilization.png")).unwrap();
+        assert!(png.starts_with(b"\x89PNG"));
+    }
+
+    #[test]
+    fn without_declarative_mode_there_is_no_cache_or_budget_figure() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = sim_result();
+        r.modes.declarative = None;
+        write_run(dir.path(), &r, &r.summary(RunCost::default())).unwrap();
+        assert!(!dir.path().join("cache.svg").exists() && !dir.path().join("budget.svg").exists());
+        let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
+        assert_eq!(html.matches("<svg").count(), 4);
+    }
+}

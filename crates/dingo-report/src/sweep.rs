@@ -151,3 +151,29 @@ pub fn write_sweep(
     write_file(dir, "report.html", &html_page(&format!("DINGO simulator sweep: {}", kind.x_label()), &body))?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dingo_sim::fixtures::sim_result;
+    use dingo_sim::sim::SimConfig;
+    use dingo_sim::sweep::{points, summarize};
+
+    #[test]
+    fn a_diurnal_sweep_writes_its_data_both_charts_and_a_page() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = SimConfig::default();
+        let points = points(SweepKind::Diurnal, &["0", "0.5"], &base).unwrap();
+        let results = [sim_result(), sim_result()];
+        let summary = summarize(SweepKind::Diurnal, &base, &points, &results);
+        write_sweep(dir.path(), SweepKind::Diurnal, &points, &results, &summary).unwrap();
+        let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&read("sweep.json")).unwrap();
+        assert_eq!(json["sweep"], "diurnal");
+        assert_eq!(json["points"][1]["value"], 0.5);
+        assert_eq!(read("sweep.csv").lines().count(), 1 + 2 * 3);
+        let html = read("report.html");
+        assert_eq!(html.matches("<svg").count(), 2, "the sweep and the largest swing's schedule");
+        assert_eq!(html.matches("<tr>").count(), 1 + 2, "a header and a row per point");
+    }
+}

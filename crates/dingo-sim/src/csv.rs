@@ -143,9 +143,9 @@ pub fn paper_runs_csv(runs: &PaperRuns) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures::sim_result;
     use crate::paper::{Cluster, PaperOptions, PlannedRun};
     use crate::sim::SimConfig;
-    use crate::summary::tests::sim_result;
 
     /// Every row has as many fields as the header.
     fn assert_rectangular(csv: &str) -> Vec<Vec<&str>> {

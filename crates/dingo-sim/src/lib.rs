@@ -11,6 +11,8 @@
 
 pub mod bench_planner;
 pub mod csv;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 pub mod mix;
 pub mod model;
 pub mod paper;

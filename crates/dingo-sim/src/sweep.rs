@@ -295,7 +295,7 @@ impl SweepSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::summary::tests::sim_result;
+    use crate::fixtures::sim_result;
 
     #[test]
     fn cluster_wide_points_set_one_field_each() {
