@@ -2,7 +2,7 @@
 //! (and, for a diurnal sweep, the planner's schedule at the largest swing)
 //! and one HTML page.
 
-use crate::html::{Figure, figures_html, html_page, percent};
+use crate::html::{Figure, escape, figures_html, html_page};
 use crate::plots::{self, LineChart, MODE_COLORS, Series, TASK_COLORS};
 use crate::run::short_task;
 use crate::{ReportError, create_dir, write_file};
@@ -126,19 +126,8 @@ pub fn write_sweep(
         format_bytes(summary.capacity_bytes)
     );
     for p in &summary.points {
-        let _ = writeln!(
-            body,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            p.task.unwrap_or("-"),
-            p.value,
-            percent(p.utilization(Mode::Imperative)),
-            percent(p.utilization(Mode::Declarative)),
-            percent(p.utilization(Mode::Optimal)),
-            percent(p.savings_vs_imperative),
-            percent(p.gap_to_optimal),
-            p.declarative_misses(),
-            p.over_budget_quanta
-        );
+        let cells: String = p.cells().iter().map(|c| format!("<td>{}</td>", escape(c))).collect();
+        let _ = writeln!(body, "<tr>{cells}</tr>");
     }
     body.push_str("</table>\n");
     if let Some(walls) = &summary.io_wall_drive_bytes {

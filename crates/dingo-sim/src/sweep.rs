@@ -204,6 +204,24 @@ impl PointSummary {
     pub fn declarative_misses(&self) -> u64 {
         self.modes.get(Mode::Declarative.name()).map_or(0, |m| m.deadline_misses)
     }
+
+    /// The point as table cells: task, value, each mode's utilisation,
+    /// savings, gap to optimal (percentages, `-` if absent), declarative's
+    /// misses, quanta over budget.
+    pub fn cells(&self) -> [String; 9] {
+        let percent = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.1} %", v * 100.0));
+        [
+            self.task.unwrap_or("-").to_string(),
+            self.value.to_string(),
+            percent(self.utilization(Mode::Imperative)),
+            percent(self.utilization(Mode::Declarative)),
+            percent(self.utilization(Mode::Optimal)),
+            percent(self.savings_vs_imperative),
+            percent(self.gap_to_optimal),
+            self.declarative_misses().to_string(),
+            self.over_budget_quanta.to_string(),
+        ]
+    }
 }
 
 /// A sweep's results; field order is the JSON's.
@@ -263,7 +281,6 @@ impl SweepSummary {
     /// The sweep as a text table: per point, each mode's utilisation, the
     /// comparisons and declarative's misses; then the walls.
     pub fn table(&self) -> String {
-        let percent = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.1} %", v * 100.0));
         let mut out =
             format!("sweep {} ({} mix, {})\n", self.sweep.x_label(), self.mix, format_bytes(self.capacity_bytes));
         let _ = writeln!(
@@ -272,17 +289,10 @@ impl SweepSummary {
             "task", "value", "imperative", "declarative", "optimal", "savings", "gap", "misses"
         );
         for p in &self.points {
+            let [task, value, imperative, declarative, optimal, savings, gap, misses, _] = p.cells();
             let _ = writeln!(
                 out,
-                "  {:<20} {:>8} {:>12} {:>12} {:>12} {:>9} {:>8} {:>7}",
-                p.task.unwrap_or("-"),
-                p.value,
-                percent(p.utilization(Mode::Imperative)),
-                percent(p.utilization(Mode::Declarative)),
-                percent(p.utilization(Mode::Optimal)),
-                percent(p.savings_vs_imperative),
-                percent(p.gap_to_optimal),
-                p.declarative_misses()
+                "  {task:<20} {value:>8} {imperative:>12} {declarative:>12} {optimal:>12} {savings:>9} {gap:>8} {misses:>7}"
             );
         }
         for (mode, wall) in self.io_wall_drive_bytes.iter().flatten() {
