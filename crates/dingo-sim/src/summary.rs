@@ -9,31 +9,32 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 /// One mode's totals over the run (a [`ModeResult`] without its series).
+/// The fields are in alphabetical order, the order the JSON has always had.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct ModeSummary {
-    pub logical_bytes: u64,
-    pub disk_bytes: u64,
-    pub free_bytes: u64,
-    pub elided_bytes: u64,
-    pub utilization: f64,
-    pub peak_disk_utilization: f64,
-    pub deadline_misses: u64,
-    pub io_wall_drive_bytes: Option<u64>,
     pub cache_bytes_per_disk: u64,
+    pub deadline_misses: u64,
+    pub disk_bytes: u64,
+    pub elided_bytes: u64,
+    pub free_bytes: u64,
+    pub io_wall_drive_bytes: Option<u64>,
+    pub logical_bytes: u64,
+    pub peak_disk_utilization: f64,
+    pub utilization: f64,
 }
 
 impl From<&ModeResult> for ModeSummary {
     fn from(m: &ModeResult) -> Self {
         ModeSummary {
-            logical_bytes: m.logical_bytes,
-            disk_bytes: m.disk_bytes,
-            free_bytes: m.free_bytes,
-            elided_bytes: m.elided_bytes,
-            utilization: m.utilization,
-            peak_disk_utilization: m.peak_disk_utilization,
-            deadline_misses: m.deadline_misses,
-            io_wall_drive_bytes: m.io_wall_drive_bytes,
             cache_bytes_per_disk: m.cache_bytes_per_disk,
+            deadline_misses: m.deadline_misses,
+            disk_bytes: m.disk_bytes,
+            elided_bytes: m.elided_bytes,
+            free_bytes: m.free_bytes,
+            io_wall_drive_bytes: m.io_wall_drive_bytes,
+            logical_bytes: m.logical_bytes,
+            peak_disk_utilization: m.peak_disk_utilization,
+            utilization: m.utilization,
         }
     }
 }
@@ -190,6 +191,8 @@ mod tests {
         assert_eq!(json["savings_vs_imperative"].as_f64(), Some(0.4));
         assert_eq!(json["peak_rss_bytes"], 42);
         let text = serde_json::to_string(&s).unwrap();
+        let mode = serde_json::to_string(&s.modes["optimal"]).unwrap();
+        assert!(mode.starts_with(r#"{"cache_bytes_per_disk":4,"deadline_misses":0,"disk_bytes":500,"#), "{mode}");
         assert!(text.ends_with(r#""wall_seconds":1.5,"peak_rss_bytes":42}"#), "the cost comes last: {text}");
     }
 
