@@ -5,13 +5,21 @@
 //! many blocks it holds. [`workload`] turns a maintenance demand and a task
 //! mix into the declarations the eight maintenance tasks make. The planner
 //! benchmark and the datacenter simulator ([`sim`]) both run on this one
-//! model.
+//! model. [`sweep`] varies one parameter over many runs, [`summary`] and
+//! [`csv`] are what a run reports, [`bench_planner`] times one quantum of
+//! the planner at scale.
 
+pub mod bench_planner;
+pub mod csv;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 pub mod mix;
 pub mod model;
 pub mod paper;
 pub mod rng;
 pub mod sim;
+pub mod summary;
+pub mod sweep;
 pub mod workload;
 
 pub use model::{ClusterModel, ClusterSpec, ModelError, Redundancy};

@@ -10,6 +10,8 @@
 use crate::ClusterSpec;
 use crate::mix::Mix;
 use crate::sim::{SimConfig, SimError, SimResult, Simulation};
+use crate::summary::RunCost;
+use crate::sweep::run_distinct;
 use dingo_planner::LeftoverPolicy;
 use dingo_types::TaskKind;
 use serde::Serialize;
@@ -192,21 +194,37 @@ pub struct PaperRuns {
 /// Runs the plan; `progress(i, n, run)` is called before each simulation.
 pub fn run(options: &PaperOptions, mut progress: impl FnMut(usize, usize, &PlannedRun)) -> Result<PaperRuns, SimError> {
     let planned = plan(options);
-    let mut done: Vec<(SimConfig, SimResult)> = Vec::new();
-    let mut runs = Vec::new();
-    for (i, p) in planned.iter().enumerate() {
-        let result = match done.iter().find(|(c, _)| *c == p.config) {
-            Some((_, r)) => r.clone(),
-            None => {
-                progress(i, planned.len(), p);
-                let r = Simulation::new(p.config.clone())?.run(|_| {})?;
-                done.push((p.config.clone(), r.clone()));
-                r
-            }
-        };
-        runs.push((p.clone(), result));
-    }
-    Ok(PaperRuns { options: options.clone(), runs })
+    let results = run_distinct(planned.iter().map(|p| &p.config), |i, config| {
+        progress(i, planned.len(), &planned[i]);
+        Simulation::new(config.clone())?.run(|_| {})
+    })?;
+    Ok(PaperRuns { options: options.clone(), runs: planned.into_iter().zip(results).collect() })
+}
+
+/// The figures of the sensitivity runs that are one chart each:
+/// `(figure, parameter, x-axis label)`.
+pub const SWEEP_FIGURES: [(&str, &str, &str); 8] = [
+    ("fig18", "demand", "maintenance demand (MB/s per TB)"),
+    ("fig19", "scrubbing-intensity", "scrubbing intensity (×)"),
+    ("fig19", "rebalancing-intensity", "rebalancing intensity (×)"),
+    ("fig19", "gc-intensity", "garbage-collection intensity (×)"),
+    ("fig20", "transcoding-deadline-days", "transcoding deadline (days)"),
+    ("fig20", "gc-deadline-days", "garbage-collection deadline (days)"),
+    ("thesis-6.15", "supply", "planner supply (MB/s per TB)"),
+    ("thesis-6.16", "cache-gb-per-disk", "cache per disk (GB)"),
+];
+
+/// The runs drawn as single runs (every figure of a run): the headline
+/// runs and the diurnal one.
+pub const SINGLE_RUN_FIGURES: [&str; 2] = ["fig16", "fig21"];
+
+/// What `dingo sim paper --json` prints and `paper.json` holds.
+#[derive(Clone, Debug, Serialize)]
+pub struct PaperSummary {
+    pub options: PaperOptions,
+    pub rows: Vec<Row>,
+    #[serde(flatten)]
+    pub cost: RunCost,
 }
 
 /// One published number beside the measured one.
@@ -434,6 +452,24 @@ impl PaperRuns {
             points.join(", "),
         );
         rows
+    }
+
+    /// The published-vs-measured table with what the runs cost.
+    pub fn summary(&self, cost: RunCost) -> PaperSummary {
+        PaperSummary { options: self.options.clone(), rows: self.rows(), cost }
+    }
+
+    /// Per cluster that has points of `parameter` in `figure`: `(x, result)` by x.
+    pub fn sweep_points(&self, figure: &str, parameter: &str) -> Vec<(Cluster, Vec<(f64, &SimResult)>)> {
+        [Cluster::A, Cluster::B]
+            .into_iter()
+            .map(|cluster| {
+                let points =
+                    self.of(figure, cluster).filter(|(p, _)| p.parameter == parameter).map(|(p, r)| (p.x, r)).collect();
+                (cluster, points)
+            })
+            .filter(|(_, points): &(Cluster, Vec<_>)| !points.is_empty())
+            .collect()
     }
 
     /// The table as Markdown.

@@ -21,7 +21,6 @@ mod bench_io;
 mod demo;
 mod maintain_cmd;
 mod planner_cmd;
-mod plots;
 mod sim;
 mod storage_cmd;
 mod storage_config;

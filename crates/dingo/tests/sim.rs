@@ -89,6 +89,9 @@ fn a_run_prints_the_summary_and_writes_data_figures_and_report() {
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert_eq!(html.matches("<svg").count(), 6, "every figure is inlined");
     assert!(html.contains("Savings vs imperative"));
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(file, summary, "summary.json holds what --json prints");
     let quanta = std::fs::read_to_string(out.join("quanta.csv")).unwrap();
     assert!(quanta.starts_with("mode,quantum,") && quanta.lines().count() > 3 * 16);
     let tasks = std::fs::read_to_string(out.join("tasks.csv")).unwrap();
@@ -113,6 +116,11 @@ fn a_sweep_runs_each_point_and_writes_its_report() {
     for file in ["sweep.json", "sweep.csv", "sweep.svg", "sweep.png", "report.html"] {
         assert!(out.join(file).exists(), "{file}");
     }
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(file, summary, "sweep.json holds what --json prints");
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 2 * 3, "a row per point and mode:\n{csv}");
 }
 
 #[test]

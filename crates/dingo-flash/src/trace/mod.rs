@@ -5,7 +5,7 @@
 
 mod twitter;
 
-pub use twitter::{TraceError, read_twitter_csv};
+pub use twitter::{TraceError, TraceFileError, read_twitter_csv, read_twitter_file};
 
 use serde::Serialize;
 

@@ -1,6 +1,6 @@
-//! `dingo bench flash`: the flash cache engines (`dingo_flash`) compared on
-//! a synthetic trace under equal DRAM and device-write budgets, or on a
-//! Twitter cache-trace CSV the user has.
+//! `dingo bench flash`: the flash cache engines (`dingo_flash::bench`)
+//! compared on a synthetic trace under equal DRAM and device-write budgets,
+//! or on a Twitter cache-trace CSV the user has.
 
 use anyhow::Context;
 use clap::Args;
@@ -32,10 +32,7 @@ pub fn run(args: &FlashBenchArgs) -> anyhow::Result<()> {
     let options = BenchOptions { size: if args.quick { BenchSize::Quick } else { BenchSize::Full }, seed: args.seed };
     let report = match &args.twitter_trace {
         Some(path) => {
-            let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-            let trace = dingo_flash::trace::read_twitter_csv(std::io::BufReader::new(file), args.max_requests)
-                .with_context(|| format!("reading {}", path.display()))?;
-            anyhow::ensure!(trace.len() >= 2, "{} holds fewer than two requests", path.display());
+            let trace = dingo_flash::trace::read_twitter_file(path, args.max_requests)?;
             run_bench_on(&options, &path.display().to_string(), &trace)
         }
         None => run_bench(&options),

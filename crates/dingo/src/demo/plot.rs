@@ -2,7 +2,7 @@
 //! Fig. 14/15 for the HDFS experiment).
 
 use super::scenario::ModeResult;
-use crate::plots::{self, LineChart, MODE_COLORS, Series};
+use dingo_report::plots::{self, LineChart, MODE_COLORS, Series};
 use std::path::Path;
 
 /// MB/s read from disk per sampling interval: (seconds, rate).
@@ -47,5 +47,6 @@ pub fn disk_reads(dir: &Path, imperative: &ModeResult, declarative: &ModeResult)
             // Both modes run the same script; the imperative run's times mark it.
             markers: imperative.events.clone(),
         },
-    )
+    )?;
+    Ok(())
 }

@@ -1,9 +1,8 @@
-//! `dingo sim run` and `dingo sim sweep`: the datacenter simulator
-//! (`dingo_sim::sim`) from the command line, with a progress bar, a JSON
-//! summary, and CSV, figures and an HTML report in `--out`.
+//! `dingo sim run|sweep|paper`: the datacenter simulator (`dingo_sim`) from
+//! the command line, with a progress bar; the files of `--out` are written
+//! by `dingo_report`.
 
 mod paper;
-mod report;
 mod sweep;
 
 use anyhow::{Context, bail};
@@ -12,6 +11,7 @@ use dingo_planner::LeftoverPolicy;
 use dingo_sim::ClusterSpec;
 use dingo_sim::mix::Mix;
 use dingo_sim::sim::{Mode, Modes, SimConfig, SimResult, Simulation};
+use dingo_sim::summary::RunCost;
 use dingo_types::{TaskKind, parse_bytes};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
@@ -228,6 +228,11 @@ pub fn simulate(config: SimConfig, bar: &ProgressBar) -> anyhow::Result<SimResul
     Ok(result)
 }
 
+/// What the run so far cost this process.
+pub fn run_cost(started: Instant) -> RunCost {
+    RunCost { wall_seconds: started.elapsed().as_secs_f64(), peak_rss_bytes: crate::bench::peak_rss_bytes() }
+}
+
 fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     let config = args.scenario.config(args.mode.modes())?;
     let started = Instant::now();
@@ -235,14 +240,16 @@ fn run_one(args: &RunArgs) -> anyhow::Result<()> {
     bar.set_message(format!("{} {}", config.mix.name, dingo_types::format_bytes(config.cluster.raw_capacity)));
     let result = simulate(config, &bar)?;
     bar.finish_and_clear();
-    let summary = report::RunSummary::new(&result, started.elapsed().as_secs_f64(), crate::bench::peak_rss_bytes());
+    let summary = result.summary(run_cost(started));
     if let Some(dir) = &args.out {
-        report::write_run(dir, &result, &summary)?;
+        dingo_report::run::write_run(dir, &result, &summary)?;
     }
     if args.json {
         println!("{}", serde_json::to_string(&summary)?);
     } else {
-        report::print_run_table(&summary, &result);
+        print!("{}", result.table());
+        let cost = summary.cost;
+        println!("  {:.1} s, peak RSS {}", cost.wall_seconds, dingo_types::format_bytes(cost.peak_rss_bytes));
         if let Some(dir) = &args.out {
             println!("  report: {}", dir.join("report.html").display());
         }

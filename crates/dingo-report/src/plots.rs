@@ -1,8 +1,9 @@
-//! Charts for the simulator report and the demo, each written as SVG and PNG. Text is
-//! drawn with an embedded DejaVu Sans through ab_glyph, so no system font
-//! library is needed.
+//! Charts for the simulator reports, the demo and the benchmarks, each
+//! written as SVG and PNG. Text is drawn with an embedded DejaVu Sans
+//! through ab_glyph, so no system font library is needed.
 
-use anyhow::{Context, anyhow};
+use crate::ReportError;
+use dingo_types::TaskKind;
 use plotters::coord::Shift;
 use plotters::element::ComposedElement;
 use plotters::prelude::*;
@@ -14,7 +15,7 @@ const HEIGHT: u32 = 560;
 const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 
 /// Colours of the eight tasks, by `TaskKind::index`.
-pub const TASK_COLORS: [RGBColor; 8] = [
+pub const TASK_COLORS: [RGBColor; TaskKind::COUNT] = [
     RGBColor(214, 39, 40),   // reconstruction
     RGBColor(31, 119, 180),  // scrubbing
     RGBColor(44, 160, 44),   // garbage collection
@@ -30,15 +31,17 @@ pub const ELIDED_COLOR: RGBColor = RGBColor(200, 200, 200);
 pub const BUDGET_COLOR: RGBColor = RGBColor(110, 110, 110);
 pub const REALIZED_COLOR: RGBColor = RGBColor(255, 127, 14);
 
-fn register_font() -> anyhow::Result<()> {
+fn register_font() -> Result<(), ReportError> {
     static ONCE: Once = Once::new();
     let mut result = Ok(());
     ONCE.call_once(|| {
-        result = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
-            .map_err(|_| anyhow!("the embedded font does not load"));
+        result = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).map_err(|_| ReportError::Font);
     });
     result
 }
+
+/// A plotters error as text: its type is generic over the backend.
+type DrawResult = Result<(), String>;
 
 pub struct Series {
     pub name: String,
@@ -79,35 +82,32 @@ pub struct BarChart {
 fn save(
     dir: &Path,
     name: &str,
-    draw: impl Fn(DrawingArea<SVGBackend, Shift>) -> anyhow::Result<()>,
-    draw_png: impl Fn(DrawingArea<BitMapBackend, Shift>) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
+    draw: impl Fn(DrawingArea<SVGBackend, Shift>) -> DrawResult,
+    draw_png: impl Fn(DrawingArea<BitMapBackend, Shift>) -> DrawResult,
+) -> Result<(), ReportError> {
     register_font()?;
     let svg = dir.join(format!("{name}.svg"));
     draw(SVGBackend::new(&svg, (WIDTH, HEIGHT)).into_drawing_area())
-        .with_context(|| format!("drawing {}", svg.display()))?;
+        .map_err(|message| ReportError::Draw { path: svg.clone(), message })?;
     let png = dir.join(format!("{name}.png"));
     draw_png(BitMapBackend::new(&png, (WIDTH, HEIGHT)).into_drawing_area())
-        .with_context(|| format!("drawing {}", png.display()))?;
+        .map_err(|message| ReportError::Draw { path: png.clone(), message })?;
     Ok(())
 }
 
-pub fn save_line(dir: &Path, name: &str, chart: &LineChart) -> anyhow::Result<()> {
+pub fn save_line(dir: &Path, name: &str, chart: &LineChart) -> Result<(), ReportError> {
     save(dir, name, |a| draw_line(a, chart), |a| draw_line(a, chart))
 }
 
-pub fn save_bars(dir: &Path, name: &str, chart: &BarChart) -> anyhow::Result<()> {
+pub fn save_bars(dir: &Path, name: &str, chart: &BarChart) -> Result<(), ReportError> {
     save(dir, name, |a| draw_bars(a, chart), |a| draw_bars(a, chart))
 }
 
-fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
-    anyhow!("{e}")
+fn err<E: std::fmt::Display>(e: E) -> String {
+    e.to_string()
 }
 
-fn draw_line<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, chart: &LineChart) -> anyhow::Result<()>
-where
-    DB::ErrorType: 'static,
-{
+fn draw_line<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, chart: &LineChart) -> DrawResult {
     area.fill(&WHITE).map_err(err)?;
     let xs = chart.series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
     let (x_min, x_max) = xs.fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)));
@@ -187,10 +187,7 @@ fn legend_line<DB: DrawingBackend>(x: i32, y: i32, color: RGBColor, dashed: bool
         + PathElement::new(vec![(start, 0), (22, 0)], style)
 }
 
-fn draw_bars<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, chart: &BarChart) -> anyhow::Result<()>
-where
-    DB::ErrorType: 'static,
-{
+fn draw_bars<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, chart: &BarChart) -> DrawResult {
     area.fill(&WHITE).map_err(err)?;
     let top = chart
         .groups
