@@ -9,7 +9,7 @@ use futures::StreamExt;
 use std::collections::{HashMap, HashSet};
 use tonic::Status;
 
-use crate::convert::parse_task;
+use dingo_planner_client::convert::parse_task;
 
 /// `Stat` calls in flight while resolving one `DeclareFiles`.
 const STAT_PARALLELISM: usize = 16;

@@ -3,7 +3,6 @@
 
 use crate::auth::{Auth, Caller};
 use crate::config::{ConfigError, ServiceConfig};
-use crate::convert::declaration_from_wire;
 use crate::driver::{Job, Shared, drive};
 use crate::error::ServiceError;
 use crate::files::resolve_files;
@@ -14,6 +13,7 @@ use crate::store::{Store, StoreError};
 use crate::topology::{self, MetaTopology};
 use dingo_client::{Client, ClientError};
 use dingo_planner::DeclareError;
+use dingo_planner_client::convert::declaration_from_wire;
 use dingo_proto::planner as pb;
 use dingo_proto::planner::planner_server::{Planner, PlannerServer};
 use dingo_proto::{MAX_MESSAGE_BYTES, now_ms};

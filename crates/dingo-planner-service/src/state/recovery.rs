@@ -2,12 +2,12 @@
 
 use super::{Decl, Delivery, Group, State};
 use crate::config::ServiceConfig;
-use crate::convert::{declaration_from_wire, parse_task};
 use crate::keys::Keys;
 use crate::metrics::Metrics;
 use crate::records::{DeliveryState, Loaded, Phase, RecordError};
 use crate::topology::MetaTopology;
 use dingo_planner::Planner;
+use dingo_planner_client::convert::{declaration_from_wire, parse_task};
 use dingo_proto::planner as pb;
 use dingo_types::DeclarationId;
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -4,11 +4,11 @@
 
 use super::{Decl, Ready, State};
 use crate::auth::Caller;
-use crate::convert::declaration_to_wire;
 use crate::error::ServiceError;
 use crate::keys::Keys;
 use crate::records::{Batch, DeliveryState, Phase};
 use dingo_planner::DeclareError;
+use dingo_planner_client::convert::declaration_to_wire;
 use dingo_proto::planner as pb;
 use dingo_types::{Declaration, DeclarationId, ReadSets, Timestamp, Topology};
 use std::borrow::Cow;

@@ -481,3 +481,23 @@ fn deleted_blocks_elide_sets_and_scrubs_are_stored_as_snapshots() {
     assert_eq!((st.total_sets, st.elided_sets), (4, 1));
     assert_eq!(d.state.planner.status(id).unwrap().needed_left, 3);
 }
+
+#[test]
+fn a_wire_range_past_u64_max_is_refused_as_an_unknown_block() {
+    use dingo_proto::planner::declare_request::ReadSets as WireReadSets;
+    let range = pb::BlockRange { start: u64::MAX - 1, len: 4 };
+    let wire = pb::DeclareRequest {
+        task: "transcoding".into(),
+        deadline_ms: T0 + 1000,
+        sets_needed: None,
+        read_sets: Some(WireReadSets::Ranges(pb::BlockRanges { ranges: vec![range] })),
+    };
+    let decl = dingo_planner_client::convert::declaration_from_wire(&wire).unwrap();
+    let mut d = Driver::new();
+    let refused = d.declare("a", &decl, T0);
+    assert_eq!(
+        refused,
+        Err(DeclareError::BadBlock { set: 0, problem: dingo_types::BlockProblem::Unknown(BlockId(u64::MAX - 1)) })
+    );
+    assert!(d.tables.decls.is_empty() && d.state.decls.is_empty(), "nothing changed");
+}

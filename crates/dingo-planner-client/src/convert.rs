@@ -1,5 +1,5 @@
-//! Conversions between the wire messages (`dingo_proto::planner`) and the
-//! planner's types (`dingo_types`, `dingo_planner`).
+//! Conversions between the wire messages ([`crate::wire`]) and the
+//! planner's types (`dingo_types`).
 
 use dingo_proto::planner as pb;
 use dingo_proto::planner::declare_request::ReadSets as PbReadSets;
