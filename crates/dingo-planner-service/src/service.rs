@@ -51,6 +51,10 @@ pub enum RunError {
     Tls(#[from] dingo_tls::TlsError),
     #[error("the quantum loop stopped: {0}")]
     Loop(String),
+    /// A commit failed or a step panicked: memory is ahead of the store, so
+    /// the process must restart from the store.
+    #[error("the planner stopped: {0}")]
+    Stopped(String),
 }
 
 /// Declares for `owner`. Disk and cluster scrubs are resolved against a
@@ -270,7 +274,7 @@ pub async fn run(config: ServiceConfig, shutdown: impl Future<Output = ()> + Sen
     let driver = tokio::spawn(drive(shared.clone()));
     let result = tokio::select! {
         r = server => r.map_err(RunError::from),
-        why = shared.stopped() => Err(RunError::Loop(why)),
+        why = shared.stopped() => Err(RunError::Stopped(why)),
         r = driver => Err(RunError::Loop(match r {
             Ok(Err(e)) => e.to_string(),
             Ok(Ok(())) => "ended".into(),
