@@ -36,7 +36,7 @@ const PIN_TIMEOUT: Duration = Duration::from_secs(2);
 /// Work for the persister thread, done in the order queued.
 pub(crate) enum Job {
     /// Commit the batch, then send the messages, then answer.
-    Apply { ready: Ready, done: oneshot::Sender<Result<(), StoreError>> },
+    Apply { ready: Box<Ready>, done: oneshot::Sender<Result<(), StoreError>> },
     /// A stream opened (queued before the `Ready` with its replay).
     Open { stream: StreamId, sink: Sink },
     /// The client's side of a stream is gone.
@@ -108,7 +108,7 @@ impl Shared {
             let (answer, ready) = step(&mut state);
             metrics.send_replace(state.metrics_view());
             let (done, durable) = oneshot::channel();
-            let queued = jobs.send(Job::Apply { ready, done }).is_ok();
+            let queued = jobs.send(Job::Apply { ready: Box::new(ready), done }).is_ok();
             (answer, durable, queued)
         })
         .await;
@@ -243,7 +243,8 @@ impl Persister {
                         let _ = done.send(Err(e));
                         return;
                     }
-                    let ended = outbox.send(ready.messages);
+                    let Ready { messages, .. } = *ready;
+                    let ended = outbox.send(messages);
                     let _ = done.send(Ok(()));
                     ended
                 }
