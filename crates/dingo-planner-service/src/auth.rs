@@ -2,8 +2,8 @@
 //! the token names a task client from the config, or the administrator.
 
 use crate::config::ServiceConfig;
-use std::collections::HashMap;
 use std::sync::Arc;
+use subtle::ConstantTimeEq;
 use tonic::{Request, Status};
 
 /// Who is calling, put into each request's extensions by [`Auth`].
@@ -34,15 +34,28 @@ impl Caller {
 /// The interceptor that checks tokens.
 #[derive(Clone)]
 pub struct Auth {
-    tokens: Arc<HashMap<String, Caller>>,
+    tokens: Arc<Vec<(String, Caller)>>,
 }
 
 impl Auth {
     pub fn new(config: &ServiceConfig) -> Auth {
-        let mut tokens: HashMap<String, Caller> =
+        let mut tokens: Vec<(String, Caller)> =
             config.clients.iter().map(|c| (c.token.clone(), Caller::Client(c.name.as_str().into()))).collect();
-        tokens.insert(config.admin_token.clone(), Caller::Admin);
+        tokens.push((config.admin_token.clone(), Caller::Admin));
         Auth { tokens: Arc::new(tokens) }
+    }
+
+    /// The caller `token` names. Every configured token is compared, each
+    /// in constant time, so the time taken does not tell an attacker how
+    /// much of a guess was right (only a token's length can show).
+    fn caller(&self, token: &str) -> Option<Caller> {
+        let mut found = None;
+        for (known, caller) in self.tokens.iter() {
+            if bool::from(known.as_bytes().ct_eq(token.as_bytes())) {
+                found = Some(caller.clone());
+            }
+        }
+        found
     }
 }
 
@@ -61,7 +74,7 @@ impl tonic::service::Interceptor for Auth {
             .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
             .map(|(_, token)| token)
             .ok_or_else(|| Status::unauthenticated("the authorization metadata must be `Bearer <token>`"))?;
-        let caller = self.tokens.get(token.trim()).cloned().ok_or_else(|| Status::unauthenticated("unknown token"))?;
+        let caller = self.caller(token.trim()).ok_or_else(|| Status::unauthenticated("unknown token"))?;
         req.extensions_mut().insert(caller);
         Ok(req)
     }
@@ -91,7 +104,8 @@ mod tests {
         assert_eq!(call(&mut auth, Some("Bearer adm")).unwrap(), Caller::Admin);
         assert_eq!(call(&mut auth, Some("bearer s3cret")).unwrap(), Caller::Client("scrubber".into()));
         assert_eq!(call(&mut auth, Some("BEARER adm")).unwrap(), Caller::Admin);
-        for bad in [None, Some("s3cret"), Some("Bearer nope"), Some("Basic s3cret")] {
+        let near_misses = [Some("Bearer s3cre"), Some("Bearer s3crets"), Some("Bearer ad")];
+        for bad in [None, Some("s3cret"), Some("Bearer nope"), Some("Basic s3cret")].into_iter().chain(near_misses) {
             assert_eq!(call(&mut auth, bad).unwrap_err().code(), tonic::Code::Unauthenticated, "{bad:?}");
         }
         assert_eq!(Caller::Admin.client().unwrap_err().code(), tonic::Code::PermissionDenied);

@@ -49,11 +49,21 @@ pub enum ConfigError {
 }
 
 /// One task client: its name (shown in Status and metrics) and its token.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// `Debug` leaves the token out, so a logged config does not leak it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClientEntry {
     pub name: String,
     pub token: String,
+}
+
+/// What `Debug` shows in place of a token.
+const REDACTED: &str = "<redacted>";
+
+impl std::fmt::Debug for ClientEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientEntry").field("name", &self.name).field("token", &REDACTED).finish()
+    }
 }
 
 /// The per-quantum budget as configured. Sizes are decimal strings
@@ -68,7 +78,8 @@ pub struct BudgetSection {
     pub diurnal: Option<Vec<f64>>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// The whole configuration. `Debug` leaves the tokens out.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServiceConfig {
     #[serde(default = "default_listen")]
@@ -97,6 +108,42 @@ pub struct ServiceConfig {
     /// absent: loopback and trusted networks only, since tokens travel in
     /// every call).
     pub tls: Option<dingo_tls::ServerTlsFiles>,
+}
+
+impl std::fmt::Debug for ServiceConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Destructured, so a new field cannot be forgotten here.
+        let ServiceConfig {
+            listen,
+            metrics,
+            meta,
+            data,
+            quantum_ms,
+            dispatch_spacing_ms,
+            pin_grace_ms,
+            group_cache,
+            leftover,
+            admin_token: _,
+            budget,
+            clients,
+            tls,
+        } = self;
+        f.debug_struct("ServiceConfig")
+            .field("listen", listen)
+            .field("metrics", metrics)
+            .field("meta", meta)
+            .field("data", data)
+            .field("quantum_ms", quantum_ms)
+            .field("dispatch_spacing_ms", dispatch_spacing_ms)
+            .field("pin_grace_ms", pin_grace_ms)
+            .field("group_cache", group_cache)
+            .field("leftover", leftover)
+            .field("admin_token", &REDACTED)
+            .field("budget", budget)
+            .field("clients", clients)
+            .field("tls", tls)
+            .finish()
+    }
 }
 
 fn default_listen() -> String {
@@ -333,6 +380,16 @@ token = "t2"
         }
         let e = ServiceConfig::load(Path::new("/nonexistent/p.toml")).unwrap_err().to_string();
         assert!(e.contains("cannot read config file"), "{e}");
+    }
+
+    #[test]
+    fn debug_output_shows_no_token() {
+        let c = ServiceConfig::from_toml(FULL).unwrap();
+        let shown = format!("{c:?}");
+        for token in ["adm", "t1", "t2"] {
+            assert!(!shown.contains(&format!("\"{token}\"")), "{token} leaked: {shown}");
+        }
+        assert!(shown.contains("scrubber") && shown.contains(REDACTED), "{shown}");
     }
 
     #[test]

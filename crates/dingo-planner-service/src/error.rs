@@ -21,6 +21,9 @@ pub enum ServiceError {
     Replaced(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The service hit an error it cannot recover from and is stopping.
+    #[error("{0}")]
+    Stopping(String),
 }
 
 impl From<ServiceError> for tonic::Status {
@@ -34,6 +37,7 @@ impl From<ServiceError> for tonic::Status {
             ServiceError::Unavailable(_) => tonic::Status::unavailable(msg),
             ServiceError::Replaced(_) => tonic::Status::aborted(msg),
             ServiceError::Store(_) => tonic::Status::internal(msg),
+            ServiceError::Stopping(_) => tonic::Status::unavailable(msg),
         }
     }
 }

@@ -4,7 +4,9 @@
 use crate::config::Limits;
 use crate::error::DeclareError;
 use crate::sets::Sets;
-use dingo_types::{BlockProblem, BlockRange, BlockSet, Declaration, MAX_BLOCK_ID, ReadSets, Timestamp, Topology};
+use dingo_types::{
+    BlockId, BlockProblem, BlockRange, BlockSet, Declaration, MAX_BLOCK_ID, ReadSets, Timestamp, Topology,
+};
 use rustc_hash::FxHashSet;
 
 /// Checks `decl` against the topology and limits and builds its compact
@@ -122,11 +124,41 @@ fn check_ranges(ranges: &[BlockRange], topo: &impl Topology, limits: &Limits) ->
         if i > 0 && range.start.0 < previous_end {
             return Err(DeclareError::OverlappingRanges { index });
         }
-        if range.end() - 1 > MAX_BLOCK_ID {
-            return Err(DeclareError::BadBlock { set: index, problem: BlockProblem::Unknown(range.start) });
+        // Checked before anything adds to `start`: a range from the network
+        // can end past `u64::MAX`.
+        let in_bounds = range.start.0 <= MAX_BLOCK_ID && range.checked_end().is_some_and(|end| end - 1 <= MAX_BLOCK_ID);
+        if !in_bounds {
+            let first_beyond = BlockId(range.start.0.max(MAX_BLOCK_ID + 1));
+            return Err(DeclareError::BadBlock { set: index, problem: BlockProblem::Unknown(first_beyond) });
         }
         topo.check_range(*range).map_err(|problem| DeclareError::BadBlock { set: index, problem })?;
         previous_end = range.end();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::TableTopology;
+    use dingo_types::{DiskId, DiskModel, GroupId, TaskKind};
+
+    #[test]
+    fn a_range_past_the_last_block_id_is_an_unknown_block_not_a_panic() {
+        let mut topo = TableTopology::new(1, DiskModel::HDD);
+        topo.insert(BlockId(0), 1, GroupId(0), &[DiskId(0)]);
+        let ranges = |start: u64, len: u32| Declaration {
+            task: TaskKind::Transcoding,
+            read_sets: ReadSets::Ranges(vec![BlockRange { start: BlockId(start), len }]),
+            sets_needed: None,
+            deadline: Timestamp(10),
+        };
+        let unknown = |block: u64| DeclareError::BadBlock { set: 0, problem: BlockProblem::Unknown(BlockId(block)) };
+        let check = |d: &Declaration| check(d, &topo, Timestamp(1), &Limits::default());
+        // The review's case: `start + len` overflows u64.
+        assert_eq!(check(&ranges(u64::MAX - 1, 4)), Err(unknown(u64::MAX - 1)));
+        assert_eq!(check(&ranges(MAX_BLOCK_ID + 1, 1)), Err(unknown(MAX_BLOCK_ID + 1)));
+        assert_eq!(check(&ranges(MAX_BLOCK_ID, 2)), Err(unknown(MAX_BLOCK_ID + 1)), "ends one past the last id");
+        assert_eq!(check(&ranges(0, 1)), Ok(()));
+    }
 }

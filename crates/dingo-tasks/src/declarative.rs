@@ -10,7 +10,8 @@
 use crate::report::{CancelFlag, JobReport, Mode};
 use crate::work::{ActionError, Declared, Job, Outcome, ScheduledCopies, execute};
 use dingo_client::{Client, IoTag};
-use dingo_planner_service::{CallbackStream, FileSegment, PlannerClient, PlannerClientError};
+use dingo_planner_client::wire::FileSegment;
+use dingo_planner_client::{CallbackStream, PlannerClient, PlannerClientError};
 use dingo_proto::planner::{self as pb, BlockSets, DeclareRequest, declare_request::ReadSets};
 use dingo_types::{BlockId, DeclarationId, Member, Timestamp};
 use futures::StreamExt;

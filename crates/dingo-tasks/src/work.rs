@@ -11,7 +11,7 @@ use crate::objects::{self, Tombstones};
 use crate::report::Progress;
 use bytes::Bytes;
 use dingo_client::{ChunkFault, Client, ClientError, IoTag, Redundancy};
-use dingo_planner_service::FileSegment;
+use dingo_planner_client::wire::FileSegment;
 use dingo_proto::v1::{BlockRecord, BlockState, FileInfo};
 use dingo_types::{BlockId, BlockSet, ChunkRef, Member, TaskKind};
 use std::collections::HashMap;

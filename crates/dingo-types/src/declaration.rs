@@ -32,8 +32,17 @@ pub struct BlockRange {
 }
 
 impl BlockRange {
+    /// One past the last block id, or `None` if that does not fit a `u64`
+    /// (a range from the network can name any start).
+    pub fn checked_end(self) -> Option<u64> {
+        self.start.0.checked_add(u64::from(self.len))
+    }
+
+    /// One past the last block id. Saturates rather than wraps, so an
+    /// unchecked range past `u64::MAX` never turns into a short one;
+    /// validation refuses such ranges ([`Self::checked_end`]).
     pub fn end(self) -> u64 {
-        self.start.0 + u64::from(self.len)
+        self.start.0.saturating_add(u64::from(self.len))
     }
 
     pub fn blocks(self) -> impl Iterator<Item = BlockId> {
@@ -68,4 +77,19 @@ pub struct Declaration {
     /// the planner (data-flexibility).
     pub sets_needed: Option<u64>,
     pub deadline: Timestamp,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_range_past_u64_max_has_no_end_and_never_wraps() {
+        let near_max = BlockRange { start: BlockId(u64::MAX - 1), len: 4 };
+        assert_eq!(near_max.checked_end(), None);
+        assert_eq!(near_max.end(), u64::MAX, "saturates instead of wrapping to 2");
+        let fine = BlockRange { start: BlockId(10), len: 3 };
+        assert_eq!((fine.checked_end(), fine.end()), (Some(13), 13));
+        assert_eq!(fine.blocks().map(|b| b.0).collect::<Vec<_>>(), vec![10, 11, 12]);
+    }
 }

@@ -4,7 +4,8 @@
 use crate::storage_cmd::shutdown_signal;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use dingo_planner_service::{PlannerClient, ServiceConfig};
+use dingo_planner_client::PlannerClient;
+use dingo_planner_service::ServiceConfig;
 use dingo_types::format_bytes;
 use std::net::SocketAddr;
 use std::path::PathBuf;

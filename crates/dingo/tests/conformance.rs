@@ -75,10 +75,9 @@ mod rust_client {
     use bytes::Bytes;
     use dingo_client::{Client, IoTag, Redundancy};
     use dingo_cluster::{LocalCluster, PlannerProcess, PlannerSpec};
-    use dingo_planner_service::{
-        Callback, CallbackStream, ClientEntry, FileSegment, PlannerClient, PlannerClientError, ServiceConfig,
-        read_chunk,
-    };
+    use dingo_planner_client::wire::{Callback, FileSegment};
+    use dingo_planner_client::{CallbackStream, PlannerClient, PlannerClientError, read_chunk};
+    use dingo_planner_service::{ClientEntry, ServiceConfig};
     use dingo_proto::planner as pb;
     use dingo_types::{ChunkRef, DeclarationId, TaskKind};
     use futures::StreamExt;

@@ -8,7 +8,8 @@
 use bytes::Bytes;
 use dingo_client::{Client, IoTag, Redundancy};
 use dingo_cluster::{LocalCluster, PlannerProcess, PlannerSpec};
-use dingo_planner_service::{ClientEntry, PlannerClient, ServiceConfig};
+use dingo_planner_client::PlannerClient;
+use dingo_planner_service::{ClientEntry, ServiceConfig};
 use dingo_proto::v1::FileInfo;
 use dingo_tasks::declarative::Agent;
 use dingo_tasks::objects::{self, Record};

@@ -5,9 +5,9 @@
 use bytes::Bytes;
 use dingo_client::{Client, IoTag, Redundancy};
 use dingo_cluster::{LocalCluster, PlannerProcess, PlannerSpec};
-use dingo_planner_service::{
-    Callback, CallbackStream, ClientEntry, FileSegment, PlannerClient, ServiceConfig, read_chunk,
-};
+use dingo_planner_client::wire::{Callback, FileSegment};
+use dingo_planner_client::{CallbackStream, PlannerClient, read_chunk};
+use dingo_planner_service::{ClientEntry, ServiceConfig};
 use dingo_types::{BlockId, BlockSet, Declaration, DeclarationId, ReadSets, TaskKind, Timestamp};
 use futures::StreamExt;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -251,7 +251,7 @@ async fn bad_requests_and_wrong_tokens_are_refused_and_change_nothing() {
         a.declare_files(TaskKind::Transcoding, in_ms(60_000), None, file("/b/file", 0, 4 * BLOCK)).await.unwrap_err();
     assert_eq!(e.code(), Some(Code::InvalidArgument), "{e}");
     assert!(e.to_string().contains("past the end"), "{e}");
-    let mut wire = dingo_planner_service::convert::declaration_to_wire(&singles(TaskKind::Fsck, &blocks, in_ms(9000)));
+    let mut wire = dingo_planner_client::convert::declaration_to_wire(&singles(TaskKind::Fsck, &blocks, in_ms(9000)));
     wire.task = "defrag".into();
     let e = a.declare_wire(wire).await.unwrap_err();
     assert!(e.code() == Some(Code::InvalidArgument) && e.to_string().contains("unknown task"), "{e}");
@@ -437,6 +437,6 @@ async fn the_budget_is_never_exceeded_and_changes_at_run_time() {
 }
 
 /// The gRPC code of a call that must fail.
-fn code<T: std::fmt::Debug>(r: Result<T, dingo_planner_service::PlannerClientError>) -> Option<Code> {
+fn code<T: std::fmt::Debug>(r: Result<T, dingo_planner_client::PlannerClientError>) -> Option<Code> {
     r.unwrap_err().code()
 }

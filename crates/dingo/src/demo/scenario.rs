@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use dingo_client::{Client, Redundancy};
 use dingo_cluster::{ClusterSpec, LocalCluster};
-use dingo_planner_service::PlannerClient;
+use dingo_planner_client::PlannerClient;
 use dingo_tasks::declarative::Agent;
 use dingo_tasks::{CancelFlag, Job, JobReport, Mode, plan};
 use dingo_types::{DiskModel, TaskKind};

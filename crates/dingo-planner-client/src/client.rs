@@ -1,8 +1,8 @@
 //! The task-client library: a typed handle on a `dingo planner` service.
 //!
 //! ```no_run
-//! # async fn example() -> Result<(), dingo_planner_service::PlannerClientError> {
-//! use dingo_planner_service::PlannerClient;
+//! # async fn example() -> Result<(), dingo_planner_client::PlannerClientError> {
+//! use dingo_planner_client::PlannerClient;
 //! use dingo_types::{Declaration, DiskId, ReadSets, TaskKind, Timestamp};
 //! use futures::StreamExt;
 //!

@@ -1,0 +1,274 @@
+//! The driver of the state machine ([`crate::state`]): runs its steps off
+//! the async threads, commits each step's [`Ready`] and then sends its
+//! messages, and runs the quantum loop.
+//!
+//! - Every step runs in `spawn_blocking` under the state's async mutex, so
+//!   planning a quantum (or resolving a cluster-wide scrub) occupies a
+//!   blocking thread, not a runtime worker; requests wait for the state
+//!   without blocking a worker, and `/metrics` reads the last published
+//!   [`MetricsView`] without waiting at all.
+//! - Each step's `Ready` is queued, before the state is unlocked, to one
+//!   persister thread, which commits the batches in step order, sends each
+//!   `Ready`'s messages only after its batch is durable, and then lets the
+//!   step's caller answer. So the write-ahead rule holds across steps: an
+//!   answer (or a status) never reveals a change that is not yet durable.
+//! - A failed commit, or a step that panicked, leaves memory ahead of the
+//!   store: the persister stops, every later step fails, and [`crate::run`]
+//!   returns the error so the process exits and a restart recovers from
+//!   the store.
+
+use crate::error::ServiceError;
+use crate::metrics::MetricsView;
+use crate::outbox::{Outbox, Sink};
+use crate::state::{DueGroup, Ready, State, StreamId};
+use crate::store::{Store, StoreError};
+use crate::topology;
+use dingo_client::Client;
+use dingo_proto::now_ms;
+use std::sync::{Arc, mpsc};
+use std::time::{Duration, Instant};
+use tokio::sync::{Mutex, oneshot, watch};
+
+/// How long a node may take to accept a group's cache directives before
+/// the callbacks go out without them.
+const PIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Work for the persister thread, done in the order queued.
+pub(crate) enum Job {
+    /// Commit the batch, then send the messages, then answer.
+    Apply { ready: Box<Ready>, done: oneshot::Sender<Result<(), StoreError>> },
+    /// A stream opened (queued before the `Ready` with its replay).
+    Open { stream: StreamId, sink: Sink },
+    /// The client's side of a stream is gone.
+    Closed(StreamId),
+    /// End every stream (shutdown).
+    CloseAll,
+}
+
+pub(crate) struct Shared {
+    state: Arc<Mutex<State>>,
+    jobs: mpsc::Sender<Job>,
+    metrics: Arc<watch::Sender<MetricsView>>,
+    /// Set once, to why the service must stop.
+    fatal: Arc<watch::Sender<Option<String>>>,
+    pub(crate) meta: Client,
+    pub(crate) meta_addr: String,
+    /// Serialises topology refreshes (fetch and apply).
+    refresh_lock: Mutex<()>,
+    quantum_ms: u64,
+}
+
+impl Shared {
+    /// Starts the persister thread over `store` and returns the driver.
+    pub(crate) fn start(
+        state: State,
+        store: Store,
+        meta: Client,
+        meta_addr: String,
+        quantum_ms: u64,
+    ) -> std::io::Result<Arc<Shared>> {
+        let metrics = Arc::new(watch::Sender::new(state.metrics_view()));
+        let fatal = Arc::new(watch::Sender::new(None));
+        let state = Arc::new(Mutex::new(state));
+        let (jobs, queue) = mpsc::channel();
+        let persister = Persister { store, state: state.clone(), metrics: metrics.clone(), fatal: fatal.clone() };
+        std::thread::Builder::new().name("planner-persist".into()).spawn(move || persister.run(queue))?;
+        Ok(Arc::new(Shared { state, jobs, metrics, fatal, meta, meta_addr, refresh_lock: Mutex::new(()), quantum_ms }))
+    }
+
+    /// The `/metrics` page as last published.
+    pub(crate) fn render_metrics(&self) -> String {
+        self.metrics.borrow().render()
+    }
+
+    /// Resolves with the reason once the service must stop.
+    pub(crate) async fn stopped(&self) -> String {
+        let mut fatal = self.fatal.subscribe();
+        match fatal.wait_for(Option::is_some).await {
+            Ok(reason) => reason.clone().unwrap_or_default(),
+            Err(_) => "the driver is gone".into(),
+        }
+    }
+
+    /// A queue for jobs (streams opening and closing).
+    pub(crate) fn jobs(&self) -> mpsc::Sender<Job> {
+        self.jobs.clone()
+    }
+
+    /// Runs one step of the state machine on a blocking thread, queues its
+    /// `Ready` before unlocking the state, and returns its answer once the
+    /// `Ready` is durable and sent.
+    pub(crate) async fn step<R: Send + 'static>(
+        &self,
+        step: impl FnOnce(&mut State) -> (R, Ready) + Send + 'static,
+    ) -> Result<R, ServiceError> {
+        let mut state = self.state.clone().lock_owned().await;
+        let (jobs, metrics) = (self.jobs.clone(), self.metrics.clone());
+        let ran = tokio::task::spawn_blocking(move || {
+            let (answer, ready) = step(&mut state);
+            metrics.send_replace(state.metrics_view());
+            let (done, durable) = oneshot::channel();
+            let queued = jobs.send(Job::Apply { ready: Box::new(ready), done }).is_ok();
+            (answer, durable, queued)
+        })
+        .await;
+        let (answer, durable, queued) = match ran {
+            Ok(ran) => ran,
+            Err(e) => {
+                let why = format!("a step of the state machine failed: {e}");
+                self.fatal.send_replace(Some(why.clone()));
+                return Err(ServiceError::Stopping(why));
+            }
+        };
+        let stopping = || ServiceError::Stopping("the planner is stopping after a store error".into());
+        if !queued {
+            return Err(stopping());
+        }
+        match durable.await {
+            Ok(Ok(())) => Ok(answer),
+            Ok(Err(e)) => Err(ServiceError::Store(e)),
+            Err(_) => Err(stopping()),
+        }
+    }
+
+    /// A short step that persists nothing, run in place (it must not plan
+    /// or resolve anything large).
+    async fn peek<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let mut state = self.state.lock().await;
+        let r = f(&mut state);
+        self.metrics.send_replace(state.metrics_view());
+        r
+    }
+
+    pub(crate) async fn refresh(&self) -> Result<(), ServiceError> {
+        let _one = self.refresh_lock.lock().await;
+        match topology::fetch(&self.meta).await {
+            Ok(snap) => {
+                self.step(move |s| {
+                    s.apply_topology(snap);
+                    ((), Ready::default())
+                })
+                .await
+            }
+            Err(e) => {
+                self.peek(|s| s.note_topology_error()).await;
+                Err(ServiceError::Unavailable(format!("metadata service at {}: {e}", self.meta_addr)))
+            }
+        }
+    }
+
+    /// Sends a due group's cache directives, each node's in one request,
+    /// all nodes at once. A node that fails or is slow only loses the cache
+    /// hits; the callbacks go out regardless.
+    async fn send_pins(&self, due: &DueGroup) {
+        let sends = due.pins.iter().map(|(addr, pins)| async move {
+            let sent =
+                tokio::time::timeout(PIN_TIMEOUT, self.meta.cache_directive(addr, pins.clone(), Vec::new())).await;
+            match sent {
+                Ok(Ok(())) => (pins.len() as u64, 0),
+                Ok(Err(e)) => {
+                    tracing::warn!(node = %addr, "cache directives not taken: {e}");
+                    (0, pins.len() as u64)
+                }
+                Err(_) => {
+                    tracing::warn!(node = %addr, "cache directives timed out");
+                    (0, pins.len() as u64)
+                }
+            }
+        });
+        let results = futures::future::join_all(sends).await;
+        let (sent, failed) = results.iter().fold((0, 0), |(s, f), (a, b)| (s + a, f + b));
+        self.peek(|s| s.note_pins(sent, failed)).await;
+    }
+}
+
+/// The quantum loop: dispatches due groups (directives, then callbacks)
+/// and plans a quantum whenever one starts. Returns only on an error that
+/// stops the service.
+pub(crate) async fn drive(shared: Arc<Shared>) -> Result<(), ServiceError> {
+    loop {
+        let now = now_ms();
+        if let Some(due) = shared.peek(|s| s.take_due_group(now)).await {
+            shared.send_pins(&due).await;
+            shared.step(move |s| ((), s.complete_group(&due))).await?;
+            continue;
+        }
+        let next_quantum = shared.peek(|s| s.next_quantum_ms).await;
+        if now >= next_quantum {
+            // Planning on a stale topology could schedule reads of deleted
+            // blocks or dead nodes: skip the quantum instead.
+            match shared.refresh().await {
+                Ok(()) => {
+                    let at = now_ms();
+                    shared
+                        .step(move |s| {
+                            let started = Instant::now();
+                            let ready = s.plan_quantum(at);
+                            s.note_plan_seconds(started.elapsed().as_secs_f64());
+                            ((), ready)
+                        })
+                        .await?
+                }
+                Err(e) => tracing::warn!("quantum skipped: {e}"),
+            }
+            let q = shared.quantum_ms;
+            let next = if next_quantum + q > now { next_quantum + q } else { now + q };
+            shared.peek(|s| s.next_quantum_ms = next).await;
+            continue;
+        }
+        let wake = shared.peek(|s| s.next_group_at()).await.map_or(next_quantum, |g| g.min(next_quantum));
+        tokio::time::sleep(Duration::from_millis(wake.saturating_sub(now_ms()).max(1))).await;
+    }
+}
+
+/// The thread that makes `Ready`s durable and then sends their messages.
+struct Persister {
+    store: Store,
+    state: Arc<Mutex<State>>,
+    metrics: Arc<watch::Sender<MetricsView>>,
+    fatal: Arc<watch::Sender<Option<String>>>,
+}
+
+impl Persister {
+    fn run(self, queue: mpsc::Receiver<Job>) {
+        let mut outbox = Outbox::default();
+        while let Ok(job) = queue.recv() {
+            let ended = match job {
+                Job::Apply { ready, done } => {
+                    if !ready.batch.is_empty()
+                        && let Err(e) = self.store.commit(&ready.batch)
+                    {
+                        tracing::error!("cannot persist the planner's state, stopping: {e}");
+                        self.fatal.send_replace(Some(e.to_string()));
+                        let _ = done.send(Err(e));
+                        return;
+                    }
+                    let Ready { messages, .. } = *ready;
+                    let ended = outbox.send(messages);
+                    let _ = done.send(Ok(()));
+                    ended
+                }
+                Job::Open { stream, sink } => {
+                    outbox.insert(stream, sink);
+                    Default::default()
+                }
+                Job::Closed(stream) => {
+                    outbox.remove(stream);
+                    [(stream, Vec::new())].into()
+                }
+                Job::CloseAll => {
+                    outbox.clear();
+                    Default::default()
+                }
+            };
+            if !ended.is_empty() {
+                // A std thread, so it may block on the async mutex.
+                let mut state = self.state.blocking_lock();
+                for (stream, unsent) in ended {
+                    state.close_stream(stream, &unsent);
+                }
+                self.metrics.send_replace(state.metrics_view());
+            }
+        }
+    }
+}
