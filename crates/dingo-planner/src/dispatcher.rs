@@ -363,12 +363,9 @@ pub fn dispatch_into(schedule: &Schedule, config: &PlannerConfig, scratch: &mut 
     let quantum_end = group_time(packer.closed.len());
     for (g, closed) in packer.closed.drain(..).enumerate() {
         let until = Timestamp(group_time(g + 1).0.saturating_add(grace));
-        // A pin lapses with its group: never later than the quantum's end
-        // plus the grace, when the next quantum's groups begin.
-        debug_assert!(
-            until.0 <= quantum_end.0.saturating_add(grace),
-            "a pin outlives its round"
-        );
+        // A pin lapses with its group, so none lives past the quantum's
+        // end by more than the grace.
+        debug_assert!(until.0 <= quantum_end.0.saturating_add(grace), "a pin outlives its round");
         for pin in &mut out.pins[pin_start as usize..closed.pins_end as usize] {
             pin.until = until;
         }

@@ -132,13 +132,16 @@ impl SteadyLoad {
         // Steady state: on average half of the deadline's work is open.
         let mut outstanding = rate * deadline.as_secs_f64() / 2.0;
         let mut out = Vec::new();
-        while outstanding > 0.0 {
+        // A demand larger than the cluster can lose stops once every disk is out.
+        let mut live_disks = (0..model.disk_count()).filter(|&d| !model.is_failed(DiskId(d))).count();
+        while outstanding > 0.0 && live_disks > 0 {
             let disk = DiskId(rng.below(u64::from(model.disk_count())) as u32);
             if model.is_failed(disk) {
                 continue;
             }
             let lost = model.chunks_on_disk(disk);
             model.fail_disk(disk);
+            live_disks -= 1;
             let age_fraction = rng.unit();
             // The first `age_fraction` of the work is done already.
             let done = (age_fraction * lost.len() as f64) as usize;
@@ -290,5 +293,27 @@ mod tests {
         for d in &decls {
             planner.declare(&model, Timestamp(0), d).unwrap_or_else(|e| panic!("{}: {e}", d.task));
         }
+    }
+
+    /// Regression: a reconstruction demand larger than the whole cluster
+    /// used to draw disks for ever once every disk had failed.
+    #[test]
+    fn reconstruction_stops_once_every_disk_has_failed() {
+        // Eight disks on eight nodes, every file three-way replicated.
+        let spec = ClusterSpec {
+            raw_capacity: 200_000_000_000_000,
+            disks_per_node: 1,
+            layout: vec![(Redundancy::REPLICATED_3, 1.0)],
+            ..ClusterSpec::default()
+        };
+        let mut model = ClusterModel::new(spec).unwrap();
+        let load = SteadyLoad { demand_mb_s_per_tb: 1e9, mix: Mix::bench(), now: Timestamp(0), seed: 9 };
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            load.reconstruction(&mut model, &mut SplitMix64::new(1));
+            done.send(model).expect("the test waits for the model");
+        });
+        let model = finished.recv_timeout(Duration::from_secs(120)).expect("reconstruction never ended");
+        assert!((0..model.disk_count()).all(|d| model.is_failed(DiskId(d))));
     }
 }

@@ -1,7 +1,7 @@
 //! Pass 2 of a quantum: every set that became entirely free, on several
 //! threads at once.
 
-use super::{QuantumState, Schedule, ScheduledSet, Scheduled, SharedScheduled};
+use super::{QuantumState, Schedule, Scheduled, ScheduledSet, SharedScheduled};
 use crate::declaration::DeclState;
 use dingo_types::Topology;
 use std::ops::Range;
