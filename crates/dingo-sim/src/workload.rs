@@ -11,6 +11,11 @@ use std::time::Duration;
 
 pub use crate::mix::{Mix, Timing, default_timing};
 
+/// Candidate chunks rebalancing declares per chunk it must move (the
+/// simulator's default, `SimConfig::rebalance_candidates`, and the
+/// benchmark's fixed rule).
+pub const REBALANCE_CANDIDATES_PER_MOVE: f64 = 4.0;
+
 /// How often a task declares and how long each declaration may take
 /// (the paper's Table 2).
 pub fn timing(task: TaskKind) -> (Duration, Duration) {
@@ -110,10 +115,17 @@ impl SteadyLoad {
 
     /// Rebalancing: candidates are every chunk on enough over-full disks
     /// that moving a quarter of them covers the bytes to move.
+    ///
+    /// The world's rebalancing jobs (`sim::World`) use the same number of
+    /// candidates per move but draw their disks differently (distinct disks,
+    /// sized by live chunks, up to half the cluster): one shared generator
+    /// would change the random streams, and with them every figure of
+    /// `dingo bench planner`, which is kept comparable across versions.
     fn rebalancing(&self, model: &ClusterModel, blocks: f64, rng: &mut SplitMix64) -> (ReadSets, Option<u64>) {
         let needed = blocks as u64;
         let per_disk = (model.chunk_count() / u64::from(model.disk_count())).max(1);
-        let disks = (needed * 4).div_ceil(per_disk).clamp(1, u64::from(model.disk_count()) / 4 + 1);
+        let candidates = (needed as f64 * REBALANCE_CANDIDATES_PER_MOVE).ceil() as u64;
+        let disks = candidates.div_ceil(per_disk).clamp(1, u64::from(model.disk_count()) / 4 + 1);
         let chosen: Vec<DiskId> = (0..disks)
             .map(|_| DiskId(rng.below(u64::from(model.disk_count())) as u32))
             .filter(|&d| !model.is_failed(d))
@@ -236,7 +248,10 @@ fn open_events(period: Duration, deadline: Duration, rng: &mut SplitMix64) -> Ve
 }
 
 /// `count` distinct random files (of the schemes `from` accepts), each as
-/// the range of its first `max_blocks` blocks, sorted.
+/// the range of its first `max_blocks` blocks, sorted. Not the world's
+/// `random_files`: this one gives up after a bounded number of draws and
+/// keeps deleted files out by `check_range` afterwards, and sharing one
+/// would change `dingo bench planner`'s streams and figures.
 fn random_files(
     model: &ClusterModel,
     count: u64,
