@@ -360,8 +360,12 @@ pub fn dispatch_into(schedule: &Schedule, config: &PlannerConfig, scratch: &mut 
     out.free_bytes_from = packer.free_bytes_from;
     out.pins = std::mem::take(&mut packer.pins);
     let mut pin_start = 0;
+    let quantum_end = group_time(packer.closed.len());
     for (g, closed) in packer.closed.drain(..).enumerate() {
         let until = Timestamp(group_time(g + 1).0.saturating_add(grace));
+        // A pin lapses with its group, so none lives past the quantum's
+        // end by more than the grace.
+        debug_assert!(until.0 <= quantum_end.0.saturating_add(grace), "a pin outlives its round");
         for pin in &mut out.pins[pin_start as usize..closed.pins_end as usize] {
             pin.until = until;
         }

@@ -11,6 +11,11 @@ use std::time::Duration;
 
 pub use crate::mix::{Mix, Timing, default_timing};
 
+/// Candidate chunks rebalancing declares per chunk it must move (the
+/// simulator's default, `SimConfig::rebalance_candidates`, and the
+/// benchmark's fixed rule).
+pub const REBALANCE_CANDIDATES_PER_MOVE: f64 = 4.0;
+
 /// How often a task declares and how long each declaration may take
 /// (the paper's Table 2).
 pub fn timing(task: TaskKind) -> (Duration, Duration) {
@@ -110,10 +115,17 @@ impl SteadyLoad {
 
     /// Rebalancing: candidates are every chunk on enough over-full disks
     /// that moving a quarter of them covers the bytes to move.
+    ///
+    /// The world's rebalancing jobs (`sim::World`) use the same number of
+    /// candidates per move but draw their disks differently (distinct disks,
+    /// sized by live chunks, up to half the cluster): one shared generator
+    /// would change the random streams, and with them every figure of
+    /// `dingo bench planner`, which is kept comparable across versions.
     fn rebalancing(&self, model: &ClusterModel, blocks: f64, rng: &mut SplitMix64) -> (ReadSets, Option<u64>) {
         let needed = blocks as u64;
         let per_disk = (model.chunk_count() / u64::from(model.disk_count())).max(1);
-        let disks = (needed * 4).div_ceil(per_disk).clamp(1, u64::from(model.disk_count()) / 4 + 1);
+        let candidates = (needed as f64 * REBALANCE_CANDIDATES_PER_MOVE).ceil() as u64;
+        let disks = candidates.div_ceil(per_disk).clamp(1, u64::from(model.disk_count()) / 4 + 1);
         let chosen: Vec<DiskId> = (0..disks)
             .map(|_| DiskId(rng.below(u64::from(model.disk_count())) as u32))
             .filter(|&d| !model.is_failed(d))
@@ -132,13 +144,16 @@ impl SteadyLoad {
         // Steady state: on average half of the deadline's work is open.
         let mut outstanding = rate * deadline.as_secs_f64() / 2.0;
         let mut out = Vec::new();
-        while outstanding > 0.0 {
+        // A demand larger than the cluster can lose stops once every disk is out.
+        let mut live_disks = (0..model.disk_count()).filter(|&d| !model.is_failed(DiskId(d))).count();
+        while outstanding > 0.0 && live_disks > 0 {
             let disk = DiskId(rng.below(u64::from(model.disk_count())) as u32);
             if model.is_failed(disk) {
                 continue;
             }
             let lost = model.chunks_on_disk(disk);
             model.fail_disk(disk);
+            live_disks -= 1;
             let age_fraction = rng.unit();
             // The first `age_fraction` of the work is done already.
             let done = (age_fraction * lost.len() as f64) as usize;
@@ -233,7 +248,10 @@ fn open_events(period: Duration, deadline: Duration, rng: &mut SplitMix64) -> Ve
 }
 
 /// `count` distinct random files (of the schemes `from` accepts), each as
-/// the range of its first `max_blocks` blocks, sorted.
+/// the range of its first `max_blocks` blocks, sorted. Not the world's
+/// `random_files`: this one gives up after a bounded number of draws and
+/// keeps deleted files out by `check_range` afterwards, and sharing one
+/// would change `dingo bench planner`'s streams and figures.
 fn random_files(
     model: &ClusterModel,
     count: u64,
@@ -290,5 +308,27 @@ mod tests {
         for d in &decls {
             planner.declare(&model, Timestamp(0), d).unwrap_or_else(|e| panic!("{}: {e}", d.task));
         }
+    }
+
+    /// Regression: a reconstruction demand larger than the whole cluster
+    /// used to draw disks for ever once every disk had failed.
+    #[test]
+    fn reconstruction_stops_once_every_disk_has_failed() {
+        // Eight disks on eight nodes, every file three-way replicated.
+        let spec = ClusterSpec {
+            raw_capacity: 200_000_000_000_000,
+            disks_per_node: 1,
+            layout: vec![(Redundancy::REPLICATED_3, 1.0)],
+            ..ClusterSpec::default()
+        };
+        let mut model = ClusterModel::new(spec).unwrap();
+        let load = SteadyLoad { demand_mb_s_per_tb: 1e9, mix: Mix::bench(), now: Timestamp(0), seed: 9 };
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            load.reconstruction(&mut model, &mut SplitMix64::new(1));
+            done.send(model).expect("the test waits for the model");
+        });
+        let model = finished.recv_timeout(Duration::from_secs(120)).expect("reconstruction never ended");
+        assert!((0..model.disk_count()).all(|d| model.is_failed(DiskId(d))));
     }
 }

@@ -118,6 +118,11 @@ impl MemberBitmap {
         self.copy_mut(copy).insert_range(blocks);
     }
 
+    /// Adds every block of `blocks` as "any copy".
+    pub fn insert_any(&mut self, blocks: &RoaringTreemap) {
+        self.any |= blocks;
+    }
+
     /// Adds copy `copy` of every block in `blocks`.
     pub fn insert_copies(&mut self, copy: u8, blocks: &RoaringTreemap) {
         *self.copy_mut(copy) |= blocks;

@@ -32,26 +32,34 @@ pub enum OptimalRule {
 pub struct Optimal {
     rule: OptimalRule,
     pub recorder: Recorder,
-    /// Blocks read for "any copy".
-    any: RoaringTreemap,
-    /// `copies[c]`: blocks whose exact copy `c` is read.
-    copies: Vec<RoaringTreemap>,
+    /// Every read so far: blocks read for "any copy", and per copy number
+    /// the blocks whose exact copy is read.
+    reads: MemberBitmap,
     /// Flexible jobs not covered yet: (task, candidates still needed,
-    /// candidates not read by anyone when the job closed).
+    /// candidates no read has covered yet).
     pending: Vec<(TaskKind, u64, MemberBitmap)>,
+    /// Members of `pending`'s candidates, and what was left of them at the
+    /// last settling ([`Self::settle_pending`]).
+    pending_members: u64,
+    pending_members_settled: u64,
     block_bytes: u64,
 }
 
+/// Pending candidates below this many are not worth settling early
+/// (a few megabytes of bitmaps).
+const SETTLE_FLOOR_MEMBERS: u64 = 1 << 20;
+
 impl Optimal {
     pub fn new(rule: OptimalRule, recorder: Recorder, block_bytes: u64) -> Optimal {
-        Optimal { rule, recorder, any: RoaringTreemap::new(), copies: Vec::new(), pending: Vec::new(), block_bytes }
-    }
-
-    fn copies_mut(&mut self, copy: usize) -> &mut RoaringTreemap {
-        if self.copies.len() <= copy {
-            self.copies.resize_with(copy + 1, RoaringTreemap::new);
+        Optimal {
+            rule,
+            recorder,
+            reads: MemberBitmap::new(),
+            pending: Vec::new(),
+            pending_members: 0,
+            pending_members_settled: 0,
+            block_bytes,
         }
-        &mut self.copies[copy]
     }
 
     /// Settles a job whose window closed. The blocks deleted by then (used
@@ -69,7 +77,7 @@ impl Optimal {
                     if gone_by_deadline(r.start.0) {
                         self.recorder.elided(job.task, u64::from(r.len) * bb);
                     } else {
-                        self.any.insert_range(r.start.0..r.end());
+                        self.reads.insert_any_range(r.start.0..r.end());
                         self.recorder.logical(job.task, u64::from(r.len) * bb);
                     }
                 }
@@ -91,7 +99,7 @@ impl Optimal {
                 }
                 blocks.sort_unstable();
                 blocks.dedup();
-                self.any |= RoaringTreemap::from_sorted_iter(blocks).expect("sorted and deduplicated");
+                self.reads.insert_any(&RoaringTreemap::from_sorted_iter(blocks).expect("sorted and deduplicated"));
             }
             JobSets::Members(members) => {
                 // Copied only if some member is to be elided.
@@ -113,9 +121,9 @@ impl Optimal {
                     None => {
                         self.recorder.elided(job.task, gone * bb);
                         self.recorder.logical(job.task, live.len() * bb);
-                        self.any |= live.any();
+                        self.reads.insert_any(live.any());
                         for c in 0..live.copy_slots() {
-                            *self.copies_mut(usize::from(c)) |= live.copy(c).expect("below copy_slots");
+                            self.reads.insert_copies(c, live.copy(c).expect("below copy_slots"));
                         }
                     }
                     Some(needed) => {
@@ -124,7 +132,9 @@ impl Optimal {
                         let unread = self.unread(&live);
                         let free = live.len() - unread.len();
                         if free < needed {
+                            self.pending_members += unread.len();
                             self.pending.push((job.task, needed - free, unread));
+                            self.settle_pending();
                         }
                     }
                 }
@@ -132,19 +142,40 @@ impl Optimal {
         }
     }
 
+    /// Settles the pending flexible jobs against the reads so far, once
+    /// their candidates have doubled since the last time: candidates read
+    /// since are dropped and count against what the job still needs, and
+    /// a job they cover is dropped. Reads only add up, so settling early
+    /// changes no figure; it keeps a month of unread candidates from piling
+    /// up until the end (half a gigabyte at 100 PB), at an amortised cost
+    /// of one pass over each candidate.
+    fn settle_pending(&mut self) {
+        if self.pending_members <= SETTLE_FLOOR_MEMBERS.max(2 * self.pending_members_settled) {
+            return;
+        }
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.retain_mut(|(_, needed, candidates)| {
+            let unread = self.unread(candidates);
+            *needed = needed.saturating_sub(candidates.len() - unread.len());
+            *candidates = unread;
+            *needed > 0
+        });
+        self.pending = pending;
+        self.pending_members = self.pending.iter().map(|(_, _, candidates)| candidates.len()).sum();
+        self.pending_members_settled = self.pending_members;
+    }
+
     /// The members of `m` that no read so far covers.
     fn unread(&self, m: &MemberBitmap) -> MemberBitmap {
         let mut out = MemberBitmap::new();
-        let mut any = m.any() - &self.any;
-        for c in &self.copies {
-            any -= c;
+        let mut any = m.any() - self.reads.any();
+        for c in 0..self.reads.copy_slots() {
+            any -= self.reads.copy(c).expect("below copy_slots");
         }
-        for b in &any {
-            out.insert(dingo_types::Member::Any(dingo_types::BlockId(b)));
-        }
+        out.insert_any(&any);
         for c in 0..m.copy_slots() {
-            let mut left = m.copy(c).expect("below copy_slots") - &self.any;
-            if let Some(read) = self.copies.get(usize::from(c)) {
+            let mut left = m.copy(c).expect("below copy_slots") - self.reads.any();
+            if let Some(read) = self.reads.copy(c) {
                 left -= read;
             }
             out.insert_copies(c, &left);
@@ -157,11 +188,12 @@ impl Optimal {
     pub fn disk_bytes(&self) -> u64 {
         let mut exact = RoaringTreemap::new();
         let mut reads = 0;
-        for c in &self.copies {
-            reads += c.len();
-            exact |= c;
+        for c in 0..self.reads.copy_slots() {
+            let copy = self.reads.copy(c).expect("below copy_slots");
+            reads += copy.len();
+            exact |= copy;
         }
-        reads += self.any.difference_len(&exact);
+        reads += self.reads.any().difference_len(&exact);
         for (_, needed, unread) in &self.pending {
             let still_unread = self.unread(unread).len();
             let free = unread.len() - still_unread;
@@ -238,6 +270,30 @@ mod tests {
         opt.close(&job(TaskKind::GarbageCollection, file(4, 4), None), &m, &gone, &RoaringTreemap::new());
         assert_eq!(opt.disk_bytes(), 30);
         assert_eq!(opt.recorder.tasks[TaskKind::GarbageCollection.index()].elided_bytes, 40);
+    }
+
+    #[test]
+    fn pending_candidates_are_settled_as_later_reads_cover_them() {
+        let m = model();
+        let mut opt = Optimal::new(OptimalRule::EachBlockOnce, Recorder::new(1, DiskModel::HDD), 1);
+        let none = RoaringTreemap::new();
+        let copies = |copy: u8, blocks: u64| {
+            let mut b = MemberBitmap::new();
+            b.insert_copy_range(copy, 0..blocks);
+            b
+        };
+        let big = 2 * SETTLE_FLOOR_MEMBERS;
+        opt.close(&job(TaskKind::Rebalancing, JobSets::Members(copies(0, big)), Some(big / 2)), &m, &none, &none);
+        assert_eq!((opt.pending.len(), opt.pending_members_settled), (1, big), "nothing read yet");
+        // A scrub reads every candidate of the first job after it closed.
+        opt.close(&job(TaskKind::Scrubbing, JobSets::Members(copies(0, big)), None), &m, &none, &none);
+        assert_eq!(opt.disk_bytes(), big);
+        // The next job doubles the pending candidates: the first job, covered, goes.
+        opt.close(&job(TaskKind::Rebalancing, JobSets::Members(copies(1, 2 * big)), Some(5)), &m, &none, &none);
+        assert_eq!(opt.pending.len(), 1);
+        assert_eq!(opt.pending[0].1, 5);
+        assert_eq!(opt.pending_members, 2 * big);
+        assert_eq!(opt.disk_bytes(), big + 5, "the scrub's reads plus the second job's five");
     }
 
     #[test]

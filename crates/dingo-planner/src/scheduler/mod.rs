@@ -18,13 +18,14 @@ use crate::accounting::QuantumReport;
 use crate::config::{Budget, LeftoverPolicy, PlannerConfig};
 use crate::declaration::DeclState;
 use crate::sets::{Sets, none_in};
-use dingo_types::{
-    BlockId, BlockState, ChunkRef, DeclarationId, DiskId, DiskModel, GroupId, Member, TaskKind, Timestamp, Topology,
-};
+use dingo_types::{BlockId, BlockState, ChunkRef, DiskId, DiskModel, Member, Timestamp, Topology};
 use roaring::RoaringTreemap;
-use serde::{Deserialize, Serialize};
-use std::ops::{Deref, Range};
-use std::sync::Mutex;
+use std::ops::Deref;
+
+mod free_pass;
+mod schedule;
+
+pub use schedule::{ChunkRead, Schedule, ScheduledDecl, ScheduledSet};
 
 /// A walk through one declaration gives up after this many sets in a row
 /// that did not fit (a hot disk, a lost copy), so one quantum's work stays
@@ -33,81 +34,6 @@ const MAX_CONSECUTIVE_MISFITS: u32 = 4096;
 
 /// Keys fetched from a declaration per step of a walk.
 const WALK_BATCH: usize = 1024;
-
-/// One physical or free read of one chunk, as delivered to a task.
-///
-/// The chunk is held as its two fields rather than a [`ChunkRef`], whose
-/// seven bytes of padding would make this 40 bytes instead of 32: a
-/// quantum of a 100 PB cluster holds millions of reads, two schedules at
-/// a time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ChunkRead {
-    pub block: BlockId,
-    pub copy: u8,
-    pub disk: DiskId,
-    pub group: GroupId,
-    pub bytes: u64,
-    /// True for the one read per chunk that goes to disk this quantum;
-    /// false when another set already scheduled the chunk (a free read).
-    pub physical: bool,
-}
-
-/// A declaration as scheduled in one quantum.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ScheduledDecl {
-    pub id: DeclarationId,
-    pub task: TaskKind,
-    pub deadline: Timestamp,
-    /// Sets it needed this quantum to stay on pace.
-    pub quota: u64,
-    /// Sets it got.
-    pub taken: u64,
-    /// It got less than its quota, or its deadline has passed: its
-    /// deliveries carry `overloaded = true`.
-    pub overloaded: bool,
-}
-
-/// One delivered set: declaration `decl` (an index into
-/// [`Schedule::decls`]), set `key`, and its reads, which start at
-/// `first_read` and run to the next set's (16 bytes: a read count would
-/// add 8 with padding, for millions of sets a quantum).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ScheduledSet {
-    pub decl: u32,
-    pub first_read: u32,
-    pub key: u64,
-}
-
-/// The sets chosen for one quantum, in the order they were chosen.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Schedule {
-    pub start: Timestamp,
-    pub decls: Vec<ScheduledDecl>,
-    pub sets: Vec<ScheduledSet>,
-    pub reads: Vec<ChunkRead>,
-}
-
-impl ChunkRead {
-    pub fn chunk(&self) -> ChunkRef {
-        ChunkRef { block: self.block, copy: self.copy }
-    }
-}
-
-impl Schedule {
-    /// The reads of set `set` (an index into `sets`).
-    pub fn reads_of(&self, set: usize) -> &[ChunkRead] {
-        let end = self.sets.get(set + 1).map_or(self.reads.len(), |next| next.first_read as usize);
-        &self.reads[self.sets[set].first_read as usize..end]
-    }
-
-    pub fn physical_bytes(&self) -> u64 {
-        self.reads.iter().filter(|r| r.physical).map(|r| r.bytes).sum()
-    }
-
-    pub fn free_bytes(&self) -> u64 {
-        self.reads.iter().filter(|r| !r.physical).map(|r| r.bytes).sum()
-    }
-}
 
 /// Head time of a read of `bytes` on a disk of `model`, through `memo`:
 /// the last model and size asked for, and their head time.
@@ -168,14 +94,6 @@ impl SharedScheduled<'_> {
             SharedScheduled::Borrowed(_) => panic!("the free pass scheduled a physical read"),
         }
     }
-}
-
-/// The sets one free-pass worker took for declaration `decl`: `sets`
-/// indexes its own schedule's sets.
-struct FreeTaken {
-    decl: usize,
-    sets: Range<usize>,
-    taken: u64,
 }
 
 /// Working state of one quantum.
@@ -270,6 +188,13 @@ pub(crate) fn schedule_quantum<T: Topology + Sync>(
     q.report.max_disk_head_time_us = q.scheduled.disk_used_us.iter().copied().max().unwrap_or(0);
     q.report.total_head_time_us = q.scheduled.disk_used_us.iter().sum();
     q.report.budget_exhausted = q.exhausted;
+    // The budget invariants of the module doc, checked per quantum (one
+    // pass over the disks) where the property tests check them per run.
+    debug_assert!(
+        q.scheduled.disk_used_us.iter().enumerate().all(|(disk, &us)| us <= budget.disk_limit_us(disk as u32)),
+        "a disk's head-time budget was exceeded"
+    );
+    debug_assert!(q.report.total().disk_bytes <= budget.cluster_bytes, "the cluster's byte budget was exceeded");
     (q.schedule, q.report)
 }
 
@@ -292,93 +217,6 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             keys: Vec::new(),
             head_memo: (DiskModel::HDD, 0, DiskModel::HDD.head_time_us(0)),
         }
-    }
-
-    /// Pass 2: takes, for every declaration, the sets that became entirely
-    /// free. These change nothing shared (no physical read), so `threads`
-    /// workers serve declarations at once, each into its own schedule, and
-    /// their sets are joined in declaration order: the same schedule one
-    /// thread would make. On the main thread, which sets the simulator's
-    /// wall time, this pass was a third of the planner's work.
-    fn free_pass(&mut self, decls: &mut [&mut DeclState], threads: u32, spares: &mut Vec<Schedule>)
-    where
-        T: Sync,
-    {
-        if self.scheduled.blocks.is_empty() {
-            return;
-        }
-        let SharedScheduled::Owned(scheduled) =
-            std::mem::replace(&mut self.scheduled, SharedScheduled::Owned(Scheduled::default()))
-        else {
-            unreachable!("only a free-pass worker borrows")
-        };
-        // The main thread takes declarations from the front, writing into
-        // the schedule in place; helpers take them from the back, each
-        // into a schedule of its own, appended after. Every helper's
-        // declaration comes after every one of the main thread's, so the
-        // sets end up in declaration order. Declarations are handed out one
-        // at a time (the lock is released before the work), so a worker
-        // that drew a heavy one does not hold up the others.
-        let next = Mutex::new(decls.iter_mut().enumerate());
-        let helpers = threads.max(1) as usize - 1;
-        spares.resize_with(helpers, Schedule::default);
-        let buffers = Mutex::new(std::mem::take(spares));
-        let (topo, budget) = (self.topo, self.budget);
-        let helper = || {
-            let mut buffer = buffers.lock().expect("a free-pass worker panicked").pop().unwrap_or_default();
-            buffer.sets.clear();
-            buffer.reads.clear();
-            let mut worker = QuantumState::new(topo, budget, SharedScheduled::Borrowed(&scheduled), buffer);
-            let mut done = Vec::new();
-            loop {
-                let drawn = next.lock().expect("a free-pass worker panicked").next_back();
-                let Some((i, d)) = drawn else { break };
-                let first_set = worker.schedule.sets.len();
-                let taken = worker.take_touching(d, i as u32, d.needed_left(), true);
-                done.push(FreeTaken { decl: i, sets: first_set..worker.schedule.sets.len(), taken });
-            }
-            (worker.schedule, worker.report, done)
-        };
-        let mut main =
-            QuantumState::new(topo, budget, SharedScheduled::Borrowed(&scheduled), std::mem::take(&mut self.schedule));
-        main.report = std::mem::take(&mut self.report);
-        let workers = std::thread::scope(|s| {
-            let helpers: Vec<_> = (0..helpers).map(|_| s.spawn(helper)).collect();
-            loop {
-                let drawn = next.lock().expect("a free-pass worker panicked").next();
-                let Some((i, d)) = drawn else { break };
-                let taken = main.take_touching(d, i as u32, d.needed_left(), true);
-                main.schedule.decls[i].taken += taken;
-            }
-            helpers.into_iter().map(|h| h.join().expect("a free-pass worker panicked")).collect::<Vec<_>>()
-        });
-        self.schedule = main.schedule;
-        self.report = main.report;
-        self.scheduled = SharedScheduled::Owned(scheduled);
-        let mut order: Vec<(usize, &FreeTaken)> =
-            workers.iter().enumerate().flat_map(|(w, (_, _, done))| done.iter().map(move |t| (w, t))).collect();
-        order.sort_unstable_by_key(|&(_, t)| t.decl);
-        for (w, t) in order {
-            let schedule = &workers[w].0;
-            self.schedule.decls[t.decl].taken += t.taken;
-            if t.sets.is_empty() {
-                continue;
-            }
-            let reads_end = schedule.sets.get(t.sets.end).map_or(schedule.reads.len(), |s| s.first_read as usize);
-            let reads = schedule.sets[t.sets.start].first_read as usize..reads_end;
-            let base = self.schedule.reads.len() - reads.start;
-            self.schedule.sets.extend(schedule.sets[t.sets.clone()].iter().map(|s| ScheduledSet {
-                first_read: u32::try_from(base + s.first_read as usize).expect("over 4G reads in one quantum"),
-                ..*s
-            }));
-            self.schedule.reads.extend_from_slice(&schedule.reads[reads]);
-        }
-        for (_, report, _) in &workers {
-            for (total, worker) in self.report.tasks.iter_mut().zip(&report.tasks) {
-                total.add(worker);
-            }
-        }
-        *spares = workers.into_iter().map(|(schedule, _, _)| schedule).collect();
     }
 
     /// Takes up to `limit` outstanding sets of `d` that share a block with
@@ -737,31 +575,6 @@ impl<'a, T: Topology> QuantumState<'a, T> {
 mod tests {
     use super::*;
     use crate::table::TableTopology;
-
-    #[test]
-    fn schedule_records_are_compact_and_sets_find_their_reads() {
-        assert_eq!(std::mem::size_of::<ChunkRead>(), 32);
-        assert_eq!(std::mem::size_of::<ScheduledSet>(), 16);
-        let read = |block: u64, copy: u8| ChunkRead {
-            block: BlockId(block),
-            copy,
-            disk: DiskId(0),
-            group: GroupId(block),
-            bytes: 1,
-            physical: true,
-        };
-        let schedule = Schedule {
-            reads: vec![read(1, 2), read(2, 0), read(3, 1)],
-            sets: vec![
-                ScheduledSet { decl: 0, first_read: 0, key: 7 },
-                ScheduledSet { decl: 1, first_read: 1, key: 8 },
-            ],
-            ..Schedule::default()
-        };
-        assert_eq!(schedule.reads_of(0), &[read(1, 2)]);
-        assert_eq!(schedule.reads_of(1), &[read(2, 0), read(3, 1)], "the last set runs to the end");
-        assert_eq!(read(1, 2).chunk(), ChunkRef { block: BlockId(1), copy: 2 });
-    }
 
     #[test]
     fn range_copies_agree_with_scheduled_copy() {

@@ -1,0 +1,188 @@
+//! Where a block id sits: regions of whole files per scheme, stripes
+//! within a region, and the placement group (hence the disks) of a stripe.
+
+use super::{ClusterModel, Redundancy};
+use dingo_types::{BlockId, DiskId};
+
+/// Block ids per bucket of the block → region index: `1 << INDEX_SHIFT`.
+pub(super) const INDEX_SHIFT: u32 = 16;
+
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Region {
+    pub(super) first: u64,
+    pub(super) scheme: usize,
+    pub(super) first_file: u64,
+    pub(super) files: u64,
+    pub(super) data_blocks: u64,
+    pub(super) stripes: u64,
+    /// Global index (within the scheme) of the region's first stripe.
+    pub(super) stripe_base: u64,
+    pub(super) end: u64,
+    /// The scheme's redundancy, and `stripe_base` modulo its placement
+    /// groups: what a block lookup needs without going to the scheme.
+    pub(super) redundancy: Redundancy,
+    pub(super) pg_offset: u64,
+}
+
+impl Region {
+    pub(super) fn parity_first(&self) -> u64 {
+        self.first + self.data_blocks
+    }
+}
+
+/// The stripe (redundancy group) of a block: `width` members (1 for a
+/// replicated block, its own group), `data` of which rebuild one, and the
+/// copies each member has.
+#[derive(Clone, Copy, Debug)]
+pub struct StripeLoc {
+    region: usize,
+    stripe: u64,
+    pub width: u32,
+    pub data: usize,
+    pub copies: u8,
+}
+
+/// Where a block sits: its region, stripe within the region, and member
+/// position within the stripe.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Locator {
+    pub(super) region: usize,
+    pub(super) stripe: u64,
+    pub(super) position: u32,
+}
+
+impl ClusterModel {
+    pub(super) fn locate(&self, b: u64) -> Option<Locator> {
+        let mut region = *self.region_index.get((b >> INDEX_SHIFT) as usize)? as usize;
+        while self.region_firsts.get(region + 1).is_some_and(|&next| next <= b) {
+            region += 1;
+        }
+        let r = &self.regions[region];
+        if b >= r.end {
+            return None;
+        }
+        let redundancy = r.redundancy;
+        let local = b - r.first;
+        let (stripe, position) = if local < r.data_blocks {
+            let k = redundancy.data_per_stripe();
+            (local / k, (local % k) as u32)
+        } else {
+            let Redundancy::ErasureCoded { data, parity } = redundancy else {
+                unreachable!("replicated has no parity")
+            };
+            let p = local - r.data_blocks;
+            (p / u64::from(parity), u32::from(data) + (p % u64::from(parity)) as u32)
+        };
+        Some(Locator { region, stripe, position })
+    }
+
+    /// The block at member `position` of stripe `stripe` of `region`.
+    pub(super) fn member_block(&self, region: &Region, stripe: u64, position: u32) -> u64 {
+        match self.schemes[region.scheme].redundancy {
+            Redundancy::Replicated { .. } => region.first + stripe,
+            Redundancy::ErasureCoded { data, parity } => {
+                if position < u32::from(data) {
+                    region.first + stripe * u64::from(data) + u64::from(position)
+                } else {
+                    region.parity_first() + stripe * u64::from(parity) + u64::from(position - u32::from(data))
+                }
+            }
+        }
+    }
+
+    pub(super) fn placement_disk(&self, region: &Region, stripe: u64, position: u32) -> u32 {
+        self.placement_disks(region, stripe)[position as usize]
+    }
+
+    /// The disks of stripe `stripe` of `region`, by member position (copy
+    /// number for replication). `(stripe_base + stripe) % pgs` is taken as
+    /// `(pg_offset + stripe) % pgs`, the same number.
+    pub(super) fn placement_disks(&self, region: &Region, stripe: u64) -> &[u32] {
+        let scheme = &self.schemes[region.scheme];
+        let pg = (region.pg_offset + stripe) % scheme.pgs;
+        let width = region.redundancy.width() as usize;
+        let first = pg as usize * width;
+        &scheme.pg_disks[first..first + width]
+    }
+
+    /// For each block of `blocks`, in `out` (cleared first): its first live
+    /// copy and that copy's disk, as [`Topology::block_copies`] lists them;
+    /// `None` if the block does not exist or every copy is lost. One
+    /// region lookup per region the range crosses, not one per block.
+    pub fn first_live_copies(&self, blocks: std::ops::Range<u64>, out: &mut Vec<Option<(u8, DiskId)>>) {
+        out.clear();
+        let mut b = blocks.start;
+        while b < blocks.end {
+            let Some(loc) = self.locate(b) else {
+                out.resize(out.len() + (blocks.end - b) as usize, None);
+                return;
+            };
+            let region = &self.regions[loc.region];
+            let end = region.end.min(blocks.end);
+            while b < end {
+                let local = b - region.first;
+                let (stripe, position) = match region.redundancy {
+                    Redundancy::Replicated { .. } => (local, None),
+                    Redundancy::ErasureCoded { data, parity } => {
+                        if local < region.data_blocks {
+                            (local / u64::from(data), Some((local % u64::from(data)) as usize))
+                        } else {
+                            let p = local - region.data_blocks;
+                            (p / u64::from(parity), Some(usize::from(data) + (p % u64::from(parity)) as usize))
+                        }
+                    }
+                };
+                let placed = self.placement_disks(region, stripe);
+                let live = |disk: u32| !self.failed[disk as usize];
+                out.push(match position {
+                    None => placed.iter().position(|&d| live(d)).map(|copy| (copy as u8, DiskId(placed[copy]))),
+                    Some(p) => live(placed[p]).then_some((0, DiskId(placed[p]))),
+                });
+                b += 1;
+            }
+        }
+    }
+
+    /// The scheme storing `block`, if it exists.
+    pub fn redundancy_of(&self, block: BlockId) -> Option<Redundancy> {
+        self.locate(block.0).map(|loc| self.schemes[self.regions[loc.region].scheme].redundancy)
+    }
+
+    /// The stripe holding `block`, to list its members with
+    /// [`Self::stripe_member`] without collecting them.
+    pub fn stripe_of(&self, block: BlockId) -> Option<StripeLoc> {
+        let loc = self.locate(block.0)?;
+        let region = &self.regions[loc.region];
+        Some(match region.redundancy {
+            Redundancy::Replicated { copies } => {
+                StripeLoc { region: loc.region, stripe: loc.stripe, width: 1, data: 1, copies }
+            }
+            r @ Redundancy::ErasureCoded { data, .. } => StripeLoc {
+                region: loc.region,
+                stripe: loc.stripe,
+                width: r.width(),
+                data: usize::from(data),
+                copies: 1,
+            },
+        })
+    }
+
+    /// Member `position` of the stripe at `loc`, as [`Self::group_blocks`]
+    /// orders them (a replicated block's only member is itself).
+    pub fn stripe_member(&self, loc: &StripeLoc, position: u32) -> BlockId {
+        BlockId(self.member_block(&self.regions[loc.region], loc.stripe, position))
+    }
+
+    /// Every block of the stripe (redundancy group) holding `block`, data
+    /// members first; a replicated block is its own group.
+    pub fn group_blocks(&self, block: BlockId) -> Vec<BlockId> {
+        let Some(loc) = self.locate(block.0) else { return Vec::new() };
+        let region = &self.regions[loc.region];
+        match self.schemes[region.scheme].redundancy {
+            Redundancy::Replicated { .. } => vec![block],
+            r @ Redundancy::ErasureCoded { .. } => {
+                (0..r.width()).map(|p| BlockId(self.member_block(region, loc.stripe, p))).collect()
+            }
+        }
+    }
+}

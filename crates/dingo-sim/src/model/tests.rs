@@ -1,0 +1,153 @@
+use super::*;
+use dingo_types::{BlockId, BlockProblem, BlockState, ChunkRef, DiskId, Member, Topology};
+
+fn small() -> ClusterModel {
+    // 2 PB of 24 TB drives, 2 per node: 84 disks on 42 nodes.
+    let spec = ClusterSpec { raw_capacity: 2_000_000_000_000_000, disks_per_node: 2, ..ClusterSpec::default() };
+    ClusterModel::new(spec).unwrap()
+}
+
+#[test]
+fn fill_and_layout_follow_the_spec() {
+    let m = small();
+    let raw_used = m.chunk_count() as f64 * m.spec().block_bytes as f64;
+    let target = m.spec().raw_capacity as f64 * m.spec().fill;
+    assert!((raw_used - target).abs() / target < 0.01, "{raw_used} vs {target}");
+    assert_eq!(m.disk_count(), 84);
+}
+
+#[test]
+fn chunks_on_a_disk_are_exactly_the_chunks_placed_there() {
+    let m = small();
+    let mut seen = 0;
+    for d in 0..m.disk_count() {
+        for member in m.chunks_on_disk(DiskId(d)).iter() {
+            let Member::Copy(chunk) = member else { panic!("disk chunks are exact copies") };
+            assert_eq!(m.copy_disk(chunk), Some(DiskId(d)));
+            seen += 1;
+        }
+    }
+    assert_eq!(seen, m.chunk_count());
+    assert_eq!(m.all_chunks().len(), m.chunk_count());
+}
+
+#[test]
+fn members_of_a_group_sit_on_distinct_nodes() {
+    let m = small();
+    let per_node = m.spec().disks_per_node;
+    for b in (0..m.block_count()).step_by(97) {
+        let block = BlockId(b);
+        let info = m.block(block).unwrap();
+        let mut nodes: Vec<u32> = if info.copies > 1 {
+            (0..info.copies).map(|c| m.copy_disk(ChunkRef { block, copy: c }).unwrap().0 / per_node).collect()
+        } else {
+            let group = m.group_blocks(block);
+            assert!(group.iter().all(|&g| m.block(g).unwrap().group == info.group));
+            group.iter().map(|&g| m.copy_disk(ChunkRef { block: g, copy: 0 }).unwrap().0 / per_node).collect()
+        };
+        let n = nodes.len();
+        nodes.sort_unstable();
+        nodes.dedup();
+        assert_eq!(nodes.len(), n, "{block} shares a node within its group");
+    }
+}
+
+#[test]
+fn failed_disks_and_deletions_hide_chunks_and_checks_catch_them() {
+    let mut m = small();
+    let before = m.all_chunks().len();
+    let on_disk = m.chunks_on_disk(DiskId(5)).len();
+    m.fail_disk(DiskId(5));
+    assert_eq!(m.all_chunks().len(), before - on_disk);
+    let file = m.file_blocks(0);
+    m.delete_blocks(&(file.start.0..file.end()).collect());
+    assert_eq!(m.check_range(file), Err(BlockProblem::Deleted(file.start)));
+    assert_eq!(m.block(file.start).unwrap().state, BlockState::Deleted);
+    let past_end = BlockRange { start: BlockId(m.block_count()), len: 1 };
+    assert!(matches!(m.check_range(past_end), Err(BlockProblem::Unknown(_))));
+}
+
+#[test]
+fn block_copies_agrees_with_block_and_copy_disk() {
+    let mut m = small();
+    m.fail_disk(DiskId(5));
+    let file = m.file_blocks(0);
+    m.delete_blocks(&(file.start.0..file.end()).collect());
+    let mut disks = Vec::new();
+    let mut lost = 0;
+    for b in (0..m.block_count() + 2).map(BlockId) {
+        let info = m.block_copies(b, &mut disks);
+        assert_eq!(info, m.block(b), "{b}");
+        let expected: Vec<_> =
+            (0..info.map_or(0, |i| i.copies)).map(|copy| m.copy_disk(ChunkRef { block: b, copy })).collect();
+        assert_eq!(disks, expected, "{b}");
+        lost += disks.iter().filter(|d| d.is_none()).count();
+    }
+    assert!(lost > 0, "the failed disk's copies show as lost");
+    // The batched lookup of first live copies agrees, across regions
+    // and past the last block.
+    let mut firsts = Vec::new();
+    m.first_live_copies(0..m.block_count() + 2, &mut firsts);
+    for (b, first) in (0..m.block_count() + 2).zip(&firsts) {
+        m.block_copies(BlockId(b), &mut disks);
+        let expected = (0..).zip(&disks).find_map(|(copy, d)| d.map(|d| (copy, d)));
+        assert_eq!(*first, expected, "{b}");
+    }
+}
+
+#[test]
+fn too_few_nodes_for_a_stripe_is_a_clear_error() {
+    let spec = ClusterSpec { raw_capacity: 100_000_000_000_000, ..ClusterSpec::default() };
+    let err = ClusterModel::new(spec).unwrap_err();
+    assert!(err.to_string().contains("at least 3 nodes"), "{err}");
+}
+
+#[test]
+fn deleting_files_removes_exactly_their_data_and_parity_chunks() {
+    let mut m = small();
+    assert_eq!(m.live_chunks(), m.chunk_count());
+    // One file of each scheme: its ranges cover the stripes of its blocks.
+    let files: Vec<u64> = (0..m.scheme_count()).map(|s| m.scheme_file_ranges(s).next().unwrap().start).collect();
+    let mut expected = RoaringTreemap::new();
+    let mut chunks = 0;
+    for &f in &files {
+        for b in m.file_blocks(f).blocks() {
+            expected.extend(m.group_blocks(b).into_iter().map(|g| g.0));
+        }
+        let range = m.file_blocks(f);
+        chunks += match m.scheme(m.file_scheme(f)) {
+            Redundancy::Replicated { copies } => u64::from(range.len) * u64::from(copies),
+            r => u64::from(range.len) / r.data_per_stripe() * u64::from(r.width()),
+        };
+    }
+    let gone = m.delete_files(&files);
+    assert_eq!(gone, expected);
+    for b in 0..m.block_count() {
+        let deleted = m.block(BlockId(b)).unwrap().state == BlockState::Deleted;
+        assert_eq!(deleted, gone.contains(b), "block {b}");
+    }
+    assert_eq!(m.live_chunks(), m.chunk_count() - chunks);
+    assert!(files.iter().all(|&f| !m.file_live(f)));
+    assert!(m.delete_files(&files).is_empty(), "deleting twice deletes nothing");
+    assert_eq!(m.live_chunks(), m.chunk_count() - chunks);
+}
+
+#[test]
+fn added_files_land_in_a_new_region_of_their_scheme_and_replaced_disks_come_back() {
+    let mut m = small();
+    let before = m.live_chunks();
+    let new = m.add_files(1, 4);
+    assert_eq!(m.scheme_file_ranges(1).last(), Some(new.clone()));
+    assert!(new.clone().all(|f| m.file_live(f) && m.file_scheme(f) == 1));
+    let r = m.scheme(1);
+    assert_eq!(
+        m.live_chunks() - before,
+        4 * u64::from(m.spec().file_blocks) / r.data_per_stripe() * u64::from(r.width())
+    );
+    let chunk = ChunkRef { block: m.file_blocks(new.start).start, copy: 0 };
+    let disk = m.copy_disk(chunk).unwrap();
+    m.fail_disk(disk);
+    assert_eq!(m.copy_disk(chunk), None);
+    m.replace_disk(disk);
+    assert_eq!(m.copy_disk(chunk), Some(disk));
+}

@@ -1,0 +1,229 @@
+//! Job generation: when each task starts a job, and what each job reads
+//! (files, chunks of disks, rebalancing candidates, the sets a failure
+//! leaves to rebuild).
+
+use super::rates::{bytes_per_failure, live_files};
+use super::{Commit, Job, JobSets, World};
+use crate::workload::surviving_members;
+use dingo_types::{DiskId, TaskKind, Timestamp, Topology};
+use std::time::Duration;
+
+impl World {
+    pub(super) fn start_jobs(&mut self, now: Timestamp, started: &mut Vec<u32>) {
+        let quantum_end = now.saturating_add(self.config.quantum);
+        for task in TaskKind::ALL {
+            if self.rates.bytes_per_sec[task.index()] <= 0.0 {
+                continue;
+            }
+            if task == TaskKind::Reconstruction {
+                self.fail_disks(now, started);
+                continue;
+            }
+            let period = self.rates.period[task.index()];
+            let horizon = Timestamp(self.config.horizon.as_millis() as u64);
+            while self.next_event[task.index()] < quantum_end.min(horizon) {
+                let event = self.next_event[task.index()];
+                self.next_event[task.index()] = event.saturating_add(period.max(Duration::from_millis(1)));
+                // An event covers its period; the last one only what is
+                // left of the horizon, so a run generates its nominal demand.
+                let covered = period.min(Duration::from_millis(horizon.0 - event.0)).as_secs_f64();
+                let bytes = self.rates.bytes_per_sec[task.index()] * covered;
+                let scale = covered / period.as_secs_f64();
+                if let Some(job) = self.make_job(task, now, bytes, scale) {
+                    started.push(job);
+                }
+            }
+        }
+    }
+
+    /// Whole units of `per_unit` bytes for one event of `task`, carrying the
+    /// difference to its next event: rounding to the nearest unit keeps the
+    /// run's total within half a unit of the nominal (flooring would lose up
+    /// to one, a whole disk failure in a small cluster).
+    pub(super) fn units(&mut self, task: TaskKind, bytes: f64, per_unit: f64) -> u64 {
+        let c = &mut self.carry[task.index()];
+        *c += bytes / per_unit;
+        let n = c.round().max(0.0);
+        *c -= n;
+        n as u64
+    }
+
+    pub(super) fn push_job(
+        &mut self,
+        task: TaskKind,
+        now: Timestamp,
+        sets: JobSets,
+        sets_needed: Option<u64>,
+        commits: Vec<Commit>,
+    ) -> Option<u32> {
+        if sets.is_empty() {
+            return None;
+        }
+        let block_bytes = self.block_bytes();
+        let sets_bytes = match &sets {
+            JobSets::Files { files, max_blocks } => {
+                files.len() as f64 * f64::from((*max_blocks).min(self.model.spec().file_blocks)) * block_bytes
+            }
+            JobSets::Members(m) => sets_needed.unwrap_or(m.len()) as f64 * block_bytes,
+            JobSets::Rebuilds { members, .. } => *members as f64 * block_bytes,
+        };
+        self.generated_bytes[task.index()] += sets_bytes;
+        let id = self.next_job;
+        self.next_job += 1;
+        let deadline = now.saturating_add(self.rates.deadline[task.index()]);
+        self.jobs.insert(id, Job { id, task, arrival: now, deadline, sets, sets_needed, commits });
+        Some(id)
+    }
+
+    /// One event of `task` reading `bytes`; a scrubbing event covers
+    /// `scale` of its period's pass.
+    pub(super) fn make_job(&mut self, task: TaskKind, now: Timestamp, bytes: f64, scale: f64) -> Option<u32> {
+        let file_bytes = self.file_bytes();
+        match task {
+            TaskKind::GarbageCollection => {
+                let n = self.units(task, bytes, file_bytes);
+                let files = self.objects.pick(&self.model, n, &mut self.rngs[task.index()]);
+                let sets = JobSets::Files { files: files.clone(), max_blocks: u32::MAX };
+                self.push_job(task, now, sets, None, vec![Commit { files, to_scheme: None }])
+            }
+            TaskKind::Transcoding => {
+                let stages = self.chain.len().saturating_sub(1);
+                if stages == 0 {
+                    return None;
+                }
+                let n = self.units(task, bytes, file_bytes * stages as f64);
+                let mut all = Vec::new();
+                let mut commits = Vec::new();
+                for stage in 0..stages {
+                    let (from, to) = (self.chain[stage], self.chain[stage + 1]);
+                    let files = self.transcode_cursors[stage].take(&self.model, from, n);
+                    self.transcode_to.extend(files.iter().map(|&f| (f, to)));
+                    all.extend_from_slice(&files);
+                    commits.push(Commit { files, to_scheme: Some(to) });
+                }
+                all.sort_unstable();
+                self.push_job(task, now, JobSets::Files { files: all, max_blocks: u32::MAX }, None, commits)
+            }
+            TaskKind::Georeplication | TaskKind::FileScrubbing => {
+                let n = self.units(task, bytes, file_bytes);
+                let files = self.random_files(task, n);
+                self.push_job(task, now, JobSets::Files { files, max_blocks: u32::MAX }, None, Vec::new())
+            }
+            TaskKind::Fsck => {
+                let blocks = self.config.fsck_blocks.clamp(1, self.model.spec().file_blocks);
+                let n = self.units(task, bytes, self.block_bytes() * f64::from(blocks));
+                let files = self.random_files(task, n);
+                self.push_job(task, now, JobSets::Files { files, max_blocks: blocks }, None, Vec::new())
+            }
+            TaskKind::Scrubbing => {
+                // A pass covers every written chunk (paper appendix A.2); an
+                // event covers its fraction of the disks, round-robin.
+                let disk_count = f64::from(self.model.disk_count());
+                let disks = self.units(task, self.rates.scrub_fraction * scale * disk_count, 1.0);
+                let disks = disks.min(u64::from(self.model.disk_count()));
+                let chosen: Vec<DiskId> = (0..disks)
+                    .map(|_| {
+                        let d = DiskId(self.scrub_cursor);
+                        self.scrub_cursor = (self.scrub_cursor + 1) % self.model.disk_count();
+                        d
+                    })
+                    .collect();
+                // Every disk: the compact whole-cluster form, not a per-disk walk.
+                let members = if disks == u64::from(self.model.disk_count()) {
+                    self.model.all_chunks()
+                } else {
+                    self.model.placed_chunks(&chosen)
+                };
+                self.push_job(task, now, JobSets::Members(members), None, Vec::new())
+            }
+            TaskKind::Rebalancing => {
+                let needed = self.units(task, bytes, self.block_bytes());
+                if needed == 0 {
+                    return None;
+                }
+                let disk_count = u64::from(self.model.disk_count());
+                let per_disk = (self.model.live_chunks() / disk_count).max(1);
+                let wanted = ((needed as f64 * self.config.rebalance_candidates) / per_disk as f64).ceil() as u64;
+                let wanted = wanted.clamp(1, (disk_count / 2).max(1));
+                let rng = &mut self.rngs[task.index()];
+                let mut chosen: Vec<DiskId> = Vec::new();
+                while (chosen.len() as u64) < wanted {
+                    let d = DiskId(rng.below(disk_count) as u32);
+                    if !chosen.contains(&d) {
+                        chosen.push(d);
+                    }
+                }
+                let candidates = self.model.placed_chunks(&chosen);
+                let needed = needed.min(candidates.len());
+                self.push_job(task, now, JobSets::Members(candidates), Some(needed), Vec::new())
+            }
+            TaskKind::Reconstruction => unreachable!("reconstruction follows failures"),
+        }
+    }
+
+    /// Disk failures this quantum, at the rate that makes reconstruction
+    /// read its share given what a failure costs in the cluster as it is
+    /// now; one reconstruction job each. The count carries its fraction to
+    /// the next quantum (an exact rate: Poisson counts would put a small
+    /// cluster's month 15 % off its share), the disk is drawn at random.
+    /// The failed disk is replaced at once; its chunks are rebuilt from the
+    /// survivors, chosen while the disk is out.
+    pub(super) fn fail_disks(&mut self, now: Timestamp, started: &mut Vec<u32>) {
+        let task = TaskKind::Reconstruction;
+        let bytes = self.rates.bytes_per_sec[task.index()] * self.config.quantum.as_secs_f64();
+        let failures = self.units(task, bytes, bytes_per_failure(&self.model).max(1.0));
+        for _ in 0..failures {
+            let disk = DiskId(self.failure_rng.below(u64::from(self.model.disk_count())) as u32);
+            let lost = self.model.placed_chunks(&[disk]);
+            self.model.fail_disk(disk);
+            let mut blocks = Vec::with_capacity(lost.len() as usize);
+            let mut total = 0;
+            let mut members = Vec::new();
+            for m in lost.iter() {
+                members.clear();
+                if surviving_members(&self.model, m.block(), &mut members) {
+                    blocks.push(m.block().0);
+                    total += members.len() as u64;
+                }
+            }
+            self.model.replace_disk(disk);
+            let sets = JobSets::Rebuilds { blocks, members: total };
+            if cfg!(debug_assertions) {
+                // The sets listed with the disk back in are the ones it left.
+                let mut again = Vec::new();
+                for (i, m) in lost.iter().enumerate() {
+                    again.clear();
+                    sets.rebuild(&self.model, i, &mut again);
+                    members.clear();
+                    self.model.fail_disk(disk);
+                    surviving_members(&self.model, m.block(), &mut members);
+                    self.model.replace_disk(disk);
+                    assert_eq!(again, members, "rebuild set of {}", m.block());
+                }
+            }
+            if let Some(id) = self.push_job(task, now, sets, None, Vec::new()) {
+                started.push(id);
+            }
+        }
+    }
+
+    /// `n` distinct random live files (every live file if there are no
+    /// more), sorted.
+    pub(super) fn random_files(&mut self, task: TaskKind, n: u64) -> Vec<u64> {
+        let files = self.model.file_count();
+        if n >= live_files(&self.model) {
+            return (0..files).filter(|&f| self.model.file_live(f)).collect();
+        }
+        let rng = &mut self.rngs[task.index()];
+        let mut taken = fixedbitset::FixedBitSet::with_capacity(usize::try_from(files).expect("fits in memory"));
+        let mut picked = Vec::with_capacity(n as usize);
+        while (picked.len() as u64) < n {
+            let f = rng.below(files);
+            if self.model.file_live(f) && !taken.put(f as usize) {
+                picked.push(f);
+            }
+        }
+        picked.sort_unstable();
+        picked
+    }
+}
