@@ -5,7 +5,9 @@
 //! read, never placed on. Draining and decommissioned disks and nodes are
 //! mirrored too: nothing new is placed on them, their chunks stay readable.
 
-use crate::db::{Lease, MetaDb, Recovered};
+mod wire;
+
+use crate::db::{self, ChunkKey, ChunkPlacement, Lease, MetaDb, Recovered};
 use crate::error::MetaError;
 use crate::placement::{Candidate, check_drain, place, place_one};
 use dingo_proto::metrics::MetricsText;
@@ -82,9 +84,9 @@ pub struct MetaService {
     leases_recovered: AtomicU64,
     /// Nodes marked DEAD for missing heartbeats, since start.
     auto_dead: AtomicU64,
-    /// `(disk, block, copy)` of chunks nodes reported corrupt or missing,
-    /// until they are found elsewhere.
-    corrupt: Mutex<HashSet<(u32, u64, u32)>>,
+    /// Chunks nodes reported corrupt or missing, until they are found
+    /// elsewhere.
+    corrupt: Mutex<HashSet<ChunkKey>>,
     /// A node is dead after this long without a heartbeat.
     dead_after: Duration,
     lease_ttl: Duration,
@@ -96,16 +98,6 @@ pub struct MetaService {
 /// Runs a database operation off the async workers (redb commits fsync).
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, MetaError> + Send + 'static) -> Result<T, Status> {
     tokio::task::spawn_blocking(f).await.map_err(|e| Status::internal(e.to_string()))?.map_err(Status::from)
-}
-
-/// A chunk on a disk as the database keys it: `(disk, block, copy)`.
-fn from_wire(c: &ChunkOnDisk) -> Option<(u32, u64, u32)> {
-    c.chunk.as_ref().map(|id| (c.disk, id.block, id.copy))
-}
-
-/// The wire form of a `(disk, block, copy)` key.
-fn to_wire((disk, block, copy): (u32, u64, u32)) -> ChunkOnDisk {
-    ChunkOnDisk { disk, chunk: Some(ChunkId { block, copy }) }
 }
 
 /// A state number from a request; unknown numbers are refused rather than
@@ -145,7 +137,7 @@ impl MetaService {
                 let usage = n
                     .disks
                     .iter()
-                    .map(|d| (d.id, DiskUsage { disk: d.id, capacity: d.capacity, used: d.used, chunks: d.chunks }))
+                    .map(|d| (d.id, DiskUsage { disk: d.id, capacity: d.capacity_bytes, used: d.used_bytes, chunks: 0 }))
                     .collect();
                 (n.id, Soft { addr: n.addr, last_seen: None, usage, disk_seen: HashMap::new() })
             })
@@ -348,12 +340,12 @@ impl MetaService {
                 Device::Node(n) => (nodes, n),
                 Device::Disk(d) => (disks, d),
             };
-            if states.get(&id) == Some(&DeviceState::Decommissioned) {
+            if states.get(&id) == Some(&db::DeviceState::Decommissioned) {
                 return Ok(false);
             }
             match device {
-                Device::Node(n) => db.set_node_state(n, DeviceState::Dead),
-                Device::Disk(d) => db.set_disk_state(d, DeviceState::Dead),
+                Device::Node(n) => db.set_node_state(n, db::DeviceState::Dead),
+                Device::Disk(d) => db.set_disk_state(d, db::DeviceState::Dead),
             }
             .map(|()| true)
         };
@@ -439,7 +431,7 @@ impl Meta for MetaService {
             return Err(Status::invalid_argument("a node registers with an address and at least one disk"));
         }
         let db = self.db.clone();
-        let (addr, disks) = (r.addr.clone(), r.disks.clone());
+        let (addr, disks) = (r.addr.clone(), r.disks.iter().map(wire::disk_registration).collect::<Vec<_>>());
         let (node, ids) = blocking(move || db.register_node(&addr, &disks)).await?;
         let usage = r
             .disks
@@ -460,7 +452,7 @@ impl Meta for MetaService {
             self.corrupt_reports.fetch_add(1, Relaxed);
             let (block, copy) = c.chunk.as_ref().map_or((0, 0), |c| (c.block, c.copy));
             tracing::warn!(node = r.node, disk = c.disk, block, copy, "node reports a corrupt or missing chunk");
-            if let Some(key) = from_wire(c) {
+            if let Some(key) = wire::chunk_key(c) {
                 self.corrupt.lock().unwrap_or_else(|p| p.into_inner()).insert(key);
             }
         }
@@ -475,10 +467,10 @@ impl Meta for MetaService {
             }
             s.usage.keys().copied().collect()
         };
-        let confirmed: Vec<(u32, u64, u32)> = r.deleted.iter().filter_map(from_wire).collect();
+        let confirmed: Vec<ChunkKey> = r.deleted.iter().filter_map(wire::chunk_key).collect();
         let db = self.db.clone();
         let pending = blocking(move || db.sync_deletes(&confirmed, &disks)).await?;
-        let delete = pending.into_iter().map(to_wire).collect();
+        let delete = pending.into_iter().map(wire::chunk_on_disk).collect();
         Ok(Response::new(HeartbeatReply { delete }))
     }
 
@@ -494,14 +486,14 @@ impl Meta for MetaService {
             let s = cluster.nodes.get(&r.node).ok_or(MetaError::UnknownNode(r.node))?;
             s.usage.keys().copied().collect()
         };
-        let chunks: Vec<(u32, u64, u32)> =
-            r.chunks.iter().filter(|c| own.contains(&c.disk)).filter_map(from_wire).collect();
+        let chunks: Vec<ChunkKey> =
+            r.chunks.iter().filter(|c| own.contains(&c.disk)).filter_map(wire::chunk_key).collect();
         let db = self.db.clone();
         let unknown = blocking(move || db.unknown_chunks(&chunks)).await?;
         if !unknown.is_empty() {
             tracing::info!(node = r.node, chunks = unknown.len(), "node holds orphan chunks; it will delete them");
         }
-        let orphans = unknown.into_iter().map(to_wire).collect();
+        let orphans = unknown.into_iter().map(wire::chunk_on_disk).collect();
         Ok(Response::new(ReportChunksReply { orphans }))
     }
 
@@ -511,7 +503,7 @@ impl Meta for MetaService {
         let lease = new_lease(self.lease_ttl);
         let db = self.db.clone();
         let file = blocking(move || db.create_file(&r.path, redundancy, r.block_size, lease, now_ms())).await?;
-        Ok(Response::new(OpenFileReply { file: Some(file), lease: lease.id }))
+        Ok(Response::new(OpenFileReply { file: Some(wire::file(&file)), lease: lease.id }))
     }
 
     async fn open_for_append(&self, request: Request<OpenForAppendRequest>) -> Result<Response<OpenFileReply>, Status> {
@@ -519,7 +511,7 @@ impl Meta for MetaService {
         let lease = new_lease(self.lease_ttl);
         let db = self.db.clone();
         let file = blocking(move || db.open_for_append(&path, lease, now_ms())).await?;
-        Ok(Response::new(OpenFileReply { file: Some(file), lease: lease.id }))
+        Ok(Response::new(OpenFileReply { file: Some(wire::file(&file)), lease: lease.id }))
     }
 
     async fn allocate_blocks(
@@ -530,26 +522,26 @@ impl Meta for MetaService {
         let db = self.db.clone();
         let path = r.path.clone();
         let file = blocking(move || db.file(&path)).await?;
-        let redundancy = Redundancy::try_from(file.redundancy.as_ref()).map_err(Status::internal)?;
+        let redundancy = file.redundancy()?;
         let candidates = self.candidates(&r.exclude_nodes);
         let width = redundancy.width();
         let slots = place(candidates, width, r.chunk_bytes, matches!(redundancy, Redundancy::Replicated(_)))?;
-        let placement: Vec<Vec<ChunkLocation>> = match redundancy {
+        let placement: Vec<Vec<ChunkPlacement>> = match redundancy {
             Redundancy::Replicated(_) => vec![
                 slots
                     .iter()
                     .enumerate()
-                    .map(|(copy, &(node, disk))| ChunkLocation { copy: copy as u32, disk, node, ..Default::default() })
+                    .map(|(copy, &(node, disk))| ChunkPlacement { copy: copy as u32, disk, node })
                     .collect(),
             ],
-            Redundancy::Ec { .. } => slots
-                .iter()
-                .map(|&(node, disk)| vec![ChunkLocation { copy: 0, disk, node, ..Default::default() }])
-                .collect(),
+            Redundancy::Ec { .. } => {
+                slots.iter().map(|&(node, disk)| vec![ChunkPlacement { copy: 0, disk, node }]).collect()
+            }
         };
         let db = self.db.clone();
         let ttl = self.ttl_ms();
-        let mut blocks = blocking(move || db.allocate(&r.path, r.lease, now_ms(), ttl, &placement)).await?;
+        let stored = blocking(move || db.allocate(&r.path, r.lease, now_ms(), ttl, &placement)).await?;
+        let mut blocks: Vec<BlockRecord> = stored.iter().map(wire::block).collect();
         self.with_addrs(&mut blocks);
         Ok(Response::new(AllocateBlocksReply { blocks }))
     }
@@ -600,7 +592,9 @@ impl Meta for MetaService {
     async fn stat(&self, request: Request<StatRequest>) -> Result<Response<FileInfo>, Status> {
         let path = request.into_inner().path;
         let db = self.db.clone();
-        let mut f = blocking(move || db.stat(&path)).await?;
+        let (file, blocks) = blocking(move || db.stat(&path)).await?;
+        let mut f = wire::file(&file);
+        f.blocks = blocks.iter().map(wire::block).collect();
         self.with_addrs(&mut f.blocks);
         Ok(Response::new(f))
     }
@@ -609,7 +603,7 @@ impl Meta for MetaService {
         let prefix = request.into_inner().prefix;
         let db = self.db.clone();
         let files = blocking(move || db.list(&prefix)).await?;
-        Ok(Response::new(ListReply { files }))
+        Ok(Response::new(ListReply { files: files.iter().map(wire::file).collect() }))
     }
 
     async fn delete(&self, request: Request<DeleteRequest>) -> Result<Response<DeleteReply>, Status> {
@@ -621,7 +615,7 @@ impl Meta for MetaService {
 
     async fn cluster_status(&self, _: Request<ClusterStatusRequest>) -> Result<Response<ClusterStatusReply>, Status> {
         let db = self.db.clone();
-        let reported: Vec<(u32, u64, u32)> =
+        let reported: Vec<ChunkKey> =
             self.corrupt.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
         let (stored, (files, blocks), gone, open, (drain_disks, drain_nodes), left) = blocking(move || {
             let stored = db.nodes()?;
@@ -645,16 +639,17 @@ impl Meta for MetaService {
             }
             let mut v: Vec<_> = set.iter().copied().collect();
             v.sort_unstable();
-            v.into_iter().map(to_wire).collect()
+            v.into_iter().map(wire::chunk_on_disk).collect()
         };
         let now = now_ms();
         let expired_leases = open.iter().filter(|(_, expiry)| *expiry < now).count() as u64;
         let cluster = self.cluster();
         let lost = cluster.lost_disks();
         let nodes = stored
-            .into_iter()
-            .map(|mut n| {
-                let node_drain = drain_nodes.get(&n.id).copied();
+            .iter()
+            .map(|stored| {
+                let mut n = wire::node(stored);
+                let node_drain = drain_nodes.get(&n.id).copied().map(wire::device_state);
                 n.set_state(if cluster.dead_nodes.contains(&n.id) {
                     DeviceState::Dead
                 } else {
@@ -663,7 +658,8 @@ impl Meta for MetaService {
                 for d in &mut n.disks {
                     // The worse of the disk's own drain and its node's:
                     // DECOMMISSIONED over DRAINING.
-                    let drain = drain_disks.get(&d.id).copied().into_iter().chain(node_drain).max();
+                    let drain =
+                        drain_disks.get(&d.id).copied().map(wire::device_state).into_iter().chain(node_drain).max();
                     d.set_state(if lost.contains(&d.id) {
                         DeviceState::Dead
                     } else {
@@ -710,7 +706,7 @@ impl Meta for MetaService {
                         *slot = c.disk;
                     }
                 }
-                BlockRow { id: b.id, size: b.size, state: b.state, group: b.group, disks }
+                BlockRow { id: b.id, size: b.size, state: wire::block_state(b.state()) as i32, group: b.group, disks }
             })
             .collect();
         Ok(Response::new(BlockTableReply { rows, next, end }))
@@ -719,7 +715,8 @@ impl Meta for MetaService {
     async fn get_blocks(&self, request: Request<GetBlocksRequest>) -> Result<Response<GetBlocksReply>, Status> {
         let ids = request.into_inner().ids;
         let db = self.db.clone();
-        let mut blocks = blocking(move || db.get_blocks(&ids)).await?;
+        let stored = blocking(move || db.get_blocks(&ids)).await?;
+        let mut blocks: Vec<BlockRecord> = stored.iter().map(wire::block).collect();
         self.with_addrs(&mut blocks);
         Ok(Response::new(GetBlocksReply { blocks }))
     }
@@ -737,7 +734,7 @@ impl Meta for MetaService {
             db.sealed_chunks_on(&[disk])
         })
         .await?;
-        let chunks = found.into_iter().map(|(_, block, copy)| ChunkId { block, copy }).collect();
+        let chunks = found.into_iter().map(|k| ChunkId { block: k.block.0, copy: k.copy }).collect();
         Ok(Response::new(ChunksOnDiskReply { chunks }))
     }
 
@@ -746,7 +743,7 @@ impl Meta for MetaService {
         disks.sort_unstable();
         let db = self.db.clone();
         let found = blocking(move || db.sealed_chunks_on(&disks)).await?;
-        let chunks = found.into_iter().map(to_wire).collect();
+        let chunks = found.into_iter().map(wire::chunk_on_disk).collect();
         Ok(Response::new(LostChunksReply { chunks }))
     }
 
@@ -770,7 +767,7 @@ impl Meta for MetaService {
             self.check_drain(format!("disk {disk}"), |_, d| d == disk).await?;
         }
         let db = self.db.clone();
-        blocking(move || db.set_disk_state(disk, state)).await?;
+        blocking(move || db.set_disk_state(disk, wire::device_state_from_wire(state))).await?;
         let mut cluster = self.cluster();
         let c = &mut *cluster;
         apply_state(state, disk, &mut c.dead_disks, &mut c.drained_disks);
@@ -798,7 +795,7 @@ impl Meta for MetaService {
             self.check_drain(format!("node {node}"), |n, _| n == node).await?;
         }
         let db = self.db.clone();
-        blocking(move || db.set_node_state(node, state)).await?;
+        blocking(move || db.set_node_state(node, wire::device_state_from_wire(state))).await?;
         let mut cluster = self.cluster();
         let c = &mut *cluster;
         apply_state(state, node, &mut c.dead_nodes, &mut c.drained_nodes);
@@ -812,7 +809,7 @@ impl Meta for MetaService {
         let (block, copy) = (chunk.block.0, u32::from(chunk.copy));
         let db = self.db.clone();
         let (b, group) = blocking(move || db.redundancy_group(block)).await?;
-        if b.state() != BlockState::Sealed {
+        if b.state() != db::BlockState::Sealed {
             return Err(Status::failed_precondition(format!("block {block} is {}", b.state().as_str_name())));
         }
         let holder = b
@@ -864,7 +861,7 @@ impl Meta for MetaService {
             u.used += b.size;
             u.chunks += 1;
         }
-        let mut blocks = [b];
+        let mut blocks = [wire::block(&b)];
         self.with_addrs(&mut blocks);
         let [b] = blocks;
         tracing::info!(block, copy, from = r.old_disk, to = r.new_disk, "chunk replaced");
