@@ -190,3 +190,211 @@ fn build_open_files(tx: &WriteTransaction) -> Result<(), MetaError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::records::{ChunkPlacement, DeviceState, DiskModelRecord, DiskRecord, RedundancyRecord};
+    use crate::db::{ChunkKey, MIN_BLOCK_SIZE};
+    use dingo_proto::v1;
+    use redb::ReadableDatabase;
+
+    /// A format 1 database as the code before format 2 wrote it: the values
+    /// of `files`, `blocks` and `nodes` are `dingo.v1` wire messages, there is
+    /// no `schema_version`, and (as in a database older than the indexes)
+    /// the index tables are left to be built. Should the wire messages
+    /// change, freeze these values as bytes first.
+    fn write_format_1(dir: &Path) {
+        let db = Database::create(dir.join("meta.redb")).unwrap();
+        let tx = db.begin_write().unwrap();
+        let r2 = v1::Redundancy { replicas: 2, data: 0, parity: 0 };
+        let ec = v1::Redundancy { replicas: 0, data: 2, parity: 1 };
+        let loc = |copy, disk| v1::ChunkLocation { copy, disk, node: 0, ..Default::default() };
+        let files = [
+            v1::FileInfo {
+                id: 0,
+                path: "/sealed".into(),
+                redundancy: Some(r2),
+                block_size: MIN_BLOCK_SIZE,
+                size: 100,
+                sealed: true,
+                block_ids: vec![0],
+                created_ms: 5,
+                ..Default::default()
+            },
+            v1::FileInfo {
+                id: 1,
+                path: "/open".into(),
+                redundancy: Some(ec),
+                block_size: MIN_BLOCK_SIZE,
+                lease: 42,
+                lease_expiry_ms: 9000,
+                created_ms: 6,
+                ..Default::default()
+            },
+        ];
+        for f in &files {
+            tx.open_table(FILES).unwrap().insert(f.path.as_str(), f.encode_to_vec().as_slice()).unwrap();
+        }
+        let block = |id, file, size, state: v1::BlockState, group, ec_index, redundancy, chunks| v1::BlockRecord {
+            id,
+            file,
+            size,
+            state: state as i32,
+            group,
+            ec_index,
+            redundancy: Some(redundancy),
+            chunks,
+        };
+        let blocks = [
+            block(0, 0, 100, v1::BlockState::Sealed, 0, 0, r2, vec![loc(0, 0), loc(1, 1)]),
+            block(1, 1, 0, v1::BlockState::Open, 1, 0, ec, vec![loc(0, 1)]),
+            block(2, 1, 0, v1::BlockState::Deleted, 1, 1, ec, vec![loc(0, 0)]),
+        ];
+        for b in &blocks {
+            tx.open_table(BLOCKS).unwrap().insert(b.id, b.encode_to_vec().as_slice()).unwrap();
+        }
+        let model = v1::DiskModel { positioning_us: 8000, transfer_bytes_per_sec: 100_000_000 };
+        let node = v1::NodeStatus {
+            id: 0,
+            addr: "h:1".into(),
+            disks: vec![
+                v1::DiskStatus {
+                    id: 0,
+                    path: "/d0".into(),
+                    capacity: 1000,
+                    used: 10,
+                    model: Some(model),
+                    uuid: "u0".into(),
+                    ..Default::default()
+                },
+                v1::DiskStatus { id: 1, path: "/d1".into(), capacity: 2000, used: 20, uuid: "u1".into(), ..Default::default() },
+            ],
+            ..Default::default()
+        };
+        tx.open_table(NODES).unwrap().insert(0, node.encode_to_vec().as_slice()).unwrap();
+        tx.open_table(NODE_ADDRS).unwrap().insert("h:1", 0).unwrap();
+        for (uuid, id) in [("u0", 0), ("u1", 1)] {
+            tx.open_table(DISK_UUIDS).unwrap().insert(uuid, id).unwrap();
+        }
+        for (name, next) in [("next_block", 3), ("next_file", 2), ("next_node", 1), ("next_disk", 2)] {
+            tx.open_table(COUNTERS).unwrap().insert(name, next).unwrap();
+        }
+        tx.open_table(PENDING_DELETES).unwrap().insert((0, 2, 0), ()).unwrap();
+        tx.open_table(DEAD_DISKS).unwrap().insert(1, ()).unwrap();
+        tx.open_table(DRAIN_NODES).unwrap().insert(0, v1::DeviceState::Draining as i32).unwrap();
+        tx.commit().unwrap();
+    }
+
+    fn placement(copy: u32, disk: u32) -> ChunkPlacement {
+        ChunkPlacement { copy, disk, node: 0 }
+    }
+
+    #[test]
+    fn a_format_1_database_migrates_with_every_record_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        write_format_1(dir.path());
+        let db = MetaDb::open(dir.path()).unwrap();
+        let r2 = Some(RedundancyRecord { replicas: 2, data: 0, parity: 0 });
+        let ec = Some(RedundancyRecord { replicas: 0, data: 2, parity: 1 });
+        let (sealed, sealed_blocks) = db.stat("/sealed").unwrap();
+        assert_eq!(
+            sealed,
+            FileRecord {
+                id: 0,
+                path: "/sealed".into(),
+                redundancy: r2,
+                block_size: MIN_BLOCK_SIZE,
+                size: 100,
+                sealed: true,
+                block_ids: vec![0],
+                lease: 0,
+                lease_expiry_ms: 0,
+                created_ms: 5,
+            }
+        );
+        assert_eq!(
+            db.file("/open").unwrap(),
+            FileRecord {
+                id: 1,
+                path: "/open".into(),
+                redundancy: ec,
+                block_size: MIN_BLOCK_SIZE,
+                size: 0,
+                sealed: false,
+                block_ids: vec![],
+                lease: 42,
+                lease_expiry_ms: 9000,
+                created_ms: 6,
+            }
+        );
+        let block = |id, file, size, state: BlockState, group, ec_index, redundancy, chunks| {
+            let mut b = BlockRecord { id, file, size, state: 0, group, ec_index, redundancy, chunks };
+            b.set_state(state);
+            b
+        };
+        let blocks = vec![
+            block(0, 0, 100, BlockState::Sealed, 0, 0, r2, vec![placement(0, 0), placement(1, 1)]),
+            block(1, 1, 0, BlockState::Open, 1, 0, ec, vec![placement(0, 1)]),
+            block(2, 1, 0, BlockState::Deleted, 1, 1, ec, vec![placement(0, 0)]),
+        ];
+        assert_eq!(sealed_blocks, blocks[..1]);
+        assert_eq!(db.get_blocks(&[0, 1, 2]).unwrap(), blocks);
+        assert_eq!(db.blocks(0, 10).unwrap(), (blocks, 3));
+        let model = Some(DiskModelRecord { positioning_us: 8000, transfer_bytes_per_sec: 100_000_000 });
+        let disk = |id, path: &str, capacity_bytes, used_bytes, model, uuid: &str| DiskRecord {
+            id,
+            path: path.into(),
+            capacity_bytes,
+            used_bytes,
+            model,
+            uuid: uuid.into(),
+        };
+        let node = NodeRecord {
+            id: 0,
+            addr: "h:1".into(),
+            disks: vec![disk(0, "/d0", 1000, 10, model, "u0"), disk(1, "/d1", 2000, 20, None, "u1")],
+        };
+        assert_eq!(db.nodes().unwrap(), vec![node]);
+        assert_eq!(db.dead().unwrap(), (vec![1], vec![]));
+        assert_eq!(db.drain_states().unwrap().1, [(0, DeviceState::Draining)].into());
+        assert_eq!(db.sync_deletes(&[], &[0]).unwrap(), vec![ChunkKey::new(0, 2, 0)]);
+        // The indexes were built from the migrated records.
+        assert_eq!(db.sealed_chunks_on(&[0, 1]).unwrap(), vec![ChunkKey::new(0, 0, 0), ChunkKey::new(1, 0, 1)]);
+        assert_eq!(db.open_files().unwrap(), vec![("/open".to_string(), 9000)]);
+        assert_eq!(db.drop_expired_writes(9001).unwrap(), 1, "the open block was indexed");
+        // Counters carried over: the next ids continue where they were.
+        assert_eq!(db.register_node("h:2", &[]).unwrap(), (1, vec![]));
+        drop(db);
+        let version = |dir: &Path| {
+            let db = Database::create(dir.join("meta.redb")).unwrap();
+            let tx = db.begin_read().unwrap();
+            tx.open_table(COUNTERS).unwrap().get(SCHEMA_VERSION).unwrap().map(|v| v.value())
+        };
+        assert_eq!(version(dir.path()), Some(SCHEMA_VERSION_CURRENT));
+        assert_eq!(MetaDb::open(dir.path()).unwrap().nodes().unwrap().len(), 2, "a migrated database reopens");
+    }
+
+    #[test]
+    fn a_newer_format_is_refused_and_a_damaged_record_is_named() {
+        let newer = tempfile::tempdir().unwrap();
+        drop(MetaDb::open(newer.path()).unwrap());
+        let db = Database::create(newer.path().join("meta.redb")).unwrap();
+        let tx = db.begin_write().unwrap();
+        tx.open_table(COUNTERS).unwrap().insert(SCHEMA_VERSION, SCHEMA_VERSION_CURRENT + 1).unwrap();
+        tx.commit().unwrap();
+        drop(db);
+        let e = MetaDb::open(newer.path()).err().unwrap().to_string();
+        assert!(e.contains("format 3, written by a newer DINGO"), "{e}");
+
+        let damaged = tempfile::tempdir().unwrap();
+        write_format_1(damaged.path());
+        let db = Database::create(damaged.path().join("meta.redb")).unwrap();
+        let tx = db.begin_write().unwrap();
+        tx.open_table(BLOCKS).unwrap().insert(1, [0xff_u8, 0xff, 0xff].as_slice()).unwrap();
+        tx.commit().unwrap();
+        drop(db);
+        let e = MetaDb::open(damaged.path()).err().unwrap().to_string();
+        assert!(e.contains("format 1 record 1 of table blocks is undecodable"), "{e}");
+    }
+}
