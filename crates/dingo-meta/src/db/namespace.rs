@@ -297,8 +297,7 @@ impl MetaDb {
     /// (see [`MetaDb::recover_file`]); returns what was done to which.
     pub fn recover_expired_leases(&self, now_ms: u64) -> Result<Vec<(String, Recovered)>, MetaError> {
         let expired = |f: &FileRecord| !f.sealed && f.lease_expiry_ms < now_ms;
-        let candidates: Vec<String> =
-            self.open_file_records()?.into_iter().filter(expired).map(|f| f.path).collect();
+        let candidates: Vec<String> = self.open_file_records()?.into_iter().filter(expired).map(|f| f.path).collect();
         if candidates.is_empty() {
             return Ok(Vec::new());
         }

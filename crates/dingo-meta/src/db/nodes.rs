@@ -232,8 +232,7 @@ impl MetaDb {
     /// covers every disk registered on the node.
     pub fn set_node_state(&self, node: u32, state: DeviceState) -> Result<(), MetaError> {
         let tx = self.db.begin_write()?;
-        let disks =
-            disks_of(&tx, node)?.ok_or_else(|| MetaError::Invalid(format!("node {node} is not registered")))?;
+        let disks = disks_of(&tx, node)?.ok_or_else(|| MetaError::Invalid(format!("node {node} is not registered")))?;
         set_state_in(&tx, (DEAD_NODES, DRAIN_NODES), "node", node, &disks, state)?;
         tx.commit()?;
         Ok(())

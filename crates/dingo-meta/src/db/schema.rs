@@ -268,7 +268,14 @@ mod tests {
                     uuid: "u0".into(),
                     ..Default::default()
                 },
-                v1::DiskStatus { id: 1, path: "/d1".into(), capacity: 2000, used: 20, uuid: "u1".into(), ..Default::default() },
+                v1::DiskStatus {
+                    id: 1,
+                    path: "/d1".into(),
+                    capacity: 2000,
+                    used: 20,
+                    uuid: "u1".into(),
+                    ..Default::default()
+                },
             ],
             ..Default::default()
         };

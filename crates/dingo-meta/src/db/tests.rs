@@ -299,11 +299,7 @@ fn three_nodes(db: &MetaDb) {
 
 fn committed(db: &MetaDb, path: &str, lease_id: u64, disks: [u32; 3]) -> u64 {
     db.create_file(path, R3, 1 << 16, lease(lease_id), 0).unwrap();
-    let chunks = disks.iter().enumerate().map(|(c, &d)| ChunkPlacement {
-        copy: c as u32,
-        disk: d,
-        node: d / 2,
-    });
+    let chunks = disks.iter().enumerate().map(|(c, &d)| ChunkPlacement { copy: c as u32, disk: d, node: d / 2 });
     let b = db.allocate(path, lease_id, 0, 1000, &[chunks.collect()]).unwrap();
     db.commit(path, lease_id, 0, 1000, &[(b[0].id, 10)]).unwrap();
     b[0].id

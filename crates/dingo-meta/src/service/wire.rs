@@ -80,9 +80,10 @@ pub fn node(n: &NodeRecord) -> v1::NodeStatus {
             path: d.path.clone(),
             capacity: d.capacity_bytes,
             used: d.used_bytes,
-            model: d
-                .model
-                .map(|m| v1::DiskModel { positioning_us: m.positioning_us, transfer_bytes_per_sec: m.transfer_bytes_per_sec }),
+            model: d.model.map(|m| v1::DiskModel {
+                positioning_us: m.positioning_us,
+                transfer_bytes_per_sec: m.transfer_bytes_per_sec,
+            }),
             uuid: d.uuid.clone(),
             ..Default::default()
         })
@@ -118,7 +119,8 @@ mod tests {
 
     #[test]
     fn states_keep_their_numbers_on_the_wire() {
-        for s in [db::DeviceState::Live, db::DeviceState::Dead, db::DeviceState::Draining, db::DeviceState::Decommissioned]
+        for s in
+            [db::DeviceState::Live, db::DeviceState::Dead, db::DeviceState::Draining, db::DeviceState::Decommissioned]
         {
             assert_eq!(device_state(s) as i32, s as i32);
             assert_eq!(device_state_from_wire(device_state(s)), s);
