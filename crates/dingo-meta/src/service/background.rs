@@ -4,7 +4,7 @@
 use super::cluster::Device;
 use super::{MetaService, blocking};
 use crate::db;
-use dingo_proto::now_ms;
+use dingo_daemon::now_ms;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;

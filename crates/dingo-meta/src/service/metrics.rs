@@ -1,7 +1,7 @@
 //! The metadata service's Prometheus page.
 
 use super::MetaService;
-use dingo_proto::metrics::MetricsText;
+use dingo_daemon::metrics::MetricsText;
 use dingo_proto::v1::DiskUsage;
 use std::sync::atomic::Ordering::Relaxed;
 

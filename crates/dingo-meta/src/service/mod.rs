@@ -15,7 +15,7 @@ use crate::db::{ChunkKey, Lease, MetaDb};
 use crate::error::MetaError;
 use crate::placement::{Candidate, check_drain};
 use cluster::{Cluster, Soft};
-use dingo_proto::now_ms;
+use dingo_daemon::now_ms;
 use dingo_proto::v1::*;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;

@@ -1,12 +1,19 @@
-//! Prometheus text exposition and the minimal HTTP/1.1 server every daemon
-//! runs for `GET /metrics`. Hand-written: one route, one response per
-//! connection, no need for a web framework.
+//! Prometheus text exposition, and the HTTP endpoint every daemon serves it
+//! at: `GET /metrics` (axum), each page rendered by a closure on request.
 
+use crate::listener::LimitedListener;
+use axum::Router;
+use axum::http::{StatusCode, header};
+use axum::routing::get;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+
+/// Open connections the endpoint serves at once; more wait to be accepted.
+/// A scraper or two, and an operator's curl, need far fewer.
+pub const MAX_CONNECTIONS: usize = 32;
 
 /// Builds a Prometheus text-format page. Each metric family is announced once
 /// with its `# HELP` and `# TYPE` lines before its samples.
@@ -50,52 +57,39 @@ impl MetricsText {
 /// Renders the current metrics page.
 pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
 
-/// Binds `addr` and serves `GET /metrics` until the task is dropped.
-/// Returns the bound address (useful with port 0).
+/// Binds `addr` and serves `GET /metrics` until the task is dropped, with
+/// at most [`MAX_CONNECTIONS`] connections open. Returns the bound address
+/// (useful with port 0).
 pub async fn serve(addr: SocketAddr, render: Render) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    serve_limited(addr, render, MAX_CONNECTIONS).await
+}
+
+async fn serve_limited(
+    addr: SocketAddr,
+    render: Render,
+    max_connections: usize,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
+    let page = move || {
+        let render = render.clone();
+        async move { ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], render()) }
+    };
+    let app = Router::new()
+        .route("/metrics", get(page))
+        .fallback(|| async { (StatusCode::NOT_FOUND, "only GET /metrics is served\n") });
     let task = tokio::spawn(async move {
-        loop {
-            let Ok((mut sock, _)) = listener.accept().await else { continue };
-            let render = render.clone();
-            tokio::spawn(async move {
-                let mut buf = vec![0u8; 4096];
-                let mut n = 0;
-                // Read the request head; bounded so a slow client cannot hold memory.
-                while n < buf.len() {
-                    match tokio::time::timeout(std::time::Duration::from_secs(5), sock.read(&mut buf[n..])).await {
-                        Ok(Ok(0)) | Err(_) | Ok(Err(_)) => break,
-                        Ok(Ok(k)) => n += k,
-                    }
-                    if buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
-                        break;
-                    }
-                }
-                let head = String::from_utf8_lossy(&buf[..n]);
-                let path = head.split_whitespace().nth(1).unwrap_or("");
-                let (status, body) =
-                    if head.starts_with("GET ") && (path == "/metrics" || path.starts_with("/metrics?")) {
-                        ("200 OK", render())
-                    } else {
-                        ("404 Not Found", "only GET /metrics is served\n".to_string())
-                    };
-                let resp = format!(
-                    "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = sock.write_all(resp.as_bytes()).await;
-                let _ = sock.shutdown().await;
-            });
+        if let Err(e) = axum::serve(LimitedListener::new(listener, max_connections), app).await {
+            tracing::warn!("metrics endpoint stopped: {e}");
         }
     });
     Ok((local, task))
 }
 
 /// Fetches the metrics page served at `addr` (`host:port`): the body of
-/// `GET /metrics`.
+/// `GET /metrics`. A one-request client for tests and experiments; it asks
+/// the server to close the connection, so the body is the rest of the stream.
 pub async fn scrape(addr: &str) -> std::io::Result<String> {
-    use tokio::io::AsyncWriteExt;
     let mut sock = tokio::net::TcpStream::connect(addr).await?;
     sock.write_all(b"GET /metrics HTTP/1.1\r\nHost: dingo\r\nConnection: close\r\n\r\n").await?;
     let mut raw = Vec::new();
@@ -122,9 +116,28 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn serves_metrics_over_http() {
+    async fn serves_metrics_over_http_and_nothing_else() {
         let render: Render = Arc::new(|| "dingo_up 1\n".to_string());
         let (addr, task) = serve("127.0.0.1:0".parse().unwrap(), render).await.unwrap();
+        assert_eq!(scrape(&addr.to_string()).await.unwrap(), "dingo_up 1\n");
+        let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+        sock.write_all(b"GET /other HTTP/1.1\r\nHost: dingo\r\nConnection: close\r\n\r\n").await.unwrap();
+        let mut raw = String::new();
+        sock.read_to_string(&mut raw).await.unwrap();
+        assert!(raw.starts_with("HTTP/1.1 404"), "{raw}");
+        task.abort();
+    }
+
+    /// Regression: the endpoint accepted any number of connections; a
+    /// client holding the only slot now keeps a second one waiting.
+    #[tokio::test]
+    async fn a_full_endpoint_makes_the_next_scrape_wait() {
+        let render: Render = Arc::new(|| "dingo_up 1\n".to_string());
+        let (addr, task) = serve_limited("127.0.0.1:0".parse().unwrap(), render, 1).await.unwrap();
+        let idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let waiting = tokio::time::timeout(std::time::Duration::from_millis(300), scrape(&addr.to_string())).await;
+        assert!(waiting.is_err(), "a second connection was served past the limit of 1");
+        drop(idle);
         assert_eq!(scrape(&addr.to_string()).await.unwrap(), "dingo_up 1\n");
         task.abort();
     }
