@@ -7,7 +7,7 @@ use super::schema::{BLOCKS, COUNTERS, DISK_CHUNKS, PENDING_DELETES};
 use super::{MetaDb, decode};
 use crate::error::MetaError;
 use dingo_proto::Redundancy;
-use dingo_types::{BlockId, DiskId};
+use dingo_types::{BlockId, DiskId, NodeId};
 use prost::Message;
 use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
 use std::collections::HashMap;
@@ -111,7 +111,7 @@ impl MetaDb {
 
     /// Confirms deletions a node made, and returns those still pending on
     /// `disks`.
-    pub fn sync_deletes(&self, confirmed: &[ChunkKey], disks: &[u32]) -> Result<Vec<ChunkKey>, MetaError> {
+    pub fn sync_deletes(&self, confirmed: &[ChunkKey], disks: &[DiskId]) -> Result<Vec<ChunkKey>, MetaError> {
         if !confirmed.is_empty() {
             let tx = self.db.begin_write()?;
             let mut t = tx.open_table(PENDING_DELETES)?;
@@ -124,7 +124,7 @@ impl MetaDb {
         let tx = self.db.begin_read()?;
         let t = tx.open_table(PENDING_DELETES)?;
         let mut out = Vec::new();
-        for &d in disks {
+        for &DiskId(d) in disks {
             for e in t.range(ChunkKey::disk_range(d))? {
                 out.push(ChunkKey::from_tuple(e?.0.value()));
             }
@@ -169,12 +169,12 @@ impl MetaDb {
     }
 
     /// The chunks of sealed blocks on `disks`.
-    pub fn sealed_chunks_on(&self, disks: &[u32]) -> Result<Vec<ChunkKey>, MetaError> {
+    pub fn sealed_chunks_on(&self, disks: &[DiskId]) -> Result<Vec<ChunkKey>, MetaError> {
         let tx = self.db.begin_read()?;
         let index = tx.open_table(DISK_CHUNKS)?;
         let blocks = tx.open_table(BLOCKS)?;
         let mut out = Vec::new();
-        for &d in disks {
+        for &DiskId(d) in disks {
             for e in index.range(ChunkKey::disk_range(d))? {
                 let key = ChunkKey::from_tuple(e?.0.value());
                 let b = blocks.get(key.block.0)?.ok_or(MetaError::NoSuchBlock(key.block.0))?;
@@ -188,14 +188,14 @@ impl MetaDb {
 
     /// Per disk of `disks`: the chunks block records (open or sealed) still
     /// place there, and their bytes.
-    pub fn placed_on(&self, disks: &[u32]) -> Result<HashMap<u32, (u64, u64)>, MetaError> {
+    pub fn placed_on(&self, disks: &[DiskId]) -> Result<HashMap<DiskId, (u64, u64)>, MetaError> {
         let tx = self.db.begin_read()?;
         let index = tx.open_table(DISK_CHUNKS)?;
         let blocks = tx.open_table(BLOCKS)?;
         let mut out = HashMap::new();
         for &d in disks {
             let (mut chunks, mut bytes) = (0, 0);
-            for e in index.range(ChunkKey::disk_range(d))? {
+            for e in index.range(ChunkKey::disk_range(d.0))? {
                 let block = e?.0.value().1;
                 let b = blocks.get(block)?.ok_or(MetaError::NoSuchBlock(block))?;
                 chunks += 1;
@@ -206,19 +206,18 @@ impl MetaDb {
         Ok(out)
     }
 
-    /// Moves copy `copy` of sealed block `block` from `old_disk` to
+    /// Moves the chunk `old` (a copy of a sealed block on its disk) to
     /// `new_disk` (on `new_node`) and queues the old copy for deletion, in one
     /// transaction. If the block is no longer sealed or the copy no longer on
-    /// `old_disk`, nothing moves, the new copy is queued for deletion instead
+    /// `old.disk`, nothing moves, the new copy is queued for deletion instead
     /// (unless it is a current location) and a `Conflict` is returned.
     pub fn replace_chunk(
         &self,
-        block: u64,
-        copy: u32,
-        old_disk: u32,
-        new_disk: u32,
-        new_node: u32,
+        old: ChunkKey,
+        DiskId(new_disk): DiskId,
+        NodeId(new_node): NodeId,
     ) -> Result<BlockRecord, MetaError> {
+        let (block, copy, old_disk) = (old.block.0, old.copy, old.disk.0);
         if old_disk == new_disk {
             return Err(MetaError::Invalid(format!(
                 "copy {copy} of block {block}: old and new disk are both {new_disk}"
@@ -238,7 +237,7 @@ impl MetaDb {
                 Some(_) => None,
             }
         };
-        let (old, new) = (ChunkKey::new(old_disk, block, copy), ChunkKey::new(new_disk, block, copy));
+        let new = ChunkKey { disk: DiskId(new_disk), ..old };
         if let Some(why) = refusal {
             if !b.chunks.iter().any(|c| c.copy == copy && c.disk == new_disk) || b.state() == BlockState::Deleted {
                 tx.open_table(PENDING_DELETES)?.insert(new.tuple(), ())?;

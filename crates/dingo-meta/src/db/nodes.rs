@@ -6,12 +6,17 @@ use super::records::{DeviceState, DiskRecord, NodeRecord};
 use super::schema::{DEAD_DISKS, DEAD_NODES, DISK_UUIDS, DRAIN_DISKS, DRAIN_NODES, NODE_ADDRS, NODES};
 use super::{MetaDb, decode, next_id};
 use crate::error::MetaError;
+use dingo_types::{DiskId, NodeId};
 use prost::Message;
 use redb::{ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction};
 use std::collections::HashMap;
 
-/// Disk or node ids DRAINING or DECOMMISSIONED, with their state.
-pub type DrainStates = HashMap<u32, DeviceState>;
+/// Disks and nodes DRAINING or DECOMMISSIONED, with their state.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DrainStates {
+    pub disks: HashMap<DiskId, DeviceState>,
+    pub nodes: HashMap<NodeId, DeviceState>,
+}
 
 /// A stored drain state; an unknown number reads as the safer DRAINING
 /// (no new chunks) rather than LIVE.
@@ -128,7 +133,7 @@ impl MetaDb {
     /// Registers (or re-registers) the node at `addr` and its disks; returns
     /// the node id and one disk id per disk. Ids are stable across restarts:
     /// the node by address, each disk by its label.
-    pub fn register_node(&self, addr: &str, disks: &[DiskRegistration]) -> Result<(u32, Vec<u32>), MetaError> {
+    pub fn register_node(&self, addr: &str, disks: &[DiskRegistration]) -> Result<(NodeId, Vec<DiskId>), MetaError> {
         let tx = self.db.begin_write()?;
         let existing = tx.open_table(NODE_ADDRS)?.get(addr)?.map(|v| v.value());
         let node = match existing {
@@ -179,7 +184,7 @@ impl MetaDb {
         nodes.insert(node, record.encode_to_vec().as_slice())?;
         drop(nodes);
         tx.commit()?;
-        Ok((node, ids))
+        Ok((NodeId(node), ids.into_iter().map(DiskId).collect()))
     }
 
     pub fn nodes(&self) -> Result<Vec<NodeRecord>, MetaError> {
@@ -189,10 +194,10 @@ impl MetaDb {
     }
 
     /// Whether a disk id was ever registered.
-    pub fn disk_known(&self, disk: u32) -> Result<bool, MetaError> {
+    pub fn disk_known(&self, disk: DiskId) -> Result<bool, MetaError> {
         let tx = self.db.begin_read()?;
         for e in tx.open_table(DISK_UUIDS)?.iter()? {
-            if e?.1.value() == disk {
+            if e?.1.value() == disk.0 {
                 return Ok(true);
             }
         }
@@ -200,28 +205,33 @@ impl MetaDb {
     }
 
     /// Disks and nodes marked dead.
-    pub fn dead(&self) -> Result<(Vec<u32>, Vec<u32>), MetaError> {
+    pub fn dead(&self) -> Result<(Vec<DiskId>, Vec<NodeId>), MetaError> {
         let tx = self.db.begin_read()?;
         let keys = |t: redb::ReadOnlyTable<u32, ()>| -> Result<Vec<u32>, MetaError> {
             t.iter()?.map(|e| Ok(e?.0.value())).collect()
         };
-        Ok((keys(tx.open_table(DEAD_DISKS)?)?, keys(tx.open_table(DEAD_NODES)?)?))
+        let disks = keys(tx.open_table(DEAD_DISKS)?)?.into_iter().map(DiskId).collect();
+        Ok((disks, keys(tx.open_table(DEAD_NODES)?)?.into_iter().map(NodeId).collect()))
     }
 
     /// Disks and nodes DRAINING or DECOMMISSIONED, with their state.
-    pub fn drain_states(&self) -> Result<(DrainStates, DrainStates), MetaError> {
+    pub fn drain_states(&self) -> Result<DrainStates, MetaError> {
         let tx = self.db.begin_read()?;
-        let states = |t: redb::ReadOnlyTable<u32, i32>| -> Result<DrainStates, MetaError> {
+        let states = |t: redb::ReadOnlyTable<u32, i32>| -> Result<Vec<(u32, DeviceState)>, MetaError> {
             t.iter()?.map(|e| e.map(|(k, v)| (k.value(), device_state(v.value()))).map_err(MetaError::from)).collect()
         };
-        Ok((states(tx.open_table(DRAIN_DISKS)?)?, states(tx.open_table(DRAIN_NODES)?)?))
+        Ok(DrainStates {
+            disks: states(tx.open_table(DRAIN_DISKS)?)?.into_iter().map(|(d, s)| (DiskId(d), s)).collect(),
+            nodes: states(tx.open_table(DRAIN_NODES)?)?.into_iter().map(|(n, s)| (NodeId(n), s)).collect(),
+        })
     }
 
     /// Sets a registered disk's state (see [`set_state_in`]).
-    pub fn set_disk_state(&self, disk: u32, state: DeviceState) -> Result<(), MetaError> {
+    pub fn set_disk_state(&self, disk: DiskId, state: DeviceState) -> Result<(), MetaError> {
         if !self.disk_known(disk)? {
-            return Err(MetaError::Invalid(format!("disk {disk} is not registered")));
+            return Err(MetaError::Invalid(format!("{disk} is not registered")));
         }
+        let DiskId(disk) = disk;
         let tx = self.db.begin_write()?;
         set_state_in(&tx, (DEAD_DISKS, DRAIN_DISKS), "disk", disk, &[disk], state)?;
         tx.commit()?;
@@ -230,7 +240,7 @@ impl MetaDb {
 
     /// Sets a registered node's state (see [`set_state_in`]); a drain
     /// covers every disk registered on the node.
-    pub fn set_node_state(&self, node: u32, state: DeviceState) -> Result<(), MetaError> {
+    pub fn set_node_state(&self, NodeId(node): NodeId, state: DeviceState) -> Result<(), MetaError> {
         let tx = self.db.begin_write()?;
         let disks = disks_of(&tx, node)?.ok_or_else(|| MetaError::Invalid(format!("node {node} is not registered")))?;
         set_state_in(&tx, (DEAD_NODES, DRAIN_NODES), "node", node, &disks, state)?;

@@ -197,7 +197,12 @@ mod tests {
     use crate::db::records::{ChunkPlacement, DeviceState, DiskModelRecord, DiskRecord, RedundancyRecord};
     use crate::db::{ChunkKey, MIN_BLOCK_SIZE};
     use dingo_proto::v1;
+    use dingo_types::{DiskId, NodeId};
     use redb::ReadableDatabase;
+
+    fn disks(ids: &[u32]) -> Vec<DiskId> {
+        ids.iter().copied().map(DiskId).collect()
+    }
 
     /// A format 1 database as the code before format 2 wrote it: the values
     /// of `files`, `blocks` and `nodes` are `dingo.v1` wire messages, there is
@@ -363,15 +368,15 @@ mod tests {
             disks: vec![disk(0, "/d0", 1000, 10, model, "u0"), disk(1, "/d1", 2000, 20, None, "u1")],
         };
         assert_eq!(db.nodes().unwrap(), vec![node]);
-        assert_eq!(db.dead().unwrap(), (vec![1], vec![]));
-        assert_eq!(db.drain_states().unwrap().1, [(0, DeviceState::Draining)].into());
-        assert_eq!(db.sync_deletes(&[], &[0]).unwrap(), vec![ChunkKey::new(0, 2, 0)]);
+        assert_eq!(db.dead().unwrap(), (vec![DiskId(1)], vec![]));
+        assert_eq!(db.drain_states().unwrap().nodes, [(NodeId(0), DeviceState::Draining)].into());
+        assert_eq!(db.sync_deletes(&[], &disks(&[0])).unwrap(), vec![ChunkKey::new(0, 2, 0)]);
         // The indexes were built from the migrated records.
-        assert_eq!(db.sealed_chunks_on(&[0, 1]).unwrap(), vec![ChunkKey::new(0, 0, 0), ChunkKey::new(1, 0, 1)]);
+        assert_eq!(db.sealed_chunks_on(&disks(&[0, 1])).unwrap(), vec![ChunkKey::new(0, 0, 0), ChunkKey::new(1, 0, 1)]);
         assert_eq!(db.open_files().unwrap(), vec![("/open".to_string(), 9000)]);
         assert_eq!(db.drop_expired_writes(9001).unwrap(), 1, "the open block was indexed");
         // Counters carried over: the next ids continue where they were.
-        assert_eq!(db.register_node("h:2", &[]).unwrap(), (1, vec![]));
+        assert_eq!(db.register_node("h:2", &[]).unwrap(), (NodeId(1), vec![]));
         drop(db);
         let version = |dir: &Path| {
             let db = Database::create(dir.join("meta.redb")).unwrap();

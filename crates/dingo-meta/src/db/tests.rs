@@ -1,6 +1,7 @@
 use super::schema::{COUNTERS, DISK_CHUNKS, DISK_INDEX_BUILT, FILES, OPEN_BLOCKS, OPEN_INDEX_BUILT};
 use super::*;
 use dingo_proto::Redundancy;
+use dingo_types::{DiskId, NodeId};
 use std::collections::HashMap;
 
 const R3: Redundancy = Redundancy::Replicated(3);
@@ -15,6 +16,10 @@ fn loc(copy: u32, disk: u32) -> ChunkPlacement {
 
 fn key(disk: u32, block: u64, copy: u32) -> ChunkKey {
     ChunkKey::new(disk, block, copy)
+}
+
+fn disks(ids: &[u32]) -> Vec<DiskId> {
+    ids.iter().copied().map(DiskId).collect()
 }
 
 #[test]
@@ -98,10 +103,10 @@ fn deletion_queues_chunk_deletes_until_confirmed() {
     db.commit("/f", 1, 0, 1000, &[(b[0].id, 10)]).unwrap();
     let b2 = db.allocate("/f", 1, 0, 1000, &[vec![loc(0, 4)]]).unwrap();
     db.abandon("/f", 1, 0, 1000, &[b2[0].id]).unwrap();
-    assert_eq!(db.sync_deletes(&[], &[4]).unwrap(), vec![key(4, b2[0].id, 0)]);
+    assert_eq!(db.sync_deletes(&[], &disks(&[4])).unwrap(), vec![key(4, b2[0].id, 0)]);
     assert_eq!(db.delete("/f").unwrap(), 1);
     assert!(matches!(db.stat("/f"), Err(MetaError::NotFound(_))));
-    let pending = db.sync_deletes(&[key(4, b2[0].id, 0)], &[4, 5]).unwrap();
+    let pending = db.sync_deletes(&[key(4, b2[0].id, 0)], &disks(&[4, 5])).unwrap();
     assert_eq!(pending, vec![key(4, b[0].id, 0), key(5, b[0].id, 1)]);
     let (rows, end) = db.blocks(0, 10).unwrap();
     assert_eq!(end, 2);
@@ -146,7 +151,7 @@ fn open_blocks_of_a_gone_writer_are_dropped() {
     assert_eq!((state(&db, orphan), state(&db, committed)), (BlockState::Deleted, BlockState::Sealed));
     assert_eq!(db.stat("/died").unwrap().0.size, 10);
     assert_eq!(db.drop_expired_writes(5000).unwrap(), 0, "each block is dropped once");
-    let pending = db.sync_deletes(&[], &[1, 2, 3, 4]).unwrap();
+    let pending = db.sync_deletes(&[], &disks(&[1, 2, 3, 4])).unwrap();
     assert_eq!(pending, vec![key(1, orphan, 0), key(2, taken_over, 0), key(3, deleted, 0), key(4, sealed, 0)]);
     // The new writer of a taken-over file keeps its own open blocks.
     let fresh = allocate(&db, "/taken", 5, 6000, 2);
@@ -173,8 +178,8 @@ fn node_and_disk_ids_are_stable() {
     let disk = |u: &str| DiskRegistration { uuid: u.into(), ..Default::default() };
     let (n1, d1) = db.register_node("h:1", &[disk("a"), disk("b")]).unwrap();
     let (n2, d2) = db.register_node("h:2", &[disk("c")]).unwrap();
-    assert_eq!((n1, n2, d1, d2), (0, 1, vec![0, 1], vec![2]));
-    assert_eq!(db.register_node("h:1", &[disk("b"), disk("a")]).unwrap(), (0, vec![1, 0]));
+    assert_eq!((n1, n2, d1, d2), (NodeId(0), NodeId(1), disks(&[0, 1]), disks(&[2])));
+    assert_eq!(db.register_node("h:1", &[disk("b"), disk("a")]).unwrap(), (NodeId(0), disks(&[1, 0])));
     // Disk "c" moves to node 0.
     db.register_node("h:1", &[disk("a"), disk("c")]).unwrap();
     let nodes = db.nodes().unwrap();
@@ -205,23 +210,23 @@ fn chunks_are_indexed_by_disk_and_replaced_atomically() {
     // An open block's chunks are not listed.
     db.create_file("/g", R3, 1 << 16, lease(2), 0).unwrap();
     db.allocate("/g", 2, 0, 1000, &[vec![loc(0, 4)]]).unwrap();
-    assert_eq!(db.sealed_chunks_on(&[4, 7]).unwrap(), vec![key(4, id, 0)]);
+    assert_eq!(db.sealed_chunks_on(&disks(&[4, 7])).unwrap(), vec![key(4, id, 0)]);
 
-    let b = db.replace_chunk(id, 0, 4, 7, 7).unwrap();
+    let b = db.replace_chunk(key(4, id, 0), DiskId(7), NodeId(7)).unwrap();
     assert_eq!((b.chunks[0].disk, b.chunks[0].node), (7, 7));
-    assert_eq!(db.sealed_chunks_on(&[4, 7]).unwrap(), vec![key(7, id, 0)]);
-    assert_eq!(db.sync_deletes(&[], &[4]).unwrap(), vec![key(4, id, 0)], "old copy queued for deletion");
+    assert_eq!(db.sealed_chunks_on(&disks(&[4, 7])).unwrap(), vec![key(7, id, 0)]);
+    assert_eq!(db.sync_deletes(&[], &disks(&[4])).unwrap(), vec![key(4, id, 0)], "old copy queued for deletion");
     // A second replace from the old place finds the chunk moved: the new
     // copy it made is dropped, the location stays.
-    let e = db.replace_chunk(id, 0, 4, 8, 8).unwrap_err();
+    let e = db.replace_chunk(key(4, id, 0), DiskId(8), NodeId(8)).unwrap_err();
     assert!(matches!(e, MetaError::Conflict(_)) && e.to_string().contains("moved to disk 7"), "{e}");
-    assert_eq!(db.sync_deletes(&[], &[8]).unwrap(), vec![key(8, id, 0)]);
+    assert_eq!(db.sync_deletes(&[], &disks(&[8])).unwrap(), vec![key(8, id, 0)]);
     assert_eq!(db.get_blocks(&[id]).unwrap()[0].chunks[0].disk, 7);
     // Once the block is deleted, nothing moves and its chunks leave the index.
     db.delete("/f").unwrap();
-    assert!(matches!(db.replace_chunk(id, 1, 5, 9, 9), Err(MetaError::Conflict(_))));
-    assert_eq!(db.sync_deletes(&[], &[9]).unwrap(), vec![key(9, id, 1)]);
-    assert!(db.sealed_chunks_on(&[5, 6, 7]).unwrap().is_empty());
+    assert!(matches!(db.replace_chunk(key(5, id, 1), DiskId(9), NodeId(9)), Err(MetaError::Conflict(_))));
+    assert_eq!(db.sync_deletes(&[], &disks(&[9])).unwrap(), vec![key(9, id, 1)]);
+    assert!(db.sealed_chunks_on(&disks(&[5, 6, 7])).unwrap().is_empty());
     assert!(matches!(db.get_blocks(&[id, 99]), Err(MetaError::NoSuchBlock(99))));
 }
 
@@ -248,7 +253,7 @@ fn the_open_block_index_is_built_for_older_databases() {
     assert_eq!((state(open), state(of_deleted_file)), (BlockState::Open, BlockState::Deleted));
     assert_eq!(db.drop_expired_writes(1001).unwrap(), 1);
     assert_eq!(state(open), BlockState::Deleted);
-    assert_eq!(db.sync_deletes(&[], &[1, 2]).unwrap(), vec![key(1, open, 0), key(2, of_deleted_file, 0)]);
+    assert_eq!(db.sync_deletes(&[], &disks(&[1, 2])).unwrap(), vec![key(1, open, 0), key(2, of_deleted_file, 0)]);
 }
 
 #[test]
@@ -264,17 +269,17 @@ fn the_disk_index_is_built_for_older_databases_and_dead_marks_persist() {
         tx.commit().unwrap();
         let disk = |u: &str| DiskRegistration { uuid: u.into(), ..Default::default() };
         db.register_node("h:1", &[disk("a"), disk("b")]).unwrap();
-        db.set_disk_state(1, DeviceState::Dead).unwrap();
-        db.set_node_state(0, DeviceState::Dead).unwrap();
-        assert!(db.set_disk_state(9, DeviceState::Dead).unwrap_err().to_string().contains("not registered"));
-        assert!(db.set_node_state(3, DeviceState::Dead).is_err());
+        db.set_disk_state(DiskId(1), DeviceState::Dead).unwrap();
+        db.set_node_state(NodeId(0), DeviceState::Dead).unwrap();
+        assert!(db.set_disk_state(DiskId(9), DeviceState::Dead).unwrap_err().to_string().contains("not registered"));
+        assert!(db.set_node_state(NodeId(3), DeviceState::Dead).is_err());
         id
     };
     let db = MetaDb::open(dir.path()).unwrap();
-    assert_eq!(db.sealed_chunks_on(&[4, 5, 6]).unwrap(), vec![key(4, id, 0), key(5, id, 1), key(6, id, 2)]);
-    assert_eq!(db.dead().unwrap(), (vec![1], vec![0]));
-    db.set_node_state(0, DeviceState::Live).unwrap();
-    assert_eq!(db.dead().unwrap(), (vec![1], vec![]));
+    assert_eq!(db.sealed_chunks_on(&disks(&[4, 5, 6])).unwrap(), vec![key(4, id, 0), key(5, id, 1), key(6, id, 2)]);
+    assert_eq!(db.dead().unwrap(), (vec![DiskId(1)], vec![NodeId(0)]));
+    db.set_node_state(NodeId(0), DeviceState::Live).unwrap();
+    assert_eq!(db.dead().unwrap(), (vec![DiskId(1)], vec![]));
 }
 
 #[test]
@@ -313,42 +318,42 @@ fn a_drain_ends_exactly_when_the_last_chunk_leaves_and_survives_restart() {
         three_nodes(&db);
         let a = committed(&db, "/a", 1, [0, 2, 4]);
         let b = committed(&db, "/b", 2, [0, 3, 5]);
-        db.set_disk_state(0, DeviceState::Draining).unwrap();
-        let disk0 = |db: &MetaDb| db.drain_states().unwrap().0.get(&0).copied();
+        db.set_disk_state(DiskId(0), DeviceState::Draining).unwrap();
+        let disk0 = |db: &MetaDb| db.drain_states().unwrap().disks.get(&DiskId(0)).copied();
         assert_eq!(disk0(&db), Some(DeviceState::Draining));
-        assert_eq!(db.placed_on(&[0]).unwrap()[&0], (2, 20));
-        db.replace_chunk(a, 0, 0, 1, 0).unwrap();
+        assert_eq!(db.placed_on(&disks(&[0])).unwrap()[&DiskId(0)], (2, 20));
+        db.replace_chunk(key(0, a, 0), DiskId(1), NodeId(0)).unwrap();
         assert_eq!(disk0(&db), Some(DeviceState::Draining), "block /b still places a chunk there");
-        db.replace_chunk(b, 0, 0, 1, 0).unwrap();
+        db.replace_chunk(key(0, b, 0), DiskId(1), NodeId(0)).unwrap();
         assert_eq!(disk0(&db), Some(DeviceState::Decommissioned));
-        assert_eq!(db.placed_on(&[0]).unwrap()[&0], (0, 0));
+        assert_eq!(db.placed_on(&disks(&[0])).unwrap()[&DiskId(0)], (0, 0));
         // Draining again keeps it decommissioned; it cannot be set directly.
-        db.set_disk_state(0, DeviceState::Draining).unwrap();
+        db.set_disk_state(DiskId(0), DeviceState::Draining).unwrap();
         assert_eq!(disk0(&db), Some(DeviceState::Decommissioned));
-        let e = db.set_disk_state(1, DeviceState::Decommissioned).unwrap_err().to_string();
+        let e = db.set_disk_state(DiskId(1), DeviceState::Decommissioned).unwrap_err().to_string();
         assert!(e.contains("DECOMMISSIONED cannot be set"), "{e}");
 
         // A node drains through its disks; deleting the last file empties it.
-        db.set_node_state(1, DeviceState::Draining).unwrap();
+        db.set_node_state(NodeId(1), DeviceState::Draining).unwrap();
         db.delete("/a").unwrap();
-        assert_eq!(db.drain_states().unwrap().1[&1], DeviceState::Draining, "disk 3 still holds /b");
+        assert_eq!(db.drain_states().unwrap().nodes[&NodeId(1)], DeviceState::Draining, "disk 3 still holds /b");
         // An empty node is decommissioned at once; LIVE cancels a drain.
-        db.set_node_state(2, DeviceState::Draining).unwrap();
-        db.set_node_state(2, DeviceState::Live).unwrap();
+        db.set_node_state(NodeId(2), DeviceState::Draining).unwrap();
+        db.set_node_state(NodeId(2), DeviceState::Live).unwrap();
         // A dead device has nothing to drain.
-        db.set_disk_state(5, DeviceState::Dead).unwrap();
-        let e = db.set_disk_state(5, DeviceState::Draining).unwrap_err().to_string();
+        db.set_disk_state(DiskId(5), DeviceState::Dead).unwrap();
+        let e = db.set_disk_state(DiskId(5), DeviceState::Draining).unwrap_err().to_string();
         assert!(e.contains("disk 5 is DEAD"), "{e}");
     }
     let db = MetaDb::open(dir.path()).unwrap();
-    let (disks, nodes) = db.drain_states().unwrap();
-    assert_eq!(disks, HashMap::from([(0, DeviceState::Decommissioned)]));
-    assert_eq!(nodes, HashMap::from([(1, DeviceState::Draining)]));
+    let drains = db.drain_states().unwrap();
+    assert_eq!(drains.disks, HashMap::from([(DiskId(0), DeviceState::Decommissioned)]));
+    assert_eq!(drains.nodes, HashMap::from([(NodeId(1), DeviceState::Draining)]));
     db.delete("/b").unwrap();
-    assert_eq!(db.drain_states().unwrap().1[&1], DeviceState::Decommissioned);
-    db.set_disk_state(0, DeviceState::Live).unwrap();
-    assert!(db.drain_states().unwrap().0.is_empty());
-    assert_eq!(db.dead().unwrap(), (vec![5], vec![]));
+    assert_eq!(db.drain_states().unwrap().nodes[&NodeId(1)], DeviceState::Decommissioned);
+    db.set_disk_state(DiskId(0), DeviceState::Live).unwrap();
+    assert!(db.drain_states().unwrap().disks.is_empty());
+    assert_eq!(db.dead().unwrap(), (vec![DiskId(5)], vec![]));
 }
 
 #[test]
@@ -358,8 +363,8 @@ fn an_open_block_holds_a_drain_until_it_is_dropped() {
     three_nodes(&db);
     db.create_file("/w", R3, 1 << 16, lease(1), 0).unwrap();
     let open = db.allocate("/w", 1, 0, 1000, &[vec![loc(0, 2)]]).unwrap()[0].id;
-    db.set_node_state(1, DeviceState::Draining).unwrap();
-    assert_eq!(db.drain_states().unwrap().1[&1], DeviceState::Draining);
+    db.set_node_state(NodeId(1), DeviceState::Draining).unwrap();
+    assert_eq!(db.drain_states().unwrap().nodes[&NodeId(1)], DeviceState::Draining);
     db.abandon("/w", 1, 0, 1000, &[open]).unwrap();
-    assert_eq!(db.drain_states().unwrap().1[&1], DeviceState::Decommissioned);
+    assert_eq!(db.drain_states().unwrap().nodes[&NodeId(1)], DeviceState::Decommissioned);
 }

@@ -5,6 +5,7 @@ use super::cluster::Device;
 use super::{MetaService, blocking};
 use crate::db;
 use dingo_daemon::now_ms;
+use dingo_types::{DiskId, NodeId};
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
@@ -95,17 +96,17 @@ impl MetaService {
     async fn mark_dead(&self, device: Device, silent_for: Duration) {
         let db = self.db.clone();
         let mark = move || {
-            let (disks, nodes) = db.drain_states()?;
-            let (states, id) = match device {
-                Device::Node(n) => (nodes, n),
-                Device::Disk(d) => (disks, d),
+            let drains = db.drain_states()?;
+            let state = match device {
+                Device::Node(n) => drains.nodes.get(&NodeId(n)),
+                Device::Disk(d) => drains.disks.get(&DiskId(d)),
             };
-            if states.get(&id) == Some(&db::DeviceState::Decommissioned) {
+            if state == Some(&db::DeviceState::Decommissioned) {
                 return Ok(false);
             }
             match device {
-                Device::Node(n) => db.set_node_state(n, db::DeviceState::Dead),
-                Device::Disk(d) => db.set_disk_state(d, db::DeviceState::Dead),
+                Device::Node(n) => db.set_node_state(NodeId(n), db::DeviceState::Dead),
+                Device::Disk(d) => db.set_disk_state(DiskId(d), db::DeviceState::Dead),
             }
             .map(|()| true)
         };

@@ -95,13 +95,13 @@ impl MetaService {
             })
             .collect();
         let (dead_disks, dead_nodes) = db.dead()?;
-        let (drained_disks, drained_nodes) = db.drain_states()?;
+        let drains = db.drain_states()?;
         let cluster = Cluster {
             nodes,
-            dead_disks: dead_disks.into_iter().collect(),
-            dead_nodes: dead_nodes.into_iter().collect(),
-            drained_disks: drained_disks.into_keys().collect(),
-            drained_nodes: drained_nodes.into_keys().collect(),
+            dead_disks: dead_disks.into_iter().map(|d| d.0).collect(),
+            dead_nodes: dead_nodes.into_iter().map(|n| n.0).collect(),
+            drained_disks: drains.disks.into_keys().map(|d| d.0).collect(),
+            drained_nodes: drains.nodes.into_keys().map(|n| n.0).collect(),
         };
         Ok(MetaService {
             db: Arc::new(db),

@@ -10,6 +10,7 @@ use dingo_daemon::now_ms;
 use dingo_proto::v1::meta_server::Meta;
 use dingo_proto::v1::*;
 use dingo_proto::{Redundancy, chunk_ref};
+use dingo_types::{DiskId, NodeId};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
@@ -27,7 +28,8 @@ impl Meta for MetaService {
         }
         let db = self.db.clone();
         let (addr, disks) = (r.addr.clone(), r.disks.iter().map(wire::disk_registration).collect::<Vec<_>>());
-        let (node, ids) = blocking(move || db.register_node(&addr, &disks)).await?;
+        let (NodeId(node), disk_ids) = blocking(move || db.register_node(&addr, &disks)).await?;
+        let ids: Vec<u32> = disk_ids.into_iter().map(|d| d.0).collect();
         let usage = r
             .disks
             .iter()
@@ -51,7 +53,7 @@ impl Meta for MetaService {
                 self.corrupt.lock().unwrap_or_else(|p| p.into_inner()).insert(key);
             }
         }
-        let disks: Vec<u32> = {
+        let disks: Vec<DiskId> = {
             let mut cluster = self.cluster();
             let s = cluster.nodes.get_mut(&r.node).ok_or(MetaError::UnknownNode(r.node))?;
             let now = Instant::now();
@@ -60,7 +62,7 @@ impl Meta for MetaService {
                 s.usage.insert(u.disk, *u);
                 s.disk_seen.insert(u.disk, now);
             }
-            s.usage.keys().copied().collect()
+            s.usage.keys().copied().map(DiskId).collect()
         };
         let confirmed: Vec<ChunkKey> = r.deleted.iter().filter_map(wire::chunk_key).collect();
         let db = self.db.clone();
@@ -211,14 +213,14 @@ impl Meta for MetaService {
     async fn cluster_status(&self, _: Request<ClusterStatusRequest>) -> Result<Response<ClusterStatusReply>, Status> {
         let db = self.db.clone();
         let reported: Vec<ChunkKey> = self.corrupt.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
-        let (stored, (files, blocks), gone, open, (drain_disks, drain_nodes), left) = blocking(move || {
+        let (stored, (files, blocks), gone, open, drains, left) = blocking(move || {
             let stored = db.nodes()?;
             let drains = db.drain_states()?;
             // Progress of every disk a drain covers: its own, or its node's.
-            let draining: Vec<u32> = stored
+            let draining: Vec<DiskId> = stored
                 .iter()
-                .flat_map(|n| n.disks.iter().map(move |d| (n.id, d.id)))
-                .filter(|(n, d)| drains.0.contains_key(d) || drains.1.contains_key(n))
+                .flat_map(|n| n.disks.iter().map(move |d| (NodeId(n.id), DiskId(d.id))))
+                .filter(|(n, d)| drains.disks.contains_key(d) || drains.nodes.contains_key(n))
                 .map(|(_, d)| d)
                 .collect();
             let left = db.placed_on(&draining)?;
@@ -243,7 +245,7 @@ impl Meta for MetaService {
             .iter()
             .map(|stored| {
                 let mut n = wire::node(stored);
-                let node_drain = drain_nodes.get(&n.id).copied().map(wire::device_state);
+                let node_drain = drains.nodes.get(&NodeId(n.id)).copied().map(wire::device_state);
                 n.set_state(if cluster.dead_nodes.contains(&n.id) {
                     DeviceState::Dead
                 } else {
@@ -252,15 +254,16 @@ impl Meta for MetaService {
                 for d in &mut n.disks {
                     // The worse of the disk's own drain and its node's:
                     // DECOMMISSIONED over DRAINING.
-                    let drain =
-                        drain_disks.get(&d.id).copied().map(wire::device_state).into_iter().chain(node_drain).max();
+                    let own_drain = drains.disks.get(&DiskId(d.id)).copied().map(wire::device_state);
+                    let drain = own_drain.into_iter().chain(node_drain).max();
                     d.set_state(if lost.contains(&d.id) {
                         DeviceState::Dead
                     } else {
                         drain.unwrap_or(DeviceState::Live)
                     });
                     if d.state() == DeviceState::Draining {
-                        (d.drain_chunks_left, d.drain_bytes_left) = left.get(&d.id).copied().unwrap_or_default();
+                        (d.drain_chunks_left, d.drain_bytes_left) =
+                            left.get(&DiskId(d.id)).copied().unwrap_or_default();
                     }
                 }
                 if let Some(s) = cluster.nodes.get(&n.id) {
@@ -319,11 +322,11 @@ impl Meta for MetaService {
         &self,
         request: Request<ChunksOnDiskRequest>,
     ) -> Result<Response<ChunksOnDiskReply>, Status> {
-        let disk = request.into_inner().disk;
+        let disk = DiskId(request.into_inner().disk);
         let db = self.db.clone();
         let found = blocking(move || {
             if !db.disk_known(disk)? {
-                return Err(MetaError::Invalid(format!("disk {disk} is not registered")));
+                return Err(MetaError::Invalid(format!("{disk} is not registered")));
             }
             db.sealed_chunks_on(&[disk])
         })
@@ -333,7 +336,7 @@ impl Meta for MetaService {
     }
 
     async fn lost_chunks(&self, _: Request<LostChunksRequest>) -> Result<Response<LostChunksReply>, Status> {
-        let mut disks: Vec<u32> = self.cluster().lost_disks().into_iter().collect();
+        let mut disks: Vec<DiskId> = self.cluster().lost_disks().into_iter().map(DiskId).collect();
         disks.sort_unstable();
         let db = self.db.clone();
         let found = blocking(move || db.sealed_chunks_on(&disks)).await?;
@@ -361,7 +364,7 @@ impl Meta for MetaService {
             self.check_drain(format!("disk {disk}"), |_, d| d == disk).await?;
         }
         let db = self.db.clone();
-        blocking(move || db.set_disk_state(disk, wire::device_state_from_wire(state))).await?;
+        blocking(move || db.set_disk_state(DiskId(disk), wire::device_state_from_wire(state))).await?;
         let mut cluster = self.cluster();
         let c = &mut *cluster;
         apply_state(state, disk, &mut c.dead_disks, &mut c.drained_disks);
@@ -389,7 +392,7 @@ impl Meta for MetaService {
             self.check_drain(format!("node {node}"), |n, _| n == node).await?;
         }
         let db = self.db.clone();
-        blocking(move || db.set_node_state(node, wire::device_state_from_wire(state))).await?;
+        blocking(move || db.set_node_state(NodeId(node), wire::device_state_from_wire(state))).await?;
         let mut cluster = self.cluster();
         let c = &mut *cluster;
         apply_state(state, node, &mut c.dead_nodes, &mut c.drained_nodes);
@@ -448,7 +451,8 @@ impl Meta for MetaService {
         };
         let db = self.db.clone();
         let (block, copy) = (chunk.block.0, u32::from(chunk.copy));
-        let b = blocking(move || db.replace_chunk(block, copy, r.old_disk, r.new_disk, node)).await?;
+        let old = ChunkKey::new(r.old_disk, block, copy);
+        let b = blocking(move || db.replace_chunk(old, DiskId(r.new_disk), NodeId(node))).await?;
         // Count the new copy at once, so that a burst of placements sees it
         // before the node's next heartbeat reports the disk's usage.
         if let Some(u) = self.cluster().nodes.get_mut(&node).and_then(|s| s.usage.get_mut(&r.new_disk)) {
