@@ -128,7 +128,7 @@ impl Client {
 }
 
 /// Writes one file. Data is acknowledged unit by unit (see the crate docs):
-/// up to [`WRITES_IN_FLIGHT`] units are written at once, and they are
+/// up to `WRITES_IN_FLIGHT` (4) units are written at once, and they are
 /// committed strictly in order, so the file never has holes.
 /// [`Writer::seal`] writes the remainder and makes the file immutable.
 pub struct Writer<'c> {

@@ -18,7 +18,7 @@
 //! - `drain_disks`, `drain_nodes`: id → [`DeviceState`] number: disks and
 //!   nodes DRAINING or DECOMMISSIONED. A draining one becomes
 //!   DECOMMISSIONED in the transaction that removes the last `disk_chunks`
-//!   entry of its disk(s) (see [`nodes`]).
+//!   entry of its disk(s) (see `db/nodes.rs`).
 //! - `open_blocks`: `(path, block id) → ()`: blocks allocated to a writer and neither
 //!   committed nor abandoned yet. Once that writer's lease is gone — another
 //!   writer took the file over, the file was sealed or deleted, or the lease

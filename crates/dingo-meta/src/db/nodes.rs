@@ -226,7 +226,7 @@ impl MetaDb {
         })
     }
 
-    /// Sets a registered disk's state (see [`set_state_in`]).
+    /// Sets a registered disk's state (see `set_state_in`).
     pub fn set_disk_state(&self, disk: DiskId, state: DeviceState) -> Result<(), MetaError> {
         if !self.disk_known(disk)? {
             return Err(MetaError::Invalid(format!("{disk} is not registered")));
@@ -238,7 +238,7 @@ impl MetaDb {
         Ok(())
     }
 
-    /// Sets a registered node's state (see [`set_state_in`]); a drain
+    /// Sets a registered node's state (see `set_state_in`); a drain
     /// covers every disk registered on the node.
     pub fn set_node_state(&self, NodeId(node): NodeId, state: DeviceState) -> Result<(), MetaError> {
         let tx = self.db.begin_write()?;

@@ -12,9 +12,9 @@ use std::time::Duration;
 
 impl MetaService {
     /// Every `period`, recovers the files of writers whose lease expired
-    /// ([`MetaDb::recover_expired_leases`]: sealed at their committed
+    /// ([`crate::db::MetaDb::recover_expired_leases`]: sealed at their committed
     /// length, or removed if empty) and drops any other open blocks of
-    /// expired writers ([`MetaDb::drop_expired_writes`]), so a writer that
+    /// expired writers ([`crate::db::MetaDb::drop_expired_writes`]), so a writer that
     /// died leaves neither an open file nor chunks behind. Runs until aborted.
     pub async fn drop_expired_writes_every(self: Arc<Self>, period: Duration) {
         let mut tick = tokio::time::interval(period);

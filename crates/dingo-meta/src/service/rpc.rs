@@ -1,5 +1,5 @@
 //! The `Meta` gRPC handlers: requests checked and converted, durable work
-//! run on [`MetaDb`] off the async workers, replies converted back.
+//! run on [`crate::db::MetaDb`] off the async workers, replies converted back.
 
 use super::cluster::Soft;
 use super::{MetaService, apply_state, blocking, new_lease, wire, wire_state};
