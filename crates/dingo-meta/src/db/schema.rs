@@ -105,36 +105,39 @@ fn reencode<M: Message + Default>(bytes: &[u8], table: &str, key: &dyn std::fmt:
     Ok(record.encode_to_vec())
 }
 
+/// Rewrites every value of `table` as a record of type `M`. `owned` keeps a
+/// key past the read; `put` writes a value back under it.
+fn rewrite<K, O, M>(
+    tx: &WriteTransaction,
+    table: TableDefinition<K, &'static [u8]>,
+    owned: impl Fn(K::SelfType<'_>) -> O,
+    put: impl Fn(&mut redb::Table<'_, K, &'static [u8]>, &O, &[u8]) -> Result<(), redb::StorageError>,
+) -> Result<(), MetaError>
+where
+    K: redb::Key + 'static,
+    O: std::fmt::Debug,
+    M: Message + Default,
+{
+    let mut t = tx.open_table(table)?;
+    let mut rewritten = Vec::new();
+    for e in t.iter()? {
+        let (k, v) = e?;
+        let key = owned(k.value());
+        let bytes = reencode::<M>(v.value(), table.name(), &key)?;
+        rewritten.push((key, bytes));
+    }
+    for (k, v) in rewritten {
+        put(&mut t, &k, &v)?;
+    }
+    Ok(())
+}
+
 /// Format 1 → 2: the record types changed owner, not layout (see the module
 /// docs), so each record is decoded and written back.
 fn migrate_records(tx: &WriteTransaction) -> Result<(), MetaError> {
-    let mut files = tx.open_table(FILES)?;
-    let mut rewritten = Vec::new();
-    for e in files.iter()? {
-        let (k, v) = e?;
-        rewritten.push((k.value().to_string(), reencode::<FileRecord>(v.value(), FILES.name(), &k.value())?));
-    }
-    for (k, v) in rewritten {
-        files.insert(k.as_str(), v.as_slice())?;
-    }
-    let mut blocks = tx.open_table(BLOCKS)?;
-    let mut rewritten = Vec::new();
-    for e in blocks.iter()? {
-        let (k, v) = e?;
-        rewritten.push((k.value(), reencode::<BlockRecord>(v.value(), BLOCKS.name(), &k.value())?));
-    }
-    for (k, v) in rewritten {
-        blocks.insert(k, v.as_slice())?;
-    }
-    let mut nodes = tx.open_table(NODES)?;
-    let mut rewritten = Vec::new();
-    for e in nodes.iter()? {
-        let (k, v) = e?;
-        rewritten.push((k.value(), reencode::<NodeRecord>(v.value(), NODES.name(), &k.value())?));
-    }
-    for (k, v) in rewritten {
-        nodes.insert(k, v.as_slice())?;
-    }
+    rewrite::<_, _, FileRecord>(tx, FILES, str::to_string, |t, k, v| t.insert(k.as_str(), v).map(drop))?;
+    rewrite::<_, _, BlockRecord>(tx, BLOCKS, |k| k, |t, &k, v| t.insert(k, v).map(drop))?;
+    rewrite::<_, _, NodeRecord>(tx, NODES, |k| k, |t, &k, v| t.insert(k, v).map(drop))?;
     Ok(())
 }
 
