@@ -1,5 +1,7 @@
 //! The `/metrics` server's listener: at most a fixed number of open
-//! connections, and a pause after an accept error instead of a retry loop.
+//! connections, each closed after a fixed lifetime (axum sets no timeout on
+//! reading a request, so an idle client would otherwise keep its slot for
+//! good), and a pause after an accept error instead of a retry loop.
 //!
 //! axum's own `TcpListener` listener pauses on errors too, but has no
 //! connection limit; the limit has to wrap `accept`, so the error policy
@@ -40,11 +42,13 @@ impl Accept for TcpListener {
 pub struct LimitedListener<A> {
     source: A,
     open: Arc<Semaphore>,
+    lifetime: Duration,
 }
 
 impl<A: Accept> LimitedListener<A> {
-    pub fn new(source: A, max_connections: usize) -> Self {
-        LimitedListener { source, open: Arc::new(Semaphore::new(max_connections)) }
+    /// At most `max_connections` open at once, each for at most `lifetime`.
+    pub fn new(source: A, max_connections: usize, lifetime: Duration) -> Self {
+        LimitedListener { source, open: Arc::new(Semaphore::new(max_connections)), lifetime }
     }
 
     /// The next connection, once one may be opened.
@@ -53,7 +57,10 @@ impl<A: Accept> LimitedListener<A> {
         let permit = self.open.clone().acquire_owned().await.expect("the semaphore is never closed");
         loop {
             match self.source.accept().await {
-                Ok((stream, peer)) => return (LimitedStream { stream, _permit: permit }, peer),
+                Ok((stream, peer)) => {
+                    let end = Box::pin(tokio::time::sleep(self.lifetime));
+                    return (LimitedStream { stream, end, _permit: permit }, peer);
+                }
                 // The peer gave up while queued: nothing is wrong here.
                 Err(e) if is_connection_error(&e) => {}
                 Err(e) => {
@@ -85,20 +92,35 @@ impl<A: Accept> axum::serve::Listener for LimitedListener<A> {
     }
 }
 
-/// An accepted connection; its slot frees when it is dropped.
+/// An accepted connection; its slot frees when it is dropped. Reads and
+/// writes fail once its lifetime is over, which makes the server drop it.
 pub struct LimitedStream {
     stream: TcpStream,
+    end: Pin<Box<tokio::time::Sleep>>,
     _permit: OwnedSemaphorePermit,
+}
+
+impl LimitedStream {
+    /// An error once the lifetime is over; otherwise arranges to be woken
+    /// when it ends, so that an idle connection is dropped then.
+    fn check_lifetime(&mut self, cx: &mut Context<'_>) -> io::Result<()> {
+        match self.end.as_mut().poll(cx) {
+            Poll::Ready(()) => Err(io::Error::new(io::ErrorKind::TimedOut, "metrics connection lifetime over")),
+            Poll::Pending => Ok(()),
+        }
+    }
 }
 
 impl AsyncRead for LimitedStream {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        self.check_lifetime(cx)?;
         Pin::new(&mut self.stream).poll_read(cx, buf)
     }
 }
 
 impl AsyncWrite for LimitedStream {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.check_lifetime(cx)?;
         Pin::new(&mut self.stream).poll_write(cx, buf)
     }
 
@@ -142,7 +164,7 @@ mod tests {
     async fn a_persistent_accept_error_pauses_between_attempts() {
         let real = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let _client = TcpStream::connect(real.local_addr().unwrap()).await.unwrap();
-        let mut listener = LimitedListener::new(OutOfFiles { failures: 3, calls: 0, real }, 4);
+        let mut listener = LimitedListener::new(OutOfFiles { failures: 3, calls: 0, real }, 4, Duration::from_secs(60));
         let start = tokio::time::Instant::now();
         listener.next().await;
         assert_eq!(listener.source.calls, 4);
@@ -154,7 +176,7 @@ mod tests {
     async fn connections_past_the_limit_wait_for_a_free_slot() {
         let real = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = real.local_addr().unwrap();
-        let mut listener = LimitedListener::new(real, 2);
+        let mut listener = LimitedListener::new(real, 2, Duration::from_secs(60));
         let _clients: Vec<TcpStream> = connect_clients(addr, 3).await;
         let first = listener.next().await;
         let _second = listener.next().await;

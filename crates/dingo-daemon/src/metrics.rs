@@ -8,12 +8,16 @@ use axum::routing::get;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 /// Open connections the endpoint serves at once; more wait to be accepted.
 /// A scraper or two, and an operator's curl, need far fewer.
 pub const MAX_CONNECTIONS: usize = 32;
+/// How long one connection may stay open: a page takes milliseconds, and a
+/// scraper that keeps its connection alive between scrapes reconnects.
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(10);
 
 /// Builds a Prometheus text-format page. Each metric family is announced once
 /// with its `# HELP` and `# TYPE` lines before its samples.
@@ -58,16 +62,17 @@ impl MetricsText {
 pub type Render = Arc<dyn Fn() -> String + Send + Sync>;
 
 /// Binds `addr` and serves `GET /metrics` until the task is dropped, with
-/// at most [`MAX_CONNECTIONS`] connections open. Returns the bound address
-/// (useful with port 0).
+/// at most [`MAX_CONNECTIONS`] connections open, each for at most
+/// [`CONNECTION_LIFETIME`]. Returns the bound address (useful with port 0).
 pub async fn serve(addr: SocketAddr, render: Render) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    serve_limited(addr, render, MAX_CONNECTIONS).await
+    serve_limited(addr, render, MAX_CONNECTIONS, CONNECTION_LIFETIME).await
 }
 
 async fn serve_limited(
     addr: SocketAddr,
     render: Render,
     max_connections: usize,
+    lifetime: Duration,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = TcpListener::bind(addr).await?;
     let local = listener.local_addr()?;
@@ -79,7 +84,7 @@ async fn serve_limited(
         .route("/metrics", get(page))
         .fallback(|| async { (StatusCode::NOT_FOUND, "only GET /metrics is served\n") });
     let task = tokio::spawn(async move {
-        if let Err(e) = axum::serve(LimitedListener::new(listener, max_connections), app).await {
+        if let Err(e) = axum::serve(LimitedListener::new(listener, max_connections, lifetime), app).await {
             tracing::warn!("metrics endpoint stopped: {e}");
         }
     });
@@ -93,7 +98,7 @@ pub async fn scrape(addr: &str) -> std::io::Result<String> {
     let mut sock = tokio::net::TcpStream::connect(addr).await?;
     sock.write_all(b"GET /metrics HTTP/1.1\r\nHost: dingo\r\nConnection: close\r\n\r\n").await?;
     let mut raw = Vec::new();
-    tokio::time::timeout(std::time::Duration::from_secs(10), sock.read_to_end(&mut raw))
+    tokio::time::timeout(Duration::from_secs(10), sock.read_to_end(&mut raw))
         .await
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, format!("no metrics from {addr}")))??;
     let text = String::from_utf8_lossy(&raw);
@@ -133,12 +138,30 @@ mod tests {
     #[tokio::test]
     async fn a_full_endpoint_makes_the_next_scrape_wait() {
         let render: Render = Arc::new(|| "dingo_up 1\n".to_string());
-        let (addr, task) = serve_limited("127.0.0.1:0".parse().unwrap(), render, 1).await.unwrap();
+        let (addr, task) =
+            serve_limited("127.0.0.1:0".parse().unwrap(), render, 1, Duration::from_secs(60)).await.unwrap();
         let idle = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let waiting = tokio::time::timeout(std::time::Duration::from_millis(300), scrape(&addr.to_string())).await;
+        let waiting = tokio::time::timeout(Duration::from_millis(300), scrape(&addr.to_string())).await;
         assert!(waiting.is_err(), "a second connection was served past the limit of 1");
         drop(idle);
         assert_eq!(scrape(&addr.to_string()).await.unwrap(), "dingo_up 1\n");
+        task.abort();
+    }
+
+    /// Regression: with no timeout on reading a request, clients that
+    /// connect and send nothing would hold every slot for good.
+    #[tokio::test]
+    async fn an_idle_connection_gives_up_its_slot_after_its_lifetime() {
+        let render: Render = Arc::new(|| "dingo_up 1\n".to_string());
+        let lifetime = Duration::from_millis(300);
+        let (addr, task) = serve_limited("127.0.0.1:0".parse().unwrap(), render, 1, lifetime).await.unwrap();
+        let mut idle = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let start = std::time::Instant::now();
+        let scraped = tokio::time::timeout(Duration::from_secs(5), scrape(&addr.to_string())).await;
+        assert_eq!(scraped.expect("the idle connection kept the only slot").unwrap(), "dingo_up 1\n");
+        assert!(start.elapsed() >= lifetime / 2, "served before the idle connection's lifetime was over");
+        let mut rest = Vec::new();
+        assert_eq!(idle.read_to_end(&mut rest).await.unwrap(), 0, "the idle connection was closed");
         task.abort();
     }
 }
