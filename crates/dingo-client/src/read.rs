@@ -400,3 +400,55 @@ fn extents(file: &FileInfo, offset: u64, len: u64) -> Result<Vec<Extent<'_>>> {
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file of `redundancy` whose blocks have `sizes`, ids from 0.
+    fn file(redundancy: Redundancy, sizes: &[u64]) -> FileInfo {
+        let blocks: Vec<BlockRecord> = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &size)| BlockRecord { id: i as u64, size, ..Default::default() })
+            .collect();
+        let size = sizes.iter().sum();
+        FileInfo { path: "/f".into(), redundancy: Some(redundancy.into()), size, blocks, ..Default::default() }
+    }
+
+    /// `(block id, offset in block, len, stripe member)` of each extent.
+    fn pieces(file: &FileInfo, offset: u64, len: u64) -> Vec<(u64, u64, u64, usize)> {
+        extents(file, offset, len).unwrap().iter().map(|e| (e.block.id, e.offset, e.len, e.member)).collect()
+    }
+
+    #[test]
+    fn a_replicated_range_is_cut_at_block_boundaries() {
+        let f = file(Redundancy::Replicated(3), &[10, 20, 5]);
+        let offsets: Vec<u64> = data_blocks(&f).unwrap().iter().map(|d| d.offset).collect();
+        assert_eq!(offsets, [0, 10, 30]);
+        assert_eq!(pieces(&f, 5, 20), [(0, 5, 5, 0), (1, 0, 15, 0)]);
+        assert_eq!(pieces(&f, 30, 5), [(2, 0, 5, 0)]);
+        assert!(pieces(&f, 35, 0).is_empty());
+    }
+
+    #[test]
+    fn an_erasure_coded_file_reads_only_its_data_members() {
+        // Two 2+1 stripes: blocks 0, 1 (data) and 2 (parity); 3, 4 and 5.
+        let f = file(Redundancy::Ec { data: 2, parity: 1 }, &[10, 10, 10, 7, 3, 7]);
+        let data: Vec<(u64, u64, usize)> =
+            data_blocks(&f).unwrap().iter().map(|d| (d.block.id, d.offset, d.member)).collect();
+        assert_eq!(data, [(0, 0, 0), (1, 10, 1), (3, 20, 0), (4, 27, 1)]);
+        assert_eq!(pieces(&f, 15, 13), [(1, 5, 5, 1), (3, 0, 7, 0), (4, 0, 1, 1)]);
+        let e = extents(&f, 0, 1).unwrap();
+        assert_eq!(e[0].stripe.map(|s| s.len()), Some(3), "a data member carries its stripe");
+        let incomplete = file(Redundancy::Ec { data: 2, parity: 1 }, &[10, 10]);
+        assert!(data_blocks(&incomplete).is_err_and(|e| e.to_string().contains("incomplete stripe")));
+    }
+
+    #[test]
+    fn a_large_block_is_read_in_pieces() {
+        let mib = 1 << 20;
+        let f = file(Redundancy::Replicated(1), &[20 * mib]);
+        assert_eq!(pieces(&f, 0, 20 * mib), [(0, 0, 8 * mib, 0), (0, 8 * mib, 8 * mib, 0), (0, 16 * mib, 4 * mib, 0)]);
+    }
+}
