@@ -69,7 +69,7 @@ pub async fn run(cfg: MetaConfig, shutdown: impl Future<Output = ()> + Send + 's
     let metrics_task = match cfg.metrics {
         Some(addr) => {
             let s = service.clone();
-            let (at, task) = dingo_proto::metrics::serve(addr, Arc::new(move || s.render_metrics()))
+            let (at, task) = dingo_daemon::metrics::serve(addr, Arc::new(move || s.render_metrics()))
                 .await
                 .map_err(|source| RunError::Listen { addr, source })?;
             tracing::info!(%at, "metrics");
@@ -93,7 +93,7 @@ pub async fn run(cfg: MetaConfig, shutdown: impl Future<Output = ()> + Send + 's
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
         )
-        .serve_with_incoming_shutdown(dingo_proto::accept_nodelay(listener), shutdown)
+        .serve_with_incoming_shutdown(dingo_daemon::accept_nodelay(listener), shutdown)
         .await;
     reaper.abort();
     if let Some(task) = marker {

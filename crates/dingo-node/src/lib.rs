@@ -94,7 +94,7 @@ pub async fn run(cfg: NodeConfig, shutdown: impl Future<Output = ()> + Send + 's
     let _metrics = match cfg.metrics {
         Some(addr) => {
             let s = store.clone();
-            let (at, task) = dingo_proto::metrics::serve(addr, Arc::new(move || service::render_metrics(&s)))
+            let (at, task) = dingo_daemon::metrics::serve(addr, Arc::new(move || service::render_metrics(&s)))
                 .await
                 .map_err(|source| NodeError::Listen { addr, source })?;
             tracing::info!(%at, "metrics");
@@ -129,7 +129,7 @@ pub async fn run(cfg: NodeConfig, shutdown: impl Future<Output = ()> + Send + 's
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
         )
-        .serve_with_incoming_shutdown(dingo_proto::accept_nodelay(listener), shutdown)
+        .serve_with_incoming_shutdown(dingo_daemon::accept_nodelay(listener), shutdown)
         .await?;
     Ok(())
 }

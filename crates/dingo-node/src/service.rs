@@ -2,10 +2,11 @@
 
 use crate::error::StoreError;
 use crate::store::Store;
-use dingo_proto::metrics::MetricsText;
+use dingo_daemon::metrics::MetricsText;
+use dingo_daemon::now_ms;
 use dingo_proto::v1::node_server::Node;
 use dingo_proto::v1::*;
-use dingo_proto::{IoTag, chunk_ref, now_ms};
+use dingo_proto::{IoTag, chunk_ref};
 use dingo_types::DiskId;
 use std::cell::Cell;
 use std::sync::Arc;

@@ -1,14 +1,21 @@
 //! Wire protocols of DINGO.
 //!
 //! [`v1`] holds the storage layer's generated gRPC services (`Meta`, `Node`)
-//! and messages, which the metadata service also uses as its redb record
-//! encoding; [`planner`] holds the IO Planner service. Beside
-//! them live the typed forms every side needs ([`Redundancy`], [`IoTag`]),
-//! conversions to `dingo_types`, and the tiny Prometheus endpoint every
-//! daemon serves ([`metrics`]).
+//! and messages; [`planner`] holds the IO Planner service. Beside them live
+//! the typed forms every side needs ([`Redundancy`], [`IoTag`]) and
+//! conversions to `dingo_types`. The metadata service stores records of its
+//! own, not these messages.
 
 pub mod codec;
-pub mod metrics;
+
+/// Moved to `dingo-daemon`; re-exported for one release so that crates not
+/// yet switched over (the planner service, the tasks, the CLI and its
+/// tests) keep compiling. New code uses `dingo_daemon` directly.
+pub mod metrics {
+    pub use dingo_daemon::metrics::*;
+}
+/// Moved to `dingo-daemon`; re-exported for one release (see [`metrics`]).
+pub use dingo_daemon::{accept_nodelay, now_ms};
 
 #[allow(clippy::all, clippy::pedantic)]
 pub mod v1 {
@@ -24,7 +31,6 @@ pub mod planner {
 use dingo_types::{BlockId, ChunkRef, DeclarationId, TaskKind};
 use std::fmt;
 use std::str::FromStr;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Largest gRPC message either side accepts: one 16 MiB read or write piece
 /// plus framing.
@@ -40,29 +46,6 @@ pub const CONNECTION_WINDOW: u32 = 64 << 20;
 /// keeps each step cache-resident; 8 MiB frames and write pieces (one message per chunk) copied less
 /// but faulted in more fresh pages and used no less CPU in `dingo bench io`.
 pub const MAX_FRAME: u32 = 1 << 20;
-
-/// The connections `listener` accepts, with Nagle's algorithm off, for
-/// tonic's `serve_with_incoming*` (which ignores the server's own
-/// `tcp_nodelay` setting). With Nagle on, a reply's last small frame waits
-/// for the peer's delayed ACK: ~40 ms stalls on metadata calls and chunk
-/// writes under load.
-pub fn accept_nodelay(
-    listener: tokio::net::TcpListener,
-) -> impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>> {
-    use tokio_stream::StreamExt;
-    tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
-        let conn = conn?;
-        if let Err(e) = conn.set_nodelay(true) {
-            tracing::warn!("cannot turn Nagle's algorithm off on an accepted connection: {e}");
-        }
-        Ok(conn)
-    })
-}
-
-/// Unix time in milliseconds.
-pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
 
 impl From<ChunkRef> for v1::ChunkId {
     fn from(c: ChunkRef) -> Self {
@@ -238,18 +221,6 @@ impl TryFrom<Option<&v1::IoClass>> for IoTag {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Regression: servers fed by `serve_with_incoming` kept Nagle on.
-    #[tokio::test]
-    async fn accepted_connections_have_nagle_off() {
-        use tokio_stream::StreamExt;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let mut incoming = std::pin::pin!(accept_nodelay(listener));
-        let conn = incoming.next().await.unwrap().unwrap();
-        assert!(conn.nodelay().unwrap());
-    }
 
     #[test]
     fn redundancy_parses_and_round_trips() {

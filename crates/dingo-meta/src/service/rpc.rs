@@ -1,432 +1,20 @@
-//! The `Meta` gRPC service: durable operations go to [`MetaDb`]; node
-//! liveness and reported disk usage are soft state rebuilt from heartbeats.
-//! Disks and nodes marked DEAD are durable (in redb) and mirrored here: a
-//! chunk on a dead disk, or on any disk of a dead node, is *lost* — never
-//! read, never placed on. Draining and decommissioned disks and nodes are
-//! mirrored too: nothing new is placed on them, their chunks stay readable.
+//! The `Meta` gRPC handlers: requests checked and converted, durable work
+//! run on [`crate::db::MetaDb`] off the async workers, replies converted back.
 
-use crate::db::{Lease, MetaDb, Recovered};
+use super::cluster::Soft;
+use super::{MetaService, apply_state, blocking, new_lease, wire, wire_state};
+use crate::db::{self, ChunkKey, ChunkPlacement, Recovered};
 use crate::error::MetaError;
-use crate::placement::{Candidate, check_drain, place, place_one};
-use dingo_proto::metrics::MetricsText;
+use crate::placement::{place, place_one};
+use dingo_daemon::now_ms;
 use dingo_proto::v1::meta_server::Meta;
 use dingo_proto::v1::*;
-use dingo_proto::{Redundancy, chunk_ref, now_ms};
+use dingo_proto::{Redundancy, chunk_ref};
+use dingo_types::{DiskId, NodeId};
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Instant;
 use tonic::{Request, Response, Status};
-
-/// What the service knows about a node without asking the database.
-struct Soft {
-    addr: String,
-    /// Last registration or heartbeat; `None` since this process started.
-    last_seen: Option<Instant>,
-    /// Latest reported usage per disk id.
-    usage: HashMap<u32, DiskUsage>,
-    /// When each disk was last in a heartbeat: a node leaves out a disk
-    /// that fails its health probe. Missing: not since this process started.
-    disk_seen: HashMap<u32, Instant>,
-}
-
-/// A node or a disk, by id.
-#[derive(Clone, Copy, Debug)]
-enum Device {
-    Node(u32),
-    Disk(u32),
-}
-
-/// The in-memory view of the cluster.
-struct Cluster {
-    nodes: HashMap<u32, Soft>,
-    /// Mirrors of the durable `dead_disks` and `dead_nodes` tables.
-    dead_disks: HashSet<u32>,
-    dead_nodes: HashSet<u32>,
-    /// Disks and nodes DRAINING or DECOMMISSIONED (durable in `drain_*`):
-    /// both take no new chunks, so placement needs no finer view.
-    drained_disks: HashSet<u32>,
-    drained_nodes: HashSet<u32>,
-}
-
-impl Cluster {
-    /// Disks whose chunks are lost: dead disks and every disk of a dead node.
-    fn lost_disks(&self) -> HashSet<u32> {
-        let of_dead_nodes = self.dead_nodes.iter().filter_map(|n| self.nodes.get(n)).flat_map(|s| s.usage.keys());
-        self.dead_disks.iter().chain(of_dead_nodes).copied().collect()
-    }
-
-    /// The node a disk is registered on.
-    fn owner(&self, disk: u32) -> Option<u32> {
-        self.nodes.iter().find(|(_, s)| s.usage.contains_key(&disk)).map(|(&n, _)| n)
-    }
-
-    /// Whether new chunks may go to `disk` of `node` as far as the
-    /// administrative states go (not DEAD, DRAINING or DECOMMISSIONED).
-    fn takes_chunks(&self, node: u32, disk: u32) -> bool {
-        !self.dead_nodes.contains(&node)
-            && !self.drained_nodes.contains(&node)
-            && !self.dead_disks.contains(&disk)
-            && !self.drained_disks.contains(&disk)
-    }
-}
-
-pub struct MetaService {
-    db: Arc<MetaDb>,
-    cluster: Mutex<Cluster>,
-    /// Corrupt chunks reported by nodes' heartbeats since start.
-    corrupt_reports: AtomicU64,
-    /// Open blocks of writers whose lease expired, dropped since start.
-    expired_open_blocks: AtomicU64,
-    /// Files whose lease was recovered (sealed or removed), since start.
-    leases_recovered: AtomicU64,
-    /// Nodes marked DEAD for missing heartbeats, since start.
-    auto_dead: AtomicU64,
-    /// `(disk, block, copy)` of chunks nodes reported corrupt or missing,
-    /// until they are found elsewhere.
-    corrupt: Mutex<HashSet<(u32, u64, u32)>>,
-    /// A node is dead after this long without a heartbeat.
-    dead_after: Duration,
-    lease_ttl: Duration,
-    /// When the service started: the silence of a node not heard from
-    /// since counts from here.
-    started: Instant,
-}
-
-/// Runs a database operation off the async workers (redb commits fsync).
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, MetaError> + Send + 'static) -> Result<T, Status> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| Status::internal(e.to_string()))?.map_err(Status::from)
-}
-
-/// A chunk on a disk as the database keys it: `(disk, block, copy)`.
-fn from_wire(c: &ChunkOnDisk) -> Option<(u32, u64, u32)> {
-    c.chunk.as_ref().map(|id| (c.disk, id.block, id.copy))
-}
-
-/// The wire form of a `(disk, block, copy)` key.
-fn to_wire((disk, block, copy): (u32, u64, u32)) -> ChunkOnDisk {
-    ChunkOnDisk { disk, chunk: Some(ChunkId { block, copy }) }
-}
-
-/// A state number from a request; unknown numbers are refused rather than
-/// read as LIVE (prost's default).
-fn wire_state(what: &str, id: u32, state: i32) -> Result<DeviceState, Status> {
-    DeviceState::try_from(state)
-        .map_err(|_| Status::invalid_argument(format!("{what} {id}: unknown device state {state}")))
-}
-
-/// Mirrors a state the database accepted for one disk or node.
-fn apply_state(state: DeviceState, id: u32, dead: &mut HashSet<u32>, drained: &mut HashSet<u32>) {
-    match state {
-        DeviceState::Live => {
-            dead.remove(&id);
-            drained.remove(&id);
-        }
-        DeviceState::Dead => {
-            dead.insert(id);
-            drained.remove(&id);
-        }
-        DeviceState::Draining | DeviceState::Decommissioned => {
-            drained.insert(id);
-        }
-    }
-}
-
-fn new_lease(ttl: Duration) -> Lease {
-    Lease { id: fastrand::u64(1..), expiry_ms: now_ms() + ttl.as_millis() as u64 }
-}
-
-impl MetaService {
-    pub fn new(db: MetaDb, dead_after: Duration, lease_ttl: Duration) -> Result<Self, MetaError> {
-        let nodes = db
-            .nodes()?
-            .into_iter()
-            .map(|n| {
-                let usage = n
-                    .disks
-                    .iter()
-                    .map(|d| (d.id, DiskUsage { disk: d.id, capacity: d.capacity, used: d.used, chunks: d.chunks }))
-                    .collect();
-                (n.id, Soft { addr: n.addr, last_seen: None, usage, disk_seen: HashMap::new() })
-            })
-            .collect();
-        let (dead_disks, dead_nodes) = db.dead()?;
-        let (drained_disks, drained_nodes) = db.drain_states()?;
-        let cluster = Cluster {
-            nodes,
-            dead_disks: dead_disks.into_iter().collect(),
-            dead_nodes: dead_nodes.into_iter().collect(),
-            drained_disks: drained_disks.into_keys().collect(),
-            drained_nodes: drained_nodes.into_keys().collect(),
-        };
-        Ok(MetaService {
-            db: Arc::new(db),
-            cluster: Mutex::new(cluster),
-            corrupt_reports: AtomicU64::new(0),
-            expired_open_blocks: AtomicU64::new(0),
-            leases_recovered: AtomicU64::new(0),
-            auto_dead: AtomicU64::new(0),
-            corrupt: Mutex::new(HashSet::new()),
-            dead_after,
-            lease_ttl,
-            started: Instant::now(),
-        })
-    }
-
-    fn cluster(&self) -> std::sync::MutexGuard<'_, Cluster> {
-        self.cluster.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn alive(&self, s: &Soft) -> bool {
-        s.last_seen.is_some_and(|t| t.elapsed() < self.dead_after)
-    }
-
-    /// Fills in node addresses and the `lost` flag of chunk locations.
-    fn with_addrs(&self, blocks: &mut [BlockRecord]) {
-        let cluster = self.cluster();
-        let lost = cluster.lost_disks();
-        for c in blocks.iter_mut().flat_map(|b| b.chunks.iter_mut()) {
-            c.addr = cluster.nodes.get(&c.node).map(|s| s.addr.clone()).unwrap_or_default();
-            c.lost = lost.contains(&c.disk);
-        }
-    }
-
-    /// Nodes that may receive chunks — heartbeating, not marked dead,
-    /// draining or decommissioned, not in `exclude` — with the free bytes of
-    /// their disks that take chunks.
-    fn candidates(&self, exclude: &[u32]) -> Vec<Candidate> {
-        let cluster = self.cluster();
-        cluster
-            .nodes
-            .iter()
-            .filter(|(id, s)| self.alive(s) && !exclude.contains(id))
-            .map(|(&node, s)| Candidate {
-                node,
-                disks: s
-                    .usage
-                    .values()
-                    .filter(|u| cluster.takes_chunks(node, u.disk))
-                    .map(|u| (u.disk, u.capacity.saturating_sub(u.used)))
-                    .collect(),
-            })
-            .collect()
-    }
-
-    /// Refuses to drain `what` (`drained(node, disk)`: whether the drain
-    /// covers that disk) if too few live nodes with a disk taking chunks
-    /// would remain for some file's redundancy.
-    async fn check_drain(&self, what: String, drained: impl Fn(u32, u32) -> bool) -> Result<(), Status> {
-        let db = self.db.clone();
-        let files = blocking(move || db.redundancies()).await?;
-        let eligible = {
-            let cluster = self.cluster();
-            cluster
-                .nodes
-                .iter()
-                .filter(|&(&node, s)| {
-                    self.alive(s) && s.usage.keys().any(|&d| cluster.takes_chunks(node, d) && !drained(node, d))
-                })
-                .count()
-        };
-        check_drain(&what, eligible, &files)?;
-        Ok(())
-    }
-
-    /// Checks that `disk` may receive a copy of a chunk of `bytes` now held
-    /// on node `holder`; returns its node.
-    fn check_target(&self, disk: u32, holder: u32, bytes: u64) -> Result<u32, Status> {
-        let node =
-            self.cluster().owner(disk).ok_or_else(|| Status::invalid_argument(format!("disk {disk} is unknown")))?;
-        if node == holder {
-            return Err(Status::invalid_argument(format!(
-                "disk {disk} is on node {node}, which already holds this chunk; copies go to other nodes"
-            )));
-        }
-        let candidates = self.candidates(&[]);
-        let Some(free) = candidates.iter().flat_map(|c| &c.disks).find(|d| d.0 == disk).map(|d| d.1) else {
-            return Err(Status::failed_precondition(format!(
-                "disk {disk} or its node {node} is dead, draining or decommissioned"
-            )));
-        };
-        if free < bytes {
-            return Err(Status::resource_exhausted(format!("disk {disk} has {free} bytes free, {bytes} needed")));
-        }
-        Ok(node)
-    }
-
-    fn ttl_ms(&self) -> u64 {
-        self.lease_ttl.as_millis() as u64
-    }
-
-    /// Every `period`, recovers the files of writers whose lease expired
-    /// ([`MetaDb::recover_expired_leases`]: sealed at their committed
-    /// length, or removed if empty) and drops any other open blocks of
-    /// expired writers ([`MetaDb::drop_expired_writes`]), so a writer that
-    /// died leaves neither an open file nor chunks behind. Runs until aborted.
-    pub async fn drop_expired_writes_every(self: Arc<Self>, period: Duration) {
-        let mut tick = tokio::time::interval(period);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            let db = self.db.clone();
-            match blocking(move || db.recover_expired_leases(now_ms())).await {
-                Ok(done) => {
-                    for (path, r) in &done {
-                        tracing::info!(path, recovered = ?r, "lease expired: file recovered");
-                    }
-                    self.leases_recovered.fetch_add(done.len() as u64, Relaxed);
-                }
-                Err(e) => tracing::warn!("cannot recover expired leases: {}", e.message()),
-            }
-            let db = self.db.clone();
-            match blocking(move || db.drop_expired_writes(now_ms())).await {
-                Ok(0) => {}
-                Ok(n) => {
-                    tracing::info!(blocks = n, "dropped the open blocks of writers whose lease expired");
-                    self.expired_open_blocks.fetch_add(n, Relaxed);
-                }
-                Err(e) => tracing::warn!("cannot drop the open blocks of expired writers: {}", e.message()),
-            }
-        }
-    }
-
-    /// Nodes not marked DEAD that have been silent for `after` (counted
-    /// from the service's start for a node not heard from since).
-    fn silent_for(&self, after: Duration) -> Vec<u32> {
-        let cluster = self.cluster();
-        cluster
-            .nodes
-            .iter()
-            .filter(|(id, s)| {
-                !cluster.dead_nodes.contains(id) && s.last_seen.unwrap_or(self.started).elapsed() >= after
-            })
-            .map(|(&id, _)| id)
-            .collect()
-    }
-
-    /// Disks not marked DEAD that the heartbeats of their node (itself
-    /// still heard from) have left out for `after`: the node's health
-    /// probe fails on them (unmounted, unreadable label, read-only).
-    fn silent_disks(&self, after: Duration) -> Vec<u32> {
-        let cluster = self.cluster();
-        let mut out = Vec::new();
-        for (node, s) in &cluster.nodes {
-            if cluster.dead_nodes.contains(node) || s.last_seen.is_none_or(|t| t.elapsed() >= after) {
-                continue;
-            }
-            let silent = |d: &u32| s.disk_seen.get(d).copied().unwrap_or(self.started).elapsed() >= after;
-            out.extend(s.usage.keys().filter(|d| !cluster.dead_disks.contains(d) && silent(d)));
-        }
-        out
-    }
-
-    /// Marks DEAD (durably, as `SetNodeState` and `SetDiskState` do) every
-    /// node silent for `after`, and every disk its live node has left out
-    /// of its heartbeats for as long, checking every `period`; their chunks
-    /// become lost, which is what starts reconstruction. Runs until aborted.
-    pub async fn mark_silent_nodes_dead_every(self: Arc<Self>, after: Duration, period: Duration) {
-        let mut tick = tokio::time::interval(period);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tick.tick().await;
-            for node in self.silent_for(after) {
-                self.mark_dead(Device::Node(node), after).await;
-            }
-            for disk in self.silent_disks(after) {
-                self.mark_dead(Device::Disk(disk), after).await;
-            }
-        }
-    }
-
-    /// Marks a silent device DEAD, unless it is decommissioned: a
-    /// decommissioned device holds nothing, and stopping it is the point.
-    async fn mark_dead(&self, device: Device, silent_for: Duration) {
-        let db = self.db.clone();
-        let mark = move || {
-            let (disks, nodes) = db.drain_states()?;
-            let (states, id) = match device {
-                Device::Node(n) => (nodes, n),
-                Device::Disk(d) => (disks, d),
-            };
-            if states.get(&id) == Some(&DeviceState::Decommissioned) {
-                return Ok(false);
-            }
-            match device {
-                Device::Node(n) => db.set_node_state(n, DeviceState::Dead),
-                Device::Disk(d) => db.set_disk_state(d, DeviceState::Dead),
-            }
-            .map(|()| true)
-        };
-        match blocking(mark).await {
-            Ok(false) => {}
-            Ok(true) => {
-                let mut cluster = self.cluster();
-                match device {
-                    Device::Node(n) => cluster.dead_nodes.insert(n),
-                    Device::Disk(d) => cluster.dead_disks.insert(d),
-                };
-                self.auto_dead.fetch_add(1, Relaxed);
-                tracing::warn!(?device, ?silent_for, "missed its heartbeats: marked DEAD");
-            }
-            Err(e) => tracing::warn!(?device, "cannot mark a silent device dead: {}", e.message()),
-        }
-    }
-
-    /// Prometheus page of the metadata service.
-    pub fn render_metrics(&self) -> String {
-        let mut m = MetricsText::new();
-        let cluster = self.cluster();
-        let soft = &cluster.nodes;
-        let alive = soft.values().filter(|s| self.alive(s)).count();
-        m.family("dingo_meta_nodes", "gauge", "Registered nodes by liveness.");
-        m.sample("dingo_meta_nodes", &[("state", "alive")], alive);
-        m.sample("dingo_meta_nodes", &[("state", "dead")], soft.len() - alive);
-        m.family("dingo_meta_marked_dead", "gauge", "Disks and nodes marked DEAD.");
-        m.sample("dingo_meta_marked_dead", &[("kind", "disk")], cluster.dead_disks.len());
-        m.sample("dingo_meta_marked_dead", &[("kind", "node")], cluster.dead_nodes.len());
-        m.family("dingo_meta_drained", "gauge", "Disks and nodes DRAINING or DECOMMISSIONED (taking no new chunks).");
-        m.sample("dingo_meta_drained", &[("kind", "disk")], cluster.drained_disks.len());
-        m.sample("dingo_meta_drained", &[("kind", "node")], cluster.drained_nodes.len());
-        m.family("dingo_meta_corrupt_chunk_reports_total", "counter", "Corrupt chunks reported by nodes.");
-        m.sample("dingo_meta_corrupt_chunk_reports_total", &[], self.corrupt_reports.load(Relaxed));
-        m.family(
-            "dingo_meta_expired_open_blocks_dropped_total",
-            "counter",
-            "Blocks allocated to writers whose lease expired before they committed them.",
-        );
-        m.sample("dingo_meta_expired_open_blocks_dropped_total", &[], self.expired_open_blocks.load(Relaxed));
-        m.family("dingo_meta_nodes_marked_dead_total", "counter", "Nodes marked DEAD for missing heartbeats.");
-        m.sample("dingo_meta_nodes_marked_dead_total", &[], self.auto_dead.load(Relaxed));
-        m.family("dingo_meta_leases_recovered_total", "counter", "Open files closed by lease recovery.");
-        m.sample("dingo_meta_leases_recovered_total", &[], self.leases_recovered.load(Relaxed));
-        for (name, help, get) in [
-            (
-                "dingo_meta_disk_capacity_bytes",
-                "Disk capacity as last reported.",
-                (|u: &DiskUsage| u.capacity) as fn(&DiskUsage) -> u64,
-            ),
-            ("dingo_meta_disk_used_bytes", "Disk bytes used as last reported.", |u| u.used),
-            ("dingo_meta_disk_chunks", "Chunks on the disk as last reported.", |u| u.chunks),
-        ] {
-            m.family(name, "gauge", help);
-            for (node, s) in soft.iter() {
-                for u in s.usage.values() {
-                    m.sample(name, &[("node", &node.to_string()), ("disk", &u.disk.to_string())], get(u));
-                }
-            }
-        }
-        drop(cluster);
-        if let Ok((files, blocks)) = self.db.counts() {
-            m.family("dingo_meta_files", "gauge", "Files in the namespace.").sample("dingo_meta_files", &[], files);
-            m.family("dingo_meta_blocks", "gauge", "Block records (including deleted).").sample(
-                "dingo_meta_blocks",
-                &[],
-                blocks,
-            );
-        }
-        m.finish()
-    }
-}
 
 #[tonic::async_trait]
 impl Meta for MetaService {
@@ -439,8 +27,9 @@ impl Meta for MetaService {
             return Err(Status::invalid_argument("a node registers with an address and at least one disk"));
         }
         let db = self.db.clone();
-        let (addr, disks) = (r.addr.clone(), r.disks.clone());
-        let (node, ids) = blocking(move || db.register_node(&addr, &disks)).await?;
+        let (addr, disks) = (r.addr.clone(), r.disks.iter().map(wire::disk_registration).collect::<Vec<_>>());
+        let (NodeId(node), disk_ids) = blocking(move || db.register_node(&addr, &disks)).await?;
+        let ids: Vec<u32> = disk_ids.into_iter().map(|d| d.0).collect();
         let usage = r
             .disks
             .iter()
@@ -460,11 +49,11 @@ impl Meta for MetaService {
             self.corrupt_reports.fetch_add(1, Relaxed);
             let (block, copy) = c.chunk.as_ref().map_or((0, 0), |c| (c.block, c.copy));
             tracing::warn!(node = r.node, disk = c.disk, block, copy, "node reports a corrupt or missing chunk");
-            if let Some(key) = from_wire(c) {
+            if let Some(key) = wire::chunk_key(c) {
                 self.corrupt.lock().unwrap_or_else(|p| p.into_inner()).insert(key);
             }
         }
-        let disks: Vec<u32> = {
+        let disks: Vec<DiskId> = {
             let mut cluster = self.cluster();
             let s = cluster.nodes.get_mut(&r.node).ok_or(MetaError::UnknownNode(r.node))?;
             let now = Instant::now();
@@ -473,12 +62,12 @@ impl Meta for MetaService {
                 s.usage.insert(u.disk, *u);
                 s.disk_seen.insert(u.disk, now);
             }
-            s.usage.keys().copied().collect()
+            s.usage.keys().copied().map(DiskId).collect()
         };
-        let confirmed: Vec<(u32, u64, u32)> = r.deleted.iter().filter_map(from_wire).collect();
+        let confirmed: Vec<ChunkKey> = r.deleted.iter().filter_map(wire::chunk_key).collect();
         let db = self.db.clone();
         let pending = blocking(move || db.sync_deletes(&confirmed, &disks)).await?;
-        let delete = pending.into_iter().map(to_wire).collect();
+        let delete = pending.into_iter().map(wire::chunk_on_disk).collect();
         Ok(Response::new(HeartbeatReply { delete }))
     }
 
@@ -494,14 +83,14 @@ impl Meta for MetaService {
             let s = cluster.nodes.get(&r.node).ok_or(MetaError::UnknownNode(r.node))?;
             s.usage.keys().copied().collect()
         };
-        let chunks: Vec<(u32, u64, u32)> =
-            r.chunks.iter().filter(|c| own.contains(&c.disk)).filter_map(from_wire).collect();
+        let chunks: Vec<ChunkKey> =
+            r.chunks.iter().filter(|c| own.contains(&c.disk)).filter_map(wire::chunk_key).collect();
         let db = self.db.clone();
         let unknown = blocking(move || db.unknown_chunks(&chunks)).await?;
         if !unknown.is_empty() {
             tracing::info!(node = r.node, chunks = unknown.len(), "node holds orphan chunks; it will delete them");
         }
-        let orphans = unknown.into_iter().map(to_wire).collect();
+        let orphans = unknown.into_iter().map(wire::chunk_on_disk).collect();
         Ok(Response::new(ReportChunksReply { orphans }))
     }
 
@@ -511,7 +100,7 @@ impl Meta for MetaService {
         let lease = new_lease(self.lease_ttl);
         let db = self.db.clone();
         let file = blocking(move || db.create_file(&r.path, redundancy, r.block_size, lease, now_ms())).await?;
-        Ok(Response::new(OpenFileReply { file: Some(file), lease: lease.id }))
+        Ok(Response::new(OpenFileReply { file: Some(wire::file(&file)), lease: lease.id }))
     }
 
     async fn open_for_append(&self, request: Request<OpenForAppendRequest>) -> Result<Response<OpenFileReply>, Status> {
@@ -519,7 +108,7 @@ impl Meta for MetaService {
         let lease = new_lease(self.lease_ttl);
         let db = self.db.clone();
         let file = blocking(move || db.open_for_append(&path, lease, now_ms())).await?;
-        Ok(Response::new(OpenFileReply { file: Some(file), lease: lease.id }))
+        Ok(Response::new(OpenFileReply { file: Some(wire::file(&file)), lease: lease.id }))
     }
 
     async fn allocate_blocks(
@@ -530,26 +119,26 @@ impl Meta for MetaService {
         let db = self.db.clone();
         let path = r.path.clone();
         let file = blocking(move || db.file(&path)).await?;
-        let redundancy = Redundancy::try_from(file.redundancy.as_ref()).map_err(Status::internal)?;
+        let redundancy = file.redundancy()?;
         let candidates = self.candidates(&r.exclude_nodes);
         let width = redundancy.width();
         let slots = place(candidates, width, r.chunk_bytes, matches!(redundancy, Redundancy::Replicated(_)))?;
-        let placement: Vec<Vec<ChunkLocation>> = match redundancy {
+        let placement: Vec<Vec<ChunkPlacement>> = match redundancy {
             Redundancy::Replicated(_) => vec![
                 slots
                     .iter()
                     .enumerate()
-                    .map(|(copy, &(node, disk))| ChunkLocation { copy: copy as u32, disk, node, ..Default::default() })
+                    .map(|(copy, &(node, disk))| ChunkPlacement { copy: copy as u32, disk, node })
                     .collect(),
             ],
-            Redundancy::Ec { .. } => slots
-                .iter()
-                .map(|&(node, disk)| vec![ChunkLocation { copy: 0, disk, node, ..Default::default() }])
-                .collect(),
+            Redundancy::Ec { .. } => {
+                slots.iter().map(|&(node, disk)| vec![ChunkPlacement { copy: 0, disk, node }]).collect()
+            }
         };
         let db = self.db.clone();
         let ttl = self.ttl_ms();
-        let mut blocks = blocking(move || db.allocate(&r.path, r.lease, now_ms(), ttl, &placement)).await?;
+        let stored = blocking(move || db.allocate(&r.path, r.lease, now_ms(), ttl, &placement)).await?;
+        let mut blocks: Vec<BlockRecord> = stored.iter().map(wire::block).collect();
         self.with_addrs(&mut blocks);
         Ok(Response::new(AllocateBlocksReply { blocks }))
     }
@@ -600,7 +189,9 @@ impl Meta for MetaService {
     async fn stat(&self, request: Request<StatRequest>) -> Result<Response<FileInfo>, Status> {
         let path = request.into_inner().path;
         let db = self.db.clone();
-        let mut f = blocking(move || db.stat(&path)).await?;
+        let (file, blocks) = blocking(move || db.stat(&path)).await?;
+        let mut f = wire::file(&file);
+        f.blocks = blocks.iter().map(wire::block).collect();
         self.with_addrs(&mut f.blocks);
         Ok(Response::new(f))
     }
@@ -609,7 +200,7 @@ impl Meta for MetaService {
         let prefix = request.into_inner().prefix;
         let db = self.db.clone();
         let files = blocking(move || db.list(&prefix)).await?;
-        Ok(Response::new(ListReply { files }))
+        Ok(Response::new(ListReply { files: files.iter().map(wire::file).collect() }))
     }
 
     async fn delete(&self, request: Request<DeleteRequest>) -> Result<Response<DeleteReply>, Status> {
@@ -621,16 +212,15 @@ impl Meta for MetaService {
 
     async fn cluster_status(&self, _: Request<ClusterStatusRequest>) -> Result<Response<ClusterStatusReply>, Status> {
         let db = self.db.clone();
-        let reported: Vec<(u32, u64, u32)> =
-            self.corrupt.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
-        let (stored, (files, blocks), gone, open, (drain_disks, drain_nodes), left) = blocking(move || {
+        let reported: Vec<ChunkKey> = self.corrupt.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
+        let (stored, (files, blocks), gone, open, drains, left) = blocking(move || {
             let stored = db.nodes()?;
             let drains = db.drain_states()?;
             // Progress of every disk a drain covers: its own, or its node's.
-            let draining: Vec<u32> = stored
+            let draining: Vec<DiskId> = stored
                 .iter()
-                .flat_map(|n| n.disks.iter().map(move |d| (n.id, d.id)))
-                .filter(|(n, d)| drains.0.contains_key(d) || drains.1.contains_key(n))
+                .flat_map(|n| n.disks.iter().map(move |d| (NodeId(n.id), DiskId(d.id))))
+                .filter(|(n, d)| drains.disks.contains_key(d) || drains.nodes.contains_key(n))
                 .map(|(_, d)| d)
                 .collect();
             let left = db.placed_on(&draining)?;
@@ -645,16 +235,17 @@ impl Meta for MetaService {
             }
             let mut v: Vec<_> = set.iter().copied().collect();
             v.sort_unstable();
-            v.into_iter().map(to_wire).collect()
+            v.into_iter().map(wire::chunk_on_disk).collect()
         };
         let now = now_ms();
         let expired_leases = open.iter().filter(|(_, expiry)| *expiry < now).count() as u64;
         let cluster = self.cluster();
         let lost = cluster.lost_disks();
         let nodes = stored
-            .into_iter()
-            .map(|mut n| {
-                let node_drain = drain_nodes.get(&n.id).copied();
+            .iter()
+            .map(|stored| {
+                let mut n = wire::node(stored);
+                let node_drain = drains.nodes.get(&NodeId(n.id)).copied().map(wire::device_state);
                 n.set_state(if cluster.dead_nodes.contains(&n.id) {
                     DeviceState::Dead
                 } else {
@@ -663,14 +254,16 @@ impl Meta for MetaService {
                 for d in &mut n.disks {
                     // The worse of the disk's own drain and its node's:
                     // DECOMMISSIONED over DRAINING.
-                    let drain = drain_disks.get(&d.id).copied().into_iter().chain(node_drain).max();
+                    let own_drain = drains.disks.get(&DiskId(d.id)).copied().map(wire::device_state);
+                    let drain = own_drain.into_iter().chain(node_drain).max();
                     d.set_state(if lost.contains(&d.id) {
                         DeviceState::Dead
                     } else {
                         drain.unwrap_or(DeviceState::Live)
                     });
                     if d.state() == DeviceState::Draining {
-                        (d.drain_chunks_left, d.drain_bytes_left) = left.get(&d.id).copied().unwrap_or_default();
+                        (d.drain_chunks_left, d.drain_bytes_left) =
+                            left.get(&DiskId(d.id)).copied().unwrap_or_default();
                     }
                 }
                 if let Some(s) = cluster.nodes.get(&n.id) {
@@ -710,7 +303,7 @@ impl Meta for MetaService {
                         *slot = c.disk;
                     }
                 }
-                BlockRow { id: b.id, size: b.size, state: b.state, group: b.group, disks }
+                BlockRow { id: b.id, size: b.size, state: wire::block_state(b.state()) as i32, group: b.group, disks }
             })
             .collect();
         Ok(Response::new(BlockTableReply { rows, next, end }))
@@ -719,7 +312,8 @@ impl Meta for MetaService {
     async fn get_blocks(&self, request: Request<GetBlocksRequest>) -> Result<Response<GetBlocksReply>, Status> {
         let ids = request.into_inner().ids;
         let db = self.db.clone();
-        let mut blocks = blocking(move || db.get_blocks(&ids)).await?;
+        let stored = blocking(move || db.get_blocks(&ids)).await?;
+        let mut blocks: Vec<BlockRecord> = stored.iter().map(wire::block).collect();
         self.with_addrs(&mut blocks);
         Ok(Response::new(GetBlocksReply { blocks }))
     }
@@ -728,25 +322,25 @@ impl Meta for MetaService {
         &self,
         request: Request<ChunksOnDiskRequest>,
     ) -> Result<Response<ChunksOnDiskReply>, Status> {
-        let disk = request.into_inner().disk;
+        let disk = DiskId(request.into_inner().disk);
         let db = self.db.clone();
         let found = blocking(move || {
             if !db.disk_known(disk)? {
-                return Err(MetaError::Invalid(format!("disk {disk} is not registered")));
+                return Err(MetaError::Invalid(format!("{disk} is not registered")));
             }
             db.sealed_chunks_on(&[disk])
         })
         .await?;
-        let chunks = found.into_iter().map(|(_, block, copy)| ChunkId { block, copy }).collect();
+        let chunks = found.into_iter().map(|k| ChunkId { block: k.block.0, copy: k.copy }).collect();
         Ok(Response::new(ChunksOnDiskReply { chunks }))
     }
 
     async fn lost_chunks(&self, _: Request<LostChunksRequest>) -> Result<Response<LostChunksReply>, Status> {
-        let mut disks: Vec<u32> = self.cluster().lost_disks().into_iter().collect();
+        let mut disks: Vec<DiskId> = self.cluster().lost_disks().into_iter().map(DiskId).collect();
         disks.sort_unstable();
         let db = self.db.clone();
         let found = blocking(move || db.sealed_chunks_on(&disks)).await?;
-        let chunks = found.into_iter().map(to_wire).collect();
+        let chunks = found.into_iter().map(wire::chunk_on_disk).collect();
         Ok(Response::new(LostChunksReply { chunks }))
     }
 
@@ -770,7 +364,7 @@ impl Meta for MetaService {
             self.check_drain(format!("disk {disk}"), |_, d| d == disk).await?;
         }
         let db = self.db.clone();
-        blocking(move || db.set_disk_state(disk, state)).await?;
+        blocking(move || db.set_disk_state(DiskId(disk), wire::device_state_from_wire(state))).await?;
         let mut cluster = self.cluster();
         let c = &mut *cluster;
         apply_state(state, disk, &mut c.dead_disks, &mut c.drained_disks);
@@ -798,7 +392,7 @@ impl Meta for MetaService {
             self.check_drain(format!("node {node}"), |n, _| n == node).await?;
         }
         let db = self.db.clone();
-        blocking(move || db.set_node_state(node, state)).await?;
+        blocking(move || db.set_node_state(NodeId(node), wire::device_state_from_wire(state))).await?;
         let mut cluster = self.cluster();
         let c = &mut *cluster;
         apply_state(state, node, &mut c.dead_nodes, &mut c.drained_nodes);
@@ -812,7 +406,7 @@ impl Meta for MetaService {
         let (block, copy) = (chunk.block.0, u32::from(chunk.copy));
         let db = self.db.clone();
         let (b, group) = blocking(move || db.redundancy_group(block)).await?;
-        if b.state() != BlockState::Sealed {
+        if b.state() != db::BlockState::Sealed {
             return Err(Status::failed_precondition(format!("block {block} is {}", b.state().as_str_name())));
         }
         let holder = b
@@ -857,14 +451,15 @@ impl Meta for MetaService {
         };
         let db = self.db.clone();
         let (block, copy) = (chunk.block.0, u32::from(chunk.copy));
-        let b = blocking(move || db.replace_chunk(block, copy, r.old_disk, r.new_disk, node)).await?;
+        let old = ChunkKey::new(r.old_disk, block, copy);
+        let b = blocking(move || db.replace_chunk(old, DiskId(r.new_disk), NodeId(node))).await?;
         // Count the new copy at once, so that a burst of placements sees it
         // before the node's next heartbeat reports the disk's usage.
         if let Some(u) = self.cluster().nodes.get_mut(&node).and_then(|s| s.usage.get_mut(&r.new_disk)) {
             u.used += b.size;
             u.chunks += 1;
         }
-        let mut blocks = [b];
+        let mut blocks = [wire::block(&b)];
         self.with_addrs(&mut blocks);
         let [b] = blocks;
         tracing::info!(block, copy, from = r.old_disk, to = r.new_disk, "chunk replaced");
@@ -875,6 +470,8 @@ impl Meta for MetaService {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::db::MetaDb;
+    use std::time::Duration;
 
     async fn register(svc: &MetaService, n: u32) -> Vec<u32> {
         let disks = (0..2)
