@@ -32,7 +32,7 @@
 pub mod ec;
 mod health;
 
-pub use health::{DrainProgress, Health};
+pub use health::{DRAIN_STALLED_AFTER, Device, DrainError, DrainEvent, DrainProgress, DrainStatus, Health};
 
 pub use dingo_iosched::steering::{ReplicaChoice, SteeringConfig};
 pub use dingo_proto::v1::{BlockRecord, ChunkLocation, DeviceState, FileInfo};

@@ -284,6 +284,7 @@ impl Planner for PlannerService {
             declarations,
             next_quantum_ms,
             budget: Some(state.budget_at(next_quantum_ms)),
+            planned_free_bytes: state.planned_free_bytes(),
         }))
     }
 

@@ -723,6 +723,11 @@ impl State {
         ids.iter().map(|&id| Ok(self.status_of(id, self.own_decl(caller, id)?))).collect()
     }
 
+    /// Bytes delivered riding on another set's read, over every task.
+    pub(crate) fn planned_free_bytes(&self) -> u64 {
+        self.metrics.tasks.iter().map(|s| s.free_bytes).sum()
+    }
+
     /// The Prometheus page.
     pub(crate) fn render_metrics(&self) -> String {
         let m = &self.metrics;
@@ -1121,6 +1126,7 @@ mod tests {
         let bytes: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
         assert!(bytes > 0, "{line}");
         assert!(!page.contains("paid_by=\"fsck\""), "fsck paid for nothing another task read: {page}");
+        assert_eq!(s.planned_free_bytes(), bytes, "only fsck rode on another task's reads");
     }
 
     #[test]

@@ -24,7 +24,6 @@ mod planner_cmd;
 mod plots;
 mod sim;
 mod storage_cmd;
-mod storage_config;
 mod task_cmd;
 mod tls_cmd;
 
