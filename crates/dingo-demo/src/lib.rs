@@ -40,6 +40,8 @@ pub enum DemoError {
     Config(#[from] dingo_cluster::config_file::ConfigFileError),
     #[error(transparent)]
     Client(#[from] dingo_client::ClientError),
+    #[error("node stats of {addr}: {source}")]
+    NodeStats { addr: String, source: dingo_client::ClientError },
     #[error(transparent)]
     Planner(#[from] dingo_planner_service::PlannerClientError),
     #[error(transparent)]

@@ -66,7 +66,8 @@ pub fn kernel_read_bytes(pid: u32) -> Result<u64> {
 }
 
 async fn sample_node(client: &Client, addr: &str, pid: u32) -> Result<NodeSample> {
-    let stats = client.node_stats(addr).await?;
+    let stats =
+        client.node_stats(addr).await.map_err(|source| DemoError::NodeStats { addr: addr.to_string(), source })?;
     let mut s = NodeSample { kernel_read_bytes: kernel_read_bytes(pid)?, ..NodeSample::default() };
     for d in &stats.disks {
         for c in &d.classes {

@@ -71,7 +71,10 @@ async fn load(client: &Client, scale: &Scale, seed: u64) -> Result<()> {
         )
         .collect();
     let results: Vec<Result<u64>> = futures::stream::iter(files.into_iter().map(|(path, r, data)| async move {
-        client.put(&path, r, scale.block_size, data).await.map_err(|e| DemoError::Timeline(format!("loading {path}: {e}")))
+        client
+            .put(&path, r, scale.block_size, data)
+            .await
+            .map_err(|e| DemoError::Timeline(format!("loading {path}: {e}")))
     }))
     .buffer_unordered(LOAD_PARALLELISM)
     .collect()
@@ -101,9 +104,9 @@ impl Runner {
             }),
             Runner::Declarative(agent) => {
                 let handle = agent.submit(job, cancel);
-                tokio::spawn(async move {
-                    Ok(handle.await.map_err(|_| DemoError::Timeline("task agent stopped".into()))??)
-                })
+                tokio::spawn(
+                    async move { Ok(handle.await.map_err(|_| DemoError::Timeline("task agent stopped".into()))??) },
+                )
             }
         }
     }

@@ -154,3 +154,99 @@ impl DemoSummary {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ForegroundLatency;
+    use dingo_tasks::{Declared, Job, Mode};
+
+    fn result(mode: Mode, task: TaskKind, logical_bytes: u64, disk_bytes: u64) -> ModeResult {
+        let job = Job {
+            task,
+            label: "j".into(),
+            items: Vec::new(),
+            declared: Declared::Items,
+            sets_needed: None,
+            deadline_ms: 10,
+            progress: None,
+        };
+        let mut report = JobReport::new(&job, mode, 0);
+        report.logical_bytes = logical_bytes;
+        report.finished_ms = Some(5);
+        let mut disk = NodeSample { kernel_read_bytes: disk_bytes, ..NodeSample::default() };
+        disk.disk_bytes_by_class[task_class(task)] = disk_bytes;
+        ModeResult {
+            mode,
+            jobs: vec![report],
+            disk,
+            foreground: ForegroundLatency { p50_ms: 1.0, p99_ms: 4.0, reads: 3, failures: 0 },
+            series: Vec::new(),
+            events: Vec::new(),
+            planned_free_bytes: (mode == Mode::Declarative).then_some(40),
+            planner_metrics: None,
+            wall_seconds: 1.0,
+        }
+    }
+
+    fn task_class(task: TaskKind) -> usize {
+        IoTag::Maintenance { task, declaration: DeclarationId(0) }.class_index()
+    }
+
+    #[test]
+    fn the_summary_compares_the_modes_under_the_documented_keys() {
+        let imp = result(Mode::Imperative, TaskKind::Scrubbing, 100, 100);
+        let dec = result(Mode::Declarative, TaskKind::Scrubbing, 100, 60);
+        let s = DemoSummary::new(&Scale::quick(), &imp, &dec);
+        assert!((s.disk_ratio - 0.6).abs() < 1e-9 && (s.savings - 0.4).abs() < 1e-9);
+        assert_eq!((s.declarative.achieved_free_bytes, s.declarative.planned_free_bytes), (40, Some(40)));
+        assert!(s.work_complete);
+        assert_eq!(s.declarative.tasks["scrubbing"].disk_bytes, 60);
+        assert_eq!(s.declarative.tasks["transcoding"].jobs, 0);
+        let v = serde_json::to_value(&s).unwrap();
+        let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+        assert_eq!(
+            keys(&v),
+            [
+                "declarative",
+                "deadline_misses",
+                "disk_ratio",
+                "fg_p50_ms",
+                "fg_p99_ms",
+                "fg_p99_ratio",
+                "imperative",
+                "kernel_counter_gap",
+                "savings",
+                "scale",
+                "work_complete"
+            ]
+        );
+        assert_eq!(
+            keys(&v["imperative"]),
+            [
+                "achieved_free_bytes",
+                "all_disk_bytes",
+                "deadline_misses",
+                "disk_bytes",
+                "fg_failures",
+                "fg_p50_ms",
+                "fg_p99_ms",
+                "fg_reads",
+                "foreground_disk_bytes",
+                "kernel_read_bytes",
+                "logical_bytes",
+                "pinned_hits",
+                "pinned_overflow_evictions",
+                "planned_free_bytes",
+                "tasks",
+                "wall_seconds",
+                "work_complete"
+            ]
+        );
+        assert_eq!(keys(&v["imperative"]["tasks"]), ["rebalancing", "reconstruction", "scrubbing", "transcoding"]);
+        assert!(v["imperative"]["planned_free_bytes"].is_null());
+        // Nothing read imperatively: the ratio is undefined, written as null.
+        let idle = result(Mode::Imperative, TaskKind::Scrubbing, 0, 0);
+        assert!(serde_json::to_value(DemoSummary::new(&Scale::quick(), &idle, &dec)).unwrap()["disk_ratio"].is_null());
+    }
+}

@@ -141,7 +141,8 @@ mod tests {
         assert_eq!(c.dead_after, Duration::from_millis(DEFAULT_DEAD_AFTER_MS));
         assert_eq!(c.mark_dead_after, Some(Duration::from_millis(DEFAULT_MARK_DEAD_AFTER_MS)));
         let flag: SocketAddr = "127.0.0.1:1".parse().unwrap();
-        let c = MetaSection { mark_dead_after_ms: Some(0), ..section }.meta_config("d".into(), Some(flag), None).unwrap();
+        let c =
+            MetaSection { mark_dead_after_ms: Some(0), ..section }.meta_config("d".into(), Some(flag), None).unwrap();
         assert_eq!((c.listen, c.mark_dead_after), (flag, None));
     }
 

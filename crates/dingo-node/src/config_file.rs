@@ -291,7 +291,12 @@ mod tests {
         assert_eq!(default.waiting, None);
         let section = NodeSection {
             io: IoSection {
-                waiting: Some(WaitingEntry { goal_ms: 1.5, max_slowdown_ms: None, window_s: Some(30.0), retune_s: Some(5.0) }),
+                waiting: Some(WaitingEntry {
+                    goal_ms: 1.5,
+                    max_slowdown_ms: None,
+                    window_s: Some(30.0),
+                    retune_s: Some(5.0),
+                }),
                 shares: vec![ShareEntry { declaration: 3, share: 0.25 }],
                 ..IoSection::default()
             },

@@ -492,7 +492,11 @@ async fn decommission(a: DecommissionArgs) -> Result<()> {
     set_state(&client, device, DeviceState::Draining).await?;
     let drain = client.drain_progress(device).await?;
     if drain.state != DeviceState::Decommissioned {
-        outln!("{device} is DRAINING: {} chunk(s), {} to move off it", drain.chunks_left, format_bytes(drain.bytes_left));
+        outln!(
+            "{device} is DRAINING: {} chunk(s), {} to move off it",
+            drain.chunks_left,
+            format_bytes(drain.bytes_left)
+        );
         if a.no_wait {
             outln!("`dingo maintain` moves them; follow with `dingo cluster health`");
             return Ok(());

@@ -1,7 +1,9 @@
 //! Chunk-level work: scrubbing one copy, rebuilding a lost chunk from its
 //! stripe or another copy, moving a chunk off a disk.
 
-use super::*;
+use super::{Outcome, ScheduledCopies, block_record, is_corrupt, is_gone};
+use dingo_client::{Client, ClientError, IoTag};
+use dingo_types::ChunkRef;
 
 pub(super) async fn scrub(client: &Client, chunk: ChunkRef, disk: u32, tag: IoTag) -> Result<Outcome, ClientError> {
     let rec = block_record(client, chunk.block).await?;
@@ -73,4 +75,3 @@ pub(super) async fn move_chunk(client: &Client, chunk: ChunkRef, tag: IoTag) -> 
         Err(e) => Err(e),
     }
 }
-

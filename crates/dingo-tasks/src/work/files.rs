@@ -1,10 +1,12 @@
 //! File-level work: transcoding a file, scrubbing a file's blocks, and
 //! garbage-collecting an object-store file.
 
-use super::*;
+use super::{MAX_RECORDS_PER_CALL, Outcome, ScheduledCopies, block_record, chunk, deleted, is_corrupt, is_sealed};
 use crate::objects::{self, Tombstones};
 use bytes::Bytes;
-use dingo_proto::v1::FileInfo;
+use dingo_client::{ChunkFault, Client, ClientError, IoTag, Redundancy};
+use dingo_proto::v1::{BlockRecord, FileInfo};
+use dingo_types::BlockId;
 
 pub(super) async fn transcode(
     client: &Client,
@@ -66,7 +68,6 @@ async fn read_file_with(
     Ok(parts.concat().into())
 }
 
-
 /// A good copy of a block read in full, and the copies found bad on the
 /// way (corrupt, or missing from a node the block still places them on).
 struct GoodRead {
@@ -107,7 +108,6 @@ async fn read_any_copy(
     }
     Err(NoGoodCopy { bad, unavailable })
 }
-
 
 pub(super) async fn file_scrub(
     client: &Client,
@@ -170,7 +170,6 @@ pub(super) async fn file_scrub(
     Ok(out)
 }
 
-
 pub(super) async fn collect(
     client: &Client,
     path: &str,
@@ -224,4 +223,3 @@ pub(super) async fn collect(
     out.freed_bytes = collected.dead_bytes;
     Ok(out)
 }
-

@@ -1,8 +1,10 @@
 //! Checking files against the metadata: the metadata alone
 //! ([`check_metadata`]), then the data the nodes hold.
 
-use super::*;
+use super::{Outcome, ScheduledCopies, block_record, is_corrupt, is_sealed};
+use dingo_client::{ChunkFault, Client, ClientError, IoTag, Redundancy};
 use dingo_proto::v1::FileInfo;
+use dingo_types::BlockId;
 
 /// What the metadata of `file` says that cannot be right, without reading
 /// any data: blocks out of order or not the file's, wrong states, copies
@@ -189,10 +191,10 @@ pub(super) async fn fsck(
     Ok(out)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dingo_proto::v1::{BlockRecord, BlockState};
 
     fn location(copy: u32, node: u32) -> dingo_proto::v1::ChunkLocation {
         dingo_proto::v1::ChunkLocation { copy, disk: node, node, ..Default::default() }

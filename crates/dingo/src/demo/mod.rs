@@ -66,12 +66,8 @@ fn table(s: &DemoSummary) -> String {
         out += &row(t.name(), [li, di, ld, dd]);
     }
     out += &row("total", [imp.logical_bytes, imp.disk_bytes, dec.logical_bytes, dec.disk_bytes]);
-    let _ = writeln!(
-        out,
-        "declarative / imperative disk bytes: {:.3} (savings {:.1} %)",
-        s.disk_ratio,
-        s.savings * 100.0
-    );
+    let _ =
+        writeln!(out, "declarative / imperative disk bytes: {:.3} (savings {:.1} %)", s.disk_ratio, s.savings * 100.0);
     let _ = writeln!(
         out,
         "free bytes: scheduled {} achieved {}",

@@ -1,8 +1,8 @@
 //! The demo's figure: disk reads over time in both modes (the paper's
 //! Fig. 14/15 for the HDFS experiment).
 
-use dingo_demo::{ModeResult, NodeSample};
 use crate::plots::{self, LineChart, MODE_COLORS, Series};
+use dingo_demo::{ModeResult, NodeSample};
 use std::path::Path;
 
 /// MB/s read from disk per sampling interval: (seconds, rate).
