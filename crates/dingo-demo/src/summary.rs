@@ -208,8 +208,8 @@ mod tests {
         assert_eq!(
             keys(&v),
             [
-                "declarative",
                 "deadline_misses",
+                "declarative",
                 "disk_ratio",
                 "fg_p50_ms",
                 "fg_p99_ms",
