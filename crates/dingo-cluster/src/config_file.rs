@@ -153,6 +153,9 @@ mod tests {
     fn mistakes_are_reported_clearly() {
         let e = parse("[node]\ncahce = \"1MB\"\n").unwrap_err().to_string();
         assert!(e.contains("malformed config") && e.contains("cahce"), "{e}");
+        // A bare number is refused: more likely a unit left out than bytes.
+        let e = parse("[node]\ncache = 12\n").unwrap_err().to_string();
+        assert!(e.contains("malformed config") && e.contains("as a string"), "{e}");
         let e = parse("[node]\ncache = \"lots\"\n").unwrap_err().to_string();
         assert!(e.contains("cache") && e.contains("invalid size"), "{e}");
         let e = parse("[node]\norphan_grace_ms = 0\n").unwrap_err().to_string();
