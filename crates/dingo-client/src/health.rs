@@ -3,11 +3,14 @@
 //! chunks reported corrupt, open files and expired leases, drains in
 //! progress, and the repair and move work outstanding. Computed from the metadata service's cluster status
 //! and block table (one pass, paged), plus the records of damaged blocks.
+//! Also the progress of one device's drain, and waiting for its end.
 
-use crate::{Client, DeviceState, Redundancy, Result};
+use crate::{Client, ClientError, DeviceState, Redundancy, Result};
 use dingo_proto::v1::BlockState;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, Instant};
+use thiserror::Error;
 
 /// Block-table rows fetched per request.
 const PAGE: u32 = 65_536;
@@ -177,9 +180,154 @@ impl Client {
     }
 }
 
+/// A node or a disk, by the metadata service's id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Device {
+    Node(u32),
+    Disk(u32),
+}
+
+impl std::fmt::Display for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Device::Node(n) => write!(f, "node {n}"),
+            Device::Disk(d) => write!(f, "disk {d}"),
+        }
+    }
+}
+
+/// A device's state and what its drain has left to move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DrainStatus {
+    pub state: DeviceState,
+    pub chunks_left: u64,
+    pub bytes_left: u64,
+}
+
+/// What [`Client::wait_decommissioned`] reports while it waits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DrainEvent {
+    /// The drain goes on with this much left.
+    Draining(DrainStatus),
+    /// No chunk has left the device for this long (said once per wait).
+    Stalled(Duration),
+}
+
+#[derive(Debug, Error)]
+pub enum DrainError {
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("{0} is not registered")]
+    NotRegistered(Device),
+    #[error("the drain of {0} was cancelled: it is LIVE again")]
+    Cancelled(Device),
+    #[error("{0} was marked DEAD during its drain: its remaining chunks are lost and get rebuilt from redundancy")]
+    Died(Device),
+}
+
+/// How long a drain may make no progress before the wait says so once.
+pub const DRAIN_STALLED_AFTER: Duration = Duration::from_secs(60);
+
+impl Client {
+    /// Marks `device` (a node or a disk) `state`.
+    pub async fn set_device_state(&self, device: Device, state: DeviceState) -> Result<()> {
+        match device {
+            Device::Node(n) => self.set_node_state(n, state).await,
+            Device::Disk(d) => self.set_disk_state(d, state).await,
+        }
+    }
+
+    /// `device`'s state and what its drain has left (nothing unless it is
+    /// DRAINING).
+    pub async fn drain_progress(&self, device: Device) -> Result<DrainStatus, DrainError> {
+        let status = self.cluster_status().await?;
+        let disks: Vec<_> = match device {
+            Device::Node(id) => {
+                let n = status.nodes.iter().find(|n| n.id == id).ok_or(DrainError::NotRegistered(device))?;
+                if n.state() != DeviceState::Draining {
+                    return Ok(DrainStatus { state: n.state(), chunks_left: 0, bytes_left: 0 });
+                }
+                n.disks.iter().collect()
+            }
+            Device::Disk(id) => status.nodes.iter().flat_map(|n| &n.disks).filter(|d| d.id == id).collect(),
+        };
+        let state = match device {
+            Device::Node(_) => DeviceState::Draining,
+            Device::Disk(_) => disks.first().ok_or(DrainError::NotRegistered(device))?.state(),
+        };
+        Ok(DrainStatus {
+            state,
+            chunks_left: disks.iter().map(|d| d.drain_chunks_left).sum(),
+            bytes_left: disks.iter().map(|d| d.drain_bytes_left).sum(),
+        })
+    }
+
+    /// Polls `device`'s drain every `every` (first after one interval) until it is DECOMMISSIONED,
+    /// reporting each step to `report`; an error if the drain was
+    /// cancelled or the device marked DEAD meanwhile.
+    pub async fn wait_decommissioned(
+        &self,
+        device: Device,
+        every: Duration,
+        mut report: impl FnMut(DrainEvent),
+    ) -> Result<(), DrainError> {
+        let mut stall = StallWatch::new(Instant::now());
+        loop {
+            tokio::time::sleep(every).await;
+            let status = self.drain_progress(device).await?;
+            match status.state {
+                DeviceState::Decommissioned => return Ok(()),
+                DeviceState::Live => return Err(DrainError::Cancelled(device)),
+                DeviceState::Dead => return Err(DrainError::Died(device)),
+                DeviceState::Draining => report(DrainEvent::Draining(status)),
+            }
+            if stall.stalled(status.chunks_left, Instant::now()) {
+                report(DrainEvent::Stalled(DRAIN_STALLED_AFTER));
+            }
+        }
+    }
+}
+
+/// Notices, once, a drain whose chunk count stopped falling for
+/// [`DRAIN_STALLED_AFTER`].
+struct StallWatch {
+    fewest_chunks: u64,
+    since: Instant,
+    warned: bool,
+}
+
+impl StallWatch {
+    fn new(now: Instant) -> StallWatch {
+        StallWatch { fewest_chunks: u64::MAX, since: now, warned: false }
+    }
+
+    fn stalled(&mut self, chunks_left: u64, now: Instant) -> bool {
+        if chunks_left < self.fewest_chunks {
+            (self.fewest_chunks, self.since) = (chunks_left, now);
+            return false;
+        }
+        if self.warned || now.duration_since(self.since) < DRAIN_STALLED_AFTER {
+            return false;
+        }
+        self.warned = true;
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stalled_drain_is_reported_once() {
+        let t0 = Instant::now();
+        let mut w = StallWatch::new(t0);
+        assert!(!w.stalled(10, t0));
+        assert!(!w.stalled(10, t0 + DRAIN_STALLED_AFTER / 2));
+        assert!(!w.stalled(9, t0 + DRAIN_STALLED_AFTER), "progress restarts the clock");
+        assert!(w.stalled(9, t0 + 2 * DRAIN_STALLED_AFTER));
+        assert!(!w.stalled(9, t0 + 3 * DRAIN_STALLED_AFTER), "said once");
+    }
 
     #[test]
     fn status_follows_the_worst_finding() {

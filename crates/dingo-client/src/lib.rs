@@ -34,7 +34,7 @@ mod fault;
 mod health;
 
 pub use fault::DiskSlowdown;
-pub use health::{DrainProgress, Health};
+pub use health::{DRAIN_STALLED_AFTER, Device, DrainError, DrainEvent, DrainProgress, DrainStatus, Health};
 
 pub use dingo_iosched::steering::{ReplicaChoice, SteeringConfig};
 pub use dingo_proto::v1::{BlockRecord, ChunkLocation, DeviceState, FileInfo};

@@ -10,8 +10,12 @@
 //! them even if it is killed; [`LocalCluster`] stops them (SIGTERM, then
 //! SIGKILL) when dropped.
 
+pub mod config_file;
 mod planner;
+mod up;
+pub use config_file::StorageConfig;
 pub use planner::{PlannerProcess, PlannerSpec};
+pub use up::UpRequest;
 
 use dingo_client::Client;
 use std::fs;
@@ -35,6 +39,12 @@ pub enum ClusterError {
     Port(std::io::Error),
     #[error("{0}")]
     Status(String),
+    #[error(transparent)]
+    Config(#[from] config_file::ConfigFileError),
+    #[error("--data DIR (or cluster.data in --config) is required")]
+    NoDataDir,
+    #[error("a cluster needs at least one node and one disk per node")]
+    Empty,
 }
 
 /// What to start.

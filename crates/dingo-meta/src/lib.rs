@@ -5,6 +5,7 @@
 //! placement, single-writer leases and deletion. Durable state lives in redb
 //! ([`db`]); liveness comes from node heartbeats ([`service`]).
 
+pub mod config_file;
 pub mod db;
 mod error;
 pub mod placement;

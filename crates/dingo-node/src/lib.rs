@@ -8,6 +8,7 @@
 
 pub mod cache;
 pub mod chunk;
+pub mod config_file;
 pub mod direct;
 pub mod disk;
 mod error;

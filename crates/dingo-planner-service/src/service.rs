@@ -167,7 +167,12 @@ impl Planner for PlannerService {
             .step(move |s| {
                 let reply = s.status(&caller, &ids).map(|declarations| {
                     let next_quantum_ms = s.next_quantum_ms;
-                    pb::StatusReply { declarations, next_quantum_ms, budget: Some(s.budget_at(next_quantum_ms)) }
+                    pb::StatusReply {
+                        declarations,
+                        next_quantum_ms,
+                        budget: Some(s.budget_at(next_quantum_ms)),
+                        planned_free_bytes: s.planned_free_bytes(),
+                    }
                 });
                 (reply, Ready::default())
             })

@@ -11,6 +11,15 @@ use std::time::Duration;
 /// Longest a paced wait goes without looking at the cancel flag.
 const CANCEL_CHECK_MS: u64 = 200;
 
+/// Share of the time to its deadline that imperative work is paced over,
+/// leaving slack for the tail (the paper's baseline).
+pub const PACE_FRACTION: f64 = 0.85;
+
+/// When work due at `deadline_ms` and started at `now_ms` is paced to end.
+pub fn finish_by(now_ms: u64, deadline_ms: u64) -> u64 {
+    now_ms + (deadline_ms.saturating_sub(now_ms) as f64 * PACE_FRACTION) as u64
+}
+
 /// Runs `job` item by item in its own order, pacing reads evenly so that the
 /// work would finish at `finish_by_ms` (unix ms): before each item the task
 /// waits until its share of the window has passed. Items found deleted
@@ -45,4 +54,15 @@ pub async fn run(client: &Client, job: &Job, finish_by_ms: u64, cancel: &CancelF
         report.finished_ms = Some(dingo_proto::now_ms());
     }
     report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_is_paced_over_most_of_the_window() {
+        assert_eq!(finish_by(1_000, 11_000), 9_500);
+        assert_eq!(finish_by(5_000, 4_000), 5_000, "a passed deadline means now");
+    }
 }

@@ -15,11 +15,13 @@
 //! [`work::execute`] carries out one unit of work. Planning and
 //! execution are shared by both modes, so the two do the same work.
 //! [`supervisor`] runs them by itself when the cluster needs them
-//! (`dingo maintain`).
+//! (`dingo maintain`); [`on_demand`] runs one task when asked (`dingo
+//! task`).
 
 pub mod declarative;
 pub mod imperative;
 pub mod objects;
+pub mod on_demand;
 pub mod plan;
 pub mod report;
 pub mod supervisor;

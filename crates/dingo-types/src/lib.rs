@@ -14,7 +14,7 @@ mod task;
 mod time;
 mod topology;
 
-pub use bytes::{ByteSizeError, format_bytes, parse_bytes};
+pub use bytes::{ByteSize, ByteSizeError, format_bytes, parse_bytes};
 pub use declaration::{BlockRange, BlockSet, Declaration, ReadSets};
 pub use disk::DiskModel;
 pub use ids::{BlockId, ChunkRef, DeclarationId, DiskId, GroupId, MAX_BLOCK_ID, MAX_COPIES, NodeId};

@@ -23,7 +23,6 @@ mod maintain_cmd;
 mod planner_cmd;
 mod sim;
 mod storage_cmd;
-mod storage_config;
 mod task_cmd;
 mod tls_cmd;
 

@@ -2,20 +2,19 @@
 //! up|status|health|mark-dead|mark-live|drain|decommission`,
 //! `fs put|get|ls|rm|stat`. Daemons run until Ctrl-C or SIGTERM.
 
-use crate::storage_config::StorageConfig;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use dingo_client::{Client, DeviceState, Redundancy, ReplicaChoice};
-use dingo_cluster::{ClusterSpec, LocalCluster};
+use dingo_client::{Client, Device, DeviceState, DrainEvent, Redundancy, ReplicaChoice};
+use dingo_cluster::{ClusterSpec, LocalCluster, StorageConfig, UpRequest};
 use dingo_proto::v1::FileInfo;
-use dingo_types::{format_bytes, parse_bytes};
+use dingo_types::{ByteSize, format_bytes};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub const DEFAULT_META: &str = "127.0.0.1:7400";
+pub const DEFAULT_META: &str = dingo_meta::config_file::DEFAULT_LISTEN;
 
 #[derive(Args, Debug)]
 pub struct MetaArgs {
@@ -246,9 +245,9 @@ pub enum FsCommand {
     },
 }
 
-/// Parses a decimal size such as `500MB` (a clap value parser).
+/// Parses a size such as `500MB` exactly (a clap value parser).
 pub fn parse_size(s: &str) -> Result<u64, String> {
-    parse_bytes(s).map_err(|e| e.to_string())
+    s.parse::<ByteSize>().map(ByteSize::bytes).map_err(|e| e.to_string())
 }
 
 /// Keeps freed memory in the process. Storage daemons and clients allocate
@@ -279,52 +278,14 @@ pub async fn shutdown_signal() {
 pub async fn run_meta(a: MetaArgs) -> Result<()> {
     keep_freed_memory();
     let cfg = StorageConfig::load(a.config.as_deref())?;
-    let listen = match (a.listen, &cfg.meta.listen) {
-        (Some(l), _) => l,
-        (None, Some(l)) => l.parse().with_context(|| format!("meta.listen `{l}` is not an address"))?,
-        (None, None) => DEFAULT_META.parse()?,
-    };
-    let metrics = match (a.metrics, &cfg.meta.metrics) {
-        (Some(m), _) => Some(m),
-        (None, Some(m)) => Some(m.parse().with_context(|| format!("meta.metrics `{m}` is not an address"))?),
-        (None, None) => None,
-    };
-    dingo_meta::run(
-        dingo_meta::MetaConfig {
-            listen,
-            data_dir: a.data,
-            metrics,
-            dead_after: Duration::from_millis(
-                cfg.meta.dead_after_ms.unwrap_or(crate::storage_config::DEFAULT_DEAD_AFTER_MS),
-            ),
-            lease_ttl: Duration::from_millis(cfg.meta.lease_ttl_ms.unwrap_or(60_000)),
-            mark_dead_after: match cfg.meta.mark_dead_after_ms {
-                Some(0) => None,
-                ms => Some(Duration::from_millis(ms.unwrap_or(crate::storage_config::DEFAULT_MARK_DEAD_AFTER_MS))),
-            },
-        },
-        shutdown_signal(),
-    )
-    .await?;
+    dingo_meta::run(cfg.meta.meta_config(a.data, a.listen, a.metrics)?, shutdown_signal()).await?;
     Ok(())
 }
 
 pub async fn run_node(a: NodeArgs) -> Result<()> {
     keep_freed_memory();
     let cfg = StorageConfig::load(a.config.as_deref())?;
-    let capacity = match a.capacity {
-        Some(c) => {
-            crate::storage_config::check_capacity(c).context("--capacity")?;
-            Some(c)
-        }
-        None => cfg.node.disk_capacity()?,
-    };
-    let disks = a
-        .disks
-        .into_iter()
-        .enumerate()
-        .map(|(i, path)| Ok(dingo_node::DiskSpec { path, capacity, hdd: cfg.node.hdd, io: cfg.node.io_settings(i)? }))
-        .collect::<Result<_>>()?;
+    let disks = cfg.node.disk_specs(a.disks, a.capacity)?;
     dingo_node::run(
         dingo_node::NodeConfig {
             listen: a.listen,
@@ -332,12 +293,12 @@ pub async fn run_node(a: NodeArgs) -> Result<()> {
             meta: a.meta,
             metrics: a.metrics,
             disks,
-            cache_bytes: cfg.node.cache_bytes()?,
-            pinned_bytes: cfg.node.pinned_bytes()?,
+            cache_bytes: cfg.node.cache_bytes(),
+            pinned_bytes: cfg.node.pinned_bytes(),
             heartbeat: cfg.node.heartbeat(),
             orphan_grace: cfg.node.orphan_grace(),
             fault_injection: cfg.node.fault_injection,
-            flash: cfg.node.flash_settings()?,
+            flash: cfg.node.flash_settings(),
         },
         shutdown_signal(),
     )
@@ -358,22 +319,15 @@ pub async fn run_cluster(cmd: ClusterCommand) -> Result<()> {
 }
 
 async fn cluster_up(a: ClusterUpArgs) -> Result<()> {
-    let cfg = StorageConfig::load(a.config.as_deref())?;
-    let nodes = a.nodes.or(cfg.cluster.nodes).unwrap_or(3);
-    let disks_per_node = a.disks_per_node.or(cfg.cluster.disks_per_node).unwrap_or(1);
-    if nodes == 0 || disks_per_node == 0 {
-        bail!("a cluster needs at least one node and one disk per node");
-    }
-    let data = a.data.or(cfg.cluster.data).context("--data DIR (or cluster.data in --config) is required")?;
-    let spec = ClusterSpec {
-        exe: std::env::current_exe().context("cannot find the dingo executable")?,
-        data,
-        nodes,
-        disks_per_node,
-        base_port: a.base_port.or(cfg.cluster.base_port).unwrap_or(7400),
+    let request = UpRequest {
+        nodes: a.nodes,
+        disks_per_node: a.disks_per_node,
+        data: a.data,
+        base_port: a.base_port,
         config: a.config,
-        node_args: Vec::new(),
     };
+    let spec = ClusterSpec::for_up(std::env::current_exe().context("cannot find the dingo executable")?, request)?;
+    let nodes = spec.nodes;
     let mut cluster = LocalCluster::start(spec)?;
     cluster.wait_ready(Duration::from_secs(30)).await?;
     if !a.no_maintain {
@@ -388,28 +342,14 @@ async fn cluster_up(a: ClusterUpArgs) -> Result<()> {
     );
     // Directory and log names count from 0 in start order; the metadata
     // service numbers nodes in registration order.
-    for i in 0..cluster.node_count() {
-        if let Ok(id) = cluster.node_id(i).await {
-            println!(
-                "  node{i} (logs/node{i}.log, {}/node{i}/) is node {id} at {}",
-                cluster.data_dir().display(),
-                cluster.node_addr(i)
-            );
-        }
+    for (i, id) in cluster.node_ids().await {
+        println!(
+            "  node{i} (logs/node{i}.log, {}/node{i}/) is node {id} at {}",
+            cluster.data_dir().display(),
+            cluster.node_addr(i)
+        );
     }
-    let mut check = tokio::time::interval(Duration::from_secs(1));
-    let stop = shutdown_signal();
-    tokio::pin!(stop);
-    loop {
-        tokio::select! {
-            _ = &mut stop => break,
-            _ = check.tick() => {
-                for e in cluster.check_running() {
-                    eprintln!("warning: {e}");
-                }
-            }
-        }
-    }
+    cluster.watch_until(shutdown_signal(), |e| eprintln!("warning: {e}")).await;
     println!("stopping cluster");
     cluster.stop();
     Ok(())
@@ -525,22 +465,6 @@ async fn cluster_health(client: &ClientArgs, json: bool) -> Result<()> {
     Ok(())
 }
 
-/// A node or disk named on the command line.
-#[derive(Clone, Copy, Debug)]
-enum Device {
-    Node(u32),
-    Disk(u32),
-}
-
-impl std::fmt::Display for Device {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Device::Node(n) => write!(f, "node {n}"),
-            Device::Disk(d) => write!(f, "disk {d}"),
-        }
-    }
-}
-
 impl MarkArgs {
     fn device(&self) -> Result<Device> {
         match (self.node, self.disk) {
@@ -552,11 +476,7 @@ impl MarkArgs {
 }
 
 async fn set_state(client: &Client, device: Device, state: DeviceState) -> Result<()> {
-    match device {
-        Device::Node(n) => client.set_node_state(n, state).await,
-        Device::Disk(d) => client.set_disk_state(d, state).await,
-    }
-    .with_context(|| format!("cannot mark {device} {}", state_name(state)))
+    client.set_device_state(device, state).await.with_context(|| format!("cannot mark {device} {}", state_name(state)))
 }
 
 async fn mark(m: MarkArgs, state: DeviceState) -> Result<()> {
@@ -567,72 +487,36 @@ async fn mark(m: MarkArgs, state: DeviceState) -> Result<()> {
     Ok(())
 }
 
-/// A device's state and what its drain has left: `(state, chunks, bytes)`.
-async fn drain_progress(client: &Client, device: Device) -> Result<(DeviceState, u64, u64)> {
-    let status = client.cluster_status().await?;
-    let disks: Vec<_> = match device {
-        Device::Node(id) => {
-            let n = status.nodes.iter().find(|n| n.id == id).with_context(|| format!("{device} is not registered"))?;
-            if n.state() != DeviceState::Draining {
-                return Ok((n.state(), 0, 0));
-            }
-            n.disks.iter().collect()
-        }
-        Device::Disk(id) => status.nodes.iter().flat_map(|n| &n.disks).filter(|d| d.id == id).collect(),
-    };
-    let state = match device {
-        Device::Node(_) => DeviceState::Draining,
-        Device::Disk(_) => disks.first().with_context(|| format!("{device} is not registered"))?.state(),
-    };
-    Ok((state, disks.iter().map(|d| d.drain_chunks_left).sum(), disks.iter().map(|d| d.drain_bytes_left).sum()))
-}
-
-/// How long a drain may make no progress before the wait says so once.
-const STALLED_AFTER: Duration = Duration::from_secs(60);
-
 async fn decommission(a: DecommissionArgs) -> Result<()> {
     anyhow::ensure!(!a.progress_every.is_zero(), "--progress-every must be positive");
     let client = a.target.client.client()?;
     let device = a.target.device()?;
     set_state(&client, device, DeviceState::Draining).await?;
-    let (state, chunks, bytes) = drain_progress(&client, device).await?;
-    if state == DeviceState::Decommissioned {
-        outln!("{device} is DECOMMISSIONED: it holds no chunk and can be stopped");
-        return Ok(());
-    }
-    outln!("{device} is DRAINING: {chunks} chunk(s), {} to move off it", format_bytes(bytes));
-    if a.no_wait {
-        outln!("`dingo maintain` moves them; follow with `dingo cluster health`");
-        return Ok(());
-    }
-    let mut last = (chunks, std::time::Instant::now());
-    let mut warned = false;
-    loop {
-        tokio::time::sleep(a.progress_every).await;
-        let (state, chunks, bytes) = drain_progress(&client, device).await?;
-        match state {
-            DeviceState::Decommissioned => {
-                outln!("{device} is DECOMMISSIONED: it holds no chunk and can be stopped");
-                return Ok(());
-            }
-            DeviceState::Live => bail!("the drain of {device} was cancelled: it is LIVE again"),
-            DeviceState::Dead => bail!(
-                "{device} was marked DEAD during its drain: its remaining chunks are lost and get rebuilt from \
-                 redundancy"
-            ),
-            DeviceState::Draining => {}
+    let drain = client.drain_progress(device).await?;
+    if drain.state != DeviceState::Decommissioned {
+        outln!(
+            "{device} is DRAINING: {} chunk(s), {} to move off it",
+            drain.chunks_left,
+            format_bytes(drain.bytes_left)
+        );
+        if a.no_wait {
+            outln!("`dingo maintain` moves them; follow with `dingo cluster health`");
+            return Ok(());
         }
-        outln!("{device} is DRAINING: {chunks} chunk(s), {} left", format_bytes(bytes));
-        if chunks < last.0 {
-            last = (chunks, std::time::Instant::now());
-        } else if !warned && last.1.elapsed() >= STALLED_AFTER {
-            warned = true;
-            eprintln!(
-                "warning: no chunk left {device} for {} s; is `dingo maintain` running? (`dingo cluster health`)",
-                STALLED_AFTER.as_secs()
-            );
-        }
+        client
+            .wait_decommissioned(device, a.progress_every, |event| match event {
+                DrainEvent::Draining(d) => {
+                    outln!("{device} is DRAINING: {} chunk(s), {} left", d.chunks_left, format_bytes(d.bytes_left))
+                }
+                DrainEvent::Stalled(for_) => eprintln!(
+                    "warning: no chunk left {device} for {} s; is `dingo maintain` running? (`dingo cluster health`)",
+                    for_.as_secs()
+                ),
+            })
+            .await?;
     }
+    outln!("{device} is DECOMMISSIONED: it holds no chunk and can be stopped");
+    Ok(())
 }
 
 /// A file's state for listings: sealed, open, or open with its lease

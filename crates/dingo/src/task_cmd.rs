@@ -2,11 +2,11 @@
 //! imperatively at its own pace or declaratively through the planner
 //! service. Prints one JSON report per job.
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use dingo_client::{Client, Redundancy};
-use dingo_tasks::declarative::Agent;
+use dingo_tasks::on_demand::{self, Driver, Workload};
 use dingo_tasks::plan::FilePick;
-use dingo_tasks::{CancelFlag, Job, Mode, Progress, imperative, plan, report};
+use dingo_tasks::{Job, Mode, imperative, plan};
 use dingo_types::format_bytes;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -141,33 +141,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 pub async fn run(a: TaskArgs) -> Result<()> {
     let client = Client::new(&a.meta)?;
     let deadline_ms = dingo_proto::now_ms() + a.deadline.as_millis() as u64;
-    let jobs: Vec<Job> = match &a.task {
-        TaskName::Scrub { disks } => {
-            let all = plan::scrubbing(&client, deadline_ms).await?;
-            if disks.is_empty() {
-                all
-            } else {
-                let wanted: Vec<String> = disks.iter().map(|d| format!("disk {d}")).collect();
-                let jobs: Vec<Job> = all.into_iter().filter(|j| wanted.contains(&j.label)).collect();
-                if jobs.len() != disks.len() {
-                    bail!("some of the disks {disks:?} are unknown or not alive");
-                }
-                jobs
-            }
-        }
+    let mut jobs: Vec<Job> = match &a.task {
+        TaskName::Scrub { disks } => on_demand::scrub_disks(&client, disks, deadline_ms).await?,
         TaskName::Reconstruct => vec![plan::reconstruction(&client, "lost chunks", deadline_ms).await?],
         TaskName::Rebalance { threshold, seed } => {
             plan::rebalancing(&client, *threshold, *seed, deadline_ms).await?.into_iter().collect()
         }
         TaskName::Transcode { prefix, to, suffix } => {
-            let files: Vec<(String, String)> = client
-                .list(prefix)
-                .await?
-                .into_iter()
-                .filter(|f| f.sealed && !f.path.ends_with(suffix.as_str()))
-                .map(|f| (f.path.clone(), format!("{}{suffix}", f.path)))
-                .collect();
-            vec![plan::transcoding(&client, &files, *to, prefix, deadline_ms).await?]
+            vec![on_demand::transcode_prefix(&client, prefix, *to, suffix, deadline_ms).await?]
         }
         TaskName::FileScrub { prefix, pick } => {
             vec![plan::file_scrubbing(&client, prefix, pick.pick(), deadline_ms).await?]
@@ -181,32 +162,30 @@ pub async fn run(a: TaskArgs) -> Result<()> {
         eprintln!("nothing to do");
         return Ok(());
     }
-    let mut jobs = jobs;
-    let progress = Progress::default();
-    for j in &mut jobs {
-        j.progress = Some(progress.clone());
-    }
-    let items: u64 = jobs.iter().map(Job::needed).sum();
-    let bytes: u64 = jobs.iter().flat_map(|j| j.items.iter().take(j.needed() as usize)).map(|i| i.bytes).sum();
-    let what = format!("{} job(s), {items} item(s), {}", jobs.len(), format_bytes(bytes));
-    // Imperative work is paced to finish at 85 % of the deadline, like the
-    // paper's baseline; say so, since a default run takes most of an hour.
-    let finish_by = dingo_proto::now_ms() + (a.deadline.as_millis() as f64 * 0.85) as u64;
-    match a.mode {
-        Mode::Imperative => eprintln!(
-            "{what}: imperative, paced to finish in {} (85 % of --deadline {}; a shorter deadline goes faster)",
-            humantime(Duration::from_millis(finish_by.saturating_sub(dingo_proto::now_ms()))),
-            humantime(a.deadline)
-        ),
-        Mode::Declarative => {
-            eprintln!("{what}: declared to the planner at {}, due in {}", a.planner, humantime(a.deadline))
+    let progress = on_demand::track(&mut jobs);
+    let work = Workload::of(&jobs);
+    let what = format!("{} job(s), {} item(s), {}", jobs.len(), work.items, format_bytes(work.bytes));
+    let now_ms = dingo_proto::now_ms();
+    let finish_by_ms = imperative::finish_by(now_ms, now_ms + a.deadline.as_millis() as u64);
+    let driver = match a.mode {
+        Mode::Imperative => {
+            // Say so, since a default run takes most of an hour.
+            eprintln!(
+                "{what}: imperative, paced to finish in {} ({:.0} % of --deadline {}; a shorter deadline goes faster)",
+                humantime(Duration::from_millis(finish_by_ms.saturating_sub(dingo_proto::now_ms()))),
+                imperative::PACE_FRACTION * 100.0,
+                humantime(a.deadline)
+            );
+            Driver::Imperative { finish_by_ms }
         }
-    }
-    let task = jobs[0].task;
-    let disk_before = report::class_disk_bytes(&client, task).await?;
-    let bar = progress_bar(items);
+        Mode::Declarative => {
+            eprintln!("{what}: declared to the planner at {}, due in {}", a.planner, humantime(a.deadline));
+            Driver::Declarative(crate::planner_cmd::connect(&a.planner, &a.token, a.planner_ca.as_deref())?)
+        }
+    };
+    let bar = progress_bar(work.items);
     let show = {
-        let (bar, progress) = (bar.clone(), progress.clone());
+        let bar = bar.clone();
         tokio::spawn(async move {
             loop {
                 bar.set_position(progress.items());
@@ -215,44 +194,14 @@ pub async fn run(a: TaskArgs) -> Result<()> {
             }
         })
     };
-    let reports = match a.mode {
-        Mode::Imperative => {
-            let cancel = CancelFlag::default();
-            let runs = jobs.iter().map(|j| imperative::run(&client, j, finish_by, &cancel));
-            futures::future::join_all(runs).await
-        }
-        Mode::Declarative => {
-            let planner = crate::planner_cmd::connect(&a.planner, &a.token, a.planner_ca.as_deref())?;
-            let agent = Agent::spawn(client.clone(), planner, 0);
-            let handles: Vec<_> = jobs.into_iter().map(|j| agent.submit(j, CancelFlag::default())).collect();
-            let mut reports = Vec::new();
-            for h in handles {
-                reports.push(h.await.context("task agent stopped")??);
-            }
-            reports
-        }
-    };
+    let reports = on_demand::run_jobs(&client, jobs, driver).await;
     show.abort();
     bar.finish_and_clear();
-    let disk_bytes = report::disk_bytes_between(&disk_before, &report::class_disk_bytes(&client, task).await?);
-    let mut reports = reports;
-    let mut failed = false;
-    let mut inconsistencies = 0;
-    for r in &mut reports {
-        r.run_disk_bytes = Some(disk_bytes);
+    let reports = reports?;
+    for r in &reports {
         outln!("{}", serde_json::to_string(r)?);
-        failed |= !r.complete();
-        inconsistencies += r.inconsistencies;
     }
-    if failed {
-        bail!("some work failed; see the reports");
-    }
-    if inconsistencies > 0 {
-        bail!(
-            "{task} found {inconsistencies} inconsistenc{}; see the reports",
-            if inconsistencies == 1 { "y" } else { "ies" }
-        );
-    }
+    on_demand::verdict(&reports)?;
     Ok(())
 }
 

@@ -32,6 +32,9 @@ fn quick_demo_saves_disk_reads_and_completes_all_work() {
     // The imperative baseline paces itself by the wall clock, so on a
     // loaded machine it may run late; the planner must not.
     assert_eq!(s["declarative"]["deadline_misses"], 0, "{}", s["declarative"]["tasks"]);
+    // Read through the planner's Status reply, not scraped from its metrics.
+    assert!(s["declarative"]["planned_free_bytes"].as_u64().unwrap() > 0, "the planner scheduled nothing free");
+    assert!(s["imperative"]["planned_free_bytes"].is_null());
     let ratio = s["disk_ratio"].as_f64().unwrap();
     assert!(ratio < 1.0, "declarative read as much as imperative: {ratio}");
     let gap = s["kernel_counter_gap"].as_f64().unwrap();

@@ -176,6 +176,11 @@ impl State {
         self.metrics.last_plan_seconds = seconds;
     }
 
+    /// Bytes delivered riding on another set's read, over every task.
+    pub(crate) fn planned_free_bytes(&self) -> u64 {
+        self.metrics.tasks.iter().map(|s| s.free_bytes).sum()
+    }
+
     /// What `/metrics` shows now.
     pub(crate) fn metrics_view(&self) -> MetricsView {
         MetricsView {

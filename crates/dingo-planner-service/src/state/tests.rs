@@ -454,6 +454,7 @@ fn the_overlap_matrix_says_which_task_rode_on_which() {
     let bytes: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
     assert!(bytes > 0, "{line}");
     assert!(!page.contains("paid_by=\"fsck\""), "fsck paid for nothing another task read: {page}");
+    assert_eq!(d.state.planned_free_bytes(), bytes, "only fsck rode on another task's reads");
 }
 
 #[test]

@@ -1,12 +1,12 @@
 //! The demo's figure: disk reads over time in both modes (the paper's
 //! Fig. 14/15 for the HDFS experiment).
 
-use super::scenario::ModeResult;
+use dingo_demo::{ModeResult, NodeSample};
 use dingo_report::plots::{self, LineChart, MODE_COLORS, Series};
 use std::path::Path;
 
 /// MB/s read from disk per sampling interval: (seconds, rate).
-fn rates(r: &ModeResult, bytes: impl Fn(&super::measure::NodeSample) -> u64) -> Vec<(f64, f64)> {
+fn rates(r: &ModeResult, bytes: impl Fn(&NodeSample) -> u64) -> Vec<(f64, f64)> {
     let mut last = 0.0;
     r.series
         .iter()

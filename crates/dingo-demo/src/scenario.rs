@@ -8,16 +8,14 @@
 //! at `0.3 T` and reconstruction is due `0.3 T` later. A foreground client
 //! reads random blocks throughout.
 
-use super::measure::{Foreground, Meter, NodeSample};
-use super::planner::DemoPlanner;
-use anyhow::{Context, Result, bail};
+use crate::planner::DemoPlanner;
+use crate::{DemoError, Foreground, ForegroundLatency, Meter, NodeSample, Result, Scale, io};
 use bytes::Bytes;
 use dingo_client::{Client, Redundancy};
 use dingo_cluster::{ClusterSpec, LocalCluster};
-use dingo_planner_client::PlannerClient;
 use dingo_tasks::declarative::Agent;
-use dingo_tasks::{CancelFlag, Job, JobReport, Mode, plan};
-use dingo_types::{DiskModel, TaskKind};
+use dingo_tasks::{CancelFlag, Job, JobReport, Mode, imperative, plan};
+use dingo_types::TaskKind;
 use futures::StreamExt;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -28,93 +26,6 @@ pub const PREFIX: &str = "/demo/";
 /// Files written at once while loading.
 const LOAD_PARALLELISM: usize = 4;
 
-/// Size and pace of a demo run.
-#[derive(Clone, Debug, Serialize)]
-pub struct Scale {
-    pub nodes: u32,
-    pub disks_per_node: u32,
-    pub block_size: u64,
-    /// Blocks per file (an EC file of 3 blocks is one RS 3+2 stripe).
-    pub blocks_per_file: u64,
-    pub replicated_files: u32,
-    pub ec_files: u32,
-    /// The timeline's length `T`.
-    pub window: Duration,
-    /// Planner quantum (declarative mode).
-    pub quantum: Duration,
-    /// Planner budget, bytes per second of wall time.
-    pub budget_bytes_per_sec: u64,
-    pub hdd: DiskModel,
-    /// Disks are sized so the initial data fills this fraction.
-    pub fill: f64,
-    pub foreground_interval: Duration,
-    /// Transcoding rounds; each transcodes 1/(rounds+1) of the replicated files.
-    pub transcode_rounds: u32,
-    /// Rebalancing candidates: disks this far above the mean utilisation.
-    pub rebalance_threshold: f64,
-    /// Pinned cache region per node.
-    pub pinned_bytes: u64,
-}
-
-impl Scale {
-    pub fn default_run() -> Scale {
-        Scale {
-            nodes: 6,
-            disks_per_node: 2,
-            block_size: 4_000_000,
-            blocks_per_file: 3,
-            replicated_files: 32,
-            ec_files: 96,
-            window: Duration::from_secs(150),
-            quantum: Duration::from_secs(5),
-            budget_bytes_per_sec: 120_000_000,
-            hdd: DiskModel { positioning_us: 8_000, transfer_bytes_per_sec: 60_000_000 },
-            fill: 0.75,
-            foreground_interval: Duration::from_millis(250),
-            transcode_rounds: 4,
-            rebalance_threshold: 0.05,
-            pinned_bytes: 256_000_000,
-        }
-    }
-
-    /// Small enough for CI: same timeline, fewer files, shorter window.
-    pub fn quick() -> Scale {
-        Scale {
-            replicated_files: 8,
-            ec_files: 24,
-            window: Duration::from_secs(40),
-            quantum: Duration::from_secs(2),
-            ..Scale::default_run()
-        }
-    }
-
-    fn file_bytes(&self) -> u64 {
-        self.block_size * self.blocks_per_file
-    }
-
-    /// Bytes stored on disks once loaded (all copies and parity).
-    fn physical_bytes(&self) -> u64 {
-        let f = self.file_bytes();
-        u64::from(self.replicated_files) * f * 3 + u64::from(self.ec_files) * f * 5 / 3
-    }
-
-    /// General cache region per node: 1 % of the data a node stores, as
-    /// a datacenter node's page cache is a sliver of its disks (the
-    /// foreground reader must not end up caching the whole data set).
-    pub fn general_cache_bytes(&self) -> u64 {
-        (self.physical_bytes() / u64::from(self.nodes) / 100).max(1_000_000)
-    }
-
-    pub fn disk_capacity(&self) -> u64 {
-        let disks = u64::from(self.nodes * self.disks_per_node);
-        (self.physical_bytes() as f64 / disks as f64 / self.fill) as u64
-    }
-
-    fn at(&self, fraction: f64) -> Duration {
-        self.window.mul_f64(fraction)
-    }
-}
-
 /// Everything measured in one mode.
 #[derive(Clone, Debug, Serialize)]
 pub struct ModeResult {
@@ -122,10 +33,7 @@ pub struct ModeResult {
     pub jobs: Vec<JobReport>,
     /// Disk reads since the timeline started, summed over nodes.
     pub disk: NodeSample,
-    pub fg_p50_ms: f64,
-    pub fg_p99_ms: f64,
-    pub fg_reads: u64,
-    pub fg_failures: u64,
+    pub foreground: ForegroundLatency,
     /// (seconds since start, disk bytes read per class in that interval).
     pub series: Vec<(f64, NodeSample)>,
     /// (seconds since start, what happened): the timeline's events as run.
@@ -163,25 +71,16 @@ async fn load(client: &Client, scale: &Scale, seed: u64) -> Result<()> {
         )
         .collect();
     let results: Vec<Result<u64>> = futures::stream::iter(files.into_iter().map(|(path, r, data)| async move {
-        client.put(&path, r, scale.block_size, data).await.with_context(|| format!("loading {path}"))
+        client
+            .put(&path, r, scale.block_size, data)
+            .await
+            .map_err(|e| DemoError::Timeline(format!("loading {path}: {e}")))
     }))
     .buffer_unordered(LOAD_PARALLELISM)
     .collect()
     .await;
     results.into_iter().collect::<Result<Vec<_>>>()?;
     Ok(())
-}
-
-fn storage_config(scale: &Scale) -> String {
-    format!(
-        "[meta]\ndead_after_ms = 3000\n\n[node]\nheartbeat_ms = 500\ncache = \"{}\"\npinned = \"{}\"\n\
-         disk_capacity = \"{}\"\nhdd = {{ positioning_us = {}, transfer_bytes_per_sec = {} }}\n",
-        scale.general_cache_bytes(),
-        scale.pinned_bytes,
-        scale.disk_capacity(),
-        scale.hdd.positioning_us,
-        scale.hdd.transfer_bytes_per_sec
-    )
 }
 
 /// Runs jobs of one task in the chosen mode and collects their reports.
@@ -194,19 +93,20 @@ enum Runner {
 type Pending = tokio::task::JoinHandle<Result<JobReport>>;
 
 impl Runner {
-    /// Starts `job`; imperative jobs pace themselves to finish at 85 % of
-    /// their window, leaving slack for the tail.
+    /// Starts `job`; imperative jobs pace themselves to finish at
+    /// [`imperative::PACE_FRACTION`] of their window.
     fn start(&self, client: &Client, job: Job, cancel: CancelFlag) -> Pending {
         let client = client.clone();
         match self {
             Runner::Imperative => tokio::spawn(async move {
-                let now = dingo_proto::now_ms();
-                let finish_by = now + (job.deadline_ms.saturating_sub(now) as f64 * 0.85) as u64;
-                Ok(dingo_tasks::imperative::run(&client, &job, finish_by, &cancel).await)
+                let finish_by = imperative::finish_by(dingo_proto::now_ms(), job.deadline_ms);
+                Ok(imperative::run(&client, &job, finish_by, &cancel).await)
             }),
             Runner::Declarative(agent) => {
                 let handle = agent.submit(job, cancel);
-                tokio::spawn(async move { Ok(handle.await.context("task agent stopped")??) })
+                tokio::spawn(
+                    async move { Ok(handle.await.map_err(|_| DemoError::Timeline("task agent stopped".into()))??) },
+                )
             }
         }
     }
@@ -223,11 +123,11 @@ impl Demo {
     pub async fn run(&self, mode: Mode, dir: &Path) -> Result<ModeResult> {
         let scale = &self.scale;
         if dir.exists() {
-            std::fs::remove_dir_all(dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+            io(|| format!("cannot clear {}", dir.display()), std::fs::remove_dir_all(dir))?;
         }
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        io(|| format!("cannot create {}", dir.display()), std::fs::create_dir_all(dir))?;
         let config = dir.join("storage.toml");
-        std::fs::write(&config, storage_config(scale))?;
+        scale.storage_config().write(&config)?;
         let mut cluster = LocalCluster::start(ClusterSpec {
             exe: self.exe.clone(),
             data: dir.join("cluster"),
@@ -244,13 +144,13 @@ impl Demo {
         tracing::info!(%mode, "loaded {} files in {:.1} s", scale.replicated_files + scale.ec_files, t.elapsed().as_secs_f64());
         let planner = match mode {
             Mode::Imperative => None,
-            Mode::Declarative => Some(DemoPlanner::start(&self.exe, dir, cluster.meta_addr(), scale, &super::TASKS)?),
+            Mode::Declarative => Some(DemoPlanner::start(&self.exe, dir, cluster.meta_addr(), scale, &crate::TASKS)?),
         };
         let runner = |task: TaskKind| -> Result<Runner> {
             Ok(match &planner {
                 None => Runner::Imperative,
                 Some(p) => {
-                    let conn = PlannerClient::connect(p.addr(), p.token(task))?;
+                    let conn = p.client(task)?;
                     Runner::Declarative(Agent::spawn(client.clone(), conn, 2 * scale.quantum.as_millis() as u64))
                 }
             })
@@ -336,7 +236,7 @@ impl Demo {
                             plan::rebalancing(&client, scale.rebalance_threshold, self.seed, due(at + 0.5)).await?;
                         match job {
                             Some(job) => pending.push(balancer.start(&client, job, CancelFlag::default())),
-                            None => bail!("adding a node left no skew to rebalance"),
+                            None => return Err(DemoError::Timeline("adding a node left no skew to rebalance".into())),
                         }
                     }
                     Event::FailNode(i) => {
@@ -344,8 +244,11 @@ impl Demo {
                         meter.sample(&client, &cluster, nodes).await?;
                         let addr = cluster.node_addr(i).to_string();
                         let status = client.cluster_status().await?;
-                        let node =
-                            status.nodes.iter().find(|n| n.addr == addr).context("failed node unknown to meta")?;
+                        let node = status
+                            .nodes
+                            .iter()
+                            .find(|n| n.addr == addr)
+                            .ok_or_else(|| DemoError::Timeline("failed node unknown to meta".into()))?;
                         cluster.kill_node(i);
                         client.mark_node_dead(node.id).await?;
                         // Its disks' scrubbing is moot now.
@@ -367,31 +270,27 @@ impl Demo {
         }
         let mut jobs = Vec::new();
         for p in pending {
-            jobs.push(p.await.context("task runner panicked")??);
+            jobs.push(p.await.map_err(|e| DemoError::Timeline(format!("task runner panicked: {e}")))??);
         }
         stop.cancel();
         let _ = fg_task.await;
         meter.sample(&client, &cluster, nodes).await?;
         let total = meter.totals();
         series.push((start.elapsed().as_secs_f64(), total.minus(&last_total)));
-        let planner_metrics = match &planner {
-            Some(p) => Some(p.metrics().await?),
-            None => None,
+        let (planned_free_bytes, planner_metrics) = match &planner {
+            Some(p) => (Some(p.planned_free_bytes().await?), Some(p.metrics().await?)),
+            None => (None, None),
         };
-        let (p50, p99, reads, failures) = foreground.summary();
         drop(planner);
         cluster.stop();
         Ok(ModeResult {
             mode,
             jobs,
             disk: total,
-            fg_p50_ms: p50,
-            fg_p99_ms: p99,
-            fg_reads: reads,
-            fg_failures: failures,
+            foreground: foreground.latency(),
             series,
             events: events_run,
-            planned_free_bytes: planner_metrics.as_deref().map(super::planner::planned_free_bytes),
+            planned_free_bytes,
             planner_metrics,
             wall_seconds: start.elapsed().as_secs_f64(),
         })

@@ -1,15 +1,11 @@
-//! What the demo measures: disk reads from the nodes' own counters (cross-
-//! checked against the kernel's per-process `read_bytes`), sampled over
-//! time, and the latency of a foreground client reading random blocks.
+//! Disk reads from the nodes' own counters, cross-checked against the
+//! kernel's per-process `read_bytes`, summed over the cluster.
 
-use anyhow::{Context, Result};
+use crate::{DemoError, Result};
 use dingo_client::{Client, IoTag};
 use dingo_cluster::LocalCluster;
-use dingo_tasks::CancelFlag;
 use serde::Serialize;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 /// Counters of one node, or sums over nodes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -62,15 +58,16 @@ impl NodeSample {
 /// from the storage layer.
 pub fn kernel_read_bytes(pid: u32) -> Result<u64> {
     let path = format!("/proc/{pid}/io");
-    let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
+    let text = crate::io(|| format!("cannot read {path}"), std::fs::read_to_string(&path))?;
     text.lines()
         .find_map(|l| l.strip_prefix("read_bytes:"))
         .and_then(|v| v.trim().parse().ok())
-        .with_context(|| format!("no read_bytes in {path}"))
+        .ok_or_else(|| DemoError::Timeline(format!("no read_bytes in {path}")))
 }
 
 async fn sample_node(client: &Client, addr: &str, pid: u32) -> Result<NodeSample> {
-    let stats = client.node_stats(addr).await.with_context(|| format!("node stats of {addr}"))?;
+    let stats =
+        client.node_stats(addr).await.map_err(|source| DemoError::NodeStats { addr: addr.to_string(), source })?;
     let mut s = NodeSample { kernel_read_bytes: kernel_read_bytes(pid)?, ..NodeSample::default() };
     for d in &stats.disks {
         for c in &d.classes {
@@ -118,71 +115,6 @@ impl Meter {
             out.add(&s.minus(self.baseline.get(addr).unwrap_or(&NodeSample::default())));
         }
         out
-    }
-}
-
-/// Latencies of the foreground client.
-#[derive(Clone, Default)]
-pub struct Foreground {
-    samples: Arc<Mutex<Vec<f64>>>,
-    failures: Arc<Mutex<u64>>,
-}
-
-/// Largest number of foreground reads in flight; beyond it the reader
-/// waits (the disks are saturated anyway).
-const FOREGROUND_IN_FLIGHT: usize = 8;
-
-impl Foreground {
-    /// Reads one random whole block of a random file under `prefix` every
-    /// `interval` (open loop: a slow read does not delay the next) until
-    /// `stop` is cancelled.
-    pub async fn run(&self, client: Client, prefix: String, interval: Duration, seed: u64, stop: CancelFlag) {
-        let mut rng = fastrand::Rng::with_seed(seed);
-        let mut files = Vec::new();
-        let mut listed = Instant::now() - Duration::from_secs(3600);
-        let in_flight = Arc::new(tokio::sync::Semaphore::new(FOREGROUND_IN_FLIGHT));
-        let mut tick = tokio::time::interval(interval);
-        while !stop.is_cancelled() {
-            tick.tick().await;
-            if listed.elapsed() > Duration::from_secs(2) || files.is_empty() {
-                if let Ok(f) = client.list(&prefix).await {
-                    files = f.into_iter().filter(|f| f.sealed && f.size > 0).collect();
-                }
-                listed = Instant::now();
-            }
-            if files.is_empty() {
-                continue;
-            }
-            let file = files[rng.usize(..files.len())].clone();
-            let blocks = file.size.div_ceil(file.block_size);
-            let offset = rng.u64(..blocks) * file.block_size;
-            let len = file.block_size.min(file.size - offset);
-            let Ok(permit) = in_flight.clone().acquire_owned().await else { break };
-            let (client, me) = (client.clone(), self.clone());
-            tokio::spawn(async move {
-                let t = Instant::now();
-                match client.read(&file.path, offset, len, IoTag::Foreground).await {
-                    Ok(_) => me.samples.lock().unwrap_or_else(|p| p.into_inner()).push(t.elapsed().as_secs_f64() * 1e3),
-                    // Transcoding deleted the file since the listing: not a latency sample.
-                    Err(e) if e.code() == Some(tonic::Code::NotFound) => {}
-                    Err(e) => {
-                        tracing::warn!("foreground read of {} failed: {e}", file.path);
-                        *me.failures.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-                    }
-                }
-                drop(permit);
-            });
-        }
-        // Let reads in flight finish before the cluster is stopped.
-        let _ = in_flight.acquire_many(FOREGROUND_IN_FLIGHT as u32).await;
-    }
-
-    /// (p50, p99, reads, failures), latencies in milliseconds.
-    pub fn summary(&self) -> (f64, f64, u64, u64) {
-        let mut v = self.samples.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        v.sort_by(f64::total_cmp);
-        let q = |p: f64| if v.is_empty() { 0.0 } else { v[((v.len() - 1) as f64 * p).round() as usize] };
-        (q(0.50), q(0.99), v.len() as u64, *self.failures.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
 

@@ -1,0 +1,103 @@
+//! The foreground client: reads random whole blocks at a steady rate and
+//! records their latency.
+
+use dingo_client::{Client, IoTag};
+use dingo_tasks::CancelFlag;
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Latencies of the foreground client.
+#[derive(Clone, Default)]
+pub struct Foreground {
+    samples: Arc<Mutex<Vec<f64>>>,
+    failures: Arc<AtomicU64>,
+}
+
+/// The foreground reads' latency percentiles and counts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct ForegroundLatency {
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub reads: u64,
+    pub failures: u64,
+}
+
+/// Largest number of foreground reads in flight; beyond it the reader
+/// waits (the disks are saturated anyway).
+const FOREGROUND_IN_FLIGHT: usize = 8;
+
+impl Foreground {
+    /// Reads one random whole block of a random file under `prefix` every
+    /// `interval` (open loop: a slow read does not delay the next) until
+    /// `stop` is cancelled.
+    pub async fn run(&self, client: Client, prefix: String, interval: Duration, seed: u64, stop: CancelFlag) {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut files = Vec::new();
+        let mut listed = Instant::now() - Duration::from_secs(3600);
+        let in_flight = Arc::new(tokio::sync::Semaphore::new(FOREGROUND_IN_FLIGHT));
+        let mut tick = tokio::time::interval(interval);
+        while !stop.is_cancelled() {
+            tick.tick().await;
+            if listed.elapsed() > Duration::from_secs(2) || files.is_empty() {
+                if let Ok(f) = client.list(&prefix).await {
+                    files = f.into_iter().filter(|f| f.sealed && f.size > 0).collect();
+                }
+                listed = Instant::now();
+            }
+            if files.is_empty() {
+                continue;
+            }
+            let file = files[rng.usize(..files.len())].clone();
+            let blocks = file.size.div_ceil(file.block_size);
+            let offset = rng.u64(..blocks) * file.block_size;
+            let len = file.block_size.min(file.size - offset);
+            let Ok(permit) = in_flight.clone().acquire_owned().await else { break };
+            let (client, me) = (client.clone(), self.clone());
+            tokio::spawn(async move {
+                let t = Instant::now();
+                match client.read(&file.path, offset, len, IoTag::Foreground).await {
+                    Ok(_) => me.samples.lock().unwrap_or_else(|p| p.into_inner()).push(t.elapsed().as_secs_f64() * 1e3),
+                    // Transcoding deleted the file since the listing: not a latency sample.
+                    Err(e) if e.code() == Some(tonic::Code::NotFound) => {}
+                    Err(e) => {
+                        tracing::warn!("foreground read of {} failed: {e}", file.path);
+                        me.failures.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                drop(permit);
+            });
+        }
+        // Let reads in flight finish before the cluster is stopped.
+        let _ = in_flight.acquire_many(FOREGROUND_IN_FLIGHT as u32).await;
+    }
+
+    /// Latency percentiles (nearest rank) and counts so far.
+    pub fn latency(&self) -> ForegroundLatency {
+        let mut v = self.samples.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        v.sort_by(f64::total_cmp);
+        let q = |p: f64| if v.is_empty() { 0.0 } else { v[((v.len() - 1) as f64 * p).round() as usize] };
+        ForegroundLatency {
+            p50_ms: q(0.50),
+            p99_ms: q(0.99),
+            reads: v.len() as u64,
+            failures: self.failures.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let fg = Foreground::default();
+        assert_eq!(fg.latency(), ForegroundLatency::default());
+        fg.samples.lock().unwrap().extend((1..=100).rev().map(f64::from));
+        fg.failures.fetch_add(2, Ordering::Relaxed);
+        let l = fg.latency();
+        assert_eq!((l.p50_ms, l.p99_ms, l.reads, l.failures), (51.0, 99.0, 100, 2));
+    }
+}

@@ -1,0 +1,111 @@
+//! The Declarative IO paper's HDFS-cluster experiment on a local DINGO
+//! cluster (`dingo demo`). The same scripted timeline (node added, node
+//! failed, scrubbing, periodic transcoding, a foreground reader) runs twice
+//! from the same data and seed, once with imperative tasks and once with
+//! declarative ones through the planner service, and the disk reads are
+//! compared.
+//!
+//! [`run`] gives both runs' measurements ([`ModeResult`]) and their typed
+//! comparison ([`DemoSummary`]); [`DemoRun::write_outputs`] saves the
+//! summary, the per-interval series and the job reports.
+
+mod foreground;
+mod meter;
+mod outputs;
+mod planner;
+mod scale;
+mod scenario;
+mod summary;
+
+pub use foreground::{Foreground, ForegroundLatency};
+pub use meter::{Meter, NodeSample, kernel_read_bytes};
+pub use scale::Scale;
+pub use scenario::{ModeResult, PREFIX};
+pub use summary::{DemoSummary, ModeSummary, TaskSummary};
+
+use dingo_tasks::Mode;
+use dingo_types::TaskKind;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// The tasks the demo runs, in report order.
+pub const TASKS: [TaskKind; 4] =
+    [TaskKind::Scrubbing, TaskKind::Transcoding, TaskKind::Rebalancing, TaskKind::Reconstruction];
+
+#[derive(Debug, Error)]
+pub enum DemoError {
+    #[error(transparent)]
+    Cluster(#[from] dingo_cluster::ClusterError),
+    #[error(transparent)]
+    Config(#[from] dingo_cluster::config_file::ConfigFileError),
+    #[error(transparent)]
+    Client(#[from] dingo_client::ClientError),
+    #[error("node stats of {addr}: {source}")]
+    NodeStats { addr: String, source: dingo_client::ClientError },
+    #[error(transparent)]
+    Planner(#[from] dingo_planner_client::PlannerClientError),
+    #[error(transparent)]
+    Task(#[from] dingo_tasks::declarative::DeclarativeError),
+    #[error("{what}: {source}")]
+    Io { what: String, source: std::io::Error },
+    #[error("cannot encode {what}: {source}")]
+    Encode { what: String, source: serde_json::Error },
+    #[error("cannot draw a random token: {0}")]
+    Random(getrandom::Error),
+    #[error("{0}")]
+    Timeline(String),
+    #[error("{mode} run: {source}")]
+    Run { mode: Mode, source: Box<DemoError> },
+}
+
+pub type Result<T, E = DemoError> = std::result::Result<T, E>;
+
+/// `Err(DemoError::Io)` naming `what` was being done.
+fn io<T>(what: impl FnOnce() -> String, r: std::io::Result<T>) -> Result<T> {
+    r.map_err(|source| DemoError::Io { what: what(), source })
+}
+
+/// What to run and where.
+#[derive(Clone, Debug)]
+pub struct DemoConfig {
+    /// The `dingo` executable, started for every daemon.
+    pub exe: PathBuf,
+    pub scale: Scale,
+    pub seed: u64,
+    /// Output folder; each run's cluster lives in `data-<mode>` under it.
+    pub out: PathBuf,
+    /// Keep the clusters' data directories afterwards.
+    pub keep_data: bool,
+}
+
+/// Both runs and their comparison.
+#[derive(Clone, Debug)]
+pub struct DemoRun {
+    pub imperative: ModeResult,
+    pub declarative: ModeResult,
+    pub summary: DemoSummary,
+}
+
+/// Runs the timeline with imperative, then with declarative tasks; calls
+/// `starting` before each run.
+pub async fn run(config: &DemoConfig, mut starting: impl FnMut(Mode)) -> Result<DemoRun> {
+    io(|| format!("cannot create {}", config.out.display()), std::fs::create_dir_all(&config.out))?;
+    let demo = scenario::Demo { exe: config.exe.clone(), scale: config.scale.clone(), seed: config.seed };
+    let mut one = async |mode: Mode| -> Result<ModeResult> {
+        starting(mode);
+        let data = data_dir(&config.out, mode);
+        let r = demo.run(mode, &data).await.map_err(|e| DemoError::Run { mode, source: Box::new(e) })?;
+        if !config.keep_data {
+            let _ = std::fs::remove_dir_all(&data);
+        }
+        Ok(r)
+    };
+    let imperative = one(Mode::Imperative).await?;
+    let declarative = one(Mode::Declarative).await?;
+    let summary = DemoSummary::new(&config.scale, &imperative, &declarative);
+    Ok(DemoRun { imperative, declarative, summary })
+}
+
+fn data_dir(out: &Path, mode: Mode) -> PathBuf {
+    out.join(format!("data-{mode}"))
+}

@@ -1,0 +1,77 @@
+//! Chunk-level work: scrubbing one copy, rebuilding a lost chunk from its
+//! stripe or another copy, moving a chunk off a disk.
+
+use super::{Outcome, ScheduledCopies, block_record, is_corrupt, is_gone};
+use dingo_client::{Client, ClientError, IoTag};
+use dingo_types::ChunkRef;
+
+pub(super) async fn scrub(client: &Client, chunk: ChunkRef, disk: u32, tag: IoTag) -> Result<Outcome, ClientError> {
+    let rec = block_record(client, chunk.block).await?;
+    if !rec.chunks.iter().any(|l| l.copy == u32::from(chunk.copy) && l.disk == disk) {
+        return Ok(Outcome { skipped: true, ..Outcome::default() });
+    }
+    match client.read_copy(chunk.block.0, u32::from(chunk.copy), 0, rec.size, tag).await {
+        Ok(data) => Ok(Outcome { logical_bytes: data.len() as u64, ..Outcome::default() }),
+        // The block still places this copy on this disk (checked above), so
+        // a node without its file lost it: rebuild it like a corrupt one.
+        // If the block was deleted meanwhile, the rebuild finds it gone.
+        Err(e) if is_corrupt(&e) || is_gone(&e) => {
+            tracing::warn!(%chunk, "scrubbing found a bad chunk ({e}); rebuilding it from redundancy");
+            client.rebuild_chunk(chunk, &[], tag).await?;
+            Ok(Outcome { logical_bytes: rec.size, written_bytes: rec.size, repaired: 1, ..Outcome::default() })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+pub(super) async fn rebuild(
+    client: &Client,
+    lost: ChunkRef,
+    sources: &[ChunkRef],
+    copies: &ScheduledCopies,
+    tag: IoTag,
+) -> Result<Outcome, ClientError> {
+    // The planner may have picked other copies of the same source blocks
+    // (never the lost one itself).
+    let sources: Vec<ChunkRef> = sources
+        .iter()
+        .map(|s| match copies.get(&s.block) {
+            Some(&copy) if (ChunkRef { block: s.block, copy: copy as u8 }) != lost => {
+                ChunkRef { block: s.block, copy: copy as u8 }
+            }
+            _ => *s,
+        })
+        .collect();
+    // One metadata call for the sizes of the lost block and the sources
+    // (returned in the order asked); a deleted block fails the rebuild below.
+    let ids: Vec<u64> = std::iter::once(lost.block.0).chain(sources.iter().map(|s| s.block.0)).collect();
+    let sizes: Vec<u64> = client.blocks(&ids).await?.iter().map(|r| r.size).collect();
+    match client.rebuild_chunk(lost, &sources, tag).await {
+        // A source the planner chose is unreadable (its node died since the
+        // plan): let the client pick other copies or members.
+        Err(e) if !copies.is_empty() && !is_gone(&e) => {
+            tracing::debug!(%lost, "rebuilding from other sources: {e}");
+            client.rebuild_chunk(lost, &[], tag).await?;
+        }
+        other => {
+            other?;
+        }
+    }
+    let written = sizes.first().copied().unwrap_or(0);
+    Ok(Outcome { logical_bytes: sizes.iter().skip(1).sum(), written_bytes: written, ..Outcome::default() })
+}
+
+pub(super) async fn move_chunk(client: &Client, chunk: ChunkRef, tag: IoTag) -> Result<Outcome, ClientError> {
+    let rec = block_record(client, chunk.block).await?;
+    match client.move_chunk(chunk, None, tag).await {
+        Ok(_) => Ok(Outcome { logical_bytes: rec.size, written_bytes: rec.size, ..Outcome::default() }),
+        // A damaged copy cannot be moved, and would keep a drain from
+        // finishing: rebuild it from redundancy (also away from its node).
+        Err(e) if is_corrupt(&e) => {
+            tracing::warn!(%chunk, "a chunk to move is corrupt ({e}); rebuilding it from redundancy");
+            client.rebuild_chunk(chunk, &[], tag).await?;
+            Ok(Outcome { logical_bytes: rec.size, written_bytes: rec.size, repaired: 1, ..Outcome::default() })
+        }
+        Err(e) => Err(e),
+    }
+}
