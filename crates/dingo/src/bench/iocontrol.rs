@@ -1,11 +1,11 @@
 //! `dingo bench iocontrol <experiment>`: the node-level IO-control experiments of issue 15 (`dingo_iobench`),
 //! mechanism against today's behaviour on a local cluster with HDD emulation.
 
-use dingo_report::plots::{self, MODE_COLORS, TASK_COLORS};
 use clap::{Args, Subcommand};
 use dingo_iobench::harness::Options;
 use dingo_iobench::output::{self, Experiment, LineChart, Tone};
 use dingo_iobench::{fairness, fgtail, steering, waiting};
+use dingo_report::plots::{self, MODE_COLORS, TASK_COLORS};
 use std::path::{Path, PathBuf};
 
 #[derive(Subcommand)]
