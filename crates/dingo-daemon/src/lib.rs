@@ -1,10 +1,14 @@
 //! Plumbing every DINGO daemon shares, apart from any protocol: the
 //! Prometheus `/metrics` endpoint ([`metrics`]), gRPC server sockets with
-//! Nagle's algorithm off ([`accept_nodelay`]) and the wall clock in
-//! milliseconds ([`now_ms`]).
+//! Nagle's algorithm off ([`accept_nodelay`]), the wall clock in
+//! milliseconds ([`now_ms`]), and what a daemon's `main` sets up
+//! ([`keep_freed_memory`], [`shutdown_signal`]).
 
 mod listener;
 pub mod metrics;
+mod process;
+
+pub use process::{keep_freed_memory, shutdown_signal};
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

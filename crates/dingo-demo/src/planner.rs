@@ -74,7 +74,7 @@ impl DemoPlanner {
 
     /// The planner's `/metrics` page, saved with the outputs for reference.
     pub async fn metrics(&self) -> Result<String> {
-        dingo_proto::metrics::scrape(self.process.metrics_addr())
+        dingo_daemon::metrics::scrape(self.process.metrics_addr())
             .await
             .map_err(|source| DemoError::Io { what: "cannot read the planner's metrics".into(), source })
     }

@@ -99,7 +99,7 @@ impl Runner {
         let client = client.clone();
         match self {
             Runner::Imperative => tokio::spawn(async move {
-                let finish_by = imperative::finish_by(dingo_proto::now_ms(), job.deadline_ms);
+                let finish_by = imperative::finish_by(dingo_daemon::now_ms(), job.deadline_ms);
                 Ok(imperative::run(&client, &job, finish_by, &cancel).await)
             }),
             Runner::Declarative(agent) => {
@@ -176,7 +176,7 @@ impl Demo {
         };
 
         let start = Instant::now();
-        let start_ms = dingo_proto::now_ms();
+        let start_ms = dingo_daemon::now_ms();
         let due = |at: f64| start_ms + scale.at(at).as_millis() as u64;
         let mut pending: Vec<Pending> = Vec::new();
         // Scrubbing: every disk, due at T; one cancel flag per disk.

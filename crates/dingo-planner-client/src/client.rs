@@ -7,7 +7,7 @@
 //! use futures::StreamExt;
 //!
 //! let planner = PlannerClient::connect("127.0.0.1:7500", "secret-1")?;
-//! let deadline = Timestamp(dingo_proto::now_ms() + 3_600_000);
+//! let deadline = Timestamp(dingo_daemon::now_ms() + 3_600_000);
 //! let decl = Declaration { task: TaskKind::Scrubbing, read_sets: ReadSets::ChunksOnDisk(DiskId(0)), sets_needed: None, deadline };
 //! let declared = planner.declare(&decl).await?;
 //! let mut callbacks = planner.subscribe().await?;

@@ -24,7 +24,7 @@ use crate::state::{DueGroup, Ready, State, StreamId};
 use crate::store::{Store, StoreError};
 use crate::topology;
 use dingo_client::Client;
-use dingo_proto::now_ms;
+use dingo_daemon::now_ms;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 use tokio::sync::{Mutex, oneshot, watch};

@@ -4,7 +4,7 @@
 //! being planned).
 
 use dingo_planner::TaskStats;
-use dingo_proto::metrics::MetricsText;
+use dingo_daemon::metrics::MetricsText;
 use dingo_types::TaskKind;
 
 /// Counters for `/metrics`.

@@ -16,7 +16,8 @@ use dingo_planner::DeclareError;
 use dingo_planner_client::convert::declaration_from_wire;
 use dingo_proto::planner as pb;
 use dingo_proto::planner::planner_server::{Planner, PlannerServer};
-use dingo_proto::{MAX_MESSAGE_BYTES, now_ms};
+use dingo_daemon::now_ms;
+use dingo_proto::MAX_MESSAGE_BYTES;
 use dingo_types::{BlockProblem, Declaration, ReadSets};
 use futures::FutureExt;
 use std::future::Future;
@@ -242,7 +243,7 @@ pub async fn run(config: ServiceConfig, shutdown: impl Future<Output = ()> + Sen
     let metrics_task = match config.metrics_addr()? {
         Some(addr) => {
             let s = shared.clone();
-            let (at, task) = dingo_proto::metrics::serve(addr, Arc::new(move || s.render_metrics()))
+            let (at, task) = dingo_daemon::metrics::serve(addr, Arc::new(move || s.render_metrics()))
                 .await
                 .map_err(|source| RunError::Listen { addr, source })?;
             tracing::info!(%at, "metrics");
@@ -266,7 +267,7 @@ pub async fn run(config: ServiceConfig, shutdown: impl Future<Output = ()> + Sen
     }
     let server = builder
         .add_service(service)
-        .serve_with_incoming_shutdown(dingo_proto::accept_nodelay(listener), shutdown.clone());
+        .serve_with_incoming_shutdown(dingo_daemon::accept_nodelay(listener), shutdown.clone());
     // Callback streams never end on their own; close them at shutdown so
     // the server's graceful stop does not wait on them.
     let closer = {

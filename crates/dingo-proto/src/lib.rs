@@ -8,15 +8,6 @@
 
 pub mod codec;
 
-/// Moved to `dingo-daemon`; re-exported for one release so that crates not
-/// yet switched over (the planner service, the tasks, the CLI and its
-/// tests) keep compiling. New code uses `dingo_daemon` directly.
-pub mod metrics {
-    pub use dingo_daemon::metrics::*;
-}
-/// Moved to `dingo-daemon`; re-exported for one release (see [`metrics`]).
-pub use dingo_daemon::{accept_nodelay, now_ms};
-
 #[allow(clippy::all, clippy::pedantic)]
 pub mod v1 {
     tonic::include_proto!("dingo.v1");

@@ -188,7 +188,7 @@ impl AgentLoop {
     }
 
     async fn declare(&mut self, s: Submission) {
-        let report = JobReport::new(&s.job, Mode::Declarative, dingo_proto::now_ms());
+        let report = JobReport::new(&s.job, Mode::Declarative, dingo_daemon::now_ms());
         if s.job.items.is_empty() {
             let mut report = report;
             report.finished_ms = Some(report.started_ms);
@@ -266,7 +266,7 @@ impl AgentLoop {
                 return;
             }
         };
-        let now = dingo_proto::now_ms();
+        let now = dingo_daemon::now_ms();
         for d in status.declarations.iter().filter(|d| d.done) {
             if let Some(mut a) = self.active.remove(&d.declaration) {
                 a.report.finished_ms = Some(now);

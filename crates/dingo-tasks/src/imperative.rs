@@ -25,7 +25,7 @@ pub fn finish_by(now_ms: u64, deadline_ms: u64) -> u64 {
 /// waits until its share of the window has passed. Items found deleted
 /// don't count towards `sets_needed`. Stops early when `cancel` is set.
 pub async fn run(client: &Client, job: &Job, finish_by_ms: u64, cancel: &CancelFlag) -> JobReport {
-    let started = dingo_proto::now_ms();
+    let started = dingo_daemon::now_ms();
     let mut report = JobReport::new(job, Mode::Imperative, started);
     let tag = IoTag::Maintenance { task: job.task, declaration: DeclarationId(0) };
     let needed = job.needed();
@@ -39,8 +39,8 @@ pub async fn run(client: &Client, job: &Job, finish_by_ms: u64, cancel: &CancelF
             break;
         }
         let due = started + (window * paced_bytes as f64 / total as f64) as u64;
-        while !cancel.is_cancelled() && dingo_proto::now_ms() < due {
-            let wait = due - dingo_proto::now_ms().min(due);
+        while !cancel.is_cancelled() && dingo_daemon::now_ms() < due {
+            let wait = due - dingo_daemon::now_ms().min(due);
             tokio::time::sleep(Duration::from_millis(wait.min(CANCEL_CHECK_MS))).await;
         }
         if cancel.is_cancelled() {
@@ -51,7 +51,7 @@ pub async fn run(client: &Client, job: &Job, finish_by_ms: u64, cancel: &CancelF
         report.record(execute(client, &item.action, &no_copies, tag).await);
     }
     if job.sets_needed.is_none() || report.items_done >= needed {
-        report.finished_ms = Some(dingo_proto::now_ms());
+        report.finished_ms = Some(dingo_daemon::now_ms());
     }
     report
 }

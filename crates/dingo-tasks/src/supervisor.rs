@@ -134,7 +134,7 @@ pub async fn run(
     let mut state = SupervisorState::load(&cfg.state_file)?;
     if state.last_scrub_ms == 0 {
         // The first scrub is due one period after the supervisor first ran.
-        state.last_scrub_ms = dingo_proto::now_ms();
+        state.last_scrub_ms = dingo_daemon::now_ms();
         state.save(&cfg.state_file)?;
     }
     while !cancel.is_cancelled() {
@@ -163,7 +163,7 @@ async fn step(
     state: &mut SupervisorState,
     on_report: &mut impl FnMut(&str, &JobReport),
 ) -> Result<(), SupervisorError> {
-    let deadline_ms = || dingo_proto::now_ms() + cfg.job_deadline.as_millis() as u64;
+    let deadline_ms = || dingo_daemon::now_ms() + cfg.job_deadline.as_millis() as u64;
     let mut due: Vec<(String, Job)> = Vec::new();
     if !client.lost_chunks().await?.is_empty() {
         let job = plan::reconstruction(client, "lost chunks", deadline_ms()).await?;
@@ -190,8 +190,8 @@ async fn step(
             }
         }
     }
-    if dingo_proto::now_ms().saturating_sub(state.last_scrub_ms) >= cfg.scrub_every.as_millis() as u64 {
-        state.last_scrub_ms = dingo_proto::now_ms();
+    if dingo_daemon::now_ms().saturating_sub(state.last_scrub_ms) >= cfg.scrub_every.as_millis() as u64 {
+        state.last_scrub_ms = dingo_daemon::now_ms();
         state.save(&cfg.state_file)?;
         for job in plan::scrubbing(client, deadline_ms()).await? {
             due.push(("schedule".into(), job));
@@ -204,7 +204,7 @@ async fn step(
         tracing::info!(task = job.task.name(), label = %job.label, items = job.items.len(), %reason, "maintenance job");
         let report = match agent {
             // At full speed: the supervisor's work is due now.
-            None => imperative::run(client, &job, dingo_proto::now_ms(), cancel).await,
+            None => imperative::run(client, &job, dingo_daemon::now_ms(), cancel).await,
             Some(agent) => match agent.submit(job, cancel.clone()).await {
                 Ok(Ok(r)) => r,
                 Ok(Err(e)) => {

@@ -23,7 +23,7 @@ pub struct BenchIoArgs {
 }
 
 pub async fn run(a: BenchIoArgs) -> anyhow::Result<()> {
-    crate::storage_cmd::keep_freed_memory();
+    dingo_daemon::keep_freed_memory();
     let opts = StorageOptions { exe: std::env::current_exe()?, dir: a.dir, bytes: a.size, trials: a.trials };
     let report = storage::run(&opts).await?;
     let text = if a.json { serde_json::to_string(&report)? } else { report.to_string() };

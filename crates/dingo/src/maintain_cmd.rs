@@ -2,7 +2,8 @@
 //! against a running cluster, until Ctrl-C or SIGTERM. Prints one JSON
 //! line per finished job.
 
-use crate::storage_cmd::{ClientArgs, shutdown_signal};
+use crate::storage_cmd::ClientArgs;
+use dingo_daemon::shutdown_signal;
 use crate::task_cmd::parse_duration;
 use anyhow::{Context, Result};
 use dingo_tasks::CancelFlag;

@@ -1,7 +1,7 @@
 //! `dingo planner`: runs the IO Planner service (`--config FILE`), or talks
 //! to a running one (`budget set`, `status`).
 
-use crate::storage_cmd::shutdown_signal;
+use dingo_daemon::shutdown_signal;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use dingo_planner_client::PlannerClient;
@@ -142,7 +142,7 @@ async fn status(target: &Target, ids: &[u64], json: bool) -> Result<()> {
     let ids: Vec<_> = ids.iter().map(|&i| dingo_types::DeclarationId(i)).collect();
     let s = client.status(&ids).await.with_context(|| format!("planner at {}", target.addr))?;
     let b = s.budget.unwrap_or_default();
-    let now = dingo_proto::now_ms();
+    let now = dingo_daemon::now_ms();
     if json {
         let declarations: Vec<serde_json::Value> = s
             .declarations

@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 use dingo_client::{Client, Device, DeviceState, DrainEvent, Redundancy, ReplicaChoice};
 use dingo_cluster::{ClusterSpec, LocalCluster, StorageConfig, UpRequest};
 use dingo_proto::v1::FileInfo;
+use dingo_daemon::{keep_freed_memory, shutdown_signal};
 use dingo_types::{ByteSize, format_bytes};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -248,31 +249,6 @@ pub enum FsCommand {
 /// Parses a size such as `500MB` exactly (a clap value parser).
 pub fn parse_size(s: &str) -> Result<u64, String> {
     s.parse::<ByteSize>().map(ByteSize::bytes).map_err(|e| e.to_string())
-}
-
-/// Keeps freed memory in the process. Storage daemons and clients allocate
-/// and free multi-megabyte buffers (gRPC messages) at a high rate; glibc's
-/// defaults hand such memory back to the kernel at once (a fresh `mmap` per
-/// large allocation, heap trimming), so every new buffer faults in and zeroes
-/// fresh pages — a large share of the CPU time of bulk transfers on loopback.
-/// Called first by every storage command; process-wide.
-pub fn keep_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only adjusts allocator parameters; 32 MiB is glibc's
-    // largest mmap threshold.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 1 << 30);
-    }
-}
-
-/// Resolves on Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
 }
 
 pub async fn run_meta(a: MetaArgs) -> Result<()> {
@@ -522,7 +498,7 @@ async fn decommission(a: DecommissionArgs) -> Result<()> {
 /// A file's state for listings: sealed, open, or open with its lease
 /// expired (lease recovery will close it).
 fn file_state(f: &FileInfo) -> &'static str {
-    match (f.sealed, f.lease_expiry_ms < dingo_proto::now_ms()) {
+    match (f.sealed, f.lease_expiry_ms < dingo_daemon::now_ms()) {
         (true, _) => "sealed",
         (false, false) => "open",
         (false, true) => "open, lease expired",

@@ -140,7 +140,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 
 pub async fn run(a: TaskArgs) -> Result<()> {
     let client = Client::new(&a.meta)?;
-    let deadline_ms = dingo_proto::now_ms() + a.deadline.as_millis() as u64;
+    let deadline_ms = dingo_daemon::now_ms() + a.deadline.as_millis() as u64;
     let mut jobs: Vec<Job> = match &a.task {
         TaskName::Scrub { disks } => on_demand::scrub_disks(&client, disks, deadline_ms).await?,
         TaskName::Reconstruct => vec![plan::reconstruction(&client, "lost chunks", deadline_ms).await?],
@@ -165,14 +165,14 @@ pub async fn run(a: TaskArgs) -> Result<()> {
     let progress = on_demand::track(&mut jobs);
     let work = Workload::of(&jobs);
     let what = format!("{} job(s), {} item(s), {}", jobs.len(), work.items, format_bytes(work.bytes));
-    let now_ms = dingo_proto::now_ms();
+    let now_ms = dingo_daemon::now_ms();
     let finish_by_ms = imperative::finish_by(now_ms, now_ms + a.deadline.as_millis() as u64);
     let driver = match a.mode {
         Mode::Imperative => {
             // Say so, since a default run takes most of an hour.
             eprintln!(
                 "{what}: imperative, paced to finish in {} ({:.0} % of --deadline {}; a shorter deadline goes faster)",
-                humantime(Duration::from_millis(finish_by_ms.saturating_sub(dingo_proto::now_ms()))),
+                humantime(Duration::from_millis(finish_by_ms.saturating_sub(dingo_daemon::now_ms()))),
                 imperative::PACE_FRACTION * 100.0,
                 humantime(a.deadline)
             );

@@ -96,7 +96,7 @@ mod rust_client {
     }
 
     fn now_plus(ms: i64) -> u64 {
-        (dingo_proto::now_ms() as i64 + ms) as u64
+        (dingo_daemon::now_ms() as i64 + ms) as u64
     }
 
     struct Env {

@@ -338,7 +338,7 @@ async fn declared_file_tasks_go_through_declare_files_and_survive_files_changing
         let p = PlannerClient::connect(planner_process.addr(), &format!("{name}-token")).unwrap();
         (Agent::spawn(t.client.clone(), p.clone(), 0), p)
     };
-    let deadline = || dingo_proto::now_ms() + 60_000;
+    let deadline = || dingo_daemon::now_ms() + 60_000;
 
     let (a, b, c) = (data(3 * BLOCK, 31), data(2 * BLOCK, 32), data(5 * BLOCK / 2, 33));
     t.client.put("/d/a", Redundancy::Replicated(3), BLOCK, a).await.unwrap();

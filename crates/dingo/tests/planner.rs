@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use tonic::Code;
 
-use dingo_proto::metrics::scrape;
+use dingo_daemon::metrics::scrape;
 
 mod common;
 use common::{EXE, start_cluster};
@@ -99,7 +99,7 @@ impl Env {
 }
 
 fn in_ms(ms: u64) -> Timestamp {
-    Timestamp(dingo_proto::now_ms() + ms)
+    Timestamp(dingo_daemon::now_ms() + ms)
 }
 
 fn singles(task: TaskKind, blocks: &[u64], deadline: Timestamp) -> Declaration {
@@ -406,7 +406,7 @@ async fn the_budget_is_never_exceeded_and_changes_at_run_time() {
         if per_quantum.len() == 2 && changed_at.is_none() {
             // Lift the limit at run time with the CLI; the rest then
             // arrives in one quantum.
-            changed_at = Some(dingo_proto::now_ms());
+            changed_at = Some(dingo_daemon::now_ms());
             let out = Command::new(EXE)
                 .args([
                     "planner",

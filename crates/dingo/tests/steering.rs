@@ -4,7 +4,7 @@
 //! random choice keeps sending a third.
 
 use dingo_client::{Client, IoTag, Redundancy, ReplicaChoice};
-use dingo_proto::metrics::scrape;
+use dingo_daemon::metrics::scrape;
 use std::time::Duration;
 
 mod common;

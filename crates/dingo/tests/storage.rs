@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use dingo_client::{BlockRecord, ChunkFault, ChunkLocation, Client, ClientError, DeviceState, IoTag, Redundancy};
 use dingo_cluster::LocalCluster;
-use dingo_proto::metrics::scrape;
+use dingo_daemon::metrics::scrape;
 use dingo_types::{BlockId, ChunkRef, DeclarationId, TaskKind};
 use std::io::{BufRead, Read};
 use std::process::{Command, Stdio};
@@ -284,7 +284,7 @@ async fn pinned_chunks_are_served_from_cache_and_counted() {
     let c = &b.chunks[0];
     let chunk = ChunkRef { block: BlockId(b.id), copy: c.copy as u8 };
     let scrub = IoTag::Maintenance { task: TaskKind::Scrubbing, declaration: DeclarationId(77) };
-    let until = dingo_proto::now_ms() + 60_000;
+    let until = dingo_daemon::now_ms() + 60_000;
     client.cache_directive(&c.addr, vec![(chunk, until)], vec![]).await.unwrap();
     let disk_reads = |s: &dingo_proto::v1::NodeStatsReply| s.disks.iter().map(|d| d.bytes_read).sum::<u64>();
     let s0 = client.node_stats(&c.addr).await.unwrap();

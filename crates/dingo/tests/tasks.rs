@@ -114,7 +114,7 @@ async fn reconstruction_restores_a_dead_node_and_rebalancing_fills_a_new_one() {
     let rep = data(4 * BLOCK, 3);
     t.client.put("/r/ec", Redundancy::Ec { data: 3, parity: 2 }, BLOCK, ec.clone()).await.unwrap();
     t.client.put("/r/rep", Redundancy::Replicated(3), BLOCK, rep.clone()).await.unwrap();
-    let deadline = || dingo_proto::now_ms() + 2_000;
+    let deadline = || dingo_daemon::now_ms() + 2_000;
     let never = CancelFlag::default();
 
     // A node dies: everything it held is rebuilt elsewhere.
