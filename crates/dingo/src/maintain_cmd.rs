@@ -3,9 +3,9 @@
 //! line per finished job.
 
 use crate::storage_cmd::ClientArgs;
-use dingo_daemon::shutdown_signal;
 use crate::task_cmd::parse_duration;
 use anyhow::{Context, Result};
+use dingo_daemon::shutdown_signal;
 use dingo_tasks::CancelFlag;
 use dingo_tasks::declarative::Agent;
 use dingo_tasks::supervisor::{self, SupervisorConfig};

@@ -1,9 +1,9 @@
 //! `dingo planner`: runs the IO Planner service (`--config FILE`), or talks
 //! to a running one (`budget set`, `status`).
 
-use dingo_daemon::shutdown_signal;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use dingo_daemon::shutdown_signal;
 use dingo_planner_client::PlannerClient;
 use dingo_planner_service::ServiceConfig;
 use dingo_types::format_bytes;

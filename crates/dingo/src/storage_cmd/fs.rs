@@ -1,0 +1,256 @@
+//! `dingo fs put|get|ls|rm|stat`: file operations through the client.
+
+use super::{ClientArgs, parse_size};
+use anyhow::{Context, Result, bail};
+use clap::Subcommand;
+use dingo_client::Redundancy;
+use dingo_daemon::{keep_freed_memory, shutdown_signal};
+use dingo_proto::v1::FileInfo;
+use dingo_types::format_bytes;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+#[derive(Subcommand, Debug)]
+pub enum FsCommand {
+    /// Store a local file (`-` for stdin), streaming it in bounded memory.
+    /// Interrupted (Ctrl-C, SIGTERM) or failed, it removes what it wrote.
+    Put {
+        /// Local file, or `-` for stdin.
+        local: PathBuf,
+        /// Path in the store, e.g. /data/file.
+        path: String,
+        /// replicated:R or ec:K+M.
+        #[arg(long, default_value = "replicated:3", value_parser = str::parse::<Redundancy>)]
+        redundancy: Redundancy,
+        /// Block size, 64KB .. 1GB (e.g. 8MB).
+        #[arg(long, default_value = "8MB", value_parser = parse_size)]
+        block_size: u64,
+        /// Replace an existing file (deleted first; not atomic).
+        #[arg(long)]
+        overwrite: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Read a file, or a range of it, to a local file or stdout (`-`). A
+    /// local file is replaced only once all of it was read.
+    Get {
+        path: String,
+        #[arg(default_value = "-")]
+        local: PathBuf,
+        #[arg(long, default_value_t = 0)]
+        offset: u64,
+        /// Bytes to read [default: to the end].
+        #[arg(long)]
+        len: Option<u64>,
+        /// Read a file that is still open (only its committed bytes).
+        #[arg(long)]
+        open: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// List files under a prefix.
+    Ls {
+        #[arg(default_value = "/")]
+        prefix: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Delete a file (also an open one).
+    Rm {
+        path: String,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Show a file's blocks and their chunk locations.
+    Stat {
+        path: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+    /// Lease recovery: close an open file whose writer is gone, sealing it
+    /// at its last committed length, or removing it if nothing was
+    /// committed. Refused while the lease is live unless --force.
+    Recover {
+        path: String,
+        /// Recover even though the writer's lease has not expired.
+        #[arg(long)]
+        force: bool,
+        #[command(flatten)]
+        client: ClientArgs,
+    },
+}
+
+/// A file's state for listings: sealed, open, or open with its lease
+/// expired (lease recovery will close it).
+fn file_state(f: &FileInfo) -> &'static str {
+    match (f.sealed, f.lease_expiry_ms < dingo_daemon::now_ms()) {
+        (true, _) => "sealed",
+        (false, false) => "open",
+        (false, true) => "open, lease expired",
+    }
+}
+
+fn file_json(f: &FileInfo, blocks: bool) -> serde_json::Value {
+    let r = Redundancy::try_from(f.redundancy.as_ref()).map(|r| r.to_string()).unwrap_or_default();
+    let mut v = serde_json::json!({
+        "path": f.path, "size": f.size, "redundancy": r, "block_size": f.block_size,
+        "sealed": f.sealed, "state": file_state(f), "created_ms": f.created_ms,
+    });
+    if blocks {
+        v["blocks"] = f
+            .blocks
+            .iter()
+            .map(|b| {
+                serde_json::json!({
+                    "id": b.id, "group": b.group, "member": b.ec_index, "size": b.size,
+                    "chunks": b.chunks.iter().map(|c| serde_json::json!({
+                        "copy": c.copy, "disk": c.disk, "node": c.node, "addr": c.addr, "lost": c.lost,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+    }
+    v
+}
+
+/// A progress bar on stderr for `total` bytes (a spinner if unknown),
+/// drawn only when stderr is a terminal.
+fn progress_bar(total: Option<u64>, what: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = match total {
+        Some(t) => ProgressBar::new(t).with_style(
+            ProgressStyle::with_template(
+                "{msg} [{bar:30}] {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        ),
+        None => ProgressBar::new_spinner().with_style(
+            ProgressStyle::with_template("{msg} {spinner} {decimal_bytes} {decimal_bytes_per_sec}")
+                .expect("valid template"),
+        ),
+    };
+    bar.set_message(what.to_string());
+    bar
+}
+
+/// Exits quietly when stdout was closed under us (`dingo fs get x | head`).
+fn quiet_on_closed_pipe(e: dingo_client::ClientError) -> anyhow::Error {
+    if let dingo_client::ClientError::Output(io) = &e
+        && io.kind() == std::io::ErrorKind::BrokenPipe
+    {
+        std::process::exit(0);
+    }
+    e.into()
+}
+
+pub async fn run_fs(cmd: FsCommand) -> Result<()> {
+    keep_freed_memory();
+    match cmd {
+        FsCommand::Put { local, path, redundancy, block_size, overwrite, client } => {
+            let client = client.client()?;
+            let (reader, total): (Box<dyn tokio::io::AsyncRead + Unpin + Send>, Option<u64>) = if local.as_os_str()
+                == "-"
+            {
+                (Box::new(tokio::io::stdin()), None)
+            } else {
+                let f =
+                    tokio::fs::File::open(&local).await.with_context(|| format!("cannot read {}", local.display()))?;
+                let len = f.metadata().await.ok().map(|m| m.len());
+                (Box::new(f), len)
+            };
+            let bar = progress_bar(total, &path);
+            let put = client.put_from(&path, redundancy, block_size, overwrite, reader, |n| bar.set_position(n));
+            let size = tokio::select! {
+                r = put => r?,
+                _ = shutdown_signal() => {
+                    bar.abandon();
+                    // The writer stops here; what it wrote goes with the file.
+                    let gone = client.delete(&path).await;
+                    match gone {
+                        Ok(_) => bail!("interrupted: {path} removed"),
+                        Err(e) => bail!("interrupted; {path} could not be removed ({e}): `dingo fs rm {path}`"),
+                    }
+                }
+            };
+            bar.finish_and_clear();
+            outln!("{path}: {} stored ({redundancy})", format_bytes(size));
+        }
+        FsCommand::Get { path, local, offset, len, open, client } => {
+            let client = client.client()?;
+            if local.as_os_str() == "-" {
+                let file = client.stat_complete(&path, open).await?;
+                let len = len.unwrap_or_else(|| file.size.saturating_sub(offset));
+                let mut out = std::io::stdout().lock();
+                client.read_to(&file, offset, len, &mut out, |_| {}).await.map_err(quiet_on_closed_pipe)?;
+            } else {
+                let bar = progress_bar(None, &path);
+                client.download(&path, &local, offset, len, open, |n| bar.set_position(n)).await?;
+                bar.finish_and_clear();
+            }
+        }
+        FsCommand::Ls { prefix, json, client } => {
+            let files = client.client()?.list(&prefix).await?;
+            if json {
+                let v: Vec<serde_json::Value> = files.iter().map(|f| file_json(f, false)).collect();
+                outln!("{}", serde_json::Value::Array(v));
+                return Ok(());
+            }
+            for f in &files {
+                let r = Redundancy::try_from(f.redundancy.as_ref()).map(|r| r.to_string()).unwrap_or_default();
+                outln!("{:>12}  {:<14} {:<20} {}", format_bytes(f.size), r, file_state(f), f.path);
+            }
+        }
+        FsCommand::Rm { path, client } => {
+            let blocks = client.client()?.delete(&path).await?;
+            outln!("{path}: deleted ({blocks} block(s))");
+        }
+        FsCommand::Recover { path, force, client } => match client.client()?.recover(&path, force).await? {
+            Some(size) => outln!("{path}: sealed at {} ({size} bytes committed)", format_bytes(size)),
+            None => outln!("{path}: removed (nothing had been committed)"),
+        },
+        FsCommand::Stat { path, json, client } => {
+            let f = client.client()?.stat(&path).await?;
+            if json {
+                outln!("{}", file_json(&f, true));
+                return Ok(());
+            }
+            let r = Redundancy::try_from(f.redundancy.as_ref()).map(|r| r.to_string()).unwrap_or_default();
+            outln!(
+                "{}: {} ({} bytes), {r}, block size {}, {}",
+                f.path,
+                format_bytes(f.size),
+                f.size,
+                format_bytes(f.block_size),
+                file_state(&f)
+            );
+            for b in &f.blocks {
+                let chunks: Vec<String> = b
+                    .chunks
+                    .iter()
+                    .map(|c| {
+                        format!("copy {} disk {} @ {}{}", c.copy, c.disk, c.addr, if c.lost { " (lost)" } else { "" })
+                    })
+                    .collect();
+                outln!(
+                    "  block {} group {} member {} size {}: {}",
+                    b.id,
+                    b.group,
+                    b.ec_index,
+                    format_bytes(b.size),
+                    chunks.join(", ")
+                );
+            }
+        }
+    }
+    Ok(())
+}
