@@ -52,3 +52,38 @@ async fn steering_avoids_a_slow_disk_that_random_choice_keeps_using() {
     assert!(page.contains(&format!("dingo_disk_congested{{disk=\"{slow_disk}\"}} 1")), "{page}");
     assert!(page.contains(&format!("dingo_disk_slowness_ratio{{disk=\"{slow_disk}\"}} 20")), "{page}");
 }
+
+/// `dingo cluster slow-disk` slows one chosen disk of a running cluster
+/// (the `InjectSlowdown` RPC), and only where the node allows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_slowed_at_run_time_reports_its_slowness_and_others_refuse() {
+    for allowed in [false, true] {
+        let config = format!("{CONFIG}fault_injection = {allowed}\n");
+        let (c, _dir) = start_cluster(2, 1, &config, &[]).await;
+        let status = Client::new(c.meta_addr()).unwrap().cluster_status().await.unwrap();
+        let (node, disk) = (&status.nodes[1], status.nodes[1].disks[0].id);
+        let out = std::process::Command::new(common::EXE)
+            .args(["cluster", "slow-disk", "--meta", c.meta_addr(), "--disk", &disk.to_string()])
+            .args(["--factor", "20", "--for", "600s"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !allowed {
+            assert!(!out.status.success() && stderr.contains("fault injection is not allowed"), "{stderr}");
+            continue;
+        }
+        assert!(out.status.success(), "{stderr}");
+        let writer = Client::new(c.meta_addr()).unwrap();
+        writer.put("/s/f", Redundancy::Replicated(2), 1 << 20, data(4 << 20, 2)).await.unwrap();
+        let file = writer.stat("/s/f").await.unwrap();
+        // Random choice reaches both copies; each read on the slow disk
+        // takes 20 times its modelled time.
+        let reader = Client::new(c.meta_addr()).unwrap().with_replica_choice(ReplicaChoice::Random);
+        for i in 0..16u64 {
+            reader.read_traced(&file, (i % 4) << 20, 64 << 10, IoTag::Foreground).await.unwrap();
+        }
+        let index = (0..c.node_count()).find(|&i| c.node_addr(i) == node.addr).expect("one of the cluster's nodes");
+        let page = scrape(c.metrics_addr(Some(index))).await.unwrap();
+        assert!(page.contains(&format!("dingo_disk_slowness_ratio{{disk=\"{disk}\"}} 20")), "{page}");
+    }
+}
