@@ -78,6 +78,9 @@ enum BenchCommand {
     /// Flash cache engines (set-associative, log-structured, Kangaroo,
     /// FairyWREN) on counting device models, at equal DRAM and device-write budgets.
     Flash(bench::flash::FlashBenchArgs),
+    /// The node's flash tier replayed under a demo-like load: DRAM only, a
+    /// zoned tier, and the same tier on a conventional SSD.
+    FlashTier(bench::flash_tier::FlashTierBenchArgs),
     /// Node-level IO control experiments (issue 15): the classful disk
     /// scheduler against today's FIFO queue on a local cluster.
     #[command(subcommand)]
@@ -120,6 +123,7 @@ async fn run() -> std::process::ExitCode {
         Commands::Bench(BenchCommand::Io(a)) => bench_io::run(a).await,
         Commands::Bench(BenchCommand::Planner(a)) => bench::planner::run(&a),
         Commands::Bench(BenchCommand::Flash(a)) => bench::flash::run(&a),
+        Commands::Bench(BenchCommand::FlashTier(a)) => bench::flash_tier::run(&a),
         Commands::Bench(BenchCommand::Iocontrol(c)) => bench::iocontrol::run(c).await,
         Commands::Sim(c) => sim::run(c),
         Commands::Tls(c) => tls_cmd::run(c),
