@@ -13,7 +13,7 @@
 //! Pages are [`SEGMENT`](crate::chunk::SEGMENT)-sized and keyed by chunk and
 //! segment index. Counters are per page looked up.
 //!
-//! With a flash tier ([`NodeFlash`]), pages leaving the general region and
+//! With a flash tier (`flash::NodeFlash`), pages leaving the general region and
 //! pinned pages pushed out while their pin lasts go to flash, and a DRAM
 //! miss looks there next. Flash IO runs after the cache lock is released.
 

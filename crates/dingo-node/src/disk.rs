@@ -287,6 +287,7 @@ fn read_or_write_label(dir: &Path) -> io::Result<String> {
 fn fs_capacity(dir: &Path) -> io::Result<u64> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).map_err(io::Error::other)?;
+    // SAFETY: `statvfs` is a plain C struct of integers, valid all zero.
     let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: `c` is a valid NUL-terminated path and `st` a valid out pointer.
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {

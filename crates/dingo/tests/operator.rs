@@ -51,6 +51,7 @@ async fn interrupted_and_failed_puts_leave_nothing_behind() {
         assert!(start.elapsed() < Duration::from_secs(20), "the put never committed anything");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    // SAFETY: kill(2) on a pid this test started; no memory is involved.
     unsafe { libc::kill(put.id() as i32, libc::SIGTERM) };
     // Its stdin stays open: the put must exit anyway (it used to hang in
     // the runtime's drop, waiting on tokio's blocking stdin reader).
@@ -180,6 +181,7 @@ async fn a_paused_metadata_service_gives_errors_within_the_deadline() {
     let client = Client::new(c.meta_addr()).unwrap();
     client.put("/p/f", Redundancy::Replicated(3), MB, data(MB, 6)).await.unwrap();
     let pid = c.meta_pid().unwrap() as i32;
+    // SAFETY: kill(2) on a pid this test started; no memory is involved.
     unsafe { libc::kill(pid, libc::SIGSTOP) };
     let checks = [(vec!["fs", "ls", "/p/"], "list"), (vec!["fs", "get", "/p/f", "-"], "stat")];
     let mut results = Vec::new();
@@ -192,6 +194,7 @@ async fn a_paused_metadata_service_gives_errors_within_the_deadline() {
     let start = Instant::now();
     let e = client.clone().with_deadline(Duration::from_secs(1)).stat("/p/f").await.unwrap_err();
     let lib_elapsed = start.elapsed();
+    // SAFETY: kill(2) on a pid this test started; no memory is involved.
     unsafe { libc::kill(pid, libc::SIGCONT) };
     for (args, op, elapsed, out) in results {
         let err = stderr(&out);

@@ -379,6 +379,7 @@ async fn cli_cluster_up_fs_commands_and_clean_stop() {
     dingo(&["fs", "rm", "/cli/a"]);
     assert!(!dingo(&["fs", "ls"]).contains("/cli/a"));
     // Ctrl-C stops everything cleanly.
+    // SAFETY: kill(2) on a pid this test started; no memory is involved.
     unsafe { libc::kill(up.id() as i32, libc::SIGINT) };
     let deadline = Instant::now() + Duration::from_secs(20);
     let status = loop {

@@ -106,7 +106,7 @@ impl ClusterModel {
     }
 
     /// For each block of `blocks`, in `out` (cleared first): its first live
-    /// copy and that copy's disk, as [`Topology::block_copies`] lists them;
+    /// copy and that copy's disk, as `Topology::block_copies` lists them;
     /// `None` if the block does not exist or every copy is lost. One
     /// region lookup per region the range crosses, not one per block.
     pub fn first_live_copies(&self, blocks: std::ops::Range<u64>, out: &mut Vec<Option<(u8, DiskId)>>) {

@@ -46,7 +46,7 @@ pub enum JobSets {
     /// One set per member (exact copies: scrubbing, rebalancing candidates).
     Members(MemberBitmap),
     /// Reconstruction: one set per lost chunk, named by its block. The set
-    /// is what [`surviving_members`] gives for the block: any copy of a
+    /// is what `surviving_members` gives for the block: any copy of a
     /// replicated block, or the first `k` other members of its stripe.
     /// Only one disk is ever out at a time, so those are the survivors the
     /// failure left, whenever they are listed. `members`: of all sets.
