@@ -3,7 +3,7 @@
 //!
 //! - **imperative** ([`imperative::run`]): the task walks its own work in
 //!   its own order at a steady pace, as storage systems do today;
-//! - **declarative** ([`declarative::run`]): the task declares all its work
+//! - **declarative** ([`declarative::Agent`]): the task declares all its work
 //!   with a deadline to the IO Planner service and does it set by set when
 //!   called back, reading the copies the planner scheduled so overlapping
 //!   reads of different tasks are served once from the nodes' pinned cache.
