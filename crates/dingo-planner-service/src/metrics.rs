@@ -3,8 +3,8 @@
 //! [`MetricsView`], so a scrape never waits for the state (or a quantum
 //! being planned).
 
-use dingo_planner::TaskStats;
 use dingo_daemon::metrics::MetricsText;
+use dingo_planner::TaskStats;
 use dingo_types::TaskKind;
 
 /// Counters for `/metrics`.
