@@ -16,6 +16,7 @@ use bytes::Bytes;
 use dingo_flash::tier::{Admission, Admitted, FlashTier, Location, TierConfig, TierStats, ZonedMedia};
 use std::path::PathBuf;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// How a node's flash tier is laid out.
 #[derive(Clone, Debug)]
@@ -59,8 +60,8 @@ pub struct NodeFlash {
     file: DirectFile,
     zone_bytes: u64,
     page_bytes: u64,
-    /// (checksum misses, write errors).
-    errors: Mutex<(u64, u64)>,
+    checksum_misses: AtomicU64,
+    write_errors: AtomicU64,
 }
 
 impl NodeFlash {
@@ -96,7 +97,8 @@ impl NodeFlash {
             file,
             zone_bytes: settings.zone_bytes,
             page_bytes,
-            errors: Mutex::default(),
+            checksum_misses: AtomicU64::new(0),
+            write_errors: AtomicU64::new(0),
         })
     }
 
@@ -121,7 +123,7 @@ impl NodeFlash {
         if let Err(e) = self.file.write_all_at(&buf, self.offset(at)) {
             tracing::warn!("flash tier write failed: {e}");
             relock(&self.tier).remove_range(key..=key);
-            relock(&self.errors).1 += 1;
+            self.write_errors.fetch_add(1, Relaxed);
         }
     }
 
@@ -138,7 +140,7 @@ impl NodeFlash {
         }
         let data = &buf[..info.len as usize];
         if crc32c::crc32c(data) != info.crc {
-            relock(&self.errors).0 += 1;
+            self.checksum_misses.fetch_add(1, Relaxed);
             return None;
         }
         Some(Bytes::copy_from_slice(data))
@@ -151,12 +153,11 @@ impl NodeFlash {
 
     pub fn stats(&self) -> FlashStats {
         let tier = relock(&self.tier);
-        let (checksum_misses, write_errors) = *relock(&self.errors);
         FlashStats {
             tier: tier.stats(),
             device_write_bytes: tier.device_counters().nand_write_bytes,
-            checksum_misses,
-            write_errors,
+            checksum_misses: self.checksum_misses.load(Relaxed),
+            write_errors: self.write_errors.load(Relaxed),
         }
     }
 }

@@ -135,7 +135,7 @@ pub fn run_flash_tier_bench(config: &FlashTierBenchConfig) -> Result<FlashTierRe
 /// A page of a chunk: (chunk, page index).
 type Page = (u64, u32);
 
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy)]
 enum Event {
     /// A read of a whole pinned chunk; `first` is the planned disk read.
     PinnedRead {
