@@ -65,6 +65,16 @@ impl Bucket {
         self.tokens_us = self.tokens_us.min(self.capacity_us);
     }
 
+    /// Changes the rate, keeping the capacity.
+    pub fn set_rate(&mut self, now_us: u64, share_ppm: u64) {
+        self.refill(now_us);
+        self.share_ppm = share_ppm.min(PPM);
+    }
+
+    pub fn share_ppm(&self) -> u64 {
+        self.share_ppm
+    }
+
     /// When the bucket, refilled from `last`, holds at least `need_us`
     /// tokens; `None` if it never will (zero rate or too small a capacity).
     pub fn ready_at(&self, need_us: i64) -> Option<u64> {

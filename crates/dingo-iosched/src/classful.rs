@@ -36,6 +36,14 @@
 //! bucket, and the reservation (step 1) still serves best effort on a disk
 //! that is never idle, so deadlines stay safe.
 //!
+//! The planner's **per-quantum budget** ([`Policy::set_planned`]): the
+//! head time it scheduled on the disk and when its quantum ends. Until then
+//! the maintenance rate and the reservation (step 1) are at least the pace
+//! that serves what is left of it by the end (`left / time left`, redone
+//! every loop and counting every maintenance unit served), so neither the
+//! control loop nor the Waiting gate holds planned reads behind foreground
+//! past the end of their quantum, while their pins hold.
+//!
 //! Best-effort channels may carry a share (`set_channel_share`, PAIO
 //! algorithm 2's per-instance guarantee): fair queueing then weights each
 //! channel's served head time by its share, so backlogged channels split
@@ -139,6 +147,17 @@ pub struct Classful {
     gate: Option<Gate>,
     /// Shares of best-effort channels, ppm (absent: the default).
     shares: BTreeMap<u64, u64>,
+    /// `util_target − foreground share` as of the last loop, ppm.
+    fg_left_ppm: u64,
+    /// The planner's budget for the current quantum, if any.
+    planned: Option<Planned>,
+}
+
+/// What the planner scheduled on the disk and has not been served yet.
+#[derive(Clone, Copy, Debug)]
+struct Planned {
+    left_us: u64,
+    until_us: u64,
 }
 
 /// With the Waiting gate, best effort served through it counts against
@@ -185,7 +204,30 @@ impl Classful {
             fg_served_in_loop_us: 0,
             gate: cfg.waiting.map(Gate::new),
             shares: BTreeMap::new(),
+            fg_left_ppm: cfg.util_target_ppm,
+            planned: None,
         }
+    }
+
+    /// The pace that serves the rest of the planner's budget by the end of
+    /// its quantum, ppm of head time (0 without one, or once it ended).
+    fn planned_rate_ppm(&self, now_us: u64) -> u64 {
+        match self.planned {
+            Some(p) if p.until_us > now_us && p.left_us > 0 => {
+                let rate = u128::from(p.left_us) * u128::from(PPM) / u128::from(p.until_us - now_us);
+                u64::try_from(rate).unwrap_or(PPM).min(PPM)
+            }
+            _ => 0,
+        }
+    }
+
+    /// Sets both maintenance buckets from the last loop's foreground share,
+    /// the minimum share and the planner's budget.
+    fn apply_rates(&mut self, now_us: u64) {
+        let min = self.cfg.min_share_ppm;
+        let planned = self.planned_rate_ppm(now_us);
+        self.maintenance.set_share(now_us, self.fg_left_ppm.max(min).max(planned), self.cfg.refill_window_us);
+        self.reserve.set_rate(now_us, min.max(planned));
     }
 
     /// PAIO algorithm 1, once per loop period.
@@ -197,9 +239,8 @@ impl Classful {
         let fg_share = u64::try_from(u128::from(self.fg_served_in_loop_us) * u128::from(PPM) / u128::from(elapsed))
             .unwrap_or(PPM)
             .min(PPM);
-        let min = self.cfg.min_share_ppm;
-        let left = self.cfg.util_target_ppm.saturating_sub(fg_share).max(min);
-        self.maintenance.set_share(now_us, left, self.cfg.refill_window_us);
+        self.fg_left_ppm = self.cfg.util_target_ppm.saturating_sub(fg_share);
+        self.apply_rates(now_us);
         self.loop_start_us = now_us;
         self.fg_served_in_loop_us = 0;
     }
@@ -281,6 +322,9 @@ impl Classful {
         if unit.class != Class::Foreground {
             self.maintenance.take(unit.cost_us);
             self.reserve.take(unit.cost_us);
+            if let Some(p) = &mut self.planned {
+                p.left_us = p.left_us.saturating_sub(unit.cost_us);
+            }
         }
         if unit.last {
             self.ids.remove(&unit.id);
@@ -320,7 +364,7 @@ impl Policy for Classful {
             g.maybe_retune(now_us);
         }
 
-        let reserved = self.cfg.min_share_ppm > 0 && self.reserve.tokens_us() >= self.cfg.segment_us as i64;
+        let reserved = self.reserve.share_ppm() > 0 && self.reserve.tokens_us() >= self.cfg.segment_us as i64;
         if reserved
             && self.maintenance_queued()
             && let Some(unit) = self.serve_maintenance()
@@ -354,7 +398,7 @@ impl Policy for Classful {
         if self.gate.is_none() || !self.high.is_empty() {
             until.push(self.maintenance.ready_at(1));
         }
-        if self.cfg.min_share_ppm > 0 {
+        if self.reserve.share_ppm() > 0 {
             until.push(self.reserve.ready_at(self.cfg.segment_us as i64));
         }
         if let Some(g) = &self.gate
@@ -377,5 +421,87 @@ impl Policy for Classful {
 
     fn gate(&self, now_us: u64) -> Option<GateState> {
         self.gate.as_ref().map(|g| g.state(now_us, !self.fg.is_empty()))
+    }
+
+    fn set_planned(&mut self, now_us: u64, head_time_us: u64, until_us: u64) {
+        self.planned = Some(Planned { left_us: head_time_us, until_us });
+        self.apply_rates(now_us);
+    }
+
+    fn planned_left_us(&self, now_us: u64) -> Option<u64> {
+        self.planned.filter(|p| p.until_us > now_us).map(|p| p.left_us)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECOND_US: u64 = 1_000_000;
+
+    /// Maintenance head time served in the first `horizon_us` on a disk
+    /// whose foreground queue never empties and whose best effort is always
+    /// backlogged, with the planner's budget `planned_us` for that horizon.
+    fn maintenance_served(cfg: ClassfulConfig, planned_us: Option<u64>, horizon_us: u64) -> u64 {
+        let mut policy = Classful::new(cfg);
+        if let Some(us) = planned_us {
+            policy.set_planned(0, us, horizon_us);
+        }
+        // More than the horizon of each, so neither queue runs dry.
+        let requests = horizon_us / 10_000 + 1;
+        for id in 0..requests {
+            policy.enqueue(0, Request { id, class: Class::Foreground, cost_us: 10_000 }).unwrap();
+            let be = Request { id: requests + id, class: Class::BestEffort { channel: id % 2 }, cost_us: 30_000 };
+            policy.enqueue(0, be).unwrap();
+        }
+        let (mut now, mut served) = (0, 0);
+        while now < horizon_us {
+            match policy.next(now) {
+                Decision::Serve(unit) => {
+                    if unit.class != Class::Foreground {
+                        served += unit.cost_us;
+                    }
+                    now += unit.cost_us;
+                }
+                Decision::Wait { until_us } => now = until_us,
+                Decision::Idle => panic!("both queues are backlogged"),
+            }
+        }
+        served
+    }
+
+    #[test]
+    fn a_planned_budget_is_served_under_saturating_foreground_and_not_much_more() {
+        let cfg = ClassfulConfig::default();
+        let unit_us = cfg.segment_us + cfg.reposition_us;
+        let horizon_us = 4 * SECOND_US;
+        let without = maintenance_served(cfg, None, horizon_us);
+        assert!(without < horizon_us / 10, "only the minimum share without a budget: {without} µs");
+        let planned_us = 2 * SECOND_US;
+        let with = maintenance_served(cfg, Some(planned_us), horizon_us);
+        assert!(with + unit_us >= planned_us, "{with} µs served of {planned_us} planned");
+        assert!(with <= planned_us + 4 * unit_us, "foreground keeps the rest: {with} µs served");
+    }
+
+    #[test]
+    fn the_waiting_gate_does_not_hold_planned_reads_on_a_disk_that_is_never_idle() {
+        let cfg = ClassfulConfig { waiting: Some(WaitingConfig::default()), ..ClassfulConfig::default() };
+        let unit_us = cfg.segment_us + cfg.reposition_us;
+        let planned_us = SECOND_US;
+        let with = maintenance_served(cfg, Some(planned_us), 3 * SECOND_US);
+        assert!(with + unit_us >= planned_us, "{with} µs served of {planned_us} planned");
+    }
+
+    #[test]
+    fn a_budget_ends_with_its_quantum_and_counts_what_was_served() {
+        let mut policy = Classful::new(ClassfulConfig::default());
+        policy.set_planned(0, 100_000, SECOND_US);
+        policy.enqueue(0, Request { id: 1, class: Class::BestEffort { channel: 3 }, cost_us: 40_000 }).unwrap();
+        while policy.queued() > 0 {
+            assert!(matches!(policy.next(0), Decision::Serve(_)));
+        }
+        assert_eq!(policy.planned_left_us(0), Some(60_000));
+        assert_eq!(policy.planned_left_us(SECOND_US), None, "the quantum is over");
+        assert_eq!(policy.planned_rate_ppm(SECOND_US), 0);
     }
 }

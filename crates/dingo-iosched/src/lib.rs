@@ -120,6 +120,17 @@ pub trait Policy: Send {
     fn gate(&self, _now_us: u64) -> Option<waiting::GateState> {
         None
     }
+    /// The planner scheduled `head_time_us` of maintenance on this disk for
+    /// its quantum, which ends at `until_us`: serve at least that by then,
+    /// ahead of foreground if need be (replaces any earlier budget).
+    /// Policies without classes ignore it (FIFO serves maintenance in
+    /// arrival order, never holding it back).
+    fn set_planned(&mut self, _now_us: u64, _head_time_us: u64, _until_us: u64) {}
+    /// Head time of the current budget not yet served, while its quantum
+    /// lasts; `None` without one.
+    fn planned_left_us(&self, _now_us: u64) -> Option<u64> {
+        None
+    }
 }
 
 /// Which policy a disk uses (`[node.io] scheduler`).
