@@ -139,6 +139,9 @@ pub struct Head {
     state: Mutex<State>,
     changed: Condvar,
     pub classes: [ClassMetrics; 3],
+    /// The planner's budgets received, and the head time they held.
+    pub budgets_received: AtomicU64,
+    pub budgeted_us: AtomicU64,
 }
 
 impl Head {
@@ -179,6 +182,8 @@ impl Head {
             }),
             changed: Condvar::new(),
             classes: Default::default(),
+            budgets_received: AtomicU64::new(0),
+            budgeted_us: AtomicU64::new(0),
         }
     }
 
@@ -249,6 +254,29 @@ impl Head {
                 return (result, charged_us);
             }
         }
+    }
+
+    /// The planner scheduled `head_time_us` of maintenance on this disk for
+    /// a quantum ending `lasting` from now: the scheduler serves at least
+    /// that by then (replacing any earlier budget).
+    pub fn set_planned(&self, head_time_us: u64, lasting: Duration) {
+        let now = self.now_us();
+        let until = now.saturating_add(u64::try_from(lasting.as_micros()).unwrap_or(u64::MAX));
+        {
+            let mut st = self.lock();
+            st.policy.set_planned(now, head_time_us, until);
+            // A throttled request may be due now that the rate rose.
+            st.retry_at_us = None;
+        }
+        self.budgets_received.fetch_add(1, Relaxed);
+        self.budgeted_us.fetch_add(head_time_us, Relaxed);
+        self.changed.notify_all();
+    }
+
+    /// Head time of the planner's current budget not yet served.
+    pub fn planned_left_us(&self) -> u64 {
+        let now = self.now_us();
+        self.lock().policy.planned_left_us(now).unwrap_or(0)
     }
 
     /// The disk's congestion signal now.
@@ -406,6 +434,55 @@ mod tests {
         head.serve(100_000, SCRUB, || ());
         assert!(t.elapsed() >= Duration::from_millis(90), "{:?}", t.elapsed());
         assert!(head.gate().unwrap().open);
+    }
+
+    /// Maintenance head time served in `window` while four threads keep
+    /// foreground reads queued and two keep maintenance reads queued, with
+    /// a planner budget of `planned` for the window.
+    fn maintenance_under_foreground_load(planned: Option<Duration>, window: Duration) -> u64 {
+        let head = Head::new(MODEL, &IoSettings::default());
+        if let Some(p) = planned {
+            head.set_planned(p.as_micros() as u64, window);
+        }
+        let end = Instant::now() + window;
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    while Instant::now() < end {
+                        head.serve(500_000, IoTag::Foreground, || ());
+                    }
+                });
+            }
+            for _ in 0..2 {
+                s.spawn(|| {
+                    while Instant::now() < end {
+                        head.serve(1_000_000, SCRUB, || ());
+                    }
+                });
+            }
+        });
+        head.classes[Class::BestEffort { channel: 0 }.index()].served_us.load(Relaxed)
+    }
+
+    #[test]
+    fn a_disk_given_a_budget_serves_at_least_that_much_maintenance_under_foreground_load() {
+        let window = Duration::from_millis(1500);
+        let planned = Duration::from_millis(600);
+        let without = maintenance_under_foreground_load(None, window);
+        let with = maintenance_under_foreground_load(Some(planned), window);
+        // The served counts include units granted up to the window's end;
+        // one 15 ms unit of slack for the last.
+        assert!(with + 15_000 >= planned.as_micros() as u64, "{with} µs of maintenance, {planned:?} planned");
+        assert!(without < 300_000, "only the minimum share without a budget: {without} µs");
+    }
+
+    #[test]
+    fn a_budget_replaces_the_last_and_the_counters_add_them_up() {
+        let head = Head::new(MODEL, &IoSettings::default());
+        head.set_planned(70_000, Duration::from_secs(60));
+        head.set_planned(30_000, Duration::from_secs(60));
+        assert_eq!(head.planned_left_us(), 30_000);
+        assert_eq!((head.budgets_received.load(Relaxed), head.budgeted_us.load(Relaxed)), (2, 100_000));
     }
 
     #[test]

@@ -76,10 +76,7 @@ impl Node for NodeService {
             return Err(Status::invalid_argument(format!("read of {} bytes exceeds the {MAX_READ}-byte limit", r.len)));
         }
         let (data, cache_hit) = block_in_place(|| self.store.read(chunk, r.offset, r.len, tag))?;
-        let congestion = self.store.congestion_of(chunk).map(|c| Congestion {
-            congested: c.congested,
-            slowness_permille: u32::try_from(c.slowness_permille).unwrap_or(u32::MAX),
-        });
+        let congestion = self.store.congestion_of(chunk).map(wire_congestion);
         Ok(Response::new(ReadChunkReply { data, cache_hit, congestion }))
     }
 
@@ -170,6 +167,31 @@ impl Node for NodeService {
     async fn node_stats(&self, _: Request<NodeStatsRequest>) -> Result<Response<NodeStatsReply>, Status> {
         Ok(Response::new(stats(&self.store)))
     }
+
+    async fn quantum_budget(
+        &self,
+        request: Request<QuantumBudgetRequest>,
+    ) -> Result<Response<QuantumBudgetReply>, Status> {
+        let r = request.into_inner();
+        let lasting = Duration::from_millis(r.quantum_end_ms.saturating_sub(now_ms()));
+        let heads = || self.store.disks.iter().filter_map(|d| Some((d.id()?, d.head.as_ref()?)));
+        for budget in &r.disks {
+            // The budget is advice: a disk the planner still places here
+            // but the node no longer has, or one without an emulated head
+            // (no scheduler), is skipped rather than failing the rest.
+            if let Some((_, head)) = heads().find(|(id, _)| id.0 == budget.disk) {
+                head.set_planned(budget.head_time_us, lasting);
+            }
+        }
+        let disks = heads()
+            .map(|(id, head)| DiskCongestion { disk: id.0, congestion: Some(wire_congestion(head.congestion())) })
+            .collect();
+        Ok(Response::new(QuantumBudgetReply { disks }))
+    }
+}
+
+fn wire_congestion(c: dingo_iosched::congestion::Congestion) -> Congestion {
+    Congestion { congested: c.congested, slowness_permille: u32::try_from(c.slowness_permille).unwrap_or(u32::MAX) }
 }
 
 pub fn stats(store: &Store) -> NodeStatsReply {
@@ -326,6 +348,30 @@ fn render_head_metrics(store: &Store, s: &NodeStatsReply, m: &mut MetricsText) {
     for (disk, c) in &congestion {
         m.sample(name, &[("disk", disk)], c.slowness_permille as f64 / 1000.0);
     }
+    type HeadCounter = fn(&crate::head::Head) -> u64;
+    let planner: [(&str, &str, &str, HeadCounter); 3] = [
+        ("dingo_disk_planner_budgets_total", "counter", "Per-quantum budgets received from the planner.", |h| {
+            h.budgets_received.load(Relaxed)
+        }),
+        (
+            "dingo_disk_planner_budget_head_time_us_total",
+            "counter",
+            "Head time the planner's budgets held, µs.",
+            |h| h.budgeted_us.load(Relaxed),
+        ),
+        (
+            "dingo_disk_planner_budget_left_us",
+            "gauge",
+            "Head time of the current quantum's budget not yet served, µs.",
+            |h| h.planned_left_us(),
+        ),
+    ];
+    for (name, kind, help, get) in planner {
+        m.family(name, kind, help);
+        for (disk, head) in &heads {
+            m.sample(name, &[("disk", disk)], get(head));
+        }
+    }
     let name = "dingo_disk_class_head_time_us_total";
     m.family(name, "counter", "Emulated head time served per scheduling class, µs.");
     for (disk, head) in &heads {
@@ -404,6 +450,27 @@ mod tests {
 
     fn slowdown(disk: u32, factor_permille: u64) -> Request<InjectSlowdownRequest> {
         Request::new(InjectSlowdownRequest { disk, factor_permille, delay_ms: 0, for_ms: 60_000 })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_quantum_budget_reaches_the_disks_heads_and_the_reply_carries_their_slowness() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = service(dir.path(), true);
+        node.inject_slowdown(slowdown(1, 4_000)).await.unwrap();
+        node.store.disks[0].head.as_ref().unwrap().serve(4096, IoTag::Foreground, || ());
+        let budget = |disk, head_time_us| DiskQuantumBudget { disk, bytes: 1, reads: 1, head_time_us };
+        let request = QuantumBudgetRequest {
+            quantum_start_ms: now_ms(),
+            quantum_end_ms: now_ms() + 60_000,
+            disks: vec![budget(1, 40_000), budget(2, 50_000), budget(9, 60_000)],
+        };
+        let reply = node.quantum_budget(Request::new(request)).await.unwrap().into_inner();
+        let head = node.store.disks[0].head.as_ref().unwrap();
+        assert_eq!(head.planned_left_us(), 40_000);
+        let page = render_metrics(&node.store);
+        assert!(page.contains("dingo_disk_planner_budget_head_time_us_total{disk=\"1\"} 40000"), "{page}");
+        let slowness = Congestion { congested: true, slowness_permille: 4_000 };
+        assert_eq!(reply.disks, vec![DiskCongestion { disk: 1, congestion: Some(slowness) }], "only disk 1 has a head");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
