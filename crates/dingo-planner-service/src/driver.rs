@@ -20,7 +20,7 @@
 use crate::error::ServiceError;
 use crate::metrics::MetricsView;
 use crate::outbox::{Outbox, Sink};
-use crate::state::{DueGroup, Ready, State, StreamId};
+use crate::state::{DiskSlowness, DueGroup, NodeBudget, Ready, State, StreamId};
 use crate::store::{Store, StoreError};
 use crate::topology;
 use dingo_client::Client;
@@ -157,6 +157,45 @@ impl Shared {
         }
     }
 
+    /// Sends each node its budget for the quantum just planned, all nodes
+    /// at once, each bounded by [`PIN_TIMEOUT`] (or the quantum, if
+    /// shorter), and notes the slowness each reply carries. Spawned, so a
+    /// node that is down or slow never holds up the quantum loop; it only
+    /// runs its disks without the planner's floor for that quantum.
+    async fn send_budgets(self: Arc<Self>, budgets: Vec<NodeBudget>) {
+        let timeout = PIN_TIMEOUT.min(Duration::from_millis(self.quantum_ms));
+        let sends = budgets.into_iter().map(|b| {
+            let shared = &self;
+            async move {
+                let node = shared.meta.node(&b.addr).map_err(|e| e.to_string());
+                let reply = match node {
+                    Ok(mut node) => match tokio::time::timeout(timeout, node.quantum_budget(b.request)).await {
+                        Ok(Ok(reply)) => Ok(reply.into_inner()),
+                        Ok(Err(status)) => Err(status.to_string()),
+                        Err(_) => Err("timed out".to_string()),
+                    },
+                    Err(e) => Err(e),
+                };
+                if let Err(e) = &reply {
+                    tracing::debug!(node = %b.addr, "quantum budget not taken: {e}");
+                }
+                reply.ok()
+            }
+        });
+        let replies = futures::future::join_all(sends).await;
+        let failed = replies.iter().filter(|r| r.is_none()).count() as u64;
+        let sent = replies.len() as u64 - failed;
+        self.peek(|s| {
+            for disk in replies.iter().flatten().flat_map(|r| &r.disks) {
+                if let Some(c) = disk.congestion {
+                    s.note_slowness(disk.disk, DiskSlowness { congested: c.congested, permille: c.slowness_permille });
+                }
+            }
+            s.note_node_budgets(sent, failed);
+        })
+        .await;
+    }
+
     /// Sends a due group's cache directives, each node's in one request,
     /// all nodes at once. A node that fails or is slow only loses the cache
     /// hits; the callbacks go out regardless.
@@ -200,14 +239,18 @@ pub(crate) async fn drive(shared: Arc<Shared>) -> Result<(), ServiceError> {
             match shared.refresh().await {
                 Ok(()) => {
                     let at = now_ms();
-                    shared
+                    // The budgets go out once the quantum is durable, from
+                    // here rather than the persister thread (which has no
+                    // runtime for the calls).
+                    let budgets = shared
                         .step(move |s| {
                             let started = Instant::now();
-                            let ready = s.plan_quantum(at);
+                            let mut ready = s.plan_quantum(at);
                             s.note_plan_seconds(started.elapsed().as_secs_f64());
-                            ((), ready)
+                            (std::mem::take(&mut ready.node_budgets), ready)
                         })
-                        .await?
+                        .await?;
+                    tokio::spawn(shared.clone().send_budgets(budgets));
                 }
                 Err(e) => tracing::warn!("quantum skipped: {e}"),
             }

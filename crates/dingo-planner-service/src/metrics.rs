@@ -26,6 +26,11 @@ pub(crate) struct Metrics {
     pub(crate) overlap_bytes: [[u64; TaskKind::COUNT]; TaskKind::COUNT],
     pub(crate) pins_sent: u64,
     pub(crate) pin_errors: u64,
+    /// Per-quantum budget messages a node took, and those it did not.
+    pub(crate) node_budgets_sent: u64,
+    pub(crate) node_budget_errors: u64,
+    /// Disks whose budget the last quantum cut for slowness.
+    pub(crate) slow_disks: u64,
     pub(crate) topology_errors: u64,
 }
 
@@ -88,7 +93,7 @@ impl MetricsView {
                 }
             }
         }
-        let scalars: [(&str, &str, &str, String); 11] = [
+        let scalars: [(&str, &str, &str, String); 14] = [
             ("dingo_planner_quanta_total", "counter", "Quanta planned.", m.quanta.to_string()),
             (
                 "dingo_planner_last_plan_seconds",
@@ -128,6 +133,24 @@ impl MetricsView {
                 "counter",
                 "Cache directives a node did not take.",
                 m.pin_errors.to_string(),
+            ),
+            (
+                "dingo_planner_node_budgets_sent_total",
+                "counter",
+                "Per-quantum budget messages nodes took.",
+                m.node_budgets_sent.to_string(),
+            ),
+            (
+                "dingo_planner_node_budget_errors_total",
+                "counter",
+                "Per-quantum budget messages a node did not take in time.",
+                m.node_budget_errors.to_string(),
+            ),
+            (
+                "dingo_planner_slow_disks",
+                "gauge",
+                "Disks whose head-time budget the last quantum cut because their node reported them slow.",
+                m.slow_disks.to_string(),
             ),
             (
                 "dingo_planner_topology_errors_total",

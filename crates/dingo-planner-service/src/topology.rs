@@ -16,6 +16,7 @@ use dingo_types::{
     BlockId, BlockInfo, BlockState, ChunkRef, DiskId, DiskModel, GroupId, Member, MemberBitmap, Topology,
 };
 use roaring::RoaringTreemap;
+use std::collections::BTreeMap;
 
 /// Rows fetched per `BlockTable` call.
 const PAGE: u32 = 50_000;
@@ -159,6 +160,17 @@ impl MetaTopology {
         self.disks.get(disk.0 as usize).filter(|d| d.alive && !d.addr.is_empty()).map(|d| d.addr.as_str())
     }
 
+    /// The live disks of each node, by node address.
+    pub fn live_disks_by_node(&self) -> BTreeMap<&str, Vec<DiskId>> {
+        let mut nodes: BTreeMap<&str, Vec<DiskId>> = BTreeMap::new();
+        for (id, d) in self.disks.iter().enumerate() {
+            if d.alive && !d.addr.is_empty() {
+                nodes.entry(d.addr.as_str()).or_default().push(DiskId(id as u32));
+            }
+        }
+        nodes
+    }
+
     pub fn block_count(&self) -> u64 {
         self.blocks.len() as u64
     }
@@ -265,6 +277,12 @@ pub(crate) mod tests {
         assert_eq!(t.copy_disk(ChunkRef { block: BlockId(0), copy: 1 }), Some(DiskId(2)));
         assert_eq!(t.all_chunks().len(), 2, "only the sealed block's copies");
         assert_eq!(t.node_of(DiskId(2)), Some("n1"));
+        let nodes = |t: &MetaTopology| -> Vec<(String, Vec<DiskId>)> {
+            t.live_disks_by_node().into_iter().map(|(a, d)| (a.to_string(), d)).collect()
+        };
+        let both: Vec<(String, Vec<DiskId>)> =
+            vec![("n0".into(), vec![DiskId(0), DiskId(1)]), ("n1".into(), vec![DiskId(2), DiskId(3)])];
+        assert_eq!(nodes(&t), both);
         // Node 1 dies; block 1 is sealed; a stale row for block 2 arrives.
         let rows = vec![row(1, PbState::Sealed, &[1]), row(2, PbState::Sealed, &[3]), row(3, PbState::Deleted, &[0])];
         let deleted = t.apply(Snapshot { rows, cluster: cluster(false) });
@@ -272,6 +290,7 @@ pub(crate) mod tests {
         assert_eq!(t.block(BlockId(2)).unwrap().state, BlockState::Deleted, "never resurrected");
         assert_eq!(t.copy_disk(ChunkRef { block: BlockId(0), copy: 1 }), None, "its node is dead");
         assert_eq!(t.node_of(DiskId(2)), None);
+        assert_eq!(nodes(&t), both[..1], "a dead node gets no budget");
         assert_eq!(t.chunks_on_disk(DiskId(1)).len(), 1);
         assert_eq!(t.deleted().len(), 2);
     }

@@ -25,9 +25,11 @@
 //!
 //! The steps, one module each: [`recovery`] (restore from records),
 //! [`requests`] (declare, ack, cancel, status, budget), [`quantum`] (plan a
-//! quantum, dispatch its groups), [`streams`] (which client has a callback
-//! stream).
+//! quantum, dispatch its groups), [`node_budgets`] (each node's per-disk
+//! budget for the quantum, and cutting slow disks' budgets), [`streams`]
+//! (which client has a callback stream).
 
+mod node_budgets;
 mod quantum;
 mod recovery;
 mod requests;
@@ -35,6 +37,7 @@ mod streams;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use node_budgets::{DiskSlowness, NodeBudget};
 pub(crate) use quantum::DueGroup;
 
 use crate::config::ServiceConfig;
@@ -68,11 +71,14 @@ pub(crate) struct StreamMessage {
 }
 
 /// What one step of the state machine asks of the driver, in this order:
-/// commit `batch` durably, then send `messages`.
+/// commit `batch` durably, then send `messages` and `node_budgets`.
 #[derive(Default)]
 pub(crate) struct Ready {
     pub(crate) batch: Batch,
     pub(crate) messages: Vec<StreamMessage>,
+    /// A planned quantum's budget for each live node (best effort: a node
+    /// that does not take it only loses its maintenance floor).
+    pub(crate) node_budgets: Vec<NodeBudget>,
 }
 
 /// A declaration as the service tracks it.
@@ -149,6 +155,9 @@ pub(crate) struct State {
     next_stream: u64,
     pub(crate) next_quantum_ms: u64,
     metrics: Metrics,
+    /// Each disk's slowness as its node last reported it (soft state, not
+    /// stored: nodes report it again every quantum).
+    slowness: BTreeMap<u32, DiskSlowness>,
 }
 
 impl State {

@@ -25,7 +25,8 @@ impl State {
     /// is sent. The core already counts the sets as delivered, so a failed
     /// commit must stop the process.
     pub(crate) fn plan_quantum(&mut self, now_ms: u64) -> Ready {
-        let budget = core_budget(&self.budget_at(now_ms));
+        let mut budget = core_budget(&self.budget_at(now_ms));
+        self.cut_slow_disks(&mut budget);
         // Nobody would receive these callbacks: spend no budget or pins on
         // them until their client subscribes again (they keep their
         // deadlines; the core makes up the pace afterwards).
@@ -133,7 +134,8 @@ impl State {
             mine.outstanding_declarations = theirs.outstanding_declarations;
         }
         tracing::debug!(deliveries = batch.deliveries.len(), groups = plan.dispatch.groups.len(), "quantum planned");
-        Ready { batch, ..Ready::default() }
+        let node_budgets = self.node_budgets(&plan.schedule, now_ms, now_ms + self.config.quantum_ms);
+        Ready { batch, node_budgets, ..Ready::default() }
     }
 
     /// When the next queued dispatch group is due.
@@ -185,6 +187,6 @@ impl State {
             self.decls.get_mut(&decl).expect("tracked").delivered_sets += sets;
             self.metrics.dispatched += 1;
         }
-        Ready { batch, messages }
+        Ready { batch, messages, ..Ready::default() }
     }
 }

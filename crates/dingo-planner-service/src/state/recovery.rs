@@ -115,6 +115,7 @@ impl State {
             next_stream: 0,
             next_quantum_ms: now_ms,
             metrics: Metrics::default(),
+            slowness: BTreeMap::new(),
         })
     }
 }
