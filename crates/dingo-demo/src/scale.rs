@@ -1,6 +1,7 @@
 //! Size and pace of a demo run, and the storage configuration they imply.
 
 use dingo_cluster::StorageConfig;
+use dingo_iosched::PolicyKind;
 use dingo_types::{ByteSize, DiskModel};
 use serde::Serialize;
 use std::time::Duration;
@@ -37,6 +38,9 @@ pub struct Scale {
     pub rebalance_threshold: f64,
     /// Pinned cache region per node.
     pub pinned_bytes: u64,
+    /// The emulated disks' IO scheduler in both modes (FIFO is the
+    /// baseline the classful scheduler's bars compare against).
+    pub scheduler: PolicyKind,
 }
 
 impl Scale {
@@ -57,6 +61,7 @@ impl Scale {
             transcode_rounds: 4,
             rebalance_threshold: 0.05,
             pinned_bytes: 256_000_000,
+            scheduler: PolicyKind::Classful,
         }
     }
 
@@ -108,6 +113,7 @@ impl Scale {
         cfg.node.pinned = Some(ByteSize(self.pinned_bytes));
         cfg.node.disk_capacity = Some(ByteSize(self.disk_capacity()));
         cfg.node.hdd = Some(self.hdd);
+        cfg.node.io.scheduler = Some(self.scheduler.name().to_string());
         cfg
     }
 }
@@ -127,6 +133,7 @@ mod tests {
             assert!(capacity * disks > scale.physical_bytes());
             assert_eq!(cfg.node.pinned_bytes(), scale.pinned_bytes);
             assert_eq!(cfg.node.hdd, Some(scale.hdd));
+            assert_eq!(cfg.node.io.scheduler.as_deref(), Some("classful"));
         }
     }
 }

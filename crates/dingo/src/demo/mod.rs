@@ -5,6 +5,7 @@ mod plot;
 
 use anyhow::{Context, Result};
 use dingo_demo::{DemoConfig, DemoSummary, ModeSummary, Scale, TASKS};
+use dingo_iosched::PolicyKind;
 use dingo_types::format_bytes;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -25,12 +26,23 @@ pub struct DemoArgs {
     /// Keep the clusters' data directories afterwards.
     #[arg(long)]
     pub keep_data: bool,
+    /// The emulated disks' IO scheduler: `classful`, or `fifo` for the
+    /// baseline.
+    #[arg(long, default_value = "classful", value_parser = parse_scheduler)]
+    pub scheduler: PolicyKind,
+}
+
+fn parse_scheduler(name: &str) -> Result<PolicyKind, String> {
+    [PolicyKind::Classful, PolicyKind::Fifo]
+        .into_iter()
+        .find(|k| k.name() == name)
+        .ok_or_else(|| format!("`{name}` is not a scheduler; use classful or fifo"))
 }
 
 pub async fn run(a: DemoArgs) -> Result<()> {
     let config = DemoConfig {
         exe: std::env::current_exe().context("cannot find the dingo executable")?,
-        scale: if a.quick { Scale::quick() } else { Scale::default_run() },
+        scale: Scale { scheduler: a.scheduler, ..if a.quick { Scale::quick() } else { Scale::default_run() } },
         seed: a.seed,
         out: a.out.clone(),
         keep_data: a.keep_data,
