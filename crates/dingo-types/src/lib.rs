@@ -8,6 +8,7 @@
 mod bytes;
 mod declaration;
 mod disk;
+mod duration;
 mod ids;
 mod member;
 mod task;
@@ -17,6 +18,7 @@ mod topology;
 pub use bytes::{ByteSize, ByteSizeError, format_bytes, parse_bytes};
 pub use declaration::{BlockRange, BlockSet, Declaration, ReadSets};
 pub use disk::DiskModel;
+pub use duration::{format_duration, parse_duration};
 pub use ids::{BlockId, ChunkRef, DeclarationId, DiskId, GroupId, MAX_BLOCK_ID, MAX_COPIES, NodeId};
 pub use member::{Member, MemberBitmap};
 pub use task::TaskKind;

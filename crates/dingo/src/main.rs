@@ -1,20 +1,8 @@
 //! The `dingo` command. A thin dispatcher: each subcommand's logic lives in
 //! its own module or library crate.
 
-/// `println!` that exits quietly when stdout is a closed pipe
-/// (`dingo fs stat x | head -1`) instead of panicking.
-macro_rules! outln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let mut out = std::io::stdout().lock();
-        if let Err(e) = writeln!(out, $($arg)*).and_then(|()| out.flush()) {
-            if e.kind() == std::io::ErrorKind::BrokenPipe {
-                std::process::exit(0);
-            }
-            panic!("cannot write to stdout: {e}");
-        }
-    }};
-}
+#[macro_use]
+mod output;
 
 mod bench;
 mod bench_io;

@@ -66,7 +66,7 @@ pub struct ClientArgs {
     #[arg(long, env = "DINGO_META", default_value = DEFAULT_META)]
     pub meta: String,
     /// Deadline of each metadata operation, retries included (e.g. 10s).
-    #[arg(long, env = "DINGO_TIMEOUT", default_value = "10s", value_parser = crate::task_cmd::parse_duration)]
+    #[arg(long, env = "DINGO_TIMEOUT", default_value = "10s", value_parser = dingo_types::parse_duration)]
     pub timeout: Duration,
     /// How foreground reads choose a copy: "steering" (by weight, away from
     /// disks that report congestion) or "random" (the baseline).
