@@ -100,23 +100,7 @@ pub async fn run_meta(a: MetaArgs) -> Result<()> {
 pub async fn run_node(a: NodeArgs) -> Result<()> {
     keep_freed_memory();
     let cfg = StorageConfig::load(a.config.as_deref())?;
-    let disks = cfg.node.disk_specs(a.disks, a.capacity)?;
-    dingo_node::run(
-        dingo_node::NodeConfig {
-            listen: a.listen,
-            advertise: a.advertise,
-            meta: a.meta,
-            metrics: a.metrics,
-            disks,
-            cache_bytes: cfg.node.cache_bytes(),
-            pinned_bytes: cfg.node.pinned_bytes(),
-            heartbeat: cfg.node.heartbeat(),
-            orphan_grace: cfg.node.orphan_grace(),
-            fault_injection: cfg.node.fault_injection,
-            flash: cfg.node.flash_settings(),
-        },
-        shutdown_signal(),
-    )
-    .await?;
+    let config = cfg.node.node_config(a.disks, a.capacity, a.listen, a.advertise, a.meta, a.metrics)?;
+    dingo_node::run(config, shutdown_signal()).await?;
     Ok(())
 }
