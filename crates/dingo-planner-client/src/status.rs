@@ -171,7 +171,7 @@ mod tests {
         assert_eq!(lines[0], "next quantum in 2.5s; budget 500.00 MB and unlimited of head time per disk");
         assert_eq!(
             lines[2],
-            "     4 scrubbing        scrubber              60s      5/10         3      2      0  late"
+            "     4 scrubbing        scrubber              60s     5/10         3      2      0  late"
         );
     }
 
