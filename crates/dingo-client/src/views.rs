@@ -415,14 +415,7 @@ mod tests {
                 group: 6,
                 ec_index: 1,
                 size: 1_000_000,
-                chunks: vec![ChunkLocation {
-                    copy: 0,
-                    disk: 2,
-                    node: 1,
-                    addr: "n1:1".into(),
-                    lost: true,
-                    ..ChunkLocation::default()
-                }],
+                chunks: vec![ChunkLocation { copy: 0, disk: 2, node: 1, addr: "n1:1".into(), lost: true }],
                 ..BlockRecord::default()
             }],
             ..FileInfo::default()
