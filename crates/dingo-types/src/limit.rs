@@ -1,7 +1,7 @@
 //! A byte limit that may be lifted: the one spelling of "unlimited" in
 //! configuration files, next to exact sizes.
 
-use crate::bytes::{ByteSizeError, parse_bytes};
+use crate::bytes::{ByteSizeError, from_string, parse_bytes};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 use std::str::FromStr;
@@ -56,17 +56,7 @@ impl Serialize for ByteLimit {
 
 impl<'de> Deserialize<'de> for ByteLimit {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = ByteLimit;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("\"unlimited\" or a byte size as a string, such as \"64MB\"")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ByteLimit, E> {
-                v.parse().map_err(E::custom)
-            }
-        }
-        deserializer.deserialize_str(Visitor)
+        from_string(deserializer, "\"unlimited\" or a byte size as a string, such as \"64MB\"")
     }
 }
 
