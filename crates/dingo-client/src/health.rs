@@ -7,6 +7,7 @@
 
 use crate::{Client, ClientError, DeviceState, Redundancy, Result};
 use dingo_proto::v1::BlockState;
+use dingo_types::{DiskId, NodeId};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
@@ -22,22 +23,22 @@ pub struct Health {
     /// draining devices) or `HEALTH_ERR` (data lost).
     pub status: String,
     /// Heartbeating and LIVE.
-    pub nodes_live: Vec<u32>,
+    pub nodes_live: Vec<NodeId>,
     /// Not heartbeating, LIVE or DRAINING.
-    pub nodes_silent: Vec<u32>,
-    pub nodes_dead: Vec<u32>,
+    pub nodes_silent: Vec<NodeId>,
+    pub nodes_dead: Vec<NodeId>,
     /// Marked DRAINING: chunks are moving off them (see `disks_draining`).
-    pub nodes_draining: Vec<u32>,
+    pub nodes_draining: Vec<NodeId>,
     /// Drained: they hold no chunk and may be stopped (silent or not).
-    pub nodes_decommissioned: Vec<u32>,
+    pub nodes_decommissioned: Vec<NodeId>,
     /// LIVE disks on LIVE nodes.
     pub disks_live: u64,
     /// Disks marked DEAD, or on a node marked DEAD.
-    pub disks_dead: Vec<u32>,
+    pub disks_dead: Vec<DiskId>,
     /// Disks DRAINING themselves or on a draining node, with what is left.
     pub disks_draining: Vec<DrainProgress>,
     /// Disks DECOMMISSIONED themselves or on a decommissioned node.
-    pub disks_decommissioned: Vec<u32>,
+    pub disks_decommissioned: Vec<DiskId>,
     pub files: u64,
     /// Sealed blocks (EC members count one each).
     pub blocks: u64,
@@ -62,10 +63,10 @@ pub struct Health {
 }
 
 /// A draining disk and what block records still place on it.
-#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
 pub struct DrainProgress {
-    pub disk: u32,
-    pub node: u32,
+    pub disk: DiskId,
+    pub node: NodeId,
     pub chunks_left: u64,
     pub bytes_left: u64,
 }
@@ -108,21 +109,21 @@ impl Client {
         let mut dead_disks = HashSet::new();
         for n in &status.nodes {
             match (n.state(), n.alive) {
-                (DeviceState::Dead, _) => h.nodes_dead.push(n.id),
-                (DeviceState::Decommissioned, _) => h.nodes_decommissioned.push(n.id),
-                (_, false) => h.nodes_silent.push(n.id),
-                (DeviceState::Draining, true) => h.nodes_draining.push(n.id),
-                (DeviceState::Live, true) => h.nodes_live.push(n.id),
+                (DeviceState::Dead, _) => h.nodes_dead.push(NodeId(n.id)),
+                (DeviceState::Decommissioned, _) => h.nodes_decommissioned.push(NodeId(n.id)),
+                (_, false) => h.nodes_silent.push(NodeId(n.id)),
+                (DeviceState::Draining, true) => h.nodes_draining.push(NodeId(n.id)),
+                (DeviceState::Live, true) => h.nodes_live.push(NodeId(n.id)),
             }
             for d in &n.disks {
                 match d.state() {
                     DeviceState::Dead => {
                         dead_disks.insert(d.id);
                     }
-                    DeviceState::Decommissioned => h.disks_decommissioned.push(d.id),
+                    DeviceState::Decommissioned => h.disks_decommissioned.push(DiskId(d.id)),
                     DeviceState::Draining => h.disks_draining.push(DrainProgress {
-                        disk: d.id,
-                        node: n.id,
+                        disk: DiskId(d.id),
+                        node: NodeId(n.id),
                         chunks_left: d.drain_chunks_left,
                         bytes_left: d.drain_bytes_left,
                     }),
@@ -130,7 +131,7 @@ impl Client {
                 }
             }
         }
-        h.disks_dead = dead_disks.iter().copied().collect();
+        h.disks_dead = dead_disks.iter().copied().map(DiskId).collect();
         h.disks_dead.sort_unstable();
         // One pass over the block table: blocks with a copy on a dead disk.
         let mut damaged = Vec::new();
@@ -183,15 +184,15 @@ impl Client {
 /// A node or a disk, by the metadata service's id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Device {
-    Node(u32),
-    Disk(u32),
+    Node(NodeId),
+    Disk(DiskId),
 }
 
 impl std::fmt::Display for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Device::Node(n) => write!(f, "node {n}"),
-            Device::Disk(d) => write!(f, "disk {d}"),
+            Device::Node(n) => write!(f, "node {}", n.0),
+            Device::Disk(d) => write!(f, "disk {}", d.0),
         }
     }
 }
@@ -243,13 +244,13 @@ impl Client {
         let status = self.cluster_status().await?;
         let disks: Vec<_> = match device {
             Device::Node(id) => {
-                let n = status.nodes.iter().find(|n| n.id == id).ok_or(DrainError::NotRegistered(device))?;
+                let n = status.nodes.iter().find(|n| n.id == id.0).ok_or(DrainError::NotRegistered(device))?;
                 if n.state() != DeviceState::Draining {
                     return Ok(DrainStatus { state: n.state(), chunks_left: 0, bytes_left: 0 });
                 }
                 n.disks.iter().collect()
             }
-            Device::Disk(id) => status.nodes.iter().flat_map(|n| &n.disks).filter(|d| d.id == id).collect(),
+            Device::Disk(id) => status.nodes.iter().flat_map(|n| &n.disks).filter(|d| d.id == id.0).collect(),
         };
         let state = match device {
             Device::Node(_) => DeviceState::Draining,
@@ -345,8 +346,12 @@ mod tests {
 
     #[test]
     fn a_drain_warns_until_nothing_is_left_to_move() {
-        let mut h = Health { nodes_decommissioned: vec![3], disks_decommissioned: vec![4], ..Health::default() };
-        h.disks_draining = vec![DrainProgress { disk: 5, node: 2, chunks_left: 2, bytes_left: 20 }];
+        let mut h = Health {
+            nodes_decommissioned: vec![NodeId(3)],
+            disks_decommissioned: vec![DiskId(4)],
+            ..Health::default()
+        };
+        h.disks_draining = vec![DrainProgress { disk: DiskId(5), node: NodeId(2), chunks_left: 2, bytes_left: 20 }];
         h.classify();
         assert_eq!((h.status.as_str(), h.moves_outstanding, h.move_bytes_outstanding), ("HEALTH_WARN", 2, 20));
         h.disks_draining[0].chunks_left = 0;

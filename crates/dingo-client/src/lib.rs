@@ -32,9 +32,11 @@
 pub mod ec;
 mod fault;
 mod health;
+mod views;
 
 pub use fault::DiskSlowdown;
 pub use health::{DRAIN_STALLED_AFTER, Device, DrainError, DrainEvent, DrainProgress, DrainStatus, Health};
+pub use views::{BlockView, ChunkView, ClusterView, DiskView, FileState, FileView, Listing, NodeView, state_name};
 
 pub use dingo_iosched::steering::{ReplicaChoice, SteeringConfig};
 pub use dingo_proto::v1::{BlockRecord, ChunkLocation, DeviceState, FileInfo};

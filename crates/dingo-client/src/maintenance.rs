@@ -8,7 +8,7 @@ use crate::{Client, IoTag, Result, Retry, WRITE_ATTEMPTS};
 use bytes::Bytes;
 use dingo_proto::Redundancy;
 use dingo_proto::v1::*;
-use dingo_types::ChunkRef;
+use dingo_types::{ChunkRef, DiskId, NodeId};
 use std::time::Duration;
 
 impl Client {
@@ -39,29 +39,31 @@ impl Client {
     }
 
     /// Chunks of sealed blocks located on `disk`, per the metadata service.
-    pub async fn chunks_on_disk(&self, disk: u32) -> Result<Vec<ChunkRef>> {
-        let r = meta_call!(self, Retry::Always, chunks_on_disk, ChunksOnDiskRequest { disk }).await?;
+    pub async fn chunks_on_disk(&self, disk: DiskId) -> Result<Vec<ChunkRef>> {
+        let r = meta_call!(self, Retry::Always, chunks_on_disk, ChunksOnDiskRequest { disk: disk.0 }).await?;
         r.chunks.iter().map(chunk_of).collect()
     }
 
     /// Marks a disk LIVE or DEAD (durably). A dead disk's chunks are lost:
     /// never read or placed on again, listed by [`Client::lost_chunks`].
-    pub async fn set_disk_state(&self, disk: u32, state: DeviceState) -> Result<()> {
-        meta_call!(self, Retry::Always, set_disk_state, SetDiskStateRequest { disk, state: state.into() }).await?;
+    pub async fn set_disk_state(&self, disk: DiskId, state: DeviceState) -> Result<()> {
+        let request = SetDiskStateRequest { disk: disk.0, state: state.into() };
+        meta_call!(self, Retry::Always, set_disk_state, request).await?;
         Ok(())
     }
 
     /// Marks a node LIVE or DEAD (durably); a dead node's disks are lost.
-    pub async fn set_node_state(&self, node: u32, state: DeviceState) -> Result<()> {
-        meta_call!(self, Retry::Always, set_node_state, SetNodeStateRequest { node, state: state.into() }).await?;
+    pub async fn set_node_state(&self, node: NodeId, state: DeviceState) -> Result<()> {
+        let request = SetNodeStateRequest { node: node.0, state: state.into() };
+        meta_call!(self, Retry::Always, set_node_state, request).await?;
         Ok(())
     }
 
-    pub async fn mark_disk_dead(&self, disk: u32) -> Result<()> {
+    pub async fn mark_disk_dead(&self, disk: DiskId) -> Result<()> {
         self.set_disk_state(disk, DeviceState::Dead).await
     }
 
-    pub async fn mark_node_dead(&self, node: u32) -> Result<()> {
+    pub async fn mark_node_dead(&self, node: NodeId) -> Result<()> {
         self.set_node_state(node, DeviceState::Dead).await
     }
 

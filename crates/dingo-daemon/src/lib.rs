@@ -2,13 +2,13 @@
 //! Prometheus `/metrics` endpoint ([`metrics`]), gRPC server sockets with
 //! Nagle's algorithm off ([`accept_nodelay`]), the wall clock in
 //! milliseconds ([`now_ms`]), and what a daemon's `main` sets up
-//! ([`keep_freed_memory`], [`shutdown_signal`]).
+//! ([`init_logging`], [`keep_freed_memory`], [`shutdown_signal`]).
 
 mod listener;
 pub mod metrics;
 mod process;
 
-pub use process::{keep_freed_memory, shutdown_signal};
+pub use process::{init_logging, keep_freed_memory, shutdown_signal};
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -16,6 +16,23 @@ pub fn keep_freed_memory() {
     }
 }
 
+/// Logs to stderr at the level `DINGO_LOG` (or `RUST_LOG`) sets, e.g.
+/// `debug` or `info,dingo_meta=debug`; by default `info` with the gRPC
+/// stack's chatter at `warn`. Colour only on a terminal, so log files (the
+/// daemons' stderr under `cluster up`) stay plain text. Call once.
+pub fn init_logging() {
+    let filter = std::env::var("DINGO_LOG")
+        .ok()
+        .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
+        .or_else(|| tracing_subscriber::EnvFilter::try_from_default_env().ok())
+        .unwrap_or_else(|| "info,h2=warn,tower=warn".into());
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr)
+        .init();
+}
+
 /// Resolves on Ctrl-C or SIGTERM.
 pub async fn shutdown_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");

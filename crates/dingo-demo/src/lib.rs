@@ -9,6 +9,7 @@
 //! comparison ([`DemoSummary`]); [`DemoRun::write_outputs`] saves the
 //! summary, the per-interval series and the job reports.
 
+mod figure;
 mod foreground;
 mod meter;
 mod outputs;
@@ -16,6 +17,7 @@ mod planner;
 mod scale;
 mod scenario;
 mod summary;
+mod table;
 
 pub use foreground::{Foreground, ForegroundLatency};
 pub use meter::{Meter, NodeSample, kernel_read_bytes};
@@ -54,6 +56,8 @@ pub enum DemoError {
     Random(getrandom::Error),
     #[error("{0}")]
     Timeline(String),
+    #[error(transparent)]
+    Figure(#[from] dingo_report::ReportError),
     #[error("{mode} run: {source}")]
     Run { mode: Mode, source: Box<DemoError> },
 }

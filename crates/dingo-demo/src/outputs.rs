@@ -1,6 +1,6 @@
 //! The files a demo run leaves in its output folder (`docs/DEMO.md`):
 //! `summary.json`, `series-<mode>.csv`, `jobs-<mode>.json` and
-//! `planner-metrics.txt`. The figure is drawn by the command.
+//! `planner-metrics.txt`, and the figure `disk-reads.{svg,png}`.
 
 use crate::{DemoError, DemoRun, ModeResult, Result, io};
 use dingo_types::TaskKind;
@@ -18,7 +18,7 @@ fn write(path: &Path, text: String) -> Result<()> {
 
 impl DemoRun {
     /// Writes the summary, each run's series and job reports, and the
-    /// planner's last metrics page into `dir`.
+    /// planner's last metrics page, and the figure, into `dir`.
     pub fn write_outputs(&self, dir: &Path) -> Result<()> {
         write(&dir.join("summary.json"), pretty_json("the summary", &self.summary)?)?;
         for r in [&self.imperative, &self.declarative] {
@@ -28,7 +28,7 @@ impl DemoRun {
                 write(&dir.join("planner-metrics.txt"), m.clone())?;
             }
         }
-        Ok(())
+        crate::figure::disk_reads(dir, &self.imperative, &self.declarative)
     }
 }
 

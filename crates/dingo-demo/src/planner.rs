@@ -39,9 +39,10 @@ impl DemoPlanner {
         // every callback is carried out within the quantum.
         cfg.dispatch_spacing_ms = (quantum_ms / 20).max(10);
         cfg.pin_grace_ms = quantum_ms;
-        cfg.group_cache = format!("{}", scale.pinned_bytes / 4);
+        cfg.group_cache = dingo_types::ByteLimit::Bytes(scale.pinned_bytes / 4);
         let budget = scale.budget_bytes_per_sec * quantum_ms / 1000;
-        cfg.budget = BudgetSection { cluster_bytes: Some(budget.to_string()), ..BudgetSection::default() };
+        cfg.budget =
+            BudgetSection { cluster_bytes: Some(dingo_types::ByteLimit::Bytes(budget)), ..BudgetSection::default() };
         let tokens = tasks.iter().map(|&t| Ok((t, random_token()?))).collect::<Result<HashMap<TaskKind, String>>>()?;
         cfg.clients =
             tokens.iter().map(|(t, token)| ClientEntry { name: t.name().to_string(), token: token.clone() }).collect();

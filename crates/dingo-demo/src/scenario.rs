@@ -250,7 +250,7 @@ impl Demo {
                             .find(|n| n.addr == addr)
                             .ok_or_else(|| DemoError::Timeline("failed node unknown to meta".into()))?;
                         cluster.kill_node(i);
-                        client.mark_node_dead(node.id).await?;
+                        client.mark_node_dead(dingo_types::NodeId(node.id)).await?;
                         // Its disks' scrubbing is moot now.
                         for d in &node.disks {
                             let label = format!("disk {}", d.id);

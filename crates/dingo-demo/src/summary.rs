@@ -249,4 +249,14 @@ mod tests {
         let idle = result(Mode::Imperative, TaskKind::Scrubbing, 0, 0);
         assert!(serde_json::to_value(DemoSummary::new(&Scale::quick(), &idle, &dec)).unwrap()["disk_ratio"].is_null());
     }
+
+    #[test]
+    fn the_table_lines_up_both_modes() {
+        let imp = result(Mode::Imperative, TaskKind::Scrubbing, 100, 100);
+        let dec = result(Mode::Declarative, TaskKind::Scrubbing, 100, 60);
+        let text = DemoSummary::new(&Scale::quick(), &imp, &dec).to_string();
+        let row = format!("{:<16} {:>14} {:>14} {:>14} {:>14}\n", "scrubbing", "100 B", "100 B", "100 B", "60 B");
+        assert!(text.contains(&row), "{text}");
+        assert!(text.contains("declarative / imperative disk bytes: 0.600 (savings 40.0 %)\n"), "{text}");
+    }
 }

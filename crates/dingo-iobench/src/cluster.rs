@@ -88,7 +88,7 @@ pub async fn write_data(
     let mut lists = Vec::new();
     for (n, node) in status.nodes.iter().enumerate() {
         for disk in &node.disks {
-            lists.push((disk.id, n, client.chunks_on_disk(disk.id).await?));
+            lists.push((disk.id, n, client.chunks_on_disk(dingo_types::DiskId(disk.id)).await?));
         }
     }
     // Placement may fill one disk of a node first; move chunks there from

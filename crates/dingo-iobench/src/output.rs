@@ -1,9 +1,9 @@
 //! Writing an experiment's results: one JSON object (printed with `--json`
-//! and stored), the per-second series as CSV, and the plots, described here
-//! as data and drawn by the caller's renderer (the command draws them with
-//! plotters; this crate carries no drawing code).
+//! and stored), the per-second series as CSV, and the plots, drawn with
+//! `dingo_report`'s charts.
 
 use crate::BenchError;
+use dingo_report::plots::{self, LineChart, MODE_COLORS, RGBColor, TASK_COLORS};
 use serde::Serialize;
 use std::fmt::Display;
 use std::path::Path;
@@ -29,25 +29,14 @@ pub enum Tone {
     Tenant(usize),
 }
 
-#[derive(Clone, Debug)]
-pub struct Series {
-    pub name: String,
-    pub tone: Tone,
-    pub points: Vec<(f64, f64)>,
-    pub dashed: bool,
-}
-
-/// A line chart.
-#[derive(Clone, Debug)]
-pub struct LineChart {
-    pub title: String,
-    pub x_label: String,
-    pub y_label: String,
-    pub series: Vec<Series>,
-    /// A horizontal reference line (value, label).
-    pub hline: Option<(f64, String)>,
-    /// Events on the x axis (value, label).
-    pub markers: Vec<(f64, String)>,
+impl Tone {
+    pub fn color(self) -> RGBColor {
+        match self {
+            Tone::Mechanism => MODE_COLORS[1],
+            Tone::Baseline => MODE_COLORS[0],
+            Tone::Tenant(t) => TASK_COLORS[t % TASK_COLORS.len()],
+        }
+    }
 }
 
 /// A plot and the stem of its files.
@@ -57,16 +46,13 @@ pub struct Chart {
     pub chart: LineChart,
 }
 
-/// Draws `chart` into `dir` as `{file_stem}.*`.
-pub type Renderer<'a> = &'a dyn Fn(&Path, &str, &LineChart) -> Result<(), String>;
-
 /// The report as the JSON the command prints and stores.
 pub fn json(report: &impl Experiment) -> Result<String, BenchError> {
     Ok(serde_json::to_string_pretty(report)?)
 }
 
 /// Writes `{name}.json`, `{name}-series.csv` and the plots into `dir`.
-pub fn write_files(report: &impl Experiment, dir: &Path, render: Renderer) -> Result<(), BenchError> {
+pub fn write_files(report: &impl Experiment, dir: &Path) -> Result<(), BenchError> {
     std::fs::create_dir_all(dir).map_err(BenchError::io(format!("cannot create {}", dir.display())))?;
     let write = |file: String, text: String| {
         let path = dir.join(file);
@@ -75,8 +61,8 @@ pub fn write_files(report: &impl Experiment, dir: &Path, render: Renderer) -> Re
     write(format!("{}.json", report.name()), json(report)?)?;
     write(format!("{}-series.csv", report.name()), report.series_csv())?;
     for c in report.charts() {
-        render(dir, c.file_stem, &c.chart)
-            .map_err(|message| BenchError::Plot { chart: c.file_stem.to_string(), message })?;
+        plots::save_line(dir, c.file_stem, &c.chart)
+            .map_err(|e| BenchError::Plot { chart: c.file_stem.to_string(), message: e.to_string() })?;
     }
     Ok(())
 }
@@ -108,7 +94,12 @@ mod tests {
                 title: "t".into(),
                 x_label: "x".into(),
                 y_label: "y".into(),
-                series: Vec::new(),
+                series: vec![plots::Series {
+                    name: "s".into(),
+                    color: Tone::Mechanism.color(),
+                    points: vec![(0.0, 1.0), (1.0, 2.0)],
+                    dashed: false,
+                }],
                 hline: None,
                 markers: Vec::new(),
             };
@@ -117,20 +108,19 @@ mod tests {
     }
 
     #[test]
-    fn the_files_are_named_after_the_experiment_and_plots_go_to_the_renderer() {
+    fn the_files_are_named_after_the_experiment_and_the_plots_drawn() {
         let dir = tempfile::tempdir().unwrap();
-        let drawn = std::cell::RefCell::new(Vec::new());
-        let render = |d: &Path, stem: &str, _: &LineChart| {
-            drawn.borrow_mut().push((d.to_path_buf(), stem.to_string()));
-            Ok(())
-        };
-        write_files(&Tiny { value: 7 }, dir.path(), &render).unwrap();
+        write_files(&Tiny { value: 7 }, dir.path()).unwrap();
         let json = std::fs::read_to_string(dir.path().join("tiny.json")).unwrap();
         assert_eq!(json, "{\n  \"value\": 7\n}");
         assert_eq!(std::fs::read_to_string(dir.path().join("tiny-series.csv")).unwrap(), "second,value\n0,1\n");
-        assert_eq!(*drawn.borrow(), vec![(dir.path().to_path_buf(), "tiny-plot".to_string())]);
-        let failing = |_: &Path, _: &str, _: &LineChart| Err("no font".to_string());
-        let e = write_files(&Tiny { value: 7 }, dir.path(), &failing).unwrap_err();
-        assert_eq!(e.to_string(), "cannot draw tiny-plot: no font");
+        assert!(dir.path().join("tiny-plot.svg").is_file() && dir.path().join("tiny-plot.png").is_file());
+    }
+
+    #[test]
+    fn mechanism_and_baseline_keep_their_colours_and_tenants_wrap() {
+        assert_eq!(Tone::Mechanism.color(), MODE_COLORS[1]);
+        assert_eq!(Tone::Baseline.color(), MODE_COLORS[0]);
+        assert_eq!(Tone::Tenant(TASK_COLORS.len() + 1).color(), TASK_COLORS[1]);
     }
 }

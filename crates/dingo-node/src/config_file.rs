@@ -37,6 +37,7 @@ use crate::{DiskSpec, IoSettings, Slowdown, WaitingSettings};
 use dingo_iosched::PolicyKind;
 use dingo_types::{ByteSize, DiskModel};
 use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 use thiserror::Error;
@@ -308,6 +309,33 @@ impl NodeSection {
 
     pub fn pinned_bytes(&self) -> u64 {
         self.pinned.map_or(DEFAULT_PINNED_BYTES, ByteSize::bytes)
+    }
+
+    /// The whole node: these settings, the disks at `disk_paths` (each
+    /// `capacity` bytes, or its filesystem's size) and where it listens,
+    /// is reached, finds the metadata service and serves `/metrics`.
+    pub fn node_config(
+        &self,
+        disk_paths: Vec<PathBuf>,
+        capacity: Option<u64>,
+        listen: SocketAddr,
+        advertise: Option<String>,
+        meta: String,
+        metrics: Option<SocketAddr>,
+    ) -> Result<crate::NodeConfig, NodeConfigError> {
+        Ok(crate::NodeConfig {
+            listen,
+            advertise,
+            meta,
+            metrics,
+            disks: self.disk_specs(disk_paths, capacity)?,
+            cache_bytes: self.cache_bytes(),
+            pinned_bytes: self.pinned_bytes(),
+            heartbeat: self.heartbeat(),
+            orphan_grace: self.orphan_grace(),
+            fault_injection: self.fault_injection,
+            flash: self.flash_settings(),
+        })
     }
 }
 

@@ -1,6 +1,6 @@
 //! The task-client library of the DINGO IO Planner service (`dingo
 //! planner`): [`PlannerClient`] declares block sets, receives callbacks,
-//! acknowledges, cancels and asks for status; [`convert`] maps the wire
+//! acknowledges, cancels and asks for status ([`StatusView`] shows it); [`convert`] maps the wire
 //! messages to the planner's types (`dingo_types`) and back.
 //!
 //! The wire messages are under [`wire`] (the `dingo.planner.v1` protocol),
@@ -10,9 +10,11 @@
 
 pub mod client;
 pub mod convert;
+pub mod status;
 
 pub use client::{CallbackStream, Declared, PlannerClient, PlannerClientError};
 pub use convert::read_chunk;
+pub use status::{BudgetView, DeclarationView, StatusView};
 
 /// The planner protocol's messages, as they travel.
 pub use dingo_proto::planner as wire;

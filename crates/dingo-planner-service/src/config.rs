@@ -10,11 +10,11 @@
 //! quantum_ms = 60000               # scheduling quantum
 //! dispatch_spacing_ms = 1000       # time between dispatch groups
 //! pin_grace_ms = 5000              # pins outlive their group by this much
-//! group_cache = "64MB"             # cache one dispatch group may pin
+//! group_cache = "64MB"             # cache one dispatch group may pin, or "unlimited"
 //! leftover = "unused"              # or "fill": spend leftover budget
 //! admin_token = "change-me"        # SetBudget, and Status of every client
 //!
-//! [budget]                         # per quantum; omitted or 0 = unlimited
+//! [budget]                         # per quantum; a limit left out (or "unlimited") is none; 0 is refused
 //! cluster_bytes = "500MB"
 //! disk_head_time_ms = 800
 //! diurnal = [1.0, 1.0, ...]        # optional: 24 multipliers, UTC hour
@@ -30,7 +30,7 @@
 
 use dingo_planner::{Budget, DiskBudget, LeftoverPolicy, PlannerConfig};
 use dingo_proto::planner as pb;
-use dingo_types::parse_bytes;
+use dingo_types::{ByteLimit, UNLIMITED};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -66,12 +66,13 @@ impl std::fmt::Debug for ClientEntry {
     }
 }
 
-/// The per-quantum budget as configured. Sizes are decimal strings
-/// (`"500MB"`); a missing or zero value means unlimited.
+/// The per-quantum budget as configured. Sizes are strings (`"500MB"`); a
+/// limit left out, or the byte limit `"unlimited"`, is no limit. Zero is
+/// refused: it would read nothing.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetSection {
-    pub cluster_bytes: Option<String>,
+    pub cluster_bytes: Option<ByteLimit>,
     pub disk_head_time_ms: Option<u64>,
     /// 24 multipliers, one per UTC hour, applied to the budget of a quantum
     /// starting in that hour (to the run-time budget as well).
@@ -95,8 +96,9 @@ pub struct ServiceConfig {
     pub dispatch_spacing_ms: u64,
     #[serde(default = "default_grace_ms")]
     pub pin_grace_ms: u64,
+    /// Cache one dispatch group may pin: a size, or `"unlimited"`.
     #[serde(default = "default_group_cache")]
-    pub group_cache: String,
+    pub group_cache: ByteLimit,
     #[serde(default)]
     pub leftover: LeftoverPolicy,
     pub admin_token: String,
@@ -161,8 +163,8 @@ fn default_spacing_ms() -> u64 {
 fn default_grace_ms() -> u64 {
     5_000
 }
-fn default_group_cache() -> String {
-    "64MB".into()
+fn default_group_cache() -> ByteLimit {
+    ByteLimit::Bytes(64_000_000)
 }
 
 impl ServiceConfig {
@@ -225,9 +227,11 @@ impl ServiceConfig {
                 self.dispatch_spacing_ms, self.quantum_ms
             ));
         }
-        size("group_cache", &self.group_cache)?;
-        if let Some(b) = &self.budget.cluster_bytes {
-            size("budget.cluster_bytes", b)?;
+        if self.budget.cluster_bytes == Some(ByteLimit::Bytes(0)) {
+            return invalid(format!("budget.cluster_bytes: 0 would read nothing; write \"{UNLIMITED}\" for no limit"));
+        }
+        if self.budget.disk_head_time_ms == Some(0) {
+            return invalid("budget.disk_head_time_ms: 0 would read nothing; leave it out for no limit".into());
         }
         if let Some(curve) = &self.budget.diurnal
             && (curve.len() != 24 || curve.iter().any(|m| !m.is_finite() || *m < 0.0))
@@ -279,7 +283,7 @@ impl ServiceConfig {
             quantum: self.quantum(),
             leftover: self.leftover,
             dispatch_rounds: u32::try_from(rounds).unwrap_or(u32::MAX),
-            group_cache_bytes: parse_bytes(&self.group_cache).unwrap_or(u64::MAX),
+            group_cache_bytes: self.group_cache.bytes().unwrap_or(u64::MAX),
             pin_grace: Duration::from_millis(self.pin_grace_ms),
             ..PlannerConfig::default()
         }
@@ -288,7 +292,7 @@ impl ServiceConfig {
     /// The configured budget in wire form (0 = unlimited).
     pub fn base_budget(&self) -> pb::Budget {
         pb::Budget {
-            cluster_bytes: self.budget.cluster_bytes.as_deref().and_then(|b| parse_bytes(b).ok()).unwrap_or(0),
+            cluster_bytes: self.budget.cluster_bytes.and_then(ByteLimit::bytes).unwrap_or(0),
             disk_head_time_us: self.budget.disk_head_time_ms.unwrap_or(0).saturating_mul(1000),
         }
     }
@@ -313,10 +317,6 @@ pub fn core_budget(b: &pb::Budget) -> Budget {
 
 fn addr(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
     value.parse().map_err(|_| ConfigError::Invalid(format!("{key}: `{value}` is not a host:port address")))
-}
-
-fn size(key: &str, value: &str) -> Result<u64, ConfigError> {
-    parse_bytes(value).map_err(|e| ConfigError::Invalid(format!("{key}: {e}")))
 }
 
 #[cfg(test)]
@@ -354,6 +354,20 @@ token = "t2"
         let minimal = ServiceConfig::from_toml("admin_token = \"x\"").unwrap();
         assert_eq!(minimal.base_budget(), pb::Budget::default(), "unlimited by default");
         assert_eq!(core_budget(&minimal.base_budget()), Budget::UNLIMITED);
+        assert_eq!(minimal.planner_config().group_cache_bytes, 64_000_000);
+    }
+
+    // Regression: an unparsable group cache was read as unlimited.
+    #[test]
+    fn unlimited_is_spelled_out() {
+        let c = ServiceConfig::from_toml(
+            "admin_token = \"x\"\ngroup_cache = \"unlimited\"\n[budget]\ncluster_bytes = \"unlimited\"",
+        )
+        .unwrap();
+        assert_eq!(c.planner_config().group_cache_bytes, u64::MAX);
+        assert_eq!(c.base_budget().cluster_bytes, 0, "the wire's unlimited");
+        assert_eq!(ServiceConfig::from_toml(&c.to_toml()).unwrap(), c);
+        assert!(ServiceConfig::from_toml("admin_token = \"x\"\ngroup_cache = \"lots\"").is_err());
     }
 
     #[test]
@@ -364,9 +378,12 @@ token = "t2"
             ("admin_token = \"x\"\nlisten = \"nowhere\"", "listen"),
             ("admin_token = \"x\"\nquantum_ms = 0", "quantum_ms"),
             ("admin_token = \"x\"\nquantum_ms = 100\ndispatch_spacing_ms = 200", "dispatch_spacing_ms"),
-            ("admin_token = \"x\"\n[budget]\ncluster_bytes = \"lots\"", "budget.cluster_bytes"),
+            ("admin_token = \"x\"\n[budget]\ncluster_bytes = \"lots\"", "cluster_bytes"),
             ("admin_token = \"x\"\n[budget]\ndiurnal = [1.0]", "budget.diurnal"),
             ("admin_token = \"x\"\ngroup_cache = \"-1\"", "group_cache"),
+            ("admin_token = \"x\"\ngroup_cache = \"infinite\"", "group_cache"),
+            ("admin_token = \"x\"\n[budget]\ncluster_bytes = \"0\"", "unlimited"),
+            ("admin_token = \"x\"\n[budget]\ndisk_head_time_ms = 0", "budget.disk_head_time_ms"),
             ("admin_token = \"x\"\n[[clients]]\nname = \"a\"\ntoken = \"x\"", "reuses"),
             (
                 "admin_token = \"x\"\n[[clients]]\nname = \"a\"\ntoken = \"y\"\n[[clients]]\nname = \"a\"\ntoken = \"z\"",

@@ -10,6 +10,9 @@ use plotters::prelude::*;
 use std::path::Path;
 use std::sync::Once;
 
+/// The colour type of [`Series`], so users need not name plotters.
+pub use plotters::style::RGBColor;
+
 const WIDTH: u32 = 1000;
 const HEIGHT: u32 = 560;
 const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
@@ -43,6 +46,7 @@ fn register_font() -> Result<(), ReportError> {
 /// A plotters error as text: its type is generic over the backend.
 type DrawResult = Result<(), String>;
 
+#[derive(Clone, Debug)]
 pub struct Series {
     pub name: String,
     pub color: RGBColor,
@@ -50,6 +54,7 @@ pub struct Series {
     pub dashed: bool,
 }
 
+#[derive(Clone, Debug)]
 pub struct LineChart {
     pub title: String,
     pub x_label: String,

@@ -16,7 +16,7 @@
 //! execution are shared by both modes, so the two do the same work.
 //! [`supervisor`] runs them by itself when the cluster needs them
 //! (`dingo maintain`); [`on_demand`] runs one task when asked (`dingo
-//! task`).
+//! task`), a [`TaskRequest`] naming the task and its parameters.
 
 pub mod declarative;
 pub mod imperative;
@@ -24,8 +24,10 @@ pub mod objects;
 pub mod on_demand;
 pub mod plan;
 pub mod report;
+pub mod request;
 pub mod supervisor;
 pub mod work;
 
 pub use report::{CancelFlag, JobReport, Mode, Progress};
+pub use request::TaskRequest;
 pub use work::{Action, Declared, Job, WorkItem};

@@ -8,6 +8,7 @@ use crate::work::Job;
 use crate::{imperative, plan, report};
 use dingo_client::{Client, ClientError, Redundancy};
 use dingo_planner_client::PlannerClient;
+use dingo_types::DiskId;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -16,21 +17,26 @@ pub enum OnDemandError {
     Client(#[from] ClientError),
     #[error(transparent)]
     Agent(#[from] DeclarativeError),
-    #[error("some of the disks {0:?} are unknown or not alive")]
-    UnknownDisks(Vec<u32>),
+    #[error("some of the disks {} are unknown or not alive", disk_list(.0))]
+    UnknownDisks(Vec<DiskId>),
     #[error("some work failed; see the reports")]
     WorkFailed,
     #[error("{task} found {count} inconsistenc{}; see the reports", if *count == 1 { "y" } else { "ies" })]
     Inconsistent { task: String, count: u64 },
 }
 
+/// `[1, 2]`, as the error has always said it.
+fn disk_list(disks: &[DiskId]) -> String {
+    format!("{:?}", disks.iter().map(|d| d.0).collect::<Vec<_>>())
+}
+
 /// Scrubbing of `disks`, or of every live disk when empty.
-pub async fn scrub_disks(client: &Client, disks: &[u32], deadline_ms: u64) -> Result<Vec<Job>, OnDemandError> {
+pub async fn scrub_disks(client: &Client, disks: &[DiskId], deadline_ms: u64) -> Result<Vec<Job>, OnDemandError> {
     let all = plan::scrubbing(client, deadline_ms).await?;
     if disks.is_empty() {
         return Ok(all);
     }
-    let wanted: Vec<String> = disks.iter().map(|d| format!("disk {d}")).collect();
+    let wanted: Vec<String> = disks.iter().map(DiskId::to_string).collect();
     let jobs: Vec<Job> = all.into_iter().filter(|j| wanted.contains(&j.label)).collect();
     if jobs.len() != disks.len() {
         return Err(OnDemandError::UnknownDisks(disks.to_vec()));

@@ -7,7 +7,7 @@ use crate::objects::{self, Tombstones};
 use crate::work::{Action, Declared, Job, WorkItem, set_of};
 use dingo_client::{Client, ClientError, DeviceState, IoTag, Redundancy};
 use dingo_proto::v1::{BlockRecord, ClusterStatusReply, FileInfo};
-use dingo_types::{BlockId, ChunkRef, DeclarationId, TaskKind};
+use dingo_types::{BlockId, ChunkRef, DeclarationId, DiskId, TaskKind};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -75,7 +75,7 @@ pub async fn draining(
         .collect();
     let mut chunks = Vec::new();
     for &disk in &disks {
-        chunks.extend(client.chunks_on_disk(disk).await?);
+        chunks.extend(client.chunks_on_disk(DiskId(disk)).await?);
     }
     let recs = records(client, chunks.iter().map(|c| c.block.0)).await?;
     chunks.retain(|c| recs.contains_key(&c.block.0));
@@ -101,7 +101,7 @@ pub async fn scrubbing(client: &Client, deadline_ms: u64) -> Result<Vec<Job>, Cl
     let status = client.cluster_status().await?;
     let mut jobs = Vec::new();
     for (disk, _, _) in live_disks(&status) {
-        let mut chunks = client.chunks_on_disk(disk).await?;
+        let mut chunks = client.chunks_on_disk(DiskId(disk)).await?;
         chunks.sort_unstable();
         let recs = records(client, chunks.iter().map(|c| c.block.0)).await?;
         let items = chunks
@@ -205,7 +205,7 @@ pub async fn rebalancing(
         disks.iter().filter(|d| util(d) < mean - threshold).map(|d| mean * d.1 as f64 - d.2 as f64).sum();
     let mut candidates = Vec::new();
     for d in disks.iter().filter(|d| util(d) > mean + threshold) {
-        candidates.extend(client.chunks_on_disk(d.0).await?);
+        candidates.extend(client.chunks_on_disk(DiskId(d.0)).await?);
     }
     if deficit <= 0.0 || candidates.is_empty() {
         return Ok(None);
@@ -267,12 +267,17 @@ pub async fn transcoding(
     })
 }
 
-/// Which files a file-level task picks under its prefix.
+/// Which files a file-level task picks under its prefix: every file
+/// (`sample` none), or `n` distinct files chosen at random (the simulator's
+/// "random files"), reproducibly from `seed`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct FilePick {
-    /// `None`: every file. `Some(n)`: `n` distinct files chosen at random
-    /// (the simulator's "random files"), reproducibly from `seed`.
+    /// Take this many files chosen at random instead of every file.
+    #[cfg_attr(feature = "clap", arg(long = "files", value_name = "FILES"))]
     pub sample: Option<usize>,
+    /// Seed of the random choice of --files.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
     pub seed: u64,
 }
 

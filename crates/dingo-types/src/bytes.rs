@@ -73,20 +73,29 @@ impl Serialize for ByteSize {
 
 impl<'de> Deserialize<'de> for ByteSize {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = ByteSize;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a byte size as a string, such as \"256MB\" or \"4096\"")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ByteSize, E> {
-                v.parse().map_err(E::custom)
-            }
-        }
-        // Only strings: a bare number in a config file is more likely a
-        // unit left out than a size in bytes.
-        deserializer.deserialize_str(Visitor)
+        from_string(deserializer, "a byte size as a string, such as \"256MB\" or \"4096\"")
     }
+}
+
+/// Deserializes a `T` from a string through its `FromStr`. Only strings: a
+/// bare number in a config file is more likely a unit left out than a size
+/// in bytes.
+pub(crate) fn from_string<'de, D, T>(deserializer: D, expecting: &'static str) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: FromStr<Err: fmt::Display>,
+{
+    struct Visitor<T>(&'static str, std::marker::PhantomData<T>);
+    impl<T: FromStr<Err: fmt::Display>> serde::de::Visitor<'_> for Visitor<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.0)
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
+            v.parse().map_err(E::custom)
+        }
+    }
+    deserializer.deserialize_str(Visitor(expecting, std::marker::PhantomData))
 }
 
 #[cfg(test)]

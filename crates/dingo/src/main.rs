@@ -1,20 +1,8 @@
 //! The `dingo` command. A thin dispatcher: each subcommand's logic lives in
 //! its own module or library crate.
 
-/// `println!` that exits quietly when stdout is a closed pipe
-/// (`dingo fs stat x | head -1`) instead of panicking.
-macro_rules! outln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let mut out = std::io::stdout().lock();
-        if let Err(e) = writeln!(out, $($arg)*).and_then(|()| out.flush()) {
-            if e.kind() == std::io::ErrorKind::BrokenPipe {
-                std::process::exit(0);
-            }
-            panic!("cannot write to stdout: {e}");
-        }
-    }};
-}
+#[macro_use]
+mod output;
 
 mod bench;
 mod bench_io;
@@ -98,19 +86,7 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run() -> std::process::ExitCode {
-    // DINGO_LOG (or RUST_LOG) sets the log level, e.g. `debug` or
-    // `info,dingo_meta=debug`; colour only on a terminal, so log files
-    // (the daemons' stderr under `cluster up`) stay plain text.
-    let filter = std::env::var("DINGO_LOG")
-        .ok()
-        .and_then(|v| tracing_subscriber::EnvFilter::try_new(v).ok())
-        .or_else(|| tracing_subscriber::EnvFilter::try_from_default_env().ok())
-        .unwrap_or_else(|| "info,h2=warn,tower=warn".into());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr)
-        .init();
+    dingo_daemon::init_logging();
     let result = match Cli::parse().command {
         Commands::Meta(a) => storage_cmd::run_meta(a).await,
         Commands::Node(a) => storage_cmd::run_node(a).await,

@@ -3,12 +3,12 @@
 //! line per finished job.
 
 use crate::storage_cmd::ClientArgs;
-use crate::task_cmd::parse_duration;
 use anyhow::{Context, Result};
 use dingo_daemon::shutdown_signal;
 use dingo_tasks::CancelFlag;
 use dingo_tasks::declarative::Agent;
 use dingo_tasks::supervisor::{self, SupervisorConfig};
+use dingo_types::parse_duration;
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -4,9 +4,8 @@
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use dingo_daemon::shutdown_signal;
-use dingo_planner_client::PlannerClient;
+use dingo_planner_client::{BudgetView, PlannerClient, StatusView};
 use dingo_planner_service::ServiceConfig;
-use dingo_types::format_bytes;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -97,12 +96,8 @@ pub async fn run(a: PlannerArgs) -> Result<()> {
                 .map(|ms| ms.checked_mul(1000).context("--disk-head-time-ms is too large"))
                 .transpose()?;
             client.set_budget(cluster_bytes, us).await.with_context(|| format!("planner at {}", target.addr))?;
-            let b = client.status(&[]).await?.budget.unwrap_or_default();
-            outln!(
-                "budget: {} and {} of head time per disk per quantum",
-                limit(b.cluster_bytes),
-                head_time(b.disk_head_time_us)
-            );
+            let budget = BudgetView::from(client.status(&[]).await?.budget);
+            outln!("budget: {budget} per quantum");
             Ok(())
         }
         Some(PlannerCommand::Status { target, declarations, json }) => status(&target, &declarations, json).await,
@@ -129,78 +124,9 @@ async fn serve(
     Ok(())
 }
 
-fn head_time(us: u64) -> String {
-    if us == 0 { "unlimited".into() } else { format!("{} ms", us / 1000) }
-}
-
-fn limit(bytes: u64) -> String {
-    if bytes == 0 { "unlimited bytes".into() } else { format_bytes(bytes) }
-}
-
 async fn status(target: &Target, ids: &[u64], json: bool) -> Result<()> {
     let client = connect(&target.addr, &target.token, target.ca.as_deref())?;
     let ids: Vec<_> = ids.iter().map(|&i| dingo_types::DeclarationId(i)).collect();
     let s = client.status(&ids).await.with_context(|| format!("planner at {}", target.addr))?;
-    let b = s.budget.unwrap_or_default();
-    let now = dingo_daemon::now_ms();
-    if json {
-        let declarations: Vec<serde_json::Value> = s
-            .declarations
-            .iter()
-            .map(|d| {
-                serde_json::json!({
-                    "id": d.declaration, "task": d.task, "client": d.client, "deadline_ms": d.deadline_ms,
-                    "sets_needed": d.sets_needed, "total_sets": d.total_sets, "delivered_sets": d.delivered_sets,
-                    "acked_sets": d.acked_sets, "elided_sets": d.elided_sets, "done": d.done,
-                    "missed_deadline": d.missed_deadline, "cancelled": d.cancelled,
-                })
-            })
-            .collect();
-        let v = serde_json::json!({
-            "next_quantum_ms": s.next_quantum_ms,
-            "budget": { "cluster_bytes": b.cluster_bytes, "disk_head_time_us": b.disk_head_time_us },
-            "declarations": declarations,
-        });
-        outln!("{v}");
-        return Ok(());
-    }
-    outln!(
-        "next quantum in {:.1}s; budget {} and {} of head time per disk",
-        s.next_quantum_ms.saturating_sub(now) as f64 / 1000.0,
-        limit(b.cluster_bytes),
-        head_time(b.disk_head_time_us)
-    );
-    outln!(
-        "{:>6} {:<16} {:<14} {:>10} {:>8} {:>9} {:>6} {:>6}  state",
-        "id",
-        "task",
-        "client",
-        "deadline",
-        "sets",
-        "delivered",
-        "acked",
-        "elided"
-    );
-    for d in &s.declarations {
-        let due = d.deadline_ms as i64 - now as i64;
-        let state = match (d.done, d.cancelled, d.missed_deadline) {
-            (true, _, _) => "done",
-            (_, true, _) => "cancelled",
-            (false, false, true) => "late",
-            (false, false, false) => "open",
-        };
-        let sets = d.sets_needed.map_or(d.total_sets.to_string(), |n| format!("{n}/{}", d.total_sets));
-        outln!(
-            "{:>6} {:<16} {:<14} {:>9.0}s {:>8} {:>9} {:>6} {:>6}  {state}",
-            d.declaration,
-            d.task,
-            d.client,
-            due as f64 / 1000.0,
-            sets,
-            d.delivered_sets,
-            d.acked_sets,
-            d.elided_sets
-        );
-    }
-    Ok(())
+    crate::output::print(&StatusView::new(s, dingo_daemon::now_ms()), json)
 }

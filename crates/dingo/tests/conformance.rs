@@ -444,7 +444,8 @@ mod rust_client {
     async fn a_disk_is_scrubbed_declaratively(env: &Env, token: &str) {
         let status = env.client.cluster_status().await.unwrap();
         let disk = status.nodes.iter().flat_map(|n| &n.disks).max_by_key(|d| d.chunks).unwrap().id;
-        let on_disk: HashSet<ChunkRef> = env.client.chunks_on_disk(disk).await.unwrap().into_iter().collect();
+        let on_disk: HashSet<ChunkRef> =
+            env.client.chunks_on_disk(dingo_types::DiskId(disk)).await.unwrap().into_iter().collect();
         assert!(!on_disk.is_empty());
         let p = env.planner(token);
         let d = p

@@ -300,7 +300,7 @@ fn planner(t: &TestCluster, dir: &std::path::Path, clients: &[&str]) -> PlannerP
     cfg.meta = t.c.meta_addr().to_string();
     cfg.quantum_ms = 1000;
     cfg.dispatch_spacing_ms = 250;
-    cfg.budget.cluster_bytes = Some("1B".into());
+    cfg.budget.cluster_bytes = Some(dingo_types::ByteLimit::Bytes(1));
     cfg.clients = clients.iter().map(|c| ClientEntry { name: c.to_string(), token: format!("{c}-token") }).collect();
     let config = dir.join("planner.toml");
     std::fs::write(&config, cfg.to_toml()).unwrap();

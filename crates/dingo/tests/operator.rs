@@ -302,7 +302,7 @@ async fn a_failed_disk_is_marked_dead_and_repaired_without_a_command() {
         let h = client.health().await.unwrap();
         let placed =
             on_victim(&client.stat("/d/rep").await.unwrap()) || on_victim(&client.stat("/d/ec").await.unwrap());
-        if h.disks_dead.contains(&victim) && h.repair_outstanding == 0 && !placed {
+        if h.disks_dead.contains(&dingo_types::DiskId(victim)) && h.repair_outstanding == 0 && !placed {
             assert_eq!((h.under_replicated, h.lost_blocks), (0, 0), "{h:?}");
             break;
         }

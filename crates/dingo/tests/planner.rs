@@ -47,7 +47,7 @@ impl Env {
         cfg.quantum_ms = 1000;
         cfg.dispatch_spacing_ms = 250;
         cfg.pin_grace_ms = 3000;
-        cfg.budget.cluster_bytes = budget.map(str::to_string);
+        cfg.budget.cluster_bytes = budget.map(|b| b.parse().expect("a byte limit"));
         cfg.clients = vec![
             ClientEntry { name: "task-a".into(), token: TOKEN_A.into() },
             ClientEntry { name: "task-b".into(), token: TOKEN_B.into() },

@@ -5,7 +5,7 @@ use bytes::Bytes;
 use dingo_client::{BlockRecord, ChunkFault, ChunkLocation, Client, ClientError, DeviceState, IoTag, Redundancy};
 use dingo_cluster::LocalCluster;
 use dingo_daemon::metrics::scrape;
-use dingo_types::{BlockId, ChunkRef, DeclarationId, TaskKind};
+use dingo_types::{BlockId, ChunkRef, DeclarationId, DiskId, NodeId, TaskKind};
 use std::io::{BufRead, Read};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -469,8 +469,8 @@ async fn exact_copies_are_read_rebuilt_and_moved() {
     let e = client.read_copy(b.id, 7, 0, 10, FG).await.unwrap_err();
     assert!(matches!(e, ClientError::Chunk { fault: ChunkFault::Missing, .. }), "{e}");
     let c0 = &b.chunks[0];
-    assert!(client.chunks_on_disk(c0.disk).await.unwrap().contains(&chunk_at(b, c0)));
-    assert!(client.chunks_on_disk(9_999).await.unwrap_err().to_string().contains("not registered"));
+    assert!(client.chunks_on_disk(DiskId(c0.disk)).await.unwrap().contains(&chunk_at(b, c0)));
+    assert!(client.chunks_on_disk(DiskId(9_999)).await.unwrap_err().to_string().contains("not registered"));
 
     // A damaged copy reads as corrupt (away from the cached first segment),
     // and its node reports it.
@@ -517,8 +517,8 @@ async fn exact_copies_are_read_rebuilt_and_moved() {
     let moved = client.move_chunk(m, None, balance).await.unwrap();
     assert!(rb[0].chunks.iter().all(|c| c.node != moved.node), "{moved:?}");
     assert_eq!(declaration_bytes(&client, &t, 6).await, BS, "the read carries the tag");
-    assert!(!client.chunks_on_disk(old_disk).await.unwrap().contains(&m));
-    assert!(client.chunks_on_disk(moved.disk).await.unwrap().contains(&m));
+    assert!(!client.chunks_on_disk(DiskId(old_disk)).await.unwrap().contains(&m));
+    assert!(client.chunks_on_disk(DiskId(moved.disk)).await.unwrap().contains(&m));
     eventually("the old disk's usage drops", || {
         let client = client.clone();
         async move { disk_used(&client, old_disk).await < old_used }
@@ -576,7 +576,7 @@ async fn dead_nodes_and_disks_lose_chunks_that_rebuilds_restore() {
     // A crashed node, marked dead: exactly its chunks are lost.
     t.c.kill_node(1);
     let dead = t.c.node_id(1).await.unwrap();
-    client.mark_node_dead(dead).await.unwrap();
+    client.mark_node_dead(NodeId(dead)).await.unwrap();
     let status = client.cluster_status().await.unwrap();
     let n = status.nodes.iter().find(|n| n.id == dead).unwrap();
     assert_eq!(n.state(), DeviceState::Dead);
@@ -602,8 +602,8 @@ async fn dead_nodes_and_disks_lose_chunks_that_rebuilds_restore() {
 
     // A dead disk on a live node: its chunks are lost, new data avoids it.
     let disk = client.stat("/d/rep").await.unwrap().blocks[0].chunks[0].disk;
-    let on_disk = client.chunks_on_disk(disk).await.unwrap();
-    client.mark_disk_dead(disk).await.unwrap();
+    let on_disk = client.chunks_on_disk(DiskId(disk)).await.unwrap();
+    client.mark_disk_dead(DiskId(disk)).await.unwrap();
     assert_eq!(client.lost_chunks().await.unwrap(), on_disk);
     client.put("/d/new", R3, BS, data(4 * BS, 33)).await.unwrap();
     assert!(locations(&client, &["/d/new"]).await.iter().all(|l| l.1 != disk));
@@ -621,8 +621,8 @@ async fn dead_nodes_and_disks_lose_chunks_that_rebuilds_restore() {
     assert_eq!(status.nodes.iter().find(|n| n.id == dead).unwrap().state(), DeviceState::Dead);
     let d = status.nodes.iter().flat_map(|n| &n.disks).find(|d| d.id == disk).unwrap();
     assert_eq!(d.state(), DeviceState::Dead);
-    client.set_disk_state(disk, DeviceState::Live).await.unwrap();
-    assert!(client.mark_node_dead(999).await.unwrap_err().to_string().contains("not registered"));
+    client.set_disk_state(DiskId(disk), DeviceState::Live).await.unwrap();
+    assert!(client.mark_node_dead(NodeId(999)).await.unwrap_err().to_string().contains("not registered"));
     assert_eq!(read_all(&client, "/d/ec").await, ec);
 }
 

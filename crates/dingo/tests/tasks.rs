@@ -121,7 +121,7 @@ async fn reconstruction_restores_a_dead_node_and_rebalancing_fills_a_new_one() {
     let status = t.client.cluster_status().await.unwrap();
     let victim = status.nodes.iter().find(|n| n.addr == t.c.node_addr(0)).unwrap().id;
     t.c.kill_node(0);
-    t.client.mark_node_dead(victim).await.unwrap();
+    t.client.mark_node_dead(dingo_types::NodeId(victim)).await.unwrap();
     let lost = t.client.lost_chunks().await.unwrap();
     assert!(!lost.is_empty());
     let job = plan::reconstruction(&t.client, "node 0", deadline()).await.unwrap();
@@ -143,7 +143,7 @@ async fn reconstruction_restores_a_dead_node_and_rebalancing_fills_a_new_one() {
     assert_eq!(report.items_done, needed);
     let status = t.client.cluster_status().await.unwrap();
     let new_node = status.nodes.iter().find(|n| n.addr == t.c.node_addr(added)).unwrap();
-    let on_new: Vec<ChunkRef> = t.client.chunks_on_disk(new_node.disks[0].id).await.unwrap();
+    let on_new: Vec<ChunkRef> = t.client.chunks_on_disk(dingo_types::DiskId(new_node.disks[0].id)).await.unwrap();
     // Chunks of one block or stripe never share a node, so a few moves may
     // land elsewhere; most go to the empty node.
     assert!(on_new.len() as u64 * 2 >= needed, "{} of {needed} moves reached the new node", on_new.len());
@@ -192,7 +192,7 @@ async fn scheduled_copies_that_became_unreadable_are_read_elsewhere() {
     // Reconstruction: copy 2 is lost; the planner chose copy 0 as source.
     let victim = t.client.cluster_status().await.unwrap().nodes.into_iter().find(|n| n.addr == at(2)).unwrap().id;
     t.c.kill_node(node_index(&t, &at(2), 7));
-    t.client.mark_node_dead(victim).await.unwrap();
+    t.client.mark_node_dead(dingo_types::NodeId(victim)).await.unwrap();
     let block = dingo_types::BlockId(first.id);
     let lost = ChunkRef { block, copy: 2 };
     let action = Action::Rebuild { lost, sources: vec![ChunkRef { block, copy: 1 }] };

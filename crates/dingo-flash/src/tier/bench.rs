@@ -106,6 +106,32 @@ pub struct FlashTierReport {
     pub zoned_writes_of_budget: f64,
 }
 
+/// The three configurations side by side in GB, then the headline ratios.
+impl std::fmt::Display for FlashTierReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let gb = |b: u64| b as f64 / 1e9;
+        writeln!(f, "{:<28} {:>10} {:>10} {:>13}", "", "DRAM only", "zoned", "conventional")?;
+        for (name, get) in [
+            ("planned disk reads, GB", (|t| t.planned_disk_read_bytes) as fn(&TierRun) -> u64),
+            ("pin-overflow re-reads, GB", |t| t.pin_overflow_reread_bytes),
+            ("foreground disk reads, GB", |t| t.foreground_disk_read_bytes),
+            ("flash device writes, GB", |t| t.device.map_or(0, |d| d.nand_write_bytes)),
+        ] {
+            let (dram, zoned, conventional) = (get(&self.dram_only), get(&self.zoned), get(&self.conventional));
+            writeln!(f, "{name:<28} {:>10.2} {:>10.2} {:>13.2}", gb(dram), gb(zoned), gb(conventional))?;
+        }
+        writeln!(
+            f,
+            "pin-overflow re-reads cut {:.1} %; write amplification zoned {:.3}, conventional {:.3}; \
+             zoned writes {:.0} % of the budget",
+            self.pin_overflow_reread_reduction * 100.0,
+            self.zoned_write_amplification,
+            self.conventional_write_amplification,
+            self.zoned_writes_of_budget * 100.0
+        )
+    }
+}
+
 /// Runs the three configurations on the same load.
 pub fn run_flash_tier_bench(config: &FlashTierBenchConfig) -> Result<FlashTierReport, String> {
     let t = config.tier;
@@ -263,5 +289,8 @@ mod tests {
         // Every configuration saw the same load.
         assert_eq!(report.dram_only.planned_disk_read_bytes, report.zoned.planned_disk_read_bytes);
         assert_eq!(report.zoned.planned_disk_read_bytes, report.conventional.planned_disk_read_bytes);
+        let text = report.to_string();
+        assert!(text.lines().nth(2).is_some_and(|l| l.starts_with("pin-overflow re-reads, GB")), "{text}");
+        assert!(text.contains("write amplification zoned 1.000"), "{text}");
     }
 }

@@ -11,11 +11,12 @@ pub mod model;
 use crate::BenchError;
 use crate::cluster::{self, DiskTarget, scrub_tag, since_start_us, write_data};
 use crate::harness::Options;
-use crate::output::{Chart, Experiment, LineChart, Series, Tone};
+use crate::output::{Chart, Experiment, Tone};
 use crate::proc::CpuTimes;
 use crate::stats::median;
 use dingo_client::Client;
 use dingo_iosched::PolicyKind;
+use dingo_report::plots::{LineChart, Series};
 use model::{Completions, FairSpec, WindowStat, simulate, windows};
 use serde::Serialize;
 use std::fmt;
@@ -166,7 +167,7 @@ impl Experiment for Report {
                 let points = (join..leave).map(|s| (s as f64, tenant_bytes(c, t, s) as f64 / 1e6)).collect();
                 series.push(Series {
                     name: format!("{} tenant {} (guarantee {:.1} MB/s)", p.policy, t + 1, self.guarantees_mb_s[t]),
-                    tone: Tone::Tenant(t),
+                    color: Tone::Tenant(t).color(),
                     points,
                     dashed,
                 });

@@ -15,12 +15,13 @@ pub mod model;
 use crate::BenchError;
 use crate::cluster::{self, pattern, since_start_us};
 use crate::harness::{Options, alternate};
-use crate::output::{Chart, Experiment, LineChart, Series, Tone};
+use crate::output::{Chart, Experiment, Tone};
 use crate::proc::CpuTimes;
 use crate::stats::median;
 use dingo_client::{Client, FileInfo, IoTag, Redundancy, ReplicaChoice};
 use dingo_cluster::LocalCluster;
 use dingo_iosched::PolicyKind;
+use dingo_report::plots::{LineChart, Series};
 use dingo_types::{BlockId, ChunkRef};
 use model::{Recorder, SteerBars, SteerSecond, SteerSpec, SteerSummary, arrivals, simulate};
 use serde::Serialize;
@@ -237,7 +238,8 @@ impl Experiment for Report {
         let points = |f: fn(&Window) -> f64| -> Vec<(f64, f64)> {
             self.windows.iter().map(|x| (x.second as f64 + 0.5, f(x))).collect()
         };
-        let line = |name: &str, tone, points, dashed| Series { name: name.into(), tone, points, dashed };
+        let line =
+            |name: &str, tone, points, dashed| Series { name: name.into(), color: Tone::color(tone), points, dashed };
         let p90 = |file_stem, policy: &str, pre: f64, tone, get: fn(&Window) -> f64| Chart {
             file_stem,
             chart: LineChart {

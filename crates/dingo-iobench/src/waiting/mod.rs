@@ -17,8 +17,9 @@ pub mod model;
 
 use crate::BenchError;
 use crate::harness::Options;
-use crate::output::{Chart, Experiment, LineChart, Series, Tone};
+use crate::output::{Chart, Experiment, Tone};
 use crate::stats::median;
+use dingo_report::plots::{LineChart, Series};
 use disks::one_cluster;
 use model::{FgRead, Job, WaitSpec, interpolate_at};
 use serde::Serialize;
@@ -271,8 +272,12 @@ impl Experiment for Report {
     /// Scrub MB/s against mean slowdown: Waiting's goals and the fixed-rate
     /// sweep, measured and twin (Practical scrubbing Fig. 15).
     fn charts(&self) -> Vec<Chart> {
-        let line =
-            |name: &str, tone, dashed, points: Vec<(f64, f64)>| Series { name: name.into(), tone, points, dashed };
+        let line = |name: &str, tone, dashed, points: Vec<(f64, f64)>| Series {
+            name: name.into(),
+            color: Tone::color(tone),
+            points,
+            dashed,
+        };
         let sorted = |mut v: Vec<(f64, f64)>| {
             v.sort_by(|a, b| a.0.total_cmp(&b.0));
             v

@@ -3,10 +3,9 @@
 
 use clap::{Args, Subcommand};
 use dingo_iobench::harness::Options;
-use dingo_iobench::output::{self, Experiment, LineChart, Tone};
+use dingo_iobench::output::{self, Experiment};
 use dingo_iobench::{fairness, fgtail, steering, waiting};
-use dingo_report::plots::{self, MODE_COLORS, TASK_COLORS};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Subcommand)]
 pub enum IoControlCommand {
@@ -82,33 +81,9 @@ pub async fn run(cmd: IoControlCommand) -> anyhow::Result<()> {
 /// Writes the files if asked, then prints the report as JSON or text.
 fn show(c: &Common, report: &impl Experiment) -> anyhow::Result<()> {
     if let Some(dir) = &c.out {
-        output::write_files(report, dir, &draw)?;
+        output::write_files(report, dir)?;
     }
     let text = if c.json { output::json(report)? } else { report.to_string() };
     println!("{text}");
     Ok(())
-}
-
-/// Draws a library chart with the command's plotters charts.
-fn draw(dir: &Path, name: &str, chart: &LineChart) -> Result<(), String> {
-    let color = |tone| match tone {
-        Tone::Mechanism => MODE_COLORS[1],
-        Tone::Baseline => MODE_COLORS[0],
-        Tone::Tenant(t) => TASK_COLORS[t % TASK_COLORS.len()],
-    };
-    let series = chart.series.iter().map(|s| plots::Series {
-        name: s.name.clone(),
-        color: color(s.tone),
-        points: s.points.clone(),
-        dashed: s.dashed,
-    });
-    let chart = plots::LineChart {
-        title: chart.title.clone(),
-        x_label: chart.x_label.clone(),
-        y_label: chart.y_label.clone(),
-        series: series.collect(),
-        hline: chart.hline.clone(),
-        markers: chart.markers.clone(),
-    };
-    plots::save_line(dir, name, &chart).map_err(|e| format!("{e:#}"))
 }

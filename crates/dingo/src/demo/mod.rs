@@ -1,13 +1,8 @@
-//! `dingo demo`: runs `dingo_demo`'s experiment, prints its comparison and
-//! draws its figure.
-
-mod plot;
+//! `dingo demo`: runs `dingo_demo`'s experiment and prints its comparison.
 
 use anyhow::{Context, Result};
-use dingo_demo::{DemoConfig, DemoSummary, ModeSummary, Scale, TASKS};
+use dingo_demo::{DemoConfig, Scale};
 use dingo_iosched::PolicyKind;
-use dingo_types::format_bytes;
-use std::fmt::Write as _;
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -54,55 +49,11 @@ pub async fn run(a: DemoArgs) -> Result<()> {
     })
     .await?;
     run.write_outputs(&a.out)?;
-    plot::disk_reads(&a.out, &run.imperative, &run.declarative)?;
     if a.json {
         println!("{}", serde_json::to_string(&run.summary)?);
     } else {
-        print!("{}", table(&run.summary));
+        print!("{}", run.summary);
         println!("outputs in {}", a.out.display());
     }
     Ok(())
-}
-
-fn table(s: &DemoSummary) -> String {
-    let (imp, dec) = (&s.imperative, &s.declarative);
-    let row = |name: &str, cells: [u64; 4]| {
-        let [a, b, c, d] = cells.map(format_bytes);
-        format!("{name:<16} {a:>14} {b:>14} {c:>14} {d:>14}\n")
-    };
-    let mut out =
-        format!("{:<16} {:>14} {:>14} {:>14} {:>14}\n", "task", "logical imp", "disk imp", "logical decl", "disk decl");
-    let task = |m: &ModeSummary, name: &str| m.tasks.get(name).map_or((0, 0), |t| (t.logical_bytes, t.disk_bytes));
-    for t in TASKS {
-        let ((li, di), (ld, dd)) = (task(imp, t.name()), task(dec, t.name()));
-        out += &row(t.name(), [li, di, ld, dd]);
-    }
-    out += &row("total", [imp.logical_bytes, imp.disk_bytes, dec.logical_bytes, dec.disk_bytes]);
-    let _ =
-        writeln!(out, "declarative / imperative disk bytes: {:.3} (savings {:.1} %)", s.disk_ratio, s.savings * 100.0);
-    let _ = writeln!(
-        out,
-        "free bytes: scheduled {} achieved {}",
-        format_bytes(dec.planned_free_bytes.unwrap_or(0)),
-        format_bytes(dec.achieved_free_bytes)
-    );
-    let _ = writeln!(
-        out,
-        "deadline misses: imperative {} declarative {}; all work complete: {}",
-        imp.deadline_misses, dec.deadline_misses, s.work_complete
-    );
-    let _ = writeln!(
-        out,
-        "foreground read latency ms: imperative p50 {:.1} p99 {:.1}; declarative p50 {:.1} p99 {:.1}",
-        imp.fg_p50_ms, imp.fg_p99_ms, dec.fg_p50_ms, dec.fg_p99_ms
-    );
-    let _ = writeln!(
-        out,
-        "node disk counters vs kernel read_bytes: imperative {} / {}, declarative {} / {}",
-        format_bytes(imp.all_disk_bytes),
-        format_bytes(imp.kernel_read_bytes),
-        format_bytes(dec.all_disk_bytes),
-        format_bytes(dec.kernel_read_bytes)
-    );
-    out
 }

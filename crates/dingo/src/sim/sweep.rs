@@ -1,7 +1,8 @@
 //! `dingo sim sweep`: `dingo_sim::sweep` from the command line.
 
-use super::{ScenarioArgs, progress_bar, simulate};
+use super::{progress_bar, simulate};
 use clap::Args;
+use dingo_sim::scenario::Scenario;
 use dingo_sim::sim::Modes;
 use dingo_sim::sweep::{self, SweepKind};
 use std::path::PathBuf;
@@ -16,7 +17,7 @@ pub struct SweepArgs {
     #[arg(long, value_delimiter = ',')]
     values: Vec<String>,
     #[command(flatten)]
-    scenario: ScenarioArgs,
+    scenario: Scenario,
     /// Write sweep.json, sweep.csv, the figures and report.html here.
     #[arg(long)]
     out: Option<PathBuf>,

@@ -4,10 +4,10 @@
 use super::ClientArgs;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
-use dingo_client::{Client, Device, DeviceState, DiskSlowdown, DrainEvent};
+use dingo_client::{Client, ClusterView, Device, DeviceState, DiskSlowdown, DrainEvent, state_name};
 use dingo_cluster::{ClusterSpec, LocalCluster, UpRequest};
 use dingo_daemon::shutdown_signal;
-use dingo_types::{DiskId, format_bytes};
+use dingo_types::{DiskId, NodeId, format_bytes};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -62,10 +62,10 @@ pub struct SlowDiskArgs {
     #[arg(long)]
     pub factor: f64,
     /// From how long after the call, e.g. 2s.
-    #[arg(long, default_value = "0s", value_parser = crate::task_cmd::parse_duration)]
+    #[arg(long, default_value = "0s", value_parser = dingo_types::parse_duration)]
     pub after: Duration,
     /// For how long, e.g. 30s.
-    #[arg(long = "for", value_parser = crate::task_cmd::parse_duration)]
+    #[arg(long = "for", value_parser = dingo_types::parse_duration)]
     pub lasting: Duration,
 }
 
@@ -77,7 +77,7 @@ pub struct DecommissionArgs {
     #[arg(long)]
     pub no_wait: bool,
     /// How often to report progress while waiting, e.g. 5s.
-    #[arg(long, default_value = "5s", value_parser = crate::task_cmd::parse_duration)]
+    #[arg(long, default_value = "5s", value_parser = dingo_types::parse_duration)]
     pub progress_every: Duration,
 }
 
@@ -176,121 +176,20 @@ async fn cluster_up(a: ClusterUpArgs) -> Result<()> {
     Ok(())
 }
 
-fn state_name(state: DeviceState) -> &'static str {
-    match state {
-        DeviceState::Live => "LIVE",
-        DeviceState::Dead => "DEAD",
-        DeviceState::Draining => "DRAINING",
-        DeviceState::Decommissioned => "DECOMMISSIONED",
-    }
-}
-
 async fn cluster_status(client: &ClientArgs, json: bool) -> Result<()> {
-    let s = client.client()?.cluster_status().await?;
-    if json {
-        let nodes: Vec<serde_json::Value> = s
-            .nodes
-            .iter()
-            .map(|n| {
-                serde_json::json!({
-                    "id": n.id, "addr": n.addr, "alive": n.alive,
-                    "state": state_name(n.state()),
-                    "heartbeat_age_ms": (n.heartbeat_age_ms != u64::MAX).then_some(n.heartbeat_age_ms),
-                    "disks": n.disks.iter().map(|d| serde_json::json!({
-                        "id": d.id, "state": state_name(d.state()), "used": d.used,
-                        "capacity": d.capacity, "chunks": d.chunks, "path": d.path,
-                        "drain_chunks_left": d.drain_chunks_left, "drain_bytes_left": d.drain_bytes_left,
-                    })).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
-        outln!("{}", serde_json::json!({ "files": s.files, "blocks": s.blocks, "nodes": nodes }));
-        return Ok(());
-    }
-    outln!("{} file(s), {} block record(s)", s.files, s.blocks);
-    outln!("{:<5} {:<22} {:<6} {:<14} {:>8}  disks", "node", "address", "hb", "state", "hb age");
-    for n in &s.nodes {
-        let age = if n.heartbeat_age_ms == u64::MAX {
-            "-".into()
-        } else {
-            format!("{:.1}s", n.heartbeat_age_ms as f64 / 1000.0)
-        };
-        let hb = if n.alive { "alive" } else { "silent" };
-        outln!("{:<5} {:<22} {:<6} {:<14} {:>8}", n.id, n.addr, hb, state_name(n.state()), age);
-        for d in &n.disks {
-            let left = if d.state() == DeviceState::Draining {
-                format!("  ({} chunk(s), {} left to move)", d.drain_chunks_left, format_bytes(d.drain_bytes_left))
-            } else {
-                String::new()
-            };
-            outln!(
-                "        disk {:<4} {:<14} {:>12} used of {:>12}  {:>6} chunks  {}{left}",
-                d.id,
-                state_name(d.state()),
-                format_bytes(d.used),
-                format_bytes(d.capacity),
-                d.chunks,
-                d.path
-            );
-        }
-    }
-    Ok(())
+    let view = ClusterView::from(&client.client()?.cluster_status().await?);
+    crate::output::print(&view, json)
 }
 
 async fn cluster_health(client: &ClientArgs, json: bool) -> Result<()> {
-    let h = client.client()?.health().await?;
-    if json {
-        outln!("{}", serde_json::to_string(&h)?);
-        return Ok(());
-    }
-    let ids = |v: &[u32]| if v.is_empty() { String::new() } else { format!(" {v:?}") };
-    outln!("{}", h.status);
-    outln!(
-        "nodes: {} live, {} silent{}, {} dead{}, {} draining{}, {} decommissioned{}",
-        h.nodes_live.len(),
-        h.nodes_silent.len(),
-        ids(&h.nodes_silent),
-        h.nodes_dead.len(),
-        ids(&h.nodes_dead),
-        h.nodes_draining.len(),
-        ids(&h.nodes_draining),
-        h.nodes_decommissioned.len(),
-        ids(&h.nodes_decommissioned)
-    );
-    let draining: Vec<u32> = h.disks_draining.iter().map(|d| d.disk).collect();
-    outln!(
-        "disks: {} live, {} dead{}, {} draining{}, {} decommissioned{}",
-        h.disks_live,
-        h.disks_dead.len(),
-        ids(&h.disks_dead),
-        draining.len(),
-        ids(&draining),
-        h.disks_decommissioned.len(),
-        ids(&h.disks_decommissioned)
-    );
-    outln!("data:  {} file(s), {} sealed block(s)", h.files, h.blocks);
-    outln!(
-        "redundancy: {} block(s) under-replicated, {} lost; {} chunk(s) lost, {} corrupt",
-        h.under_replicated,
-        h.lost_blocks,
-        h.lost_chunks,
-        h.corrupt_chunks
-    );
-    outln!("files: {} open, {} with an expired lease", h.open_files, h.expired_leases);
-    outln!("repair outstanding: {} chunk(s)", h.repair_outstanding);
-    outln!(
-        "moves outstanding (draining): {} chunk(s), {}",
-        h.moves_outstanding,
-        format_bytes(h.move_bytes_outstanding)
-    );
-    Ok(())
+    crate::output::print(&client.client()?.health().await?, json)
 }
 
 impl MarkArgs {
     fn device(&self) -> Result<Device> {
         match (self.node, self.disk) {
-            (Some(n), None) => Ok(Device::Node(n)),
-            (None, Some(d)) => Ok(Device::Disk(d)),
+            (Some(n), None) => Ok(Device::Node(NodeId(n))),
+            (None, Some(d)) => Ok(Device::Disk(DiskId(d))),
             _ => bail!("give either --node N or --disk D"),
         }
     }

@@ -3,9 +3,8 @@
 use super::{ClientArgs, parse_size};
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
-use dingo_client::Redundancy;
+use dingo_client::{FileView, Listing, Redundancy};
 use dingo_daemon::{keep_freed_memory, shutdown_signal};
-use dingo_proto::v1::FileInfo;
 use dingo_types::format_bytes;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -85,39 +84,6 @@ pub enum FsCommand {
         #[command(flatten)]
         client: ClientArgs,
     },
-}
-
-/// A file's state for listings: sealed, open, or open with its lease
-/// expired (lease recovery will close it).
-fn file_state(f: &FileInfo) -> &'static str {
-    match (f.sealed, f.lease_expiry_ms < dingo_daemon::now_ms()) {
-        (true, _) => "sealed",
-        (false, false) => "open",
-        (false, true) => "open, lease expired",
-    }
-}
-
-fn file_json(f: &FileInfo, blocks: bool) -> serde_json::Value {
-    let r = Redundancy::try_from(f.redundancy.as_ref()).map(|r| r.to_string()).unwrap_or_default();
-    let mut v = serde_json::json!({
-        "path": f.path, "size": f.size, "redundancy": r, "block_size": f.block_size,
-        "sealed": f.sealed, "state": file_state(f), "created_ms": f.created_ms,
-    });
-    if blocks {
-        v["blocks"] = f
-            .blocks
-            .iter()
-            .map(|b| {
-                serde_json::json!({
-                    "id": b.id, "group": b.group, "member": b.ec_index, "size": b.size,
-                    "chunks": b.chunks.iter().map(|c| serde_json::json!({
-                        "copy": c.copy, "disk": c.disk, "node": c.node, "addr": c.addr, "lost": c.lost,
-                    })).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
-    }
-    v
 }
 
 /// A progress bar on stderr for `total` bytes (a spinner if unknown),
@@ -200,15 +166,7 @@ pub async fn run_fs(cmd: FsCommand) -> Result<()> {
         }
         FsCommand::Ls { prefix, json, client } => {
             let files = client.client()?.list(&prefix).await?;
-            if json {
-                let v: Vec<serde_json::Value> = files.iter().map(|f| file_json(f, false)).collect();
-                outln!("{}", serde_json::Value::Array(v));
-                return Ok(());
-            }
-            for f in &files {
-                let r = Redundancy::try_from(f.redundancy.as_ref()).map(|r| r.to_string()).unwrap_or_default();
-                outln!("{:>12}  {:<14} {:<20} {}", format_bytes(f.size), r, file_state(f), f.path);
-            }
+            crate::output::print(&Listing::new(&files, dingo_daemon::now_ms()), json)?;
         }
         FsCommand::Rm { path, client } => {
             let blocks = client.client()?.delete(&path).await?;
@@ -219,37 +177,8 @@ pub async fn run_fs(cmd: FsCommand) -> Result<()> {
             None => outln!("{path}: removed (nothing had been committed)"),
         },
         FsCommand::Stat { path, json, client } => {
-            let f = client.client()?.stat(&path).await?;
-            if json {
-                outln!("{}", file_json(&f, true));
-                return Ok(());
-            }
-            let r = Redundancy::try_from(f.redundancy.as_ref()).map(|r| r.to_string()).unwrap_or_default();
-            outln!(
-                "{}: {} ({} bytes), {r}, block size {}, {}",
-                f.path,
-                format_bytes(f.size),
-                f.size,
-                format_bytes(f.block_size),
-                file_state(&f)
-            );
-            for b in &f.blocks {
-                let chunks: Vec<String> = b
-                    .chunks
-                    .iter()
-                    .map(|c| {
-                        format!("copy {} disk {} @ {}{}", c.copy, c.disk, c.addr, if c.lost { " (lost)" } else { "" })
-                    })
-                    .collect();
-                outln!(
-                    "  block {} group {} member {} size {}: {}",
-                    b.id,
-                    b.group,
-                    b.ec_index,
-                    format_bytes(b.size),
-                    chunks.join(", ")
-                );
-            }
+            let file = client.client()?.stat(&path).await?;
+            crate::output::print(&FileView::new(&file, dingo_daemon::now_ms(), true), json)?;
         }
     }
     Ok(())

@@ -66,7 +66,7 @@ pub struct ClientArgs {
     #[arg(long, env = "DINGO_META", default_value = DEFAULT_META)]
     pub meta: String,
     /// Deadline of each metadata operation, retries included (e.g. 10s).
-    #[arg(long, env = "DINGO_TIMEOUT", default_value = "10s", value_parser = crate::task_cmd::parse_duration)]
+    #[arg(long, env = "DINGO_TIMEOUT", default_value = "10s", value_parser = dingo_types::parse_duration)]
     pub timeout: Duration,
     /// How foreground reads choose a copy: "steering" (by weight, away from
     /// disks that report congestion) or "random" (the baseline).
@@ -100,23 +100,7 @@ pub async fn run_meta(a: MetaArgs) -> Result<()> {
 pub async fn run_node(a: NodeArgs) -> Result<()> {
     keep_freed_memory();
     let cfg = StorageConfig::load(a.config.as_deref())?;
-    let disks = cfg.node.disk_specs(a.disks, a.capacity)?;
-    dingo_node::run(
-        dingo_node::NodeConfig {
-            listen: a.listen,
-            advertise: a.advertise,
-            meta: a.meta,
-            metrics: a.metrics,
-            disks,
-            cache_bytes: cfg.node.cache_bytes(),
-            pinned_bytes: cfg.node.pinned_bytes(),
-            heartbeat: cfg.node.heartbeat(),
-            orphan_grace: cfg.node.orphan_grace(),
-            fault_injection: cfg.node.fault_injection,
-            flash: cfg.node.flash_settings(),
-        },
-        shutdown_signal(),
-    )
-    .await?;
+    let config = cfg.node.node_config(a.disks, a.capacity, a.listen, a.advertise, a.meta, a.metrics)?;
+    dingo_node::run(config, shutdown_signal()).await?;
     Ok(())
 }

@@ -1,10 +1,9 @@
 //! The demo's figure: disk reads over time in both modes (the paper's
-//! Fig. 14/15 for the HDFS experiment).
+//! Fig. 14/15 for the HDFS experiment), `disk-reads.{svg,png}`.
 
-use dingo_demo::{ModeResult, NodeSample};
+use crate::{ModeResult, NodeSample, Result};
 use dingo_report::plots::{self, LineChart, MODE_COLORS, Series};
 use std::path::Path;
-
 /// MB/s read from disk per sampling interval: (seconds, rate).
 fn rates(r: &ModeResult, bytes: impl Fn(&NodeSample) -> u64) -> Vec<(f64, f64)> {
     let mut last = 0.0;
@@ -19,7 +18,7 @@ fn rates(r: &ModeResult, bytes: impl Fn(&NodeSample) -> u64) -> Vec<(f64, f64)> 
 }
 
 /// Writes `disk-reads.svg` and `disk-reads.png` into `dir`.
-pub fn disk_reads(dir: &Path, imperative: &ModeResult, declarative: &ModeResult) -> anyhow::Result<()> {
+pub fn disk_reads(dir: &Path, imperative: &ModeResult, declarative: &ModeResult) -> Result<()> {
     let mut series = Vec::new();
     for (r, color) in [(imperative, MODE_COLORS[0]), (declarative, MODE_COLORS[1])] {
         series.push(Series {

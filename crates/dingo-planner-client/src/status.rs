@@ -1,0 +1,183 @@
+//! A typed view of the planner's status for programs and people: it
+//! serializes to the JSON of `dingo planner status --json` and renders
+//! (`Display`) as its table. Fields are declared in alphabetical order
+//! because that is the order the JSON has always had.
+
+use crate::wire;
+use dingo_types::{DeclarationId, format_bytes};
+use serde::Serialize;
+use std::fmt;
+
+/// The per-quantum budget; 0 means unlimited in either field.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct BudgetView {
+    pub cluster_bytes: u64,
+    pub disk_head_time_us: u64,
+}
+
+impl From<Option<wire::Budget>> for BudgetView {
+    fn from(b: Option<wire::Budget>) -> BudgetView {
+        let b = b.unwrap_or_default();
+        BudgetView { cluster_bytes: b.cluster_bytes, disk_head_time_us: b.disk_head_time_us }
+    }
+}
+
+/// `500.00 MB and 100 ms of head time per disk`.
+impl fmt::Display for BudgetView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let bytes = if self.cluster_bytes == 0 { "unlimited bytes".into() } else { format_bytes(self.cluster_bytes) };
+        let head = match self.disk_head_time_us {
+            0 => "unlimited".into(),
+            us => format!("{} ms", us / 1000),
+        };
+        write!(f, "{bytes} and {head} of head time per disk")
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DeclarationView {
+    pub acked_sets: u64,
+    pub cancelled: bool,
+    /// The task client's name in the planner's config.
+    pub client: String,
+    pub deadline_ms: u64,
+    pub delivered_sets: u64,
+    pub done: bool,
+    pub elided_sets: u64,
+    pub id: DeclarationId,
+    pub missed_deadline: bool,
+    pub sets_needed: Option<u64>,
+    pub task: String,
+    pub total_sets: u64,
+}
+
+impl DeclarationView {
+    /// `done`, `cancelled`, `late` or `open`.
+    pub fn state(&self) -> &'static str {
+        match (self.done, self.cancelled, self.missed_deadline) {
+            (true, _, _) => "done",
+            (_, true, _) => "cancelled",
+            (false, false, true) => "late",
+            (false, false, false) => "open",
+        }
+    }
+}
+
+/// The planner's declarations, next quantum and budget, as seen at `now_ms`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StatusView {
+    pub budget: BudgetView,
+    pub declarations: Vec<DeclarationView>,
+    pub next_quantum_ms: u64,
+    /// When the status was taken: the text shows times relative to it.
+    #[serde(skip)]
+    pub now_ms: u64,
+}
+
+impl StatusView {
+    pub fn new(reply: wire::StatusReply, now_ms: u64) -> StatusView {
+        let declarations = reply
+            .declarations
+            .into_iter()
+            .map(|d| DeclarationView {
+                acked_sets: d.acked_sets,
+                cancelled: d.cancelled,
+                client: d.client,
+                deadline_ms: d.deadline_ms,
+                delivered_sets: d.delivered_sets,
+                done: d.done,
+                elided_sets: d.elided_sets,
+                id: DeclarationId(d.declaration),
+                missed_deadline: d.missed_deadline,
+                sets_needed: d.sets_needed,
+                task: d.task,
+                total_sets: d.total_sets,
+            })
+            .collect();
+        StatusView { budget: reply.budget.into(), declarations, next_quantum_ms: reply.next_quantum_ms, now_ms }
+    }
+}
+
+impl fmt::Display for StatusView {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "next quantum in {:.1}s; budget {}",
+            self.next_quantum_ms.saturating_sub(self.now_ms) as f64 / 1000.0,
+            self.budget
+        )?;
+        writeln!(
+            f,
+            "{:>6} {:<16} {:<14} {:>10} {:>8} {:>9} {:>6} {:>6}  state",
+            "id", "task", "client", "deadline", "sets", "delivered", "acked", "elided"
+        )?;
+        for d in &self.declarations {
+            let due_ms = d.deadline_ms as i64 - self.now_ms as i64;
+            let sets = d.sets_needed.map_or(d.total_sets.to_string(), |n| format!("{n}/{}", d.total_sets));
+            writeln!(
+                f,
+                "{:>6} {:<16} {:<14} {:>9.0}s {:>8} {:>9} {:>6} {:>6}  {}",
+                d.id.0,
+                d.task,
+                d.client,
+                due_ms as f64 / 1000.0,
+                sets,
+                d.delivered_sets,
+                d.acked_sets,
+                d.elided_sets,
+                d.state()
+            )?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply() -> wire::StatusReply {
+        wire::StatusReply {
+            declarations: vec![wire::DeclarationStatus {
+                declaration: 4,
+                task: "scrubbing".into(),
+                client: "scrubber".into(),
+                deadline_ms: 70_000,
+                total_sets: 10,
+                sets_needed: Some(5),
+                delivered_sets: 3,
+                acked_sets: 2,
+                missed_deadline: true,
+                ..wire::DeclarationStatus::default()
+            }],
+            next_quantum_ms: 12_500,
+            budget: Some(wire::Budget { cluster_bytes: 500_000_000, disk_head_time_us: 0 }),
+            planned_free_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn json_keeps_its_keys_and_order() {
+        assert_eq!(
+            serde_json::to_string(&StatusView::new(reply(), 10_000)).unwrap(),
+            r#"{"budget":{"cluster_bytes":500000000,"disk_head_time_us":0},"declarations":[{"acked_sets":2,"cancelled":false,"client":"scrubber","deadline_ms":70000,"delivered_sets":3,"done":false,"elided_sets":0,"id":4,"missed_deadline":true,"sets_needed":5,"task":"scrubbing","total_sets":10}],"next_quantum_ms":12500}"#
+        );
+    }
+
+    #[test]
+    fn text_shows_times_from_now_and_the_state() {
+        let text = StatusView::new(reply(), 10_000).to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "next quantum in 2.5s; budget 500.00 MB and unlimited of head time per disk");
+        assert_eq!(
+            lines[2],
+            "     4 scrubbing        scrubber              60s     5/10         3      2      0  late"
+        );
+    }
+
+    #[test]
+    fn zero_is_unlimited() {
+        let b = BudgetView { cluster_bytes: 0, disk_head_time_us: 250_000 };
+        assert_eq!(b.to_string(), "unlimited bytes and 250 ms of head time per disk");
+    }
+}
