@@ -22,6 +22,7 @@ mod config;
 mod declaration;
 mod dispatcher;
 mod error;
+mod explicit;
 mod planner;
 mod scheduler;
 mod sets;

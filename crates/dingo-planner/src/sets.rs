@@ -10,6 +10,7 @@
 //! taking a set costs one removal from `remaining`, and lookups by block
 //! filter out the sets no longer outstanding.
 
+use crate::explicit::ExplicitSets;
 use dingo_types::{BlockId, BlockRange, BlockSet, ChunkRef, Member, MemberBitmap, ReadSets, Topology};
 use fixedbitset::FixedBitSet;
 use roaring::RoaringTreemap;
@@ -20,17 +21,8 @@ pub(crate) enum Sets {
     Singletons { remaining: MemberBitmap },
     /// One set per block range, any copy of each block.
     Ranges { starts: Vec<u64>, lens: Lens, remaining: Outstanding, declared_blocks: RoaringTreemap },
-    /// Arbitrary sets, flattened: set `i` is `member_keys[offsets[i]..offsets[i + 1]]`.
-    /// `index_blocks`/`index_sets` map each block to the sets naming it,
-    /// sorted by block (two vectors: 12 bytes per member, no padding).
-    Explicit {
-        member_keys: Vec<u64>,
-        offsets: Vec<u32>,
-        index_blocks: Vec<u64>,
-        index_sets: Vec<u32>,
-        remaining: Outstanding,
-        declared_blocks: RoaringTreemap,
-    },
+    /// Arbitrary sets, by index ([`ExplicitSets`]).
+    Explicit { sets: ExplicitSets, remaining: Outstanding },
 }
 
 impl Sets {
@@ -68,25 +60,9 @@ impl Sets {
 
     /// Validation guarantees fewer than 4G members in all.
     pub(crate) fn explicit(sets: &[BlockSet]) -> Sets {
-        let mut member_keys = Vec::with_capacity(sets.iter().map(|s| s.members.len()).sum());
-        let mut offsets = Vec::with_capacity(sets.len() + 1);
-        let mut block_index: Vec<(u64, u32)> = Vec::with_capacity(member_keys.capacity());
-        offsets.push(0);
-        for (i, set) in sets.iter().enumerate() {
-            for m in &set.members {
-                member_keys.push(m.key());
-                block_index.push((m.block().0, i as u32));
-            }
-            offsets.push(u32::try_from(member_keys.len()).expect("validated member count"));
-        }
-        block_index.sort_unstable();
-        block_index.dedup();
-        let mut blocks: Vec<u64> = block_index.iter().map(|&(b, _)| b).collect();
-        blocks.dedup();
-        let declared_blocks = RoaringTreemap::from_sorted_iter(blocks).expect("sorted and deduplicated");
+        let sets = ExplicitSets::new(sets);
         let remaining = Outstanding::all(sets.len());
-        let (index_blocks, index_sets) = block_index.into_iter().unzip();
-        Sets::Explicit { member_keys, offsets, index_blocks, index_sets, remaining, declared_blocks }
+        Sets::Explicit { sets, remaining }
     }
 
     pub(crate) fn remaining_count(&self) -> u64 {
@@ -115,10 +91,7 @@ impl Sets {
                 let (start, len) = (starts[key as usize], lens.get(key as usize));
                 out.extend((start..start + u64::from(len)).map(|b| Member::Any(BlockId(b))));
             }
-            Sets::Explicit { member_keys, offsets, .. } => {
-                let (from, to) = (offsets[key as usize] as usize, offsets[key as usize + 1] as usize);
-                out.extend(member_keys[from..to].iter().map(|&k| Member::from_key(k)));
-            }
+            Sets::Explicit { sets, .. } => sets.members(key as usize, out),
         }
     }
 
@@ -180,16 +153,12 @@ impl Sets {
                     }
                 }
             }
-            Sets::Explicit { index_blocks, index_sets, remaining, declared_blocks, .. } => {
-                let mut from = 0;
-                for b in intersection(declared_blocks, blocks).iter() {
-                    from += gallop(&index_blocks[from..], |blk| blk < b);
-                    let to = from + gallop(&index_blocks[from..], |blk| blk == b);
-                    out.extend(
-                        index_sets[from..to].iter().map(|&set| u64::from(set)).filter(|&set| remaining.contains(set)),
-                    );
-                    from = to;
-                }
+            Sets::Explicit { sets, remaining } => {
+                sets.sets_on(blocks, |set| {
+                    if remaining.contains(u64::from(set)) {
+                        out.push(u64::from(set));
+                    }
+                });
                 out.sort_unstable();
                 out.dedup();
             }
@@ -260,12 +229,7 @@ impl Sets {
                     + remaining.heap_bytes()
                     + declared_blocks.serialized_size() as u64
             }
-            Sets::Explicit { member_keys, offsets, index_blocks, index_sets, remaining, declared_blocks } => {
-                (member_keys.capacity() * 8 + offsets.capacity() * 4 + index_blocks.capacity() * 8) as u64
-                    + index_sets.capacity() as u64 * 4
-                    + remaining.heap_bytes()
-                    + declared_blocks.serialized_size() as u64
-            }
+            Sets::Explicit { sets, remaining } => sets.heap_bytes() + remaining.heap_bytes(),
         }
     }
 }
@@ -376,7 +340,7 @@ impl Outstanding {
 /// must hold for a prefix only: like `partition_point`, but searching
 /// outward from the front first, so a walk of ascending lookups through
 /// one sorted vector costs the log of each step, not of the whole vector.
-fn gallop(sorted: &[u64], pred: impl Fn(u64) -> bool) -> usize {
+pub(crate) fn gallop<T: Copy>(sorted: &[T], pred: impl Fn(T) -> bool) -> usize {
     let mut bound = 1;
     while bound <= sorted.len() && pred(sorted[bound - 1]) {
         bound *= 2;

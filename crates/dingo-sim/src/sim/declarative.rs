@@ -204,14 +204,21 @@ impl Declarative {
         }
     }
 
-    pub fn declare(&mut self, model: &ClusterModel, job: &Job) -> Result<(), DeclareError> {
-        self.planner.declare_owned(model, job.arrival, job.declaration(model)).map(|_| ())
-    }
-
-    pub fn note_deleted(&mut self, topo: &impl Topology, deleted: &RoaringTreemap) {
+    /// Declares `jobs` after noting the blocks `deleted` since the last
+    /// quantum, in that order.
+    pub fn declare_jobs<'j>(
+        planner: &mut Planner,
+        model: &ClusterModel,
+        deleted: &RoaringTreemap,
+        jobs: impl IntoIterator<Item = &'j Job>,
+    ) -> Result<(), (TaskKind, DeclareError)> {
         if !deleted.is_empty() {
-            self.planner.note_deleted(topo, deleted);
+            planner.note_deleted(model, deleted);
         }
+        for job in jobs {
+            planner.declare_owned(model, job.arrival, job.declaration(model)).map_err(|error| (job.task, error))?;
+        }
+        Ok(())
     }
 
     /// Whether declarations are still outstanding.
@@ -219,9 +226,9 @@ impl Declarative {
         self.planner.outstanding().next().is_some()
     }
 
-    /// Plans the quantum starting at `now` (at `start_hours`) on this core
-    /// while another runs `alongside`, then hands the plan to the replay
-    /// thread. A plan's replay thus runs from the end of its planning to
+    /// Runs `prepare` (the quantum's new declarations) and then plans the
+    /// quantum starting at `now` (at `start_hours`) on this core while
+    /// another runs `alongside`, then hands the plan to the replay thread. A plan's replay thus runs from the end of its planning to
     /// the end of the next quantum's, beside the world's advance and the
     /// next planning. Replays only read plans, so this gives the same
     /// results as running them in turn.
@@ -231,14 +238,15 @@ impl Declarative {
     /// before planning, so that one schedule is in memory, not two: the
     /// replay then overlaps the world's advance and the new declarations
     /// only.
-    pub fn run_quantum(
+    pub fn run_quantum<E>(
         &mut self,
         topo: &(impl Topology + Sync),
         now: Timestamp,
         budget: &Budget,
         start_hours: f64,
+        prepare: impl FnOnce(&mut Planner) -> Result<(), E>,
         alongside: impl FnOnce() + Send,
-    ) {
+    ) -> Result<(), E> {
         if self.last_schedule_bytes > ONE_PLAN_IN_FLIGHT_BYTES {
             let replay = self.idle_replay();
             self.replay = ReplayState::Idle(replay);
@@ -246,10 +254,11 @@ impl Declarative {
         let planner = &mut self.planner;
         let planned = std::thread::scope(|scope| {
             scope.spawn(alongside);
+            prepare(planner)?;
             let (schedule, report) = planner.schedule(topo, now, budget);
             planner.retire_finished();
-            PlannedQuantum { schedule, report, budget: budget.clone(), start_hours }
-        });
+            Ok(PlannedQuantum { schedule, report, budget: budget.clone(), start_hours })
+        })?;
         self.last_schedule_bytes = schedule_bytes(&planned.schedule);
         let mut replay = self.idle_replay();
         replay.lean = self.last_schedule_bytes > ONE_PLAN_IN_FLIGHT_BYTES;
@@ -257,6 +266,7 @@ impl Declarative {
             let spent = replay.replay(planned);
             (replay, spent)
         }));
+        Ok(())
     }
 
     /// Waits for the replay in flight, if any; recycles its schedule.

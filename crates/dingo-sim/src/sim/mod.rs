@@ -326,22 +326,15 @@ impl Simulation {
             self.initial_files_deleted = Some(self.world.initial_files_deleted_fraction());
             self.layout[1] = (self.world.layout(), self.world.fill());
         }
-        if let Some(decl) = &mut self.declarative {
-            decl.note_deleted(&self.world.model, &events.deleted);
-            for &id in &events.started {
-                let job = self.world.job(id);
-                decl.declare(&self.world.model, job).map_err(|error| SimError::Declare { task: job.task, error })?;
-            }
-        }
         if let Some(imp) = &mut self.imperative {
             for &id in &events.started {
                 imp.start(self.world.job(id));
             }
         }
-        // The modes only read the world from here on: plan the declarative
-        // quantum on this thread while another runs the imperative jobs and
-        // settles optimal's closed jobs (the previous plan's replay runs on
-        // a third, see `Declarative::run_quantum`).
+        // The modes only read the world from here on: declare and plan the
+        // declarative quantum on this thread while another runs the
+        // imperative jobs and settles optimal's closed jobs (the previous
+        // plan's replay runs on a third, see `Declarative::run_quantum`).
         let (world, budget) = (&self.world, self.config.budget(now));
         let deleted_now = &events.deleted;
         let hours = now.as_millis() as f64 / 3.6e6;
@@ -359,7 +352,12 @@ impl Simulation {
             }
         };
         match &mut self.declarative {
-            Some(decl) => decl.run_quantum(&world.model, now, &budget, hours, other_modes),
+            Some(decl) => {
+                let started = events.started.iter().map(|&id| world.job(id));
+                let declare = |planner: &mut _| Declarative::declare_jobs(planner, &world.model, deleted_now, started);
+                decl.run_quantum(&world.model, now, &budget, hours, declare, other_modes)
+                    .map_err(|(task, error)| SimError::Declare { task, error })?;
+            }
             None => other_modes(),
         }
         for recorder in self.recorders() {

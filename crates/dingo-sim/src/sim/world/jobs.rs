@@ -82,9 +82,10 @@ impl World {
         match task {
             TaskKind::GarbageCollection => {
                 let n = self.units(task, bytes, file_bytes);
+                // The commit (these files, in their own schemes) is made
+                // from the job's files when it closes: one list held, not two.
                 let files = self.objects.pick(&self.model, n, &mut self.rngs[task.index()]);
-                let sets = JobSets::Files { files: files.clone(), max_blocks: u32::MAX };
-                self.push_job(task, now, sets, None, vec![Commit { files, to_scheme: None }])
+                self.push_job(task, now, JobSets::Files { files, max_blocks: u32::MAX }, None, Vec::new())
             }
             TaskKind::Transcoding => {
                 let stages = self.chain.len().saturating_sub(1);

@@ -127,6 +127,8 @@ pub struct Job {
     pub sets: JobSets,
     /// `None`: every set; `Some(n)`: any `n` of them (rebalancing).
     pub sets_needed: Option<u64>,
+    /// Transcoding's moves; garbage collection's rewrite of its own files
+    /// is made from `sets` at close ([`World::close_due`]).
     commits: Vec<Commit>,
 }
 
@@ -290,6 +292,9 @@ impl World {
         let mut closed = Vec::new();
         for id in due {
             let mut job = self.jobs.remove(&id).expect("due job exists");
+            if let (TaskKind::GarbageCollection, JobSets::Files { files, .. }) = (job.task, &job.sets) {
+                self.pending_commits.push(Commit { files: files.clone(), to_scheme: None });
+            }
             self.pending_commits.append(&mut job.commits);
             closed.push(job);
         }

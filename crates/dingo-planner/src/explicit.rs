@@ -1,0 +1,232 @@
+//! The compact store of arbitrary sets ([`dingo_types::ReadSets::Sets`]):
+//! a reconstruction declaration names, for every chunk a failed disk
+//! lost, the `k` survivors of its stripe, so at 1 EB these stores hold
+//! billions of members for days. About 9 bytes a member instead of 20:
+//!
+//! - members: each set's first member key whole, the others as
+//!   differences from the previous one (a stripe's blocks have
+//!   consecutive ids: one byte each);
+//! - the block → set index, sorted by block: the low 32 bits of each
+//!   block and its set (8 bytes a pair), the high bits once per run of
+//!   blocks that share them.
+
+use crate::sets::gallop;
+use dingo_types::{BlockSet, Member};
+use roaring::RoaringTreemap;
+
+#[derive(Debug)]
+pub(crate) struct ExplicitSets {
+    /// The first member key of each set.
+    firsts: Vec<u64>,
+    /// `deltas[ends[i - 1]..ends[i]]` (from 0 for set 0): the other members
+    /// of set `i`, each as the zigzag varint of its difference from the
+    /// member before.
+    ends: Vec<u32>,
+    deltas: Vec<u8>,
+    /// `(high 32 bits, first index position)` of each run of index entries
+    /// whose blocks share their high bits, ascending.
+    index_highs: Vec<(u32, u32)>,
+    /// Index entries sorted by block, then set: the block's low 32 bits.
+    index_lows: Vec<u32>,
+    index_sets: Vec<u32>,
+    /// Every block named by some set.
+    declared_blocks: RoaringTreemap,
+}
+
+impl ExplicitSets {
+    /// The caller guarantees fewer than 4G members and 4 GB of deltas
+    /// (validation's limits).
+    pub(crate) fn new(sets: &[BlockSet]) -> ExplicitSets {
+        let mut firsts = Vec::with_capacity(sets.len());
+        let mut ends = Vec::with_capacity(sets.len());
+        let mut deltas = Vec::new();
+        let mut index: Vec<(u64, u32)> = Vec::with_capacity(sets.iter().map(|s| s.members.len()).sum());
+        for (i, set) in sets.iter().enumerate() {
+            let mut previous = None;
+            for m in &set.members {
+                let key = m.key();
+                match previous {
+                    None => firsts.push(key),
+                    Some(p) => push_varint(&mut deltas, zigzag(key.wrapping_sub(p) as i64)),
+                }
+                previous = Some(key);
+                index.push((m.block().0, i as u32));
+            }
+            if previous.is_none() {
+                // Validation rejects empty sets; keep indexes aligned anyway.
+                firsts.push(u64::MAX);
+            }
+            ends.push(u32::try_from(deltas.len()).expect("validated member count"));
+        }
+        deltas.shrink_to_fit();
+        index.sort_unstable();
+        index.dedup();
+        let declared_blocks = RoaringTreemap::from_sorted_iter(dedup_blocks(&index)).expect("sorted and deduplicated");
+        let mut index_highs: Vec<(u32, u32)> = Vec::new();
+        let mut index_lows = Vec::with_capacity(index.len());
+        let mut index_sets = Vec::with_capacity(index.len());
+        for (position, &(block, set)) in index.iter().enumerate() {
+            let high = (block >> 32) as u32;
+            if index_highs.last().is_none_or(|&(h, _)| h != high) {
+                index_highs.push((high, position as u32));
+            }
+            index_lows.push(block as u32);
+            index_sets.push(set);
+        }
+        ExplicitSets { firsts, ends, deltas, index_highs, index_lows, index_sets, declared_blocks }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.firsts.len()
+    }
+
+    /// Appends the members of set `i` to `out`.
+    pub(crate) fn members(&self, i: usize, out: &mut Vec<Member>) {
+        if self.firsts[i] == u64::MAX {
+            return;
+        }
+        let from = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        let mut bytes = &self.deltas[from..self.ends[i] as usize];
+        let mut key = self.firsts[i];
+        out.push(Member::from_key(key));
+        while !bytes.is_empty() {
+            key = key.wrapping_add(unzigzag(read_varint(&mut bytes)) as u64);
+            out.push(Member::from_key(key));
+        }
+    }
+
+    /// Calls `found` with every set naming a block of `blocks`, block by
+    /// block in ascending order (a set naming several comes once for each).
+    /// Linear in the intersection: the index is searched forward from the
+    /// last hit.
+    pub(crate) fn sets_on(&self, blocks: &RoaringTreemap, mut found: impl FnMut(u32)) {
+        let mut run = 0;
+        let mut from = 0;
+        for b in crate::sets::intersection(&self.declared_blocks, blocks).iter() {
+            let (high, low) = ((b >> 32) as u32, b as u32);
+            if self.index_highs[run].0 != high {
+                run += self.index_highs[run..].partition_point(|&(h, _)| h < high);
+                from = self.index_highs[run].1 as usize;
+            }
+            let end = self.index_highs.get(run + 1).map_or(self.index_lows.len(), |&(_, start)| start as usize);
+            let lows = &self.index_lows[from..end];
+            from += gallop(lows, |l| l < low);
+            let to = from + gallop(&self.index_lows[from..end], |l| l == low);
+            self.index_sets[from..to].iter().for_each(|&set| found(set));
+            from = to;
+        }
+    }
+
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        (self.firsts.capacity() * 8
+            + self.ends.capacity() * 4
+            + self.deltas.capacity()
+            + self.index_highs.capacity() * 8
+            + self.index_lows.capacity() * 4
+            + self.index_sets.capacity() * 4
+            + self.declared_blocks.serialized_size()) as u64
+    }
+}
+
+fn dedup_blocks(index: &[(u64, u32)]) -> impl Iterator<Item = u64> + '_ {
+    index.iter().enumerate().filter(|&(i, &(b, _))| i == 0 || index[i - 1].0 != b).map(|(_, &(b, _))| b)
+}
+
+// Zigzag LEB128, written here: a dozen lines, where the crates that have
+// it (prost's encoding module, integer-encoding) would bring a protobuf or
+// an IO-trait dependency into the pure planner core for two functions.
+
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
+
+fn push_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn read_varint(bytes: &mut &[u8]) -> u64 {
+    let mut v = 0u64;
+    let mut shift = 0;
+    loop {
+        let byte = bytes[0];
+        *bytes = &bytes[1..];
+        v |= u64::from(byte & 0x7F) << shift;
+        if byte < 0x80 {
+            return v;
+        }
+        shift += 7;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dingo_types::{BlockId, ChunkRef};
+    use proptest::prelude::*;
+
+    fn member(block: u64, copy: Option<u8>) -> Member {
+        match copy {
+            Some(copy) => Member::Copy(ChunkRef { block: BlockId(block), copy }),
+            None => Member::Any(BlockId(block)),
+        }
+    }
+
+    /// Blocks around the 2^32 boundary and far apart, any copy or exact.
+    fn arb_sets() -> impl Strategy<Value = Vec<BlockSet>> {
+        let block = prop_oneof![0u64..64, (1u64 << 32) - 8..(1u64 << 32) + 8, (1u64 << 40)..(1u64 << 40) + 4];
+        let m = (block, proptest::option::of(0u8..3)).prop_map(|(b, c)| member(b, c));
+        prop::collection::vec(prop::collection::vec(m, 1..6).prop_map(BlockSet::new), 0..30)
+    }
+
+    proptest! {
+        #[test]
+        fn members_and_sets_on_blocks_match_the_plain_lists(sets in arb_sets(), probe in prop::collection::vec(
+            prop_oneof![0u64..64, (1u64 << 32) - 8..(1u64 << 32) + 8, (1u64 << 40)..(1u64 << 40) + 4], 0..20)) {
+            let store = ExplicitSets::new(&sets);
+            prop_assert_eq!(store.len(), sets.len());
+            for (i, set) in sets.iter().enumerate() {
+                let mut out = Vec::new();
+                store.members(i, &mut out);
+                prop_assert_eq!(&out, &set.members);
+            }
+            let blocks: RoaringTreemap = probe.iter().copied().collect();
+            let mut got = Vec::new();
+            store.sets_on(&blocks, |s| got.push(s));
+            got.sort_unstable();
+            got.dedup();
+            let want: Vec<u32> = (0..sets.len() as u32)
+                .filter(|&i| sets[i as usize].members.iter().any(|m| blocks.contains(m.block().0)))
+                .collect();
+            prop_assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn a_stripe_costs_about_a_byte_a_member_after_its_first() {
+        let sets: Vec<BlockSet> = (0..1000u64).map(|s| BlockSet::any_of((s * 40..s * 40 + 30).map(BlockId))).collect();
+        let store = ExplicitSets::new(&sets);
+        assert_eq!(store.deltas.len(), 1000 * 29);
+        let mut out = Vec::new();
+        store.members(999, &mut out);
+        assert_eq!(out, sets[999].members);
+    }
+
+    #[test]
+    fn varints_round_trip_extremes() {
+        for v in [0i64, 1, -1, 63, -64, 64, i64::MAX, i64::MIN, 1 << 40, -(1 << 40)] {
+            let mut buf = Vec::new();
+            push_varint(&mut buf, zigzag(v));
+            let mut bytes = &buf[..];
+            assert_eq!(unzigzag(read_varint(&mut bytes)), v);
+            assert!(bytes.is_empty());
+        }
+    }
+}
