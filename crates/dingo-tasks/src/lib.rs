@@ -19,6 +19,7 @@
 //! task`).
 
 pub mod declarative;
+pub mod georep;
 pub mod imperative;
 pub mod objects;
 pub mod on_demand;

@@ -3,11 +3,13 @@
 //! judging the reports.
 
 use crate::declarative::{Agent, DeclarativeError};
+use crate::georep::{GeorepConfig, GeorepError, RemoteSite};
 use crate::report::{CancelFlag, JobReport, Progress};
 use crate::work::Job;
 use crate::{imperative, plan, report};
 use dingo_client::{Client, ClientError, Redundancy};
 use dingo_planner_client::PlannerClient;
+use std::sync::Arc;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -16,6 +18,8 @@ pub enum OnDemandError {
     Client(#[from] ClientError),
     #[error(transparent)]
     Agent(#[from] DeclarativeError),
+    #[error(transparent)]
+    Georep(#[from] GeorepError),
     #[error("some of the disks {0:?} are unknown or not alive")]
     UnknownDisks(Vec<u32>),
     #[error("some work failed; see the reports")]
@@ -55,6 +59,14 @@ pub async fn transcode_prefix(
         .map(|f| (f.path.clone(), format!("{}{suffix}", f.path)))
         .collect();
     plan::transcoding(client, &files, to, prefix, deadline_ms).await
+}
+
+/// Georeplication as `config` says: connects to the remote site (an error
+/// if it does not answer, before any progress is recorded), then plans the
+/// files not yet copied there.
+pub async fn georeplication(client: &Client, config: &GeorepConfig, deadline_ms: u64) -> Result<Job, OnDemandError> {
+    let site = Arc::new(RemoteSite::connect(config).await?);
+    Ok(plan::georeplication(client, &site, &config.prefix, config.pick, deadline_ms).await?)
 }
 
 /// How much work a list of jobs holds.

@@ -4,6 +4,7 @@
 
 use anyhow::Result;
 use dingo_client::{Client, Redundancy};
+use dingo_tasks::georep::GeorepConfig;
 use dingo_tasks::on_demand::{self, Driver, Workload};
 use dingo_tasks::plan::FilePick;
 use dingo_tasks::{Job, Mode, imperative, plan};
@@ -105,6 +106,23 @@ pub enum TaskName {
         #[command(flatten)]
         pick: PickArgs,
     },
+    /// Copy the files under a prefix to a second DINGO cluster (the remote
+    /// site; same paths, same redundancy), verify each copy there, and
+    /// record it in a progress file so a restarted job copies nothing twice.
+    #[command(visible_alias = "georeplication")]
+    Georep {
+        /// The remote site's metadata service address.
+        #[arg(long)]
+        remote: String,
+        /// Files whose path starts with this.
+        #[arg(long)]
+        prefix: String,
+        /// Directory of the job's progress file.
+        #[arg(long, default_value = "georep-state")]
+        state: std::path::PathBuf,
+        #[command(flatten)]
+        pick: PickArgs,
+    },
 }
 
 /// Which files a file-level task takes.
@@ -157,6 +175,15 @@ pub async fn run(a: TaskArgs) -> Result<()> {
             vec![plan::fsck(&client, prefix, pick.pick(), usize::from(*blocks), deadline_ms).await?]
         }
         TaskName::Gc { area, pick } => vec![plan::garbage_collection(&client, area, pick.pick(), deadline_ms).await?],
+        TaskName::Georep { remote, prefix, state, pick } => {
+            let config = GeorepConfig {
+                remote_meta: remote.clone(),
+                prefix: prefix.clone(),
+                state_dir: state.clone(),
+                pick: pick.pick(),
+            };
+            vec![on_demand::georeplication(&client, &config, deadline_ms).await?]
+        }
     };
     if jobs.is_empty() {
         eprintln!("nothing to do");
@@ -248,7 +275,7 @@ mod tests {
             #[command(subcommand)]
             task: TaskName,
         }
-        for kind in dingo_types::TaskKind::ALL.into_iter().filter(|k| *k != dingo_types::TaskKind::Georeplication) {
+        for kind in dingo_types::TaskKind::ALL {
             let mut args = vec!["dingo", kind.name()];
             args.extend(match kind {
                 dingo_types::TaskKind::Transcoding
@@ -257,6 +284,7 @@ mod tests {
                     vec!["--prefix", "/p/"]
                 }
                 dingo_types::TaskKind::GarbageCollection => vec!["--area", "/a"],
+                dingo_types::TaskKind::Georeplication => vec!["--remote", "h:1", "--prefix", "/p/"],
                 _ => vec![],
             });
             assert!(Cli::try_parse_from(&args).is_ok(), "{args:?}");
