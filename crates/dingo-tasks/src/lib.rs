@@ -11,7 +11,9 @@
 //! [`plan`] turns the cluster's state into [`work::Job`]s (scrubbing a disk,
 //! rebuilding what a failure lost, rebalancing skewed disks, transcoding
 //! aged files; and file by file: scrubbing files, fsck, garbage collection
-//! of an object-store area, whose record format is in [`objects`]);
+//! of an object-store area, whose record format is in [`objects`], and
+//! georeplication to a second cluster, whose site and durable progress
+//! are in [`georep`]);
 //! [`work::execute`] carries out one unit of work. Planning and
 //! execution are shared by both modes, so the two do the same work.
 //! [`supervisor`] runs them by itself when the cluster needs them
@@ -19,6 +21,7 @@
 //! task`), a [`TaskRequest`] naming the task and its parameters.
 
 pub mod declarative;
+pub mod georep;
 pub mod imperative;
 pub mod objects;
 pub mod on_demand;

@@ -3,12 +3,14 @@
 //! judging the reports.
 
 use crate::declarative::{Agent, DeclarativeError};
+use crate::georep::{GeorepConfig, GeorepError, RemoteSite};
 use crate::report::{CancelFlag, JobReport, Progress};
 use crate::work::Job;
 use crate::{imperative, plan, report};
 use dingo_client::{Client, ClientError, Redundancy};
 use dingo_planner_client::PlannerClient;
 use dingo_types::DiskId;
+use std::sync::Arc;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -17,6 +19,8 @@ pub enum OnDemandError {
     Client(#[from] ClientError),
     #[error(transparent)]
     Agent(#[from] DeclarativeError),
+    #[error(transparent)]
+    Georep(#[from] GeorepError),
     #[error("some of the disks {} are unknown or not alive", disk_list(.0))]
     UnknownDisks(Vec<DiskId>),
     #[error("some work failed; see the reports")]
@@ -61,6 +65,14 @@ pub async fn transcode_prefix(
         .map(|f| (f.path.clone(), format!("{}{suffix}", f.path)))
         .collect();
     plan::transcoding(client, &files, to, prefix, deadline_ms).await
+}
+
+/// Georeplication as `config` says: connects to the remote site (an error
+/// if it does not answer, before any progress is recorded), then plans the
+/// files not yet copied there.
+pub async fn georeplication(client: &Client, config: &GeorepConfig, deadline_ms: u64) -> Result<Job, OnDemandError> {
+    let site = Arc::new(RemoteSite::connect(config).await?);
+    Ok(plan::georeplication(client, &site, &config.prefix, config.pick, deadline_ms).await?)
 }
 
 /// How much work a list of jobs holds.

@@ -3,6 +3,7 @@
 //! Planning only reads metadata; it is the same for both modes, so the
 //! imperative and the declarative run of a task do the same work.
 
+use crate::georep::RemoteSite;
 use crate::objects::{self, Tombstones};
 use crate::work::{Action, Declared, Job, WorkItem, set_of};
 use dingo_client::{Client, ClientError, DeviceState, IoTag, Redundancy};
@@ -246,15 +247,7 @@ pub async fn transcoding(
             Err(e) if e.code() == Some(tonic::Code::NotFound) => continue,
             Err(e) => return Err(e),
         };
-        // The data a reader needs: every block of a replicated file, the
-        // data members of an erasure-coded one.
-        let data_members = match Redundancy::try_from(file.redundancy.as_ref()) {
-            Ok(Redundancy::Ec { data, .. }) => u32::from(data),
-            _ => u32::MAX,
-        };
-        let blocks: Vec<u64> = file.blocks.iter().filter(|b| b.ec_index < data_members).map(|b| b.id).collect();
-        let action = Action::Transcode { from: from.clone(), to: to.clone(), redundancy };
-        items.push(WorkItem { set: set_of(&action, &blocks), action, bytes: file.size });
+        items.push(whole_file_item(&file, Action::Transcode { from: from.clone(), to: to.clone(), redundancy }));
     }
     Ok(Job {
         task: TaskKind::Transcoding,
@@ -320,8 +313,14 @@ fn data_block_ids(file: &FileInfo) -> Vec<u64> {
     file.blocks.iter().filter(|b| b.ec_index < data_members).map(|b| b.id).collect()
 }
 
+/// A job of one item per file, declared by path.
 fn file_job(task: TaskKind, label: String, items: Vec<WorkItem>, deadline_ms: u64) -> Job {
     Job { task, label, items, declared: Declared::Files, sets_needed: None, deadline_ms, progress: None }
+}
+
+/// The item of `action`, which reads all of `file`.
+fn whole_file_item(file: &FileInfo, action: Action) -> WorkItem {
+    WorkItem { set: set_of(&action, &data_block_ids(file)), action, bytes: file.size }
 }
 
 /// File scrubbing: every data block of each picked file under `prefix`,
@@ -334,12 +333,8 @@ pub async fn file_scrubbing(
 ) -> Result<Job, ClientError> {
     let items = pick_files(client, prefix, pick)
         .await?
-        .into_iter()
-        .map(|f| {
-            let blocks = data_block_ids(&f);
-            let action = Action::FileScrub { path: f.path.clone(), file: f.id, blocks: blocks.clone() };
-            WorkItem { set: set_of(&action, &blocks), action, bytes: f.size }
-        })
+        .iter()
+        .map(|f| whole_file_item(f, Action::FileScrub { path: f.path.clone(), file: f.id, blocks: data_block_ids(f) }))
         .collect();
     Ok(file_job(TaskKind::FileScrubbing, prefix.to_string(), items, deadline_ms))
 }
@@ -372,6 +367,30 @@ pub async fn fsck(
     Ok(file_job(TaskKind::Fsck, prefix.to_string(), items, deadline_ms))
 }
 
+/// Georeplication: each picked file under `prefix` not yet recorded as
+/// copied to `site` is read in full and copied there (same path, same
+/// redundancy); one set per file, declared by path.
+pub async fn georeplication(
+    client: &Client,
+    site: &Arc<RemoteSite>,
+    prefix: &str,
+    pick: FilePick,
+    deadline_ms: u64,
+) -> Result<Job, ClientError> {
+    let files = pick_files(client, prefix, pick).await?;
+    let picked = files.len();
+    let items: Vec<WorkItem> = files
+        .iter()
+        .filter(|f| !site.ledger.contains(&f.path, f.id))
+        .map(|f| whole_file_item(f, Action::Georeplicate { path: f.path.clone(), file: f.id, site: site.clone() }))
+        .collect();
+    let mut label = format!("{prefix} to {}", site.addr());
+    if items.len() < picked {
+        label += &format!(" ({} of {picked} files copied before)", picked - items.len());
+    }
+    Ok(file_job(TaskKind::Georeplication, label, items, deadline_ms))
+}
+
 /// Garbage collection of the object-store area `area` (layout and record
 /// format: [`objects`]): the liveness snapshot is every tombstone file of
 /// the area, read now; each picked data file is read in full, its live
@@ -393,12 +412,10 @@ pub async fn garbage_collection(
     let dead = Arc::new(dead);
     let items = pick_files(client, &objects::data_prefix(area), pick)
         .await?
-        .into_iter()
+        .iter()
         .map(|f| {
-            let blocks = data_block_ids(&f);
             let to = objects::next_generation(&f.path);
-            let action = Action::Collect { path: f.path.clone(), file: f.id, to, dead: dead.clone() };
-            WorkItem { set: set_of(&action, &blocks), action, bytes: f.size }
+            whole_file_item(f, Action::Collect { path: f.path.clone(), file: f.id, to, dead: dead.clone() })
         })
         .collect();
     Ok(file_job(TaskKind::GarbageCollection, area.to_string(), items, deadline_ms))

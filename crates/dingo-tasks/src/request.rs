@@ -3,11 +3,13 @@
 //! state. With the `clap` feature it is also the command line's subcommand,
 //! so the flags and their help live beside what they mean.
 
+use crate::georep::GeorepConfig;
 use crate::on_demand::{self, OnDemandError};
 use crate::plan::{self, FilePick};
 use crate::work::Job;
 use dingo_client::{Client, Redundancy};
 use dingo_types::DiskId;
+use std::path::PathBuf;
 
 /// Each variant is a verb and also answers to its task's name in the
 /// planner, reports and metrics (`scrubbing`, `garbage-collection`, ...).
@@ -79,6 +81,23 @@ pub enum TaskRequest {
         #[cfg_attr(feature = "clap", command(flatten))]
         pick: FilePick,
     },
+    /// Copy the files under a prefix to a second DINGO cluster (the remote
+    /// site; same paths, same redundancy), verify each copy there, and
+    /// record it in a progress file so a restarted job copies nothing twice.
+    #[cfg_attr(feature = "clap", command(visible_alias = "georeplication"))]
+    Georep {
+        /// The remote site's metadata service address.
+        #[cfg_attr(feature = "clap", arg(long))]
+        remote: String,
+        /// Files whose path starts with this.
+        #[cfg_attr(feature = "clap", arg(long))]
+        prefix: String,
+        /// Directory of the job's progress file.
+        #[cfg_attr(feature = "clap", arg(long, default_value = "georep-state"))]
+        state: PathBuf,
+        #[cfg_attr(feature = "clap", command(flatten))]
+        pick: FilePick,
+    },
 }
 
 #[cfg(feature = "clap")]
@@ -106,6 +125,15 @@ impl TaskRequest {
                 vec![plan::fsck(client, prefix, *pick, usize::from(*blocks), deadline_ms).await?]
             }
             TaskRequest::Gc { area, pick } => vec![plan::garbage_collection(client, area, *pick, deadline_ms).await?],
+            TaskRequest::Georep { remote, prefix, state, pick } => {
+                let config = GeorepConfig {
+                    remote_meta: remote.clone(),
+                    prefix: prefix.clone(),
+                    state_dir: state.clone(),
+                    pick: *pick,
+                };
+                vec![on_demand::georeplication(client, &config, deadline_ms).await?]
+            }
         })
     }
 }
@@ -124,11 +152,12 @@ mod tests {
 
     #[test]
     fn every_task_answers_to_its_planner_name() {
-        for kind in TaskKind::ALL.into_iter().filter(|k| *k != TaskKind::Georeplication) {
+        for kind in TaskKind::ALL {
             let mut args = vec!["dingo", kind.name()];
             args.extend(match kind {
                 TaskKind::Transcoding | TaskKind::FileScrubbing | TaskKind::Fsck => vec!["--prefix", "/p/"],
                 TaskKind::GarbageCollection => vec!["--area", "/a"],
+                TaskKind::Georeplication => vec!["--remote", "127.0.0.1:1", "--prefix", "/p/"],
                 _ => vec![],
             });
             assert!(Cli::try_parse_from(&args).is_ok(), "{args:?}");

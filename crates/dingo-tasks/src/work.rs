@@ -10,9 +10,11 @@
 mod chunks;
 mod files;
 mod fsck;
+mod georep;
 
 pub use fsck::check_metadata;
 
+use crate::georep::RemoteSite;
 use crate::objects::Tombstones;
 use crate::report::Progress;
 use chunks::{move_chunk, rebuild, scrub};
@@ -22,6 +24,7 @@ use dingo_proto::v1::{BlockRecord, BlockState};
 use dingo_types::{BlockId, BlockSet, ChunkRef, Member, TaskKind};
 use files::{collect, file_scrub, transcode};
 use fsck::fsck;
+use georep::georeplicate;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -57,6 +60,11 @@ pub enum Action {
     /// Garbage collection: read data file `file` at `path` in full, write
     /// its live records (those `dead` does not name) to `to`, delete it.
     Collect { path: String, file: u64, to: String, dead: Arc<Tombstones> },
+    /// Georeplication: read file `file` at `path` in full, write it to the
+    /// same path on the remote `site`, read it back there to verify it is
+    /// identical, and record it in the site's progress file. A file
+    /// already recorded is not copied again.
+    Georeplicate { path: String, file: u64, site: Arc<RemoteSite> },
 }
 
 impl fmt::Display for Action {
@@ -69,6 +77,7 @@ impl fmt::Display for Action {
             Action::FileScrub { path, .. } => write!(f, "scrub file {path}"),
             Action::Fsck { path, .. } => write!(f, "fsck {path}"),
             Action::Collect { path, to, .. } => write!(f, "collect garbage of {path} into {to}"),
+            Action::Georeplicate { path, site, .. } => write!(f, "georeplicate {path} to {}", site.addr()),
         }
     }
 }
@@ -79,7 +88,9 @@ impl Action {
     pub fn file_segment(&self) -> Option<FileSegment> {
         let seg = |path: &str, length| FileSegment { path: path.to_string(), offset: 0, length };
         match self {
-            Action::FileScrub { path, .. } | Action::Collect { path, .. } => Some(seg(path, 0)),
+            Action::FileScrub { path, .. } | Action::Collect { path, .. } | Action::Georeplicate { path, .. } => {
+                Some(seg(path, 0))
+            }
             Action::Fsck { path, first_bytes, .. } => Some(seg(path, *first_bytes)),
             Action::Scrub { .. } | Action::Rebuild { .. } | Action::Move(_) | Action::Transcode { .. } => None,
         }
@@ -209,6 +220,7 @@ pub async fn execute(
         Action::FileScrub { path, file, blocks } => file_scrub(client, path, *file, blocks, copies, tag).await,
         Action::Fsck { path, file, first_bytes } => fsck(client, path, *file, *first_bytes, copies, tag).await,
         Action::Collect { path, file, to, dead } => collect(client, path, *file, to, dead, copies, tag).await,
+        Action::Georeplicate { path, file, site } => georeplicate(client, path, *file, site, copies, tag).await,
     };
     match result {
         Err(e) if is_gone(&e) => Ok(Outcome { skipped: true, ..Outcome::default() }),
@@ -249,9 +261,11 @@ pub fn set_of(action: &Action, file_blocks: &[u64]) -> BlockSet {
     match action {
         Action::Scrub { chunk: c, .. } | Action::Move(c) => BlockSet::new(vec![Member::Copy(*c)]),
         Action::Rebuild { sources, .. } => BlockSet::any_of(sources.iter().map(|s| s.block)),
-        Action::Transcode { .. } | Action::FileScrub { .. } | Action::Fsck { .. } | Action::Collect { .. } => {
-            BlockSet::any_of(file_blocks.iter().map(|&b| BlockId(b)))
-        }
+        Action::Transcode { .. }
+        | Action::FileScrub { .. }
+        | Action::Fsck { .. }
+        | Action::Collect { .. }
+        | Action::Georeplicate { .. } => BlockSet::any_of(file_blocks.iter().map(|&b| BlockId(b))),
     }
 }
 

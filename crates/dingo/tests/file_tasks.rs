@@ -7,9 +7,8 @@
 
 use bytes::Bytes;
 use dingo_client::{Client, IoTag, Redundancy};
-use dingo_cluster::{LocalCluster, PlannerProcess, PlannerSpec};
+use dingo_cluster::{LocalCluster, PlannerProcess};
 use dingo_planner_client::PlannerClient;
-use dingo_planner_service::{ClientEntry, ServiceConfig};
 use dingo_proto::v1::FileInfo;
 use dingo_tasks::declarative::Agent;
 use dingo_tasks::objects::{self, Record};
@@ -23,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 mod common;
-use common::{EXE, chunk_file, data, flip_byte, start_cluster, write_chunk_file};
+use common::{EXE, chunk_file, data, flip_byte, start_cluster, start_planner, write_chunk_file};
 
 const BLOCK: u64 = 256 * 1024;
 const CONFIG: &str = "[meta]\ndead_after_ms = 1000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\ndisk_capacity = \"24MB\"\n";
@@ -296,21 +295,7 @@ async fn file_tasks_read_another_copy_when_the_scheduled_one_is_unreachable() {
 /// A planner whose budget starts at one byte per quantum (nothing gets
 /// scheduled until the test raises it), with one task client per task.
 fn planner(t: &TestCluster, dir: &std::path::Path, clients: &[&str]) -> PlannerProcess {
-    let mut cfg = ServiceConfig::new(ADMIN);
-    cfg.meta = t.c.meta_addr().to_string();
-    cfg.quantum_ms = 1000;
-    cfg.dispatch_spacing_ms = 250;
-    cfg.budget.cluster_bytes = Some(dingo_types::ByteLimit::Bytes(1));
-    cfg.clients = clients.iter().map(|c| ClientEntry { name: c.to_string(), token: format!("{c}-token") }).collect();
-    let config = dir.join("planner.toml");
-    std::fs::write(&config, cfg.to_toml()).unwrap();
-    PlannerProcess::start(PlannerSpec {
-        exe: EXE.into(),
-        config,
-        data: dir.join("planner"),
-        log: dir.join("planner.log"),
-    })
-    .unwrap()
+    start_planner(t.c.meta_addr(), dir, ADMIN, clients, 1)
 }
 
 /// Waits until the task client `token` has `n` live declarations.

@@ -30,7 +30,7 @@ pub(super) async fn transcode(
 }
 
 /// Bytes stored for `logical` file bytes written with `redundancy`.
-fn stored_bytes(redundancy: Redundancy, logical: u64) -> u64 {
+pub(super) fn stored_bytes(redundancy: Redundancy, logical: u64) -> u64 {
     match redundancy {
         Redundancy::Ec { data: k, parity: m } => logical * u64::from(k + m) / u64::from(k),
         Redundancy::Replicated(r) => logical * u64::from(r),
@@ -41,7 +41,7 @@ fn stored_bytes(redundancy: Redundancy, logical: u64) -> u64 {
 /// given, else the client's own choice. A task that needs the bytes, not
 /// those copies, reads any other copy (or degraded) when a scheduled one is
 /// unreadable (its node died since the plan).
-async fn read_file_with(
+pub(super) async fn read_file_with(
     client: &Client,
     file: &FileInfo,
     copies: &ScheduledCopies,

@@ -5,7 +5,8 @@
 
 use bytes::Bytes;
 use dingo_client::Client;
-use dingo_cluster::{ClusterSpec, LocalCluster};
+use dingo_cluster::{ClusterSpec, LocalCluster, PlannerProcess, PlannerSpec};
+use dingo_planner_service::{ClientEntry, ServiceConfig};
 use dingo_types::ChunkRef;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -38,6 +39,28 @@ pub async fn start_cluster(
     .unwrap();
     c.wait_ready(Duration::from_secs(30)).await.unwrap();
     (c, dir)
+}
+
+/// Starts a `dingo planner` process for the cluster at `meta` in `dir`
+/// (quantum 1 s, dispatches 250 ms apart, per-quantum budget
+/// `cluster_bytes`), with admin token `admin` and one task client per name
+/// in `clients`, whose token is `<name>-token`.
+pub fn start_planner(meta: &str, dir: &Path, admin: &str, clients: &[&str], cluster_bytes: u64) -> PlannerProcess {
+    let mut cfg = ServiceConfig::new(admin);
+    cfg.meta = meta.to_string();
+    cfg.quantum_ms = 1000;
+    cfg.dispatch_spacing_ms = 250;
+    cfg.budget.cluster_bytes = Some(dingo_types::ByteLimit::Bytes(cluster_bytes));
+    cfg.clients = clients.iter().map(|c| ClientEntry { name: c.to_string(), token: format!("{c}-token") }).collect();
+    let config = dir.join("planner.toml");
+    std::fs::write(&config, cfg.to_toml()).unwrap();
+    PlannerProcess::start(PlannerSpec {
+        exe: EXE.into(),
+        config,
+        data: dir.join("planner"),
+        log: dir.join("planner.log"),
+    })
+    .unwrap()
 }
 
 /// `len` deterministic bytes that differ with `seed`.
