@@ -34,10 +34,33 @@ pub async fn start_cluster(
         base_port: 0,
         config: Some(config_path),
         node_args: node_args.iter().map(|s| s.to_string()).collect(),
+        tls: false,
     })
     .unwrap();
     c.wait_ready(Duration::from_secs(30)).await.unwrap();
     (c, dir)
+}
+
+/// What a `dingo` command needs to reach a cluster: the metadata service's
+/// address and the cluster secret's file, given as environment variables.
+#[derive(Clone, Debug)]
+pub struct CliTarget {
+    pub meta: String,
+    pub secret_file: PathBuf,
+}
+
+impl CliTarget {
+    pub fn of(c: &LocalCluster) -> CliTarget {
+        let secret_file = c.credentials().auth.secret_file.clone().expect("a local cluster has a secret");
+        CliTarget { meta: c.meta_addr().to_string(), secret_file }
+    }
+
+    /// `dingo` with `DINGO_META` and `DINGO_SECRET_FILE` set.
+    pub fn command(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new(EXE);
+        cmd.env("DINGO_META", &self.meta).env("DINGO_SECRET_FILE", &self.secret_file);
+        cmd
+    }
 }
 
 /// `len` deterministic bytes that differ with `seed`.
