@@ -443,7 +443,7 @@ def test_the_client_guide_example_scrubs_a_disk(pb, cluster, planner, token, wor
     example = Path(__file__).resolve().parent.parent / "examples" / "python" / "scrub_disk.py"
     run = subprocess.run(
         [sys.executable, str(example), "--planner", planner.addr, "--token", token,
-         "--disk", str(disk.id), "--deadline-s", "30"],
+         "--disk", str(disk.id), "--deadline-s", "30", "--secret-file", str(cluster.secret_file)],
         env={**os.environ, "PYTHONPATH": str(work / "gen")},
         capture_output=True, text=True, timeout=120,
     )
