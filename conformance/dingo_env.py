@@ -216,9 +216,14 @@ STORAGE_SECRET = None
 
 
 def channel(addr: str) -> grpc.Channel:
-    """A channel to a storage service with gRPC's default settings (4 MiB
-    receive limit) and the cluster secret as standard per-call credentials
-    (local credentials: plain text on loopback, where gRPC still attaches
+    """A channel with gRPC's default settings (4 MiB receive limit)."""
+    return grpc.insecure_channel(addr)
+
+
+def storage_channel(addr: str) -> grpc.Channel:
+    """A channel to a storage service (metadata, node) with gRPC's default
+    settings and the cluster secret as standard per-call credentials (over
+    local credentials: plain text on loopback, where gRPC still attaches
     call credentials)."""
     credentials = grpc.composite_channel_credentials(
         grpc.local_channel_credentials(), grpc.access_token_call_credentials(STORAGE_SECRET))
