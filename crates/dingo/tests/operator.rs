@@ -230,7 +230,7 @@ async fn a_killed_node_is_repaired_without_a_command() {
     client.put("/k/rep", Redundancy::Replicated(3), MB, rep.clone()).await.unwrap();
     client.put("/k/ec", Redundancy::Ec { data: 2, parity: 1 }, MB, ec.clone()).await.unwrap();
     let health = |c: &dingo_cluster::LocalCluster| {
-        let out = dingo(&CliTarget::of(&c), &["cluster", "health", "--json"]);
+        let out = dingo(&CliTarget::of(c), &["cluster", "health", "--json"]);
         assert!(out.status.success(), "{}", stderr(&out));
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
