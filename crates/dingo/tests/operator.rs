@@ -5,11 +5,11 @@
 
 use dingo_client::{Client, ClientError, IoTag, Redundancy};
 use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{CliTarget, EXE, data, start_cluster};
+use common::{CliTarget, data, start_cluster};
 
 const MB: u64 = 1_000_000;
 const CONFIG: &str = "[meta]\ndead_after_ms = 1000\nlease_ttl_ms = 1500\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\n";
@@ -36,9 +36,9 @@ async fn interrupted_and_failed_puts_leave_nothing_behind() {
     let client = c.client().unwrap();
 
     // A put from a pipe that stalls after 20 MB, then SIGTERM.
-    let mut put = Command::new(EXE)
+    let mut put = CliTarget::of(&c)
+        .command()
         .args(["fs", "put", "-", "/int/f", "--block-size", "1MB"])
-        .env("DINGO_META", c.meta_addr())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -62,8 +62,9 @@ async fn a_disk_slowed_at_run_time_reports_its_slowness_and_others_refuse() {
         let (c, _dir) = start_cluster(2, 1, &config, &[]).await;
         let status = c.client().unwrap().cluster_status().await.unwrap();
         let (node, disk) = (&status.nodes[1], status.nodes[1].disks[0].id);
-        let out = std::process::Command::new(common::EXE)
-            .args(["cluster", "slow-disk", "--meta", c.meta_addr(), "--disk", &disk.to_string()])
+        let out = common::CliTarget::of(&c)
+            .command()
+            .args(["cluster", "slow-disk", "--disk", &disk.to_string()])
             .args(["--factor", "20", "--for", "600s"])
             .output()
             .unwrap();

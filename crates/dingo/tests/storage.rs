@@ -266,7 +266,9 @@ async fn bad_input_gets_a_clear_error_and_damages_nothing() {
         (&["fs", "put", "/nonexistent/x", "/y", "--meta", t.c.meta_addr()], "cannot read /nonexistent/x"),
     ];
     for (args, expect) in runs {
-        let out = Command::new(EXE).args(args).output().unwrap();
+        // With the cluster's secret, so that each run fails on what it tests.
+        let secret = t.c.credentials().auth.secret_file.clone().unwrap();
+        let out = Command::new(EXE).args(args).env("DINGO_SECRET_FILE", secret).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && stderr.contains(expect), "{args:?}: {stderr}");
     }
