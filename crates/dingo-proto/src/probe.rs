@@ -32,12 +32,21 @@ pub async fn call_with_empty_request(channel: Channel, path: &'static str, autho
     }
 }
 
-/// [`call_with_empty_request`] for every RPC of `service` (e.g.
-/// `dingo.v1.Meta`), in the protos' order: `(path, code)` per RPC.
-pub async fn call_every_rpc(channel: Channel, service: &str, authorization: Option<&str>) -> Vec<(&'static str, Code)> {
+/// For every RPC of `service`: the codes it ends with when called without
+/// credentials, with the `authorization` value `wrong`, and with `right`.
+pub async fn codes_by_credentials(
+    channel: Channel,
+    service: &str,
+    wrong: &str,
+    right: &str,
+) -> Vec<(&'static str, [Code; 3])> {
     let mut codes = Vec::new();
     for path in crate::rpc_paths(service) {
-        codes.push((path, call_with_empty_request(channel.clone(), path, authorization).await));
+        let mut by = [Code::Ok; 3];
+        for (code, authorization) in by.iter_mut().zip([None, Some(wrong), Some(right)]) {
+            *code = call_with_empty_request(channel.clone(), path, authorization).await;
+        }
+        codes.push((path, by));
     }
     codes
 }
