@@ -61,7 +61,7 @@ def cluster(work):
 @pytest.fixture(scope="session")
 def planner_process(work, cluster):
     exe, _ = dingo_env.exe_and_protos()
-    p = dingo_env.Planner(exe, work, cluster.meta_addr)
+    p = dingo_env.Planner(exe, work, cluster)
     yield p
     p.stop()
 
@@ -72,7 +72,7 @@ def tls_planner(work, cluster):
     `ca` attribute is the authority's PEM file."""
     exe, _ = dingo_env.exe_and_protos()
     certs = dingo_env.dev_certificates(exe, work / "tls")
-    p = dingo_env.Planner(exe, work, cluster.meta_addr, name="tls-planner", tls_dir=certs)
+    p = dingo_env.Planner(exe, work, cluster, name="tls-planner", tls_dir=certs)
     p.ca = certs / "ca.pem"
     yield p
     p.stop()

@@ -105,10 +105,15 @@ class Cluster:
                 break
         else:
             raise RuntimeError(f"cluster did not start; see {work / 'cluster.log'}")
+        # `cluster up` made the cluster secret every storage call carries.
+        self.secret_file = work / "data" / "cluster.secret"
+        global STORAGE_SECRET
+        STORAGE_SECRET = self.secret_file.read_text().strip()
 
     def put(self, local: Path, path: str, redundancy: str, block_size: str):
         subprocess.run(
-            [self.exe, "fs", "put", "--meta", self.meta_addr, "--redundancy", redundancy,
+            [self.exe, "fs", "put", "--meta", self.meta_addr, "--secret-file", str(self.secret_file),
+             "--redundancy", redundancy,
              "--block-size", block_size, str(local), path],
             check=True, capture_output=True,
         )
@@ -127,7 +132,7 @@ class Planner:
     """A `dingo planner` process on fixed free ports, so that a client's
     channel reconnects to the same address after a crash and restart."""
 
-    def __init__(self, exe: str, work: Path, meta_addr: str, name: str = "planner", tls_dir: Path | None = None):
+    def __init__(self, exe: str, work: Path, cluster: Cluster, name: str = "planner", tls_dir: Path | None = None):
         """With `tls_dir` (from `dingo tls dev-certs`), gRPC is served over
         TLS with its cert.pem and key.pem."""
         self.exe = exe
@@ -137,8 +142,9 @@ class Planner:
         clients = "".join(f'[[clients]]\nname = "{n}"\ntoken = "{t}"\n' for n, t in CLIENTS.items())
         tls = f'[tls]\ncert = "{tls_dir / "cert.pem"}"\nkey = "{tls_dir / "key.pem"}"\n' if tls_dir else ""
         self.config.write_text(
-            f'meta = "{meta_addr}"\nquantum_ms = {QUANTUM_MS}\ndispatch_spacing_ms = 250\n'
+            f'meta = "{cluster.meta_addr}"\nquantum_ms = {QUANTUM_MS}\ndispatch_spacing_ms = 250\n'
             f'pin_grace_ms = 3000\nadmin_token = "{ADMIN_TOKEN}"\n{clients}{tls}'
+            f'[storage]\nsecret_file = "{cluster.secret_file}"\n'
         )
         self.data = work / name
         self.log_path = work / f"{name}.log"
@@ -204,6 +210,21 @@ def exe_and_protos() -> tuple[str, Path]:
     return exe, Path(protos)
 
 
+# The running cluster's secret, which the storage services (metadata and
+# nodes) require on every call; set when the cluster starts.
+STORAGE_SECRET = None
+
+
 def channel(addr: str) -> grpc.Channel:
     """A channel with gRPC's default settings (4 MiB receive limit)."""
     return grpc.insecure_channel(addr)
+
+
+def storage_channel(addr: str) -> grpc.Channel:
+    """A channel to a storage service (metadata, node) with gRPC's default
+    settings and the cluster secret as standard per-call credentials (over
+    local credentials: plain text on loopback, where gRPC still attaches
+    call credentials)."""
+    credentials = grpc.composite_channel_credentials(
+        grpc.local_channel_credentials(), grpc.access_token_call_credentials(STORAGE_SECRET))
+    return grpc.secure_channel(addr, credentials)

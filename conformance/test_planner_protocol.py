@@ -31,7 +31,7 @@ def planner_stub(pb, planner):
 
 
 def meta_stub(pb, cluster):
-    return pb.dingo_grpc.MetaStub(dingo_env.channel(cluster.meta_addr))
+    return pb.dingo_grpc.MetaStub(dingo_env.storage_channel(cluster.meta_addr))
 
 
 def auth(token):
@@ -123,7 +123,7 @@ def carry_out(pb, stub, token, stream, declaration, on_callback=lambda cb: None)
 def read_stream(pb, read, task, declaration):
     """Reads one chunk the way the guide says: ReadChunkStream on the node the
     callback names, with a default channel."""
-    node = pb.dingo_grpc.NodeStub(dingo_env.channel(read.node_addr))
+    node = pb.dingo_grpc.NodeStub(dingo_env.storage_channel(read.node_addr))
     request = pb.dingo.ReadChunkRequest(
         chunk=pb.dingo.ChunkId(block=read.block, copy=read.copy),
         offset=0,
@@ -161,7 +161,7 @@ def test_a_file_of_8_mb_blocks_is_declared_read_with_default_settings_and_finish
     assert b"".join(data[i] for i in range(len(blocks))) == file_bytes("/conf/big.bin")
     # A unary ReadChunk of a whole 8 MB chunk exceeds the default 4 MiB limit.
     first = blocks[0]
-    node = pb.dingo_grpc.NodeStub(dingo_env.channel(first.chunks[0].addr))
+    node = pb.dingo_grpc.NodeStub(dingo_env.storage_channel(first.chunks[0].addr))
     request = pb.dingo.ReadChunkRequest(
         chunk=pb.dingo.ChunkId(block=first.id, copy=first.chunks[0].copy), offset=0, len=first.size
     )
@@ -443,7 +443,7 @@ def test_the_client_guide_example_scrubs_a_disk(pb, cluster, planner, token, wor
     example = Path(__file__).resolve().parent.parent / "examples" / "python" / "scrub_disk.py"
     run = subprocess.run(
         [sys.executable, str(example), "--planner", planner.addr, "--token", token,
-         "--disk", str(disk.id), "--deadline-s", "30"],
+         "--disk", str(disk.id), "--deadline-s", "30", "--secret-file", str(cluster.secret_file)],
         env={**os.environ, "PYTHONPATH": str(work / "gen")},
         capture_output=True, text=True, timeout=120,
     )

@@ -7,7 +7,8 @@ generated from DINGO's published .proto files:
     python -m grpc_tools.protoc -I crates/dingo-proto/proto \\
         --python_out=gen --grpc_python_out=gen planner.proto dingo.proto
     PYTHONPATH=gen python examples/python/scrub_disk.py \\
-        --planner 127.0.0.1:7500 --token secret-1 --disk 3 --deadline-s 600
+        --planner 127.0.0.1:7500 --token secret-1 --disk 3 --deadline-s 600 \\
+        --secret-file /tmp/dingo/cluster.secret
 
 It declares "every chunk on this disk, that exact copy" with a deadline,
 then carries out callbacks as the planner sends them: each callback names
@@ -52,6 +53,13 @@ def main() -> int:
     # also notice the declaration finishing.
     callbacks: "queue.Queue" = queue.Queue()
     stream = subscribe(planner, auth, callbacks)
+    # The storage nodes require the cluster secret on every call: standard
+    # per-call credentials, over local (loopback, plain-text) channel
+    # credentials; use grpc.ssl_channel_credentials(ca) for a TLS cluster.
+    with open(args.secret_file) as f:
+        secret = f.read().strip()
+    node_credentials = grpc.composite_channel_credentials(
+        grpc.local_channel_credentials(), grpc.access_token_call_credentials(secret))
     nodes = {}  # node address -> stub
     done_deliveries = set()
     report = {"declaration": declared.declaration, "disk": args.disk, "chunks_read": 0,
@@ -80,7 +88,7 @@ def main() -> int:
                 report["redeliveries"] += int(cb.redelivery)
                 for s in cb.sets:
                     for r in s.reads:
-                        scrub_chunk(nodes, r, cb.declaration, report)
+                        scrub_chunk(nodes, node_credentials, r, cb.declaration, report)
                 done_deliveries.add(cb.delivery)
             planner.Ack(planner_pb2.AckRequest(deliveries=[cb.delivery]), metadata=auth)
         status = planner.Status(planner_pb2.StatusRequest(declarations=[declared.declaration]), metadata=auth)
@@ -94,13 +102,13 @@ def main() -> int:
     return 0
 
 
-def scrub_chunk(nodes, read, declaration, report):
+def scrub_chunk(nodes, credentials, read, declaration, report):
     """Reads one chunk copy where the planner said. ReadChunkStream sends it
     in pieces of at most 1 MiB, which a channel with default settings
     accepts (ReadChunk would send an 8 MB chunk in one message)."""
     stub = nodes.get(read.node_addr)
     if stub is None:
-        stub = nodes[read.node_addr] = dingo_pb2_grpc.NodeStub(grpc.insecure_channel(read.node_addr))
+        stub = nodes[read.node_addr] = dingo_pb2_grpc.NodeStub(grpc.secure_channel(read.node_addr, credentials))
     request = dingo_pb2.ReadChunkRequest(
         chunk=dingo_pb2.ChunkId(block=read.block, copy=read.copy),
         offset=0,
@@ -146,6 +154,7 @@ def parse_args():
     p.add_argument("--token", required=True, help="this task client's token")
     p.add_argument("--disk", type=int, required=True, help="disk id to scrub")
     p.add_argument("--deadline-s", type=int, default=600, help="seconds from now")
+    p.add_argument("--secret-file", required=True, help="the cluster secret (dingo cluster up: DATA/cluster.secret)")
     return p.parse_args()
 
 

@@ -111,7 +111,9 @@ impl Client {
             match (n.state(), n.alive) {
                 (DeviceState::Dead, _) => h.nodes_dead.push(NodeId(n.id)),
                 (DeviceState::Decommissioned, _) => h.nodes_decommissioned.push(NodeId(n.id)),
-                (_, false) => h.nodes_silent.push(NodeId(n.id)),
+                // A state this client does not know (from a newer service)
+                // is not taken for live.
+                (DeviceState::Unspecified, _) | (_, false) => h.nodes_silent.push(NodeId(n.id)),
                 (DeviceState::Draining, true) => h.nodes_draining.push(NodeId(n.id)),
                 (DeviceState::Live, true) => h.nodes_live.push(NodeId(n.id)),
             }
@@ -128,6 +130,7 @@ impl Client {
                         bytes_left: d.drain_bytes_left,
                     }),
                     DeviceState::Live => h.disks_live += 1,
+                    DeviceState::Unspecified => {}
                 }
             }
         }
@@ -281,6 +284,10 @@ impl Client {
                 DeviceState::Live => return Err(DrainError::Cancelled(device)),
                 DeviceState::Dead => return Err(DrainError::Died(device)),
                 DeviceState::Draining => report(DrainEvent::Draining(status)),
+                DeviceState::Unspecified => {
+                    let why = "the metadata service reported no device state".to_string();
+                    return Err(DrainError::Client(ClientError::Invalid(why)));
+                }
             }
             if stall.stalled(status.chunks_left, Instant::now()) {
                 report(DrainEvent::Stalled(DRAIN_STALLED_AFTER));

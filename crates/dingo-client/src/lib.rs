@@ -54,7 +54,16 @@ use dingo_types::ChunkRef;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tonic::transport::{Channel, Endpoint};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+pub use dingo_auth::ClusterAccess;
+
+/// A channel whose every call carries the cluster secret.
+pub type Authenticated = InterceptedService<Channel, dingo_auth::BearerCredentials>;
+/// A client of one storage node.
+pub type NodeConn = NodeClient<Authenticated>;
+type MetaConn = MetaClient<Authenticated>;
 
 /// Largest piece of a chunk sent or requested in one message.
 const PIECE: usize = 8 << 20;
@@ -117,16 +126,19 @@ macro_rules! meta_call {
 
 pub type Result<T, E = ClientError> = std::result::Result<T, E>;
 
-fn channel(addr: &str) -> Result<Channel> {
-    let ep = Endpoint::from_shared(format!("http://{addr}")).map_err(|_| ClientError::Address(addr.to_string()))?;
-    Ok(ep
+/// A lazily connecting channel to `addr`, over TLS if `access` says so,
+/// sending the cluster secret with every call.
+fn channel(addr: &str, access: &ClusterAccess) -> Result<Authenticated> {
+    let ep = access.endpoint(addr).map_err(|_| ClientError::Address(addr.to_string()))?;
+    let channel = ep
         .connect_timeout(Duration::from_secs(3))
         .timeout(Duration::from_secs(60))
         .tcp_nodelay(true)
         .initial_stream_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
         .max_frame_size(MAX_FRAME)
-        .connect_lazy())
+        .connect_lazy();
+    Ok(InterceptedService::new(channel, access.credentials()))
 }
 
 /// How long one metadata operation may take by default, retries included.
@@ -140,10 +152,11 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(100);
 /// connections are opened on first use and kept.
 #[derive(Clone)]
 pub struct Client {
-    meta: MetaClient<Channel>,
+    meta: MetaConn,
     meta_addr: Arc<str>,
+    access: ClusterAccess,
     deadline: Duration,
-    nodes: Arc<Mutex<HashMap<String, NodeClient<Channel>>>>,
+    nodes: Arc<Mutex<HashMap<String, NodeConn>>>,
     replica_choice: ReplicaChoice,
     steer: Arc<Mutex<SteerState>>,
 }
@@ -168,16 +181,19 @@ impl SteerState {
 }
 
 impl Client {
-    /// A client of the metadata service at `host:port`. Connects lazily: the
-    /// first call reports an unreachable service. Every metadata operation
-    /// has a deadline of [`DEFAULT_DEADLINE`] (see [`Client::with_deadline`]).
-    pub fn new(meta_addr: &str) -> Result<Client> {
-        let meta = MetaClient::new(channel(meta_addr)?)
+    /// A client of the metadata service at `host:port`, reaching it and the
+    /// nodes with `access` (the cluster secret; TLS if it names an
+    /// authority). Connects lazily: the first call reports an unreachable
+    /// service or refused credentials. Every metadata operation has a
+    /// deadline of [`DEFAULT_DEADLINE`] (see [`Client::with_deadline`]).
+    pub fn new(meta_addr: &str, access: &ClusterAccess) -> Result<Client> {
+        let meta = MetaClient::new(channel(meta_addr, access)?)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         Ok(Client {
             meta,
             meta_addr: meta_addr.into(),
+            access: access.clone(),
             deadline: DEFAULT_DEADLINE,
             nodes: Arc::new(Mutex::new(HashMap::new())),
             replica_choice: ReplicaChoice::default(),
@@ -222,7 +238,7 @@ impl Client {
     async fn meta_call<Q, T, F, Fut>(&self, op: &'static str, retry: Retry, req: Q, call: F) -> Result<T>
     where
         Q: Clone,
-        F: Fn(MetaClient<Channel>, Q) -> Fut,
+        F: Fn(MetaConn, Q) -> Fut,
         Fut: std::future::Future<Output = std::result::Result<tonic::Response<T>, tonic::Status>>,
     {
         let start = tokio::time::Instant::now();
@@ -255,12 +271,12 @@ impl Client {
     }
 
     /// The gRPC client of the node at `addr`.
-    pub fn node(&self, addr: &str) -> Result<NodeClient<Channel>> {
+    pub fn node(&self, addr: &str) -> Result<NodeConn> {
         let mut nodes = self.nodes.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(c) = nodes.get(addr) {
             return Ok(c.clone());
         }
-        let c = NodeClient::new(channel(addr)?)
+        let c = NodeClient::new(channel(addr, &self.access)?)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         nodes.insert(addr.to_string(), c.clone());

@@ -81,6 +81,7 @@ impl Client {
             BlockState::Sealed => {}
             BlockState::Deleted => return Err(fault(chunk, ChunkFault::Missing, "its block is deleted")),
             BlockState::Open => return Err(ClientError::Invalid(format!("block {} is still being written", b.id))),
+            BlockState::Unspecified => return Err(ClientError::Invalid(format!("block {} has no state", b.id))),
         }
         let c = b
             .chunks

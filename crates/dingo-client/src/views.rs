@@ -17,6 +17,7 @@ pub fn state_name(state: DeviceState) -> &'static str {
         DeviceState::Dead => "DEAD",
         DeviceState::Draining => "DRAINING",
         DeviceState::Decommissioned => "DECOMMISSIONED",
+        DeviceState::Unspecified => "UNSPECIFIED",
     }
 }
 

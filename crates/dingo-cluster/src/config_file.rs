@@ -1,11 +1,19 @@
 //! The storage configuration file (`--config FILE`, TOML) that a local
 //! cluster's daemons share: `[meta]` (`dingo_meta::config_file`), `[node]`
 //! and `[node.io]` (`dingo_node::config_file`) and `[cluster]`, read by
-//! `dingo cluster up`. Every key is optional; command-line flags override
-//! the file. Unknown keys are errors, so a typo is reported rather than
-//! silently ignored.
+//! `dingo cluster up`, and `[auth]` and `[tls]`, read by every daemon.
+//! Every key is optional; command-line flags override the file. Unknown
+//! keys are errors, so a typo is reported rather than silently ignored.
 //!
 //! ```toml
+//! [auth]                   # credentials (dingo_auth::AuthSection)
+//! secret_file = "/etc/dingo/cluster.secret"  # the cluster secret, mode 0600
+//! ca = "/etc/dingo/ca.pem"                   # the services serve TLS: trust this authority
+//!
+//! [tls]                    # serve gRPC over TLS (the metadata service, the nodes)
+//! cert = "/etc/dingo/cert.pem"
+//! key = "/etc/dingo/key.pem"
+//!
 //! [cluster]
 //! nodes = 4
 //! disks_per_node = 2
@@ -28,6 +36,10 @@ pub struct StorageConfig {
     pub node: NodeSection,
     #[serde(default)]
     pub cluster: ClusterSection,
+    #[serde(default)]
+    pub auth: dingo_auth::AuthSection,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<dingo_auth::ServerTlsFiles>,
 }
 
 /// `[cluster]`: what `dingo cluster up` starts.
@@ -160,6 +172,8 @@ mod tests {
         cfg.node.disk_capacity = Some(ByteSize(9_007_199_254_740_993));
         cfg.node.hdd = Some(DiskModel { positioning_us: 8_000, transfer_bytes_per_sec: 60_000_000 });
         cfg.cluster.base_port = Some(0);
+        cfg.auth.secret_file = Some("/s".into());
+        cfg.tls = Some(dingo_auth::ServerTlsFiles { cert: "/c".into(), key: "/k".into() });
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("storage.toml");
         cfg.write(&p).unwrap();

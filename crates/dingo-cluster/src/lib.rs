@@ -4,7 +4,10 @@
 //! tests.
 //!
 //! Layout under the data directory:
-//! `meta/` (redb and `meta.addr`), `node<i>/disk<j>/` (disks), `logs/`.
+//! `meta/` (redb and `meta.addr`), `node<i>/disk<j>/` (disks), `logs/`,
+//! `cluster.secret` (the secret every storage RPC carries, mode 0600) and,
+//! for a TLS cluster, `tls/` (a throwaway authority and the daemons'
+//! certificate).
 //!
 //! Children get `PR_SET_PDEATHSIG`, so they die with the thread that started
 //! them even if it is killed; [`LocalCluster`] stops them (SIGTERM, then
@@ -12,12 +15,14 @@
 
 pub mod config_file;
 mod planner;
+mod security;
 mod up;
 pub use config_file::StorageConfig;
 pub use planner::{PlannerProcess, PlannerSpec};
+pub use security::Provisioned;
 pub use up::UpRequest;
 
-use dingo_client::Client;
+use dingo_client::{Client, ClientError};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -45,6 +50,10 @@ pub enum ClusterError {
     NoDataDir,
     #[error("a cluster needs at least one node and one disk per node")]
     Empty,
+    #[error("cluster credentials: {0}")]
+    Auth(#[from] dingo_auth::AuthError),
+    #[error("cluster certificates: {0}")]
+    Tls(#[from] dingo_tls::TlsError),
 }
 
 /// What to start.
@@ -62,6 +71,9 @@ pub struct ClusterSpec {
     pub config: Option<PathBuf>,
     /// Extra arguments for every `dingo node`.
     pub node_args: Vec<String>,
+    /// Serve every daemon's gRPC over TLS, with certificates made at
+    /// start; callers then trust `DATA/tls/ca.pem`.
+    pub tls: bool,
 }
 
 struct Daemon {
@@ -152,6 +164,7 @@ pub struct LocalCluster {
     metrics_addrs: Vec<String>,
     /// The maintenance supervisor (`dingo maintain`), if started.
     maintainer: Option<Daemon>,
+    credentials: Provisioned,
 }
 
 /// Port `base + offset`, or a free port if `base` is 0.
@@ -213,6 +226,7 @@ impl LocalCluster {
         mkdir(&logs)?;
         let meta_dir = spec.data.join("meta");
         mkdir(&meta_dir)?;
+        let credentials = security::provision(&spec.data, spec.tls)?;
         let meta_addr = format!("127.0.0.1:{}", port(spec.base_port, 0)?);
         let metrics_addrs = vec![format!("127.0.0.1:{}", port(spec.base_port, 1)?)];
         let mut meta_args: Vec<String> = vec![
@@ -224,7 +238,11 @@ impl LocalCluster {
             "--metrics".into(),
             metrics_addrs[0].clone(),
         ];
+        meta_args.extend(credentials.secret_args());
+        meta_args.extend(credentials.serve_args());
         let mut node_common = vec!["--meta".into(), meta_addr.clone()];
+        node_common.extend(credentials.caller_args());
+        node_common.extend(credentials.serve_args());
         if let Some(c) = &spec.config {
             meta_args.extend(["--config".into(), c.display().to_string()]);
             node_common.extend(["--config".into(), c.display().to_string()]);
@@ -240,6 +258,7 @@ impl LocalCluster {
             metrics_addrs,
             spec,
             maintainer: None,
+            credentials,
         };
         for _ in 0..cluster.spec.nodes {
             cluster.define_node(cluster.spec.disks_per_node)?;
@@ -289,7 +308,7 @@ impl LocalCluster {
     /// e.g. for [`Client::mark_node_dead`] after [`LocalCluster::kill_node`].
     pub async fn node_id(&self, i: usize) -> Result<u32, ClusterError> {
         let fail = |e: String| ClusterError::Status(format!("cluster status from {}: {e}", self.meta_addr));
-        let status = Client::new(&self.meta_addr).map_err(|e| fail(e.to_string()))?.cluster_status().await;
+        let status = self.client().map_err(|e| fail(e.to_string()))?.cluster_status().await;
         let status = status.map_err(|e| fail(e.to_string()))?;
         status
             .nodes
@@ -301,6 +320,17 @@ impl LocalCluster {
 
     pub fn meta_addr(&self) -> &str {
         &self.meta_addr
+    }
+
+    /// A client of this cluster, with its credentials.
+    pub fn client(&self) -> Result<Client, ClientError> {
+        Client::new(&self.meta_addr, &self.credentials.access)
+    }
+
+    /// The cluster's credentials: the secret's file (and the authority
+    /// with TLS), for callers in other processes.
+    pub fn credentials(&self) -> &Provisioned {
+        &self.credentials
     }
 
     pub fn node_addr(&self, i: usize) -> &str {
@@ -366,6 +396,7 @@ impl LocalCluster {
             "--state".into(),
             self.spec.data.join("maintain.json").display().to_string(),
         ];
+        all.extend(self.credentials.caller_args());
         all.extend(args.iter().cloned());
         let log = self.spec.data.join("logs").join("maintain.log");
         let mut d = Daemon { name: "maintenance supervisor".into(), args: all, log, child: None };
@@ -386,7 +417,7 @@ impl LocalCluster {
 
     /// Waits until `n` nodes are alive and every started daemon still runs.
     pub async fn wait_alive(&mut self, n: usize, timeout: Duration) -> Result<(), ClusterError> {
-        let client = Client::new(&self.meta_addr).map_err(|e| ClusterError::Timeout(timeout, e.to_string()))?;
+        let client = self.client().map_err(|e| ClusterError::Timeout(timeout, e.to_string()))?;
         let deadline = Instant::now() + timeout;
         let mut last;
         loop {

@@ -3,6 +3,7 @@
 //! its clients reconnect to the same address and find the same state.
 
 use crate::{ClusterError, Daemon, port};
+use dingo_auth::AuthSection;
 use std::fs;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -19,6 +20,9 @@ pub struct PlannerSpec {
     pub data: PathBuf,
     /// Log file (appended to across restarts).
     pub log: PathBuf,
+    /// How the planner reaches the storage services (a local cluster's
+    /// [`crate::Provisioned::auth`]); given as flags, over the config's.
+    pub storage: AuthSection,
 }
 
 /// A running (or killed) planner service process.
@@ -40,7 +44,7 @@ impl PlannerProcess {
         fs::create_dir_all(&spec.data).map_err(|source| ClusterError::Prepare { path: spec.data.clone(), source })?;
         let addr = format!("127.0.0.1:{}", port(0, 0)?);
         let metrics_addr = format!("127.0.0.1:{}", port(0, 0)?);
-        let args = vec![
+        let mut args: Vec<String> = vec![
             "planner".into(),
             "--config".into(),
             spec.config.display().to_string(),
@@ -51,6 +55,7 @@ impl PlannerProcess {
             "--metrics".into(),
             metrics_addr.clone(),
         ];
+        args.extend(crate::security::caller_args(&spec.storage));
         let daemon = Daemon { name: "planner".into(), args, log: spec.log.clone(), child: None };
         let mut p = PlannerProcess { spec, daemon, addr, metrics_addr };
         p.restart()?;

@@ -26,6 +26,8 @@ pub struct UpRequest {
     pub base_port: Option<u16>,
     /// The storage config file, also passed to every daemon.
     pub config: Option<PathBuf>,
+    /// Serve TLS, with certificates made at start.
+    pub tls: bool,
 }
 
 impl ClusterSpec {
@@ -46,6 +48,7 @@ impl ClusterSpec {
             base_port: request.base_port.or(cfg.cluster.base_port).unwrap_or(DEFAULT_BASE_PORT),
             config: request.config,
             node_args: Vec::new(),
+            tls: request.tls,
         })
     }
 }

@@ -52,8 +52,8 @@ pub enum DemoError {
     Io { what: String, source: std::io::Error },
     #[error("cannot encode {what}: {source}")]
     Encode { what: String, source: serde_json::Error },
-    #[error("cannot draw a random token: {0}")]
-    Random(getrandom::Error),
+    #[error("credentials: {0}")]
+    Auth(#[from] dingo_auth::AuthError),
     #[error("{0}")]
     Timeline(String),
     #[error(transparent)]

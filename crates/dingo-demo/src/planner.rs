@@ -2,6 +2,7 @@
 //! its own random token, per maintenance task.
 
 use crate::{DemoError, Result, Scale};
+use dingo_auth::AuthSection;
 use dingo_cluster::{PlannerProcess, PlannerSpec};
 use dingo_planner_client::PlannerClient;
 use dingo_planner_service::{BudgetSection, ClientEntry, ServiceConfig};
@@ -21,15 +22,19 @@ pub struct DemoPlanner {
 
 /// A bearer token from the operating system's CSPRNG.
 fn random_token() -> Result<String> {
-    let mut bytes = [0u8; TOKEN_BYTES];
-    getrandom::fill(&mut bytes).map_err(DemoError::Random)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(dingo_auth::random_hex(TOKEN_BYTES)?)
 }
 
 impl DemoPlanner {
-    /// Starts `dingo planner` against the cluster at `meta`, with the
-    /// demo's quantum and budget.
-    pub fn start(exe: &Path, dir: &Path, meta: &str, scale: &Scale, tasks: &[TaskKind]) -> Result<DemoPlanner> {
+    /// Starts `dingo planner` against the cluster at `meta` (reached with
+    /// `storage`'s credentials), with the demo's quantum and budget.
+    pub fn start(
+        exe: &Path,
+        dir: &Path,
+        (meta, storage): (&str, &AuthSection),
+        scale: &Scale,
+        tasks: &[TaskKind],
+    ) -> Result<DemoPlanner> {
         let admin_token = random_token()?;
         let mut cfg = ServiceConfig::new(&admin_token);
         cfg.meta = meta.to_string();
@@ -53,6 +58,7 @@ impl DemoPlanner {
             config,
             data: dir.join("planner"),
             log: dir.join("planner.log"),
+            storage: storage.clone(),
         })?;
         Ok(DemoPlanner { process, admin_token, tokens })
     }

@@ -136,15 +136,22 @@ impl Demo {
             base_port: 0,
             config: Some(config),
             node_args: Vec::new(),
+            tls: false,
         })?;
         cluster.wait_ready(Duration::from_secs(30)).await?;
-        let client = Client::new(cluster.meta_addr())?;
+        let client = cluster.client()?;
         let t = Instant::now();
         load(&client, scale, self.seed).await?;
         tracing::info!(%mode, "loaded {} files in {:.1} s", scale.replicated_files + scale.ec_files, t.elapsed().as_secs_f64());
         let planner = match mode {
             Mode::Imperative => None,
-            Mode::Declarative => Some(DemoPlanner::start(&self.exe, dir, cluster.meta_addr(), scale, &crate::TASKS)?),
+            Mode::Declarative => Some(DemoPlanner::start(
+                &self.exe,
+                dir,
+                (cluster.meta_addr(), &cluster.credentials().auth),
+                scale,
+                &crate::TASKS,
+            )?),
         };
         let runner = |task: TaskKind| -> Result<Runner> {
             Ok(match &planner {

@@ -49,6 +49,7 @@ pub async fn start(
         base_port: 0,
         config: Some(path),
         node_args: Vec::new(),
+        tls: false,
     })?;
     cluster.wait_ready(Duration::from_secs(30)).await?;
     Ok(cluster)

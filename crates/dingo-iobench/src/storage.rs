@@ -104,7 +104,7 @@ pub async fn run(opts: &StorageOptions) -> Result<StorageReport, BenchError> {
     // No node cache: every client read must reach a disk.
     let config = "[node]\ncache = \"0\"\npinned = \"0\"\n";
     let cluster = crate::cluster::start(&opts.exe, tmp.path(), NODES, 1, config).await?;
-    let client = Client::new(cluster.meta_addr())?;
+    let client = cluster.client()?;
     let data = pattern(opts.bytes);
     let (mut raw, mut reps, mut ecs) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..opts.trials {

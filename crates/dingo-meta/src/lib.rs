@@ -13,6 +13,7 @@ pub mod service;
 
 pub use error::MetaError;
 
+use dingo_auth::ServerSecurity;
 use dingo_proto::MAX_MESSAGE_BYTES;
 use dingo_proto::v1::meta_server::MetaServer;
 use std::future::Future;
@@ -20,6 +21,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use tonic::service::interceptor::InterceptedService;
 
 /// Shortest interval between checks for writers whose lease expired.
 const EXPIRY_CHECK_MIN: Duration = Duration::from_millis(100);
@@ -49,12 +51,23 @@ pub enum RunError {
     Listen { addr: SocketAddr, source: std::io::Error },
     #[error("cannot write {path}: {source}")]
     AddrFile { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Security(#[from] dingo_auth::AuthError),
     #[error("gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
 }
 
-/// Runs the metadata service until `shutdown` resolves.
-pub async fn run(cfg: MetaConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), RunError> {
+/// Runs the metadata service until `shutdown` resolves. Every call must
+/// carry the cluster secret of `security` (refused with `UNAUTHENTICATED`
+/// otherwise); with its TLS files, the service serves TLS only.
+pub async fn run(
+    cfg: MetaConfig,
+    security: ServerSecurity,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), RunError> {
+    // Before anything else, so that a wrong certificate path stops the
+    // start with the file's name.
+    let server = security.server(cfg.listen, "metadata service")?;
     let dir = cfg.data_dir.clone();
     let db = tokio::task::spawn_blocking(move || db::MetaDb::open(&dir))
         .await
@@ -84,16 +97,17 @@ pub async fn run(cfg: MetaConfig, shutdown: impl Future<Output = ()> + Send + 's
         let period = (after / 4).clamp(Duration::from_millis(100), Duration::from_secs(10));
         tokio::spawn(service.clone().mark_silent_nodes_dead_every(after, period))
     });
-    tracing::info!(%bound, data = %cfg.data_dir.display(), "metadata service listening");
-    let result = tonic::transport::Server::builder()
+    tracing::info!(%bound, data = %cfg.data_dir.display(), tls = security.tls.is_some(), "metadata service listening");
+    let result = server
         .initial_stream_window_size(dingo_proto::STREAM_WINDOW)
         .initial_connection_window_size(dingo_proto::CONNECTION_WINDOW)
         .max_frame_size(dingo_proto::MAX_FRAME)
-        .add_service(
+        .add_service(InterceptedService::new(
             MetaServer::from_arc(service)
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
-        )
+            security.require(),
+        ))
         .serve_with_incoming_shutdown(dingo_daemon::accept_nodelay(listener), shutdown)
         .await;
     reaper.abort();
@@ -106,3 +120,6 @@ pub async fn run(cfg: MetaConfig, shutdown: impl Future<Output = ()> + Send + 's
     result?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;

@@ -321,12 +321,14 @@ impl NodeSection {
         listen: SocketAddr,
         advertise: Option<String>,
         meta: String,
+        meta_access: dingo_auth::ClusterAccess,
         metrics: Option<SocketAddr>,
     ) -> Result<crate::NodeConfig, NodeConfigError> {
         Ok(crate::NodeConfig {
             listen,
             advertise,
             meta,
+            meta_access,
             metrics,
             disks: self.disk_specs(disk_paths, capacity)?,
             cache_bytes: self.cache_bytes(),

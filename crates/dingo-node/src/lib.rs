@@ -24,6 +24,7 @@ pub use flash::{FlashSettings, FlashStats};
 pub use head::{IoSettings, Slowdown, WaitingSettings};
 pub use store::{DiskSpec, Store};
 
+use dingo_auth::{BearerCredentials, ClusterAccess, ServerSecurity};
 use dingo_proto::v1::meta_client::MetaClient;
 use dingo_proto::v1::node_server::NodeServer;
 use dingo_proto::v1::{
@@ -37,7 +38,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
-use tonic::transport::Channel;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::{Channel, Server};
+
+/// A client of the metadata service that sends the cluster secret.
+type MetaConn = MetaClient<InterceptedService<Channel, BearerCredentials>>;
 
 /// Everything a node needs to run.
 #[derive(Clone, Debug)]
@@ -49,6 +54,8 @@ pub struct NodeConfig {
     pub advertise: Option<String>,
     /// Metadata service address (`host:port`).
     pub meta: String,
+    /// How to call the metadata service (the cluster secret, TLS).
+    pub meta_access: ClusterAccess,
     /// Prometheus `/metrics` address, if any.
     pub metrics: Option<SocketAddr>,
     pub disks: Vec<DiskSpec>,
@@ -76,14 +83,24 @@ pub enum NodeError {
     Listen { addr: SocketAddr, source: std::io::Error },
     #[error("metadata service at {meta} refused registration: {status}")]
     Register { meta: String, status: tonic::Status },
-    #[error("invalid metadata service address `{0}`")]
-    MetaAddr(String),
+    #[error("metadata service address: {0}")]
+    MetaAddr(dingo_auth::AuthError),
+    #[error(transparent)]
+    Security(#[from] dingo_auth::AuthError),
     #[error("gRPC server failed: {0}")]
     Serve(#[from] tonic::transport::Error),
 }
 
-/// Runs a node until `shutdown` resolves.
-pub async fn run(cfg: NodeConfig, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), NodeError> {
+/// Runs a node until `shutdown` resolves. Every call must carry the cluster
+/// secret of `security` (refused with `UNAUTHENTICATED` otherwise); with its
+/// TLS files, the node serves TLS only.
+pub async fn run(
+    cfg: NodeConfig,
+    security: ServerSecurity,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), NodeError> {
+    // First, so that a wrong certificate path stops the start by name.
+    let server = security.server(cfg.listen, "node")?;
     let store = Arc::new(tokio::task::block_in_place(|| {
         Store::open_with_flash(&cfg.disks, cfg.cache_bytes, cfg.pinned_bytes, cfg.flash.as_ref())
     })?);
@@ -104,10 +121,9 @@ pub async fn run(cfg: NodeConfig, shutdown: impl Future<Output = ()> + Send + 's
         None => None,
     };
 
-    let meta = MetaClient::new(
-        Channel::from_shared(format!("http://{}", cfg.meta))
-            .map_err(|_| NodeError::MetaAddr(cfg.meta.clone()))?
-            .connect_lazy(),
+    let meta = MetaClient::with_interceptor(
+        cfg.meta_access.endpoint(&cfg.meta).map_err(NodeError::MetaAddr)?.connect_lazy(),
+        cfg.meta_access.credentials(),
     );
     let node = register(&meta, &cfg.meta, &advertise, &store).await?;
     tracing::info!(node, %advertise, disks = store.disks.len(), "node registered");
@@ -121,15 +137,29 @@ pub async fn run(cfg: NodeConfig, shutdown: impl Future<Output = ()> + Send + 's
         cfg.orphan_grace,
     )));
 
-    tonic::transport::Server::builder()
+    let service = service::NodeService { store, fault_injection: cfg.fault_injection };
+    serve(server, listener, service, &security, shutdown).await
+}
+
+/// Serves the `Node` service on `listener` until `shutdown` resolves,
+/// refusing every call without the cluster secret.
+async fn serve(
+    server: Server,
+    listener: tokio::net::TcpListener,
+    service: service::NodeService,
+    security: &ServerSecurity,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), NodeError> {
+    server
         .initial_stream_window_size(dingo_proto::STREAM_WINDOW)
         .initial_connection_window_size(dingo_proto::CONNECTION_WINDOW)
         .max_frame_size(dingo_proto::MAX_FRAME)
-        .add_service(
-            NodeServer::new(service::NodeService { store, fault_injection: cfg.fault_injection })
+        .add_service(InterceptedService::new(
+            NodeServer::new(service)
                 .max_decoding_message_size(MAX_MESSAGE_BYTES)
                 .max_encoding_message_size(MAX_MESSAGE_BYTES),
-        )
+            security.require(),
+        ))
         .serve_with_incoming_shutdown(dingo_daemon::accept_nodelay(listener), shutdown)
         .await?;
     Ok(())
@@ -145,12 +175,7 @@ impl Drop for AbortOnDrop {
 
 /// Registers the node, retrying while the metadata service is unreachable
 /// (it may start after the node). Assigns the disk ids it returns.
-async fn register(
-    meta: &MetaClient<Channel>,
-    meta_addr: &str,
-    advertise: &str,
-    store: &Store,
-) -> Result<u32, NodeError> {
+async fn register(meta: &MetaConn, meta_addr: &str, advertise: &str, store: &Store) -> Result<u32, NodeError> {
     let req = RegisterNodeRequest {
         addr: advertise.to_string(),
         disks: store
@@ -195,7 +220,7 @@ const ORPHAN_REPORT_BATCH: usize = 100_000;
 
 /// Lists the chunks sealed more than `grace` ago to the metadata service
 /// and deletes those it names as orphans.
-async fn delete_orphans(meta: &MetaClient<Channel>, store: &Store, node: u32, grace: Duration) {
+async fn delete_orphans(meta: &MetaConn, store: &Store, node: u32, grace: Duration) {
     let Some(cutoff) = std::time::SystemTime::now().checked_sub(grace) else { return };
     let old = store.sealed_before(cutoff);
     for batch in old.chunks(ORPHAN_REPORT_BATCH) {
@@ -227,7 +252,7 @@ async fn delete_orphans(meta: &MetaClient<Channel>, store: &Store, node: u32, gr
 /// Also reports chunks that reads found corrupt, and has orphan chunks
 /// checked every quarter of `orphan_grace`.
 async fn heartbeat_loop(
-    meta: MetaClient<Channel>,
+    meta: MetaConn,
     meta_addr: String,
     advertise: String,
     store: Arc<Store>,
@@ -299,3 +324,6 @@ async fn heartbeat_loop(
         }
     }
 }
+
+#[cfg(test)]
+mod serve_tests;

@@ -20,6 +20,7 @@
 //! ```
 
 use crate::convert::declaration_to_wire;
+use dingo_auth::BearerCredentials;
 use dingo_proto::planner as pb;
 use dingo_proto::planner::planner_client::PlannerClient as Grpc;
 use dingo_proto::{CONNECTION_WINDOW, MAX_MESSAGE_BYTES, STREAM_WINDOW};
@@ -28,7 +29,6 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use std::time::Duration;
 use thiserror::Error;
-use tonic::metadata::{AsciiMetadataValue, MetadataValue};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
@@ -73,22 +73,11 @@ pub struct Declared {
 /// get every unacknowledged callback re-sent.
 pub type CallbackStream = BoxStream<'static, Result<pb::Callback>>;
 
-/// Adds `authorization: Bearer <token>` to every call.
-#[derive(Clone)]
-pub struct BearerToken(AsciiMetadataValue);
-
-impl tonic::service::Interceptor for BearerToken {
-    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
-        req.metadata_mut().insert("authorization", self.0.clone());
-        Ok(req)
-    }
-}
-
 /// A task client (or the administrator) of the planner service. Cheap to
 /// clone; clones share the connection.
 #[derive(Clone)]
 pub struct PlannerClient {
-    grpc: Grpc<InterceptedService<Channel, BearerToken>>,
+    grpc: Grpc<InterceptedService<Channel, BearerCredentials>>,
 }
 
 impl PlannerClient {
@@ -109,8 +98,7 @@ impl PlannerClient {
         if token.is_empty() || !token.bytes().all(|b| b.is_ascii_graphic()) {
             return Err(PlannerClientError::Token);
         }
-        let header: AsciiMetadataValue =
-            MetadataValue::try_from(format!("Bearer {token}")).map_err(|_| PlannerClientError::Token)?;
+        let credentials = BearerCredentials::new(token).ok_or(PlannerClientError::Token)?;
         let scheme = if tls.is_some() { "https" } else { "http" };
         let mut endpoint = Endpoint::from_shared(format!("{scheme}://{addr}"))
             .map_err(|_| PlannerClientError::Address(addr.to_string()))?;
@@ -122,7 +110,7 @@ impl PlannerClient {
             .tcp_nodelay(true)
             .initial_stream_window_size(STREAM_WINDOW)
             .initial_connection_window_size(CONNECTION_WINDOW);
-        let grpc = Grpc::with_interceptor(endpoint.connect_lazy(), BearerToken(header))
+        let grpc = Grpc::with_interceptor(endpoint.connect_lazy(), credentials)
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         Ok(PlannerClient { grpc })

@@ -61,20 +61,8 @@ impl Auth {
 
 impl tonic::service::Interceptor for Auth {
     fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
-        let value = req
-            .metadata()
-            .get("authorization")
-            .ok_or_else(|| Status::unauthenticated("missing `authorization: Bearer <token>` metadata"))?;
-        // The scheme is case-insensitive (RFC 7235 §2.1): gRPC libraries'
-        // per-call credentials send `bearer` as often as `Bearer`.
-        let token = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.split_once(' '))
-            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-            .map(|(_, token)| token)
-            .ok_or_else(|| Status::unauthenticated("the authorization metadata must be `Bearer <token>`"))?;
-        let caller = self.caller(token.trim()).ok_or_else(|| Status::unauthenticated("unknown token"))?;
+        let token = dingo_auth::bearer_token(req.metadata(), "token")?;
+        let caller = self.caller(token).ok_or_else(|| Status::unauthenticated("unknown token"))?;
         req.extensions_mut().insert(caller);
         Ok(req)
     }

@@ -23,6 +23,10 @@
 //! name = "scrubber"
 //! token = "secret-1"
 //!
+//! [storage]                        # how to call the metadata service and the nodes
+//! secret_file = "/etc/dingo/cluster.secret"  # the cluster secret (or --secret-file)
+//! ca = "/etc/dingo/ca.pem"         # optional: they serve TLS (or --ca)
+//!
 //! [tls]                            # optional: serve gRPC over TLS
 //! cert = "/etc/dingo/cert.pem"     # certificate chain, PEM
 //! key = "/etc/dingo/key.pem"       # its private key, PEM
@@ -110,6 +114,10 @@ pub struct ServiceConfig {
     /// absent: loopback and trusted networks only, since tokens travel in
     /// every call).
     pub tls: Option<dingo_tls::ServerTlsFiles>,
+    /// How to reach the storage services: the cluster secret's file and,
+    /// if they serve TLS, their authority (`[storage]`).
+    #[serde(default)]
+    pub storage: dingo_auth::AuthSection,
 }
 
 impl std::fmt::Debug for ServiceConfig {
@@ -129,6 +137,7 @@ impl std::fmt::Debug for ServiceConfig {
             budget,
             clients,
             tls,
+            storage,
         } = self;
         f.debug_struct("ServiceConfig")
             .field("listen", listen)
@@ -144,6 +153,7 @@ impl std::fmt::Debug for ServiceConfig {
             .field("budget", budget)
             .field("clients", clients)
             .field("tls", tls)
+            .field("storage", storage)
             .finish()
     }
 }
@@ -184,6 +194,7 @@ impl ServiceConfig {
             budget: BudgetSection::default(),
             clients: Vec::new(),
             tls: None,
+            storage: dingo_auth::AuthSection::default(),
         }
     }
 

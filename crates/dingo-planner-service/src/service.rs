@@ -50,6 +50,8 @@ pub enum RunError {
     Serve(#[from] tonic::transport::Error),
     #[error("TLS: {0}")]
     Tls(#[from] dingo_tls::TlsError),
+    #[error("credentials for the storage services ([storage] in the config): {0}")]
+    Storage(#[from] dingo_auth::AuthError),
     #[error("the quantum loop stopped: {0}")]
     Loop(String),
     /// A commit failed or a step panicked: memory is ahead of the store, so
@@ -211,7 +213,7 @@ pub async fn run(config: ServiceConfig, shutdown: impl Future<Output = ()> + Sen
     let shutdown = shutdown.boxed().shared();
     let store = Store::open(&data)?;
     let loaded = store.load()?;
-    let meta = Client::new(&config.meta)?;
+    let meta = Client::new(&config.meta, &config.storage.access()?)?;
     let mut waited = 0u32;
     let snap = loop {
         tokio::select! {

@@ -74,7 +74,9 @@ pub struct MetaTopology {
 
 fn state_of(row: &BlockRow) -> BlockState {
     match row.state() {
-        PbState::Open => BlockState::Open,
+        // A row without a state (from a newer service) is not readable
+        // yet: like an open block, it is never scheduled.
+        PbState::Open | PbState::Unspecified => BlockState::Open,
         PbState::Sealed => BlockState::Sealed,
         PbState::Deleted => BlockState::Deleted,
     }

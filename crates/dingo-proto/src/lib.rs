@@ -7,6 +7,7 @@
 //! own, not these messages.
 
 pub mod codec;
+pub mod probe;
 
 #[allow(clippy::all, clippy::pedantic)]
 pub mod v1 {
@@ -17,6 +18,14 @@ pub mod v1 {
 #[allow(clippy::all, clippy::pedantic)]
 pub mod planner {
     tonic::include_proto!("dingo.planner.v1");
+}
+
+include!(concat!(env!("OUT_DIR"), "/rpc_paths.rs"));
+
+/// The method paths (`/package.Service/Method`) of `service` (e.g.
+/// `dingo.v1.Meta`), from the compiled protos.
+pub fn rpc_paths(service: &str) -> impl Iterator<Item = &'static str> + '_ {
+    RPC_PATHS.iter().filter(move |(s, _)| *s == service).map(|&(_, path)| path)
 }
 
 use dingo_types::{BlockId, ChunkRef, DeclarationId, TaskKind};

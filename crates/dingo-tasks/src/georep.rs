@@ -9,6 +9,7 @@
 //! again and not rewritten).
 
 use crate::plan::FilePick;
+use dingo_auth::{AuthError, AuthSection};
 use dingo_client::{Client, ClientError};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
@@ -24,6 +25,9 @@ use std::sync::Mutex;
 pub struct GeorepConfig {
     /// The remote site's metadata service address.
     pub remote_meta: String,
+    /// How to reach the remote site: its own cluster secret (and its
+    /// certificate authority if it serves TLS); the two sites share nothing.
+    pub remote_auth: AuthSection,
     /// Local files whose path starts with this are copied.
     pub prefix: String,
     /// Directory of the job's progress file (created if missing); a
@@ -40,6 +44,8 @@ pub enum GeorepError {
         #[source]
         source: ClientError,
     },
+    #[error("the remote site's credentials: {0}")]
+    RemoteCredentials(#[from] AuthError),
     #[error("georeplication progress file {}: {source}", path.display())]
     Progress {
         path: PathBuf,
@@ -164,7 +170,8 @@ impl RemoteSite {
     pub async fn connect(config: &GeorepConfig) -> Result<RemoteSite, GeorepError> {
         let addr = config.remote_meta.clone();
         let unreachable = |source| GeorepError::Unreachable { addr: addr.clone(), source };
-        let client = Client::new(&addr).map_err(unreachable)?;
+        let access = config.remote_auth.access()?;
+        let client = Client::new(&addr, &access).map_err(unreachable)?;
         client.cluster_status().await.map_err(unreachable)?;
         let ledger = CopyLedger::open(&config.state_dir, &addr)
             .map_err(|source| GeorepError::Progress { path: config.state_dir.join(PROGRESS_FILE), source })?;

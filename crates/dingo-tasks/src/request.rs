@@ -7,6 +7,7 @@ use crate::georep::GeorepConfig;
 use crate::on_demand::{self, OnDemandError};
 use crate::plan::{self, FilePick};
 use crate::work::Job;
+use dingo_auth::AuthSection;
 use dingo_client::{Client, Redundancy};
 use dingo_types::DiskId;
 use std::path::PathBuf;
@@ -89,6 +90,12 @@ pub enum TaskRequest {
         /// The remote site's metadata service address.
         #[cfg_attr(feature = "clap", arg(long))]
         remote: String,
+        /// File holding the remote site's cluster secret.
+        #[cfg_attr(feature = "clap", arg(long, env = "DINGO_REMOTE_SECRET_FILE"))]
+        remote_secret_file: Option<PathBuf>,
+        /// The remote site's certificate authority, if it serves TLS.
+        #[cfg_attr(feature = "clap", arg(long, env = "DINGO_REMOTE_CA"))]
+        remote_ca: Option<PathBuf>,
         /// Files whose path starts with this.
         #[cfg_attr(feature = "clap", arg(long))]
         prefix: String,
@@ -125,9 +132,10 @@ impl TaskRequest {
                 vec![plan::fsck(client, prefix, *pick, usize::from(*blocks), deadline_ms).await?]
             }
             TaskRequest::Gc { area, pick } => vec![plan::garbage_collection(client, area, *pick, deadline_ms).await?],
-            TaskRequest::Georep { remote, prefix, state, pick } => {
+            TaskRequest::Georep { remote, remote_secret_file, remote_ca, prefix, state, pick } => {
                 let config = GeorepConfig {
                     remote_meta: remote.clone(),
+                    remote_auth: AuthSection { secret_file: remote_secret_file.clone(), ca: remote_ca.clone() },
                     prefix: prefix.clone(),
                     state_dir: state.clone(),
                     pick: *pick,

@@ -28,6 +28,14 @@ pub struct PlannerArgs {
     /// Prometheus /metrics address (overrides `metrics`).
     #[arg(long)]
     metrics: Option<SocketAddr>,
+    /// The cluster secret's file, for calling the metadata service and the
+    /// nodes (overrides `storage.secret_file`).
+    #[arg(long)]
+    secret_file: Option<PathBuf>,
+    /// The storage services serve TLS: trust the authority in this PEM
+    /// file (overrides `storage.ca`).
+    #[arg(long)]
+    ca: Option<PathBuf>,
 }
 
 /// Where the planner is and who is asking.
@@ -89,7 +97,12 @@ enum BudgetCommand {
 
 pub async fn run(a: PlannerArgs) -> Result<()> {
     match a.command {
-        None => serve(a.config.context("--config FILE is required")?, a.data, a.listen, a.metrics).await,
+        None => {
+            let config = a.config.context("--config FILE is required")?;
+            let mut cfg = ServiceConfig::load(&config)?;
+            cfg.storage = cfg.storage.overridden(a.secret_file, a.ca);
+            serve(cfg, a.data, a.listen, a.metrics).await
+        }
         Some(PlannerCommand::Budget(BudgetCommand::Set { cluster_bytes, disk_head_time_ms, target })) => {
             let client = connect(&target.addr, &target.token, target.ca.as_deref())?;
             let us = disk_head_time_ms
@@ -105,12 +118,11 @@ pub async fn run(a: PlannerArgs) -> Result<()> {
 }
 
 async fn serve(
-    config: PathBuf,
+    mut cfg: ServiceConfig,
     data: Option<PathBuf>,
     listen: Option<SocketAddr>,
     metrics: Option<SocketAddr>,
 ) -> Result<()> {
-    let mut cfg = ServiceConfig::load(&config)?;
     if let Some(d) = data {
         cfg.data = Some(d);
     }

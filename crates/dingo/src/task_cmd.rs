@@ -30,13 +30,16 @@ pub struct TaskArgs {
     /// Reach the planner over TLS, trusting the authority in this PEM file.
     #[arg(long, global = true, env = "DINGO_PLANNER_CA")]
     pub planner_ca: Option<std::path::PathBuf>,
+    /// The storage services' credentials.
+    #[command(flatten)]
+    pub access: crate::storage_cmd::AccessArgs,
     /// Time allowed for the work, e.g. 90s, 30m, 2h.
     #[arg(long, global = true, default_value = "1h", value_parser = parse_duration)]
     pub deadline: Duration,
 }
 
 pub async fn run(a: TaskArgs) -> Result<()> {
-    let client = Client::new(&a.meta)?;
+    let client = Client::new(&a.meta, &a.access.access()?)?;
     let deadline_ms = dingo_daemon::now_ms() + a.deadline.as_millis() as u64;
     let mut jobs = a.task.jobs(&client, deadline_ms).await?;
     if jobs.is_empty() {

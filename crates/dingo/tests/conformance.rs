@@ -173,7 +173,7 @@ mod rust_client {
         cfg.clients = (0..16).map(|i| ClientEntry { name: format!("client-{i}"), token: client_token(i) }).collect();
         let config = dir.path().join("planner.toml");
         std::fs::write(&config, cfg.to_toml()).unwrap();
-        let client = Client::new(cluster.meta_addr()).unwrap();
+        let client = cluster.client().unwrap();
         client.put("/conf/big.bin", Redundancy::Replicated(3), 8 * MB, data(20 * MB, 1)).await.unwrap();
         client.put("/conf/ec.bin", Redundancy::Ec { data: 2, parity: 1 }, MB, data(6 * MB, 2)).await.unwrap();
         client.put("/conf/small.bin", Redundancy::Replicated(3), MB, data(3 * MB, 3)).await.unwrap();
@@ -182,6 +182,7 @@ mod rust_client {
             config,
             data: dir.path().join("planner"),
             log: dir.path().join("planner.log"),
+            storage: cluster.credentials().auth.clone(),
         })
         .unwrap();
         Env { planner, config: cfg, cluster, client, dir }
@@ -430,6 +431,7 @@ mod rust_client {
             config,
             data: env.dir.path().join("tls-planner"),
             log: env.dir.path().join("tls-planner.log"),
+            storage: env.cluster.credentials().auth.clone(),
         })
         .unwrap();
         let secure = PlannerClient::connect_tls(tls_planner.addr(), token, &paths.ca).unwrap();

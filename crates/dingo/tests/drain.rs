@@ -7,25 +7,25 @@
 
 use dingo_client::{Client, IoTag, Redundancy};
 use std::collections::HashSet;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{EXE, data, start_cluster};
+use common::{CliTarget, EXE, data, start_cluster};
 
 const MB: u64 = 1_000_000;
 /// Generous for a shared 2-core machine: the drain moves about 30 MB.
 const DRAIN_DEADLINE: Duration = Duration::from_secs(120);
 
-fn dingo(meta: &str, args: &[&str]) -> Output {
-    Command::new(EXE).args(args).env("DINGO_META", meta).env("DINGO_TIMEOUT", "5s").output().unwrap()
+fn dingo(target: &CliTarget, args: &[&str]) -> Output {
+    target.command().args(args).env("DINGO_TIMEOUT", "5s").output().unwrap()
 }
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-fn health(meta: &str) -> serde_json::Value {
+fn health(meta: &CliTarget) -> serde_json::Value {
     let out = dingo(meta, &["cluster", "health", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
     serde_json::from_slice(&out.stdout).unwrap()
@@ -70,8 +70,8 @@ async fn a_drained_node_is_decommissioned_and_can_be_stopped() {
     let config = "[meta]\ndead_after_ms = 1000\nmark_dead_after_ms = 2000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\n";
     let (mut c, _dir) = start_cluster(5, 1, config, &[]).await;
     c.start_maintainer(&["--interval".into(), "1s".into()]).unwrap();
-    let meta = c.meta_addr().to_string();
-    let client = Client::new(&meta).unwrap();
+    let meta = CliTarget::of(&c);
+    let client = c.client().unwrap();
     let mut files = vec![
         ("/d/rep".to_string(), Redundancy::Replicated(3), data(12 * MB, 1)),
         ("/d/ec".to_string(), Redundancy::Ec { data: 2, parity: 1 }, data(9 * MB, 2)),
@@ -235,12 +235,13 @@ async fn a_drained_disk_empties_through_the_planner() {
         config: planner_config,
         data: dir.path().join("planner"),
         log: dir.path().join("planner.log"),
+        storage: c.credentials().auth.clone(),
     })
     .unwrap();
     let args = ["--interval", "1s", "--job-deadline", "5s", "--planner", planner.addr(), "--token", "maintain-token"];
     c.start_maintainer(&args.map(String::from)).unwrap();
-    let meta = c.meta_addr().to_string();
-    let client = Client::new(&meta).unwrap();
+    let meta = CliTarget::of(&c);
+    let client = c.client().unwrap();
     let files = [
         ("/p/rep", Redundancy::Replicated(3), data(8 * MB, 3)),
         ("/p/ec", Redundancy::Ec { data: 2, parity: 1 }, data(6 * MB, 4)),

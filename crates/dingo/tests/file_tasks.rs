@@ -17,12 +17,12 @@ use dingo_tasks::work::{ScheduledCopies, execute};
 use dingo_tasks::{Action, CancelFlag, JobReport};
 use dingo_types::{BlockId, ChunkRef, DeclarationId, TaskKind};
 use std::collections::BTreeMap;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
 mod common;
-use common::{EXE, chunk_file, data, flip_byte, start_cluster, start_planner, write_chunk_file};
+use common::{CliTarget, chunk_file, data, flip_byte, start_cluster, start_planner, write_chunk_file};
 
 const BLOCK: u64 = 256 * 1024;
 const CONFIG: &str = "[meta]\ndead_after_ms = 1000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\ndisk_capacity = \"24MB\"\n";
@@ -36,12 +36,12 @@ struct TestCluster {
 
 async fn cluster(nodes: u32) -> TestCluster {
     let (c, dir) = start_cluster(nodes, 1, CONFIG, &[]).await;
-    let client = Client::new(c.meta_addr()).unwrap();
+    let client = c.client().unwrap();
     TestCluster { c, client, _dir: dir }
 }
 
 fn run_task(t: &TestCluster, args: &[&str]) -> (Output, Vec<serde_json::Value>) {
-    let out = Command::new(EXE).args(["task"]).args(args).args(["--meta", t.c.meta_addr()]).output().unwrap();
+    let out = CliTarget::of(&t.c).command().args(["task"]).args(args).output().unwrap();
     let reports =
         String::from_utf8(out.stdout.clone()).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     (out, reports)
@@ -295,7 +295,7 @@ async fn file_tasks_read_another_copy_when_the_scheduled_one_is_unreachable() {
 /// A planner whose budget starts at one byte per quantum (nothing gets
 /// scheduled until the test raises it), with one task client per task.
 fn planner(t: &TestCluster, dir: &std::path::Path, clients: &[&str]) -> PlannerProcess {
-    start_planner(t.c.meta_addr(), dir, ADMIN, clients, 1)
+    start_planner(&t.c, dir, ADMIN, clients, 1)
 }
 
 /// Waits until the task client `token` has `n` live declarations.

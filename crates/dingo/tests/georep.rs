@@ -5,6 +5,7 @@
 //! through a `dingo planner` process with `DeclareFiles`.
 
 use bytes::Bytes;
+use dingo_auth::AuthSection;
 use dingo_client::{Client, IoTag, Redundancy};
 use dingo_cluster::LocalCluster;
 use dingo_tasks::georep::{CopyLedger, GeorepConfig, RemoteSite};
@@ -32,7 +33,7 @@ struct Site {
 
 async fn site() -> Site {
     let (c, dir) = start_cluster(3, 1, CONFIG, &[]).await;
-    let client = Client::new(c.meta_addr()).unwrap();
+    let client = c.client().unwrap();
     Site { c, client, _dir: dir }
 }
 
@@ -56,12 +57,21 @@ async fn write_files(client: &Client) -> Vec<(String, Bytes)> {
     files
 }
 
-fn georep_args<'a>(local: &'a Site, remote: &'a str, state: &'a Path, deadline: &'a str) -> Vec<String> {
+/// `dingo task georep` from `local` to the site at `remote` (`remote_site`'s
+/// secret, even where the address is another's).
+fn georep_args(local: &Site, remote: &str, remote_site: &Site, state: &Path, deadline: &str) -> Vec<String> {
+    let secret = |s: &Site| s.c.credentials().auth.secret_file.clone().expect("a local cluster has a secret");
     ["task", "georep", "--prefix", "/g/", "--remote", remote, "--deadline", deadline, "--meta", local.c.meta_addr()]
         .iter()
         .map(|s| s.to_string())
         .chain(["--state".to_string(), state.display().to_string()])
+        .chain(["--secret-file".to_string(), secret(local).display().to_string()])
+        .chain(["--remote-secret-file".to_string(), secret(remote_site).display().to_string()])
         .collect()
+}
+
+fn remote_auth(site: &Site) -> AuthSection {
+    site.c.credentials().auth.clone()
 }
 
 fn reports(out: &Output) -> Vec<serde_json::Value> {
@@ -97,7 +107,7 @@ async fn a_killed_and_restarted_job_copies_each_file_exactly_once_and_byte_ident
     remote.client.put(last, redundancy, BLOCK, content.clone()).await.unwrap();
 
     // Paced over about 7 s: killed once two files are recorded.
-    let args = georep_args(&local, remote.c.meta_addr(), state.path(), "8s");
+    let args = georep_args(&local, remote.c.meta_addr(), &remote, state.path(), "8s");
     let mut child = Command::new(EXE).args(&args).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let start = Instant::now();
     while progress_lines(state.path()) < 2 {
@@ -111,7 +121,7 @@ async fn a_killed_and_restarted_job_copies_each_file_exactly_once_and_byte_ident
     assert!((2..FILES as usize).contains(&recorded), "killed midway: {recorded} of {FILES} recorded");
 
     // Restarted: only what was not recorded is planned and copied.
-    let out = Command::new(EXE).args(georep_args(&local, remote.c.meta_addr(), state.path(), "3s")).output().unwrap();
+    let out = Command::new(EXE).args(georep_args(&local, remote.c.meta_addr(), &remote, state.path(), "3s")).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r = &reports(&out)[0];
     assert_eq!(r["task"], "georeplication");
@@ -126,7 +136,7 @@ async fn a_killed_and_restarted_job_copies_each_file_exactly_once_and_byte_ident
     assert_eq!(blocks_allocated(&remote.client).await - remote_before, local_writes);
 
     // Nothing left: a third run copies nothing.
-    let out = Command::new(EXE).args(georep_args(&local, remote.c.meta_addr(), state.path(), "2s")).output().unwrap();
+    let out = Command::new(EXE).args(georep_args(&local, remote.c.meta_addr(), &remote, state.path(), "2s")).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(reports(&out)[0]["items_needed"].as_u64(), Some(0));
     assert_eq!(blocks_allocated(&remote.client).await - remote_before, local_writes);
@@ -144,7 +154,7 @@ async fn an_unreachable_remote_is_a_clear_error_and_records_no_progress() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().to_string()
     };
-    let out = Command::new(EXE).args(georep_args(&local, &gone, state.path(), "2s")).output().unwrap();
+    let out = Command::new(EXE).args(georep_args(&local, &gone, &remote, state.path(), "2s")).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains(&format!("the remote site at {gone} is unreachable")), "{stderr}");
@@ -154,6 +164,7 @@ async fn an_unreachable_remote_is_a_clear_error_and_records_no_progress() {
     // file and the site, and nothing is recorded for it.
     let config = GeorepConfig {
         remote_meta: remote.c.meta_addr().to_string(),
+        remote_auth: remote_auth(&remote),
         prefix: "/g/".into(),
         state_dir: state.path().to_path_buf(),
         pick: FilePick::ALL,
@@ -173,13 +184,13 @@ async fn declared_georeplication_goes_through_declare_files() {
     let local = site().await;
     let remote = site().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut planner = start_planner(local.c.meta_addr(), dir.path(), "admin-token", &["georep"], 100_000_000);
+    let mut planner = start_planner(&local.c, dir.path(), "admin-token", &["georep"], 100_000_000);
     let (local_before, remote_before) = (blocks_allocated(&local.client).await, blocks_allocated(&remote.client).await);
     let files = write_files(&local.client).await;
     let local_writes = blocks_allocated(&local.client).await - local_before;
     let state = dir.path().join("georep-state");
     let addr = planner.addr().to_string();
-    let mut args = georep_args(&local, remote.c.meta_addr(), &state, "30s");
+    let mut args = georep_args(&local, remote.c.meta_addr(), &remote, &state, "30s");
     args.extend(["--mode", "declarative", "--planner", &addr, "--token", "georep-token"].map(String::from));
     let out = Command::new(EXE).args(&args).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -195,6 +206,7 @@ async fn declared_georeplication_goes_through_declare_files() {
     // A redelivered set (after a restart of the task) copies nothing again.
     let config = GeorepConfig {
         remote_meta: remote.c.meta_addr().to_string(),
+        remote_auth: remote_auth(&remote),
         prefix: "/g/".into(),
         state_dir: state.clone(),
         pick: FilePick::ALL,

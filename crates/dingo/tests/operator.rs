@@ -5,11 +5,11 @@
 
 use dingo_client::{Client, ClientError, IoTag, Redundancy};
 use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{EXE, data, start_cluster};
+use common::{CliTarget, data, start_cluster};
 
 const MB: u64 = 1_000_000;
 const CONFIG: &str = "[meta]\ndead_after_ms = 1000\nlease_ttl_ms = 1500\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\n";
@@ -18,8 +18,8 @@ const CONFIG: &str = "[meta]\ndead_after_ms = 1000\nlease_ttl_ms = 1500\n[node]\
 /// repairs within a test's time.
 const SELF_REPAIRING: &str = "[meta]\ndead_after_ms = 1000\nmark_dead_after_ms = 2000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\n";
 
-fn dingo(meta: &str, args: &[&str]) -> Output {
-    Command::new(EXE).args(args).env("DINGO_META", meta).env("DINGO_TIMEOUT", "3s").output().unwrap()
+fn dingo(target: &CliTarget, args: &[&str]) -> Output {
+    target.command().args(args).env("DINGO_TIMEOUT", "3s").output().unwrap()
 }
 
 fn stderr(o: &Output) -> String {
@@ -33,12 +33,12 @@ async fn gone(client: &Client, path: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn interrupted_and_failed_puts_leave_nothing_behind() {
     let (c, dir) = start_cluster(4, 1, CONFIG, &[]).await;
-    let client = Client::new(c.meta_addr()).unwrap();
+    let client = c.client().unwrap();
 
     // A put from a pipe that stalls after 20 MB, then SIGTERM.
-    let mut put = Command::new(EXE)
+    let mut put = CliTarget::of(&c)
+        .command()
         .args(["fs", "put", "-", "/int/f", "--block-size", "1MB"])
-        .env("DINGO_META", c.meta_addr())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -74,18 +74,18 @@ async fn interrupted_and_failed_puts_leave_nothing_behind() {
     let local = dir.path().join("small");
     std::fs::write(&local, data(3 * MB, 2)).unwrap();
     let l = local.to_str().unwrap();
-    let out = dingo(c.meta_addr(), &["fs", "put", l, "/int/g", "--redundancy", "replicated:5"]);
+    let out = dingo(&CliTarget::of(&c), &["fs", "put", l, "/int/g", "--redundancy", "replicated:5"]);
     assert!(!out.status.success());
     assert!(gone(&client, "/int/g").await, "failed put left {:?}", client.stat("/int/g").await.map(|f| f.size));
-    let out = dingo(c.meta_addr(), &["fs", "put", l, "/int/g", "--block-size", "1"]);
+    let out = dingo(&CliTarget::of(&c), &["fs", "put", l, "/int/g", "--block-size", "1"]);
     assert!(stderr(&out).contains("64 KiB"), "{}", stderr(&out));
-    let out = dingo(c.meta_addr(), &["fs", "put", l, "/int/g", "--block-size", "1MB"]);
+    let out = dingo(&CliTarget::of(&c), &["fs", "put", l, "/int/g", "--block-size", "1MB"]);
     assert!(out.status.success(), "{}", stderr(&out));
     // An existing file is kept unless --overwrite.
-    let out = dingo(c.meta_addr(), &["fs", "put", l, "/int/g"]);
+    let out = dingo(&CliTarget::of(&c), &["fs", "put", l, "/int/g"]);
     assert!(stderr(&out).contains("file already exists: /int/g"), "{}", stderr(&out));
     std::fs::write(&local, data(MB, 3)).unwrap();
-    let out = dingo(c.meta_addr(), &["fs", "put", l, "/int/g", "--overwrite"]);
+    let out = dingo(&CliTarget::of(&c), &["fs", "put", l, "/int/g", "--overwrite"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(client.read_all("/int/g", IoTag::Foreground).await.unwrap(), data(MB, 3));
 }
@@ -93,7 +93,7 @@ async fn interrupted_and_failed_puts_leave_nothing_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_writers_file_is_sealed_at_its_committed_length_or_removed() {
     let (c, dir) = start_cluster(3, 1, CONFIG, &[]).await;
-    let client = Client::new(c.meta_addr()).unwrap();
+    let client = c.client().unwrap();
     // A writer commits 2.5 MB, then dies (never seals); another dies
     // before committing anything.
     let d = data(2 * MB + MB / 2, 4);
@@ -106,12 +106,12 @@ async fn a_dead_writers_file_is_sealed_at_its_committed_length_or_removed() {
     // While open: readers are told, and a local file is not touched.
     let local = dir.path().join("keep.txt");
     std::fs::write(&local, "hello").unwrap();
-    let out = dingo(c.meta_addr(), &["fs", "get", "/lease/partial", local.to_str().unwrap()]);
+    let out = dingo(&CliTarget::of(&c), &["fs", "get", "/lease/partial", local.to_str().unwrap()]);
     assert!(stderr(&out).contains("/lease/partial is open"), "{}", stderr(&out));
     assert_eq!(std::fs::read_to_string(&local).unwrap(), "hello");
-    let out = dingo(c.meta_addr(), &["fs", "recover", "/lease/partial"]);
+    let out = dingo(&CliTarget::of(&c), &["fs", "recover", "/lease/partial"]);
     assert!(stderr(&out).contains("being written by another client"), "{}", stderr(&out));
-    let ls = String::from_utf8(dingo(c.meta_addr(), &["fs", "ls", "/lease/"]).stdout).unwrap();
+    let ls = String::from_utf8(dingo(&CliTarget::of(&c), &["fs", "ls", "/lease/"]).stdout).unwrap();
     assert!(ls.contains("open") && ls.contains("/lease/partial"), "{ls}");
 
     // The metadata service recovers both once the leases expire (1.5 s;
@@ -122,7 +122,7 @@ async fn a_dead_writers_file_is_sealed_at_its_committed_length_or_removed() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(client.read_all("/lease/partial", IoTag::Foreground).await.unwrap(), d);
-    let out = dingo(c.meta_addr(), &["fs", "get", "/lease/partial", local.to_str().unwrap()]);
+    let out = dingo(&CliTarget::of(&c), &["fs", "get", "/lease/partial", local.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(std::fs::read(&local).unwrap(), d);
 
@@ -130,7 +130,7 @@ async fn a_dead_writers_file_is_sealed_at_its_committed_length_or_removed() {
     let mut w = client.create("/lease/forced", Redundancy::Replicated(3), MB).await.unwrap();
     w.append(&d).await.unwrap();
     w.flush().await.unwrap();
-    let out = dingo(c.meta_addr(), &["fs", "recover", "/lease/forced", "--force"]);
+    let out = dingo(&CliTarget::of(&c), &["fs", "recover", "/lease/forced", "--force"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("sealed at 2.50 MB"), "{}", stderr(&out));
     let e = w.seal().await.unwrap_err();
     assert!(e.to_string().contains("sealed"), "{e}");
@@ -139,7 +139,7 @@ async fn a_dead_writers_file_is_sealed_at_its_committed_length_or_removed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_get_leaves_the_local_file_intact() {
     let (c, dir) = start_cluster(3, 1, CONFIG, &[]).await;
-    let client = Client::new(c.meta_addr()).unwrap();
+    let client = c.client().unwrap();
     client.put("/g/f", Redundancy::Replicated(3), MB, data(2 * MB, 5)).await.unwrap();
     let local = dir.path().join("keep.txt");
     std::fs::write(&local, "hello\n").unwrap();
@@ -149,13 +149,13 @@ async fn a_failed_get_leaves_the_local_file_intact() {
         vec!["fs", "get", "/g/missing", l],
         vec!["fs", "get", "/g/f", l, "--meta", "127.0.0.1:1"],
     ] {
-        let out = dingo(c.meta_addr(), &args);
+        let out = dingo(&CliTarget::of(&c), &args);
         assert!(!out.status.success(), "{args:?}");
         assert_eq!(std::fs::read_to_string(&local).unwrap(), "hello\n", "{args:?}");
     }
     // Every node down: the read fails midway, the file stays.
     let status = client.cluster_status().await.unwrap();
-    let out = dingo(c.meta_addr(), &["fs", "get", "/g/f", l]);
+    let out = dingo(&CliTarget::of(&c), &["fs", "get", "/g/f", l]);
     assert!(out.status.success());
     std::fs::write(&local, "hello\n").unwrap();
     drop(status);
@@ -163,7 +163,7 @@ async fn a_failed_get_leaves_the_local_file_intact() {
     for i in 0..3 {
         c.kill_node(i);
     }
-    let out = dingo(c.meta_addr(), &["fs", "get", "/g/f", l]);
+    let out = dingo(&CliTarget::of(&c), &["fs", "get", "/g/f", l]);
     assert!(!out.status.success());
     assert!(stderr(&out).contains("no readable copy"), "{}", stderr(&out));
     assert_eq!(std::fs::read_to_string(&local).unwrap(), "hello\n");
@@ -178,7 +178,7 @@ async fn a_failed_get_leaves_the_local_file_intact() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_metadata_service_gives_errors_within_the_deadline() {
     let (c, _dir) = start_cluster(3, 1, CONFIG, &[]).await;
-    let client = Client::new(c.meta_addr()).unwrap();
+    let client = c.client().unwrap();
     client.put("/p/f", Redundancy::Replicated(3), MB, data(MB, 6)).await.unwrap();
     let pid = c.meta_pid().unwrap() as i32;
     // SAFETY: kill(2) on a pid this test started; no memory is involved.
@@ -187,7 +187,7 @@ async fn a_paused_metadata_service_gives_errors_within_the_deadline() {
     let mut results = Vec::new();
     for (args, op) in checks {
         let start = Instant::now();
-        let out = dingo(c.meta_addr(), &args);
+        let out = dingo(&CliTarget::of(&c), &args);
         results.push((args, op, start.elapsed(), out));
     }
     // The library: the same, as a typed error.
@@ -209,7 +209,7 @@ async fn a_paused_metadata_service_gives_errors_within_the_deadline() {
     // Resumed, the service answers again.
     assert_eq!(client.read_all("/p/f", IoTag::Foreground).await.unwrap(), data(MB, 6));
     // Nothing listening: named too.
-    let out = dingo("127.0.0.1:1", &["fs", "ls"]);
+    let out = dingo(&CliTarget { meta: "127.0.0.1:1".into(), ..CliTarget::of(&c) }, &["fs", "ls"]);
     let err = stderr(&out);
     assert!(
         err.contains("list on the metadata service at 127.0.0.1:1 failed") && err.contains("onnection refused"),
@@ -224,13 +224,13 @@ async fn a_paused_metadata_service_gives_errors_within_the_deadline() {
 async fn a_killed_node_is_repaired_without_a_command() {
     let (mut c, _dir) = start_cluster(4, 1, SELF_REPAIRING, &[]).await;
     c.start_maintainer(&["--interval".into(), "1s".into()]).unwrap();
-    let client = Client::new(c.meta_addr()).unwrap();
+    let client = c.client().unwrap();
     let rep = data(6 * MB, 7);
     let ec = data(5 * MB, 8);
     client.put("/k/rep", Redundancy::Replicated(3), MB, rep.clone()).await.unwrap();
     client.put("/k/ec", Redundancy::Ec { data: 2, parity: 1 }, MB, ec.clone()).await.unwrap();
     let health = |c: &dingo_cluster::LocalCluster| {
-        let out = dingo(c.meta_addr(), &["cluster", "health", "--json"]);
+        let out = dingo(&CliTarget::of(c), &["cluster", "health", "--json"]);
         assert!(out.status.success(), "{}", stderr(&out));
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
@@ -285,7 +285,7 @@ async fn a_killed_node_is_repaired_without_a_command() {
 async fn a_failed_disk_is_marked_dead_and_repaired_without_a_command() {
     let (mut c, _dir) = start_cluster(4, 2, SELF_REPAIRING, &[]).await;
     c.start_maintainer(&["--interval".into(), "1s".into()]).unwrap();
-    let client = Client::new(c.meta_addr()).unwrap();
+    let client = c.client().unwrap();
     let rep = data(6 * MB, 9);
     let ec = data(5 * MB, 10);
     client.put("/d/rep", Redundancy::Replicated(3), MB, rep.clone()).await.unwrap();

@@ -59,9 +59,10 @@ impl Env {
             config,
             data: dir.path().join("planner"),
             log: dir.path().join("planner.log"),
+            storage: cluster.credentials().auth.clone(),
         })
         .unwrap();
-        let client = Client::new(cluster.meta_addr()).unwrap();
+        let client = cluster.client().unwrap();
         let status = client.cluster_status().await.unwrap();
         let disk_addr = status.nodes.iter().flat_map(|n| n.disks.iter().map(|d| (d.id, n.addr.clone()))).collect();
         Env { planner, cluster, client, disk_addr, _dir: dir }

@@ -3,7 +3,7 @@
 //! `/metrics` shows it, and a steering client sends few reads there while
 //! random choice keeps sending a third.
 
-use dingo_client::{Client, IoTag, Redundancy, ReplicaChoice};
+use dingo_client::{IoTag, Redundancy, ReplicaChoice};
 use dingo_daemon::metrics::scrape;
 use std::time::Duration;
 
@@ -23,19 +23,19 @@ async fn steering_avoids_a_slow_disk_that_random_choice_keeps_using() {
     std::fs::write(dir.path().join("dingo.toml"), format!("{CONFIG}{slow}")).unwrap();
     let third = c.add_node(1).unwrap();
     c.wait_ready(Duration::from_secs(30)).await.unwrap();
-    let slow_disk = Client::new(c.meta_addr()).unwrap().cluster_status().await.unwrap().nodes[..]
+    let slow_disk = c.client().unwrap().cluster_status().await.unwrap().nodes[..]
         .iter()
         .find(|n| n.addr == c.node_addr(third))
         .expect("third node registered")
         .disks[0]
         .id;
 
-    let writer = Client::new(c.meta_addr()).unwrap();
+    let writer = c.client().unwrap();
     writer.put("/s/f", Redundancy::Replicated(3), 1 << 20, data(8 << 20, 1)).await.unwrap();
     let file = writer.stat("/s/f").await.unwrap();
     let mut on_slow = Vec::new();
     for choice in [ReplicaChoice::Steering, ReplicaChoice::Random] {
-        let client = Client::new(c.meta_addr()).unwrap().with_replica_choice(choice);
+        let client = c.client().unwrap().with_replica_choice(choice);
         let mut n = 0;
         for i in 0..READS as u64 {
             let offset = (i % 32) * (256 << 10);
@@ -60,10 +60,11 @@ async fn a_disk_slowed_at_run_time_reports_its_slowness_and_others_refuse() {
     for allowed in [false, true] {
         let config = format!("{CONFIG}fault_injection = {allowed}\n");
         let (c, _dir) = start_cluster(2, 1, &config, &[]).await;
-        let status = Client::new(c.meta_addr()).unwrap().cluster_status().await.unwrap();
+        let status = c.client().unwrap().cluster_status().await.unwrap();
         let (node, disk) = (&status.nodes[1], status.nodes[1].disks[0].id);
-        let out = std::process::Command::new(common::EXE)
-            .args(["cluster", "slow-disk", "--meta", c.meta_addr(), "--disk", &disk.to_string()])
+        let out = common::CliTarget::of(&c)
+            .command()
+            .args(["cluster", "slow-disk", "--disk", &disk.to_string()])
             .args(["--factor", "20", "--for", "600s"])
             .output()
             .unwrap();
@@ -73,12 +74,12 @@ async fn a_disk_slowed_at_run_time_reports_its_slowness_and_others_refuse() {
             continue;
         }
         assert!(out.status.success(), "{stderr}");
-        let writer = Client::new(c.meta_addr()).unwrap();
+        let writer = c.client().unwrap();
         writer.put("/s/f", Redundancy::Replicated(2), 1 << 20, data(4 << 20, 2)).await.unwrap();
         let file = writer.stat("/s/f").await.unwrap();
         // Random choice reaches both copies; each read on the slow disk
         // takes 20 times its modelled time.
-        let reader = Client::new(c.meta_addr()).unwrap().with_replica_choice(ReplicaChoice::Random);
+        let reader = c.client().unwrap().with_replica_choice(ReplicaChoice::Random);
         for i in 0..16u64 {
             reader.read_traced(&file, (i % 4) << 20, 64 << 10, IoTag::Foreground).await.unwrap();
         }

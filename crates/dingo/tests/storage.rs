@@ -3,7 +3,7 @@
 
 use bytes::Bytes;
 use dingo_client::{BlockRecord, ChunkFault, ChunkLocation, Client, ClientError, DeviceState, IoTag, Redundancy};
-use dingo_cluster::LocalCluster;
+use dingo_cluster::{ClusterSpec, LocalCluster};
 use dingo_daemon::metrics::scrape;
 use dingo_types::{BlockId, ChunkRef, DeclarationId, DiskId, NodeId, TaskKind};
 use std::io::{BufRead, Read};
@@ -40,7 +40,7 @@ async fn read_all(client: &Client, path: &str) -> Bytes {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn round_trips_for_both_redundancy_kinds() {
     let t = cluster(4, &[]).await;
-    let client = Client::new(t.c.meta_addr()).unwrap();
+    let client = t.c.client().unwrap();
     for (i, len) in [0, 1, MB - 1, 3 * MB + 12_345].into_iter().enumerate() {
         for (kind, r) in [("rep", R3), ("ec", EC)] {
             let path = format!("/t/{kind}{i}");
@@ -103,7 +103,7 @@ async fn round_trips_for_both_redundancy_kinds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_nodes_lose_no_acknowledged_byte() {
     let mut t = cluster(4, &[]).await;
-    let client = Client::new(t.c.meta_addr()).unwrap();
+    let client = t.c.client().unwrap();
     let rep = data(5 * MB + 17, 1);
     let ec = data(13 * MB + 5, 2);
     client.put("/k/rep", R3, MB, rep.clone()).await.unwrap();
@@ -152,7 +152,7 @@ async fn killed_nodes_lose_no_acknowledged_byte() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flipped_bytes_are_detected_and_repaired_from_redundancy() {
     let t = cluster(4, &[]).await;
-    let client = Client::new(t.c.meta_addr()).unwrap();
+    let client = t.c.client().unwrap();
     let rep = data(3 * MB, 3);
     let ec = data(6 * MB, 4);
     client.put("/c/rep", R3, MB, rep.clone()).await.unwrap();
@@ -190,7 +190,7 @@ async fn flipped_bytes_are_detected_and_repaired_from_redundancy() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn namespace_survives_a_metadata_service_crash() {
     let mut t = cluster(3, &[]).await;
-    let client = Client::new(t.c.meta_addr()).unwrap();
+    let client = t.c.client().unwrap();
     let a = data(2 * MB + 1, 5);
     client.put("/m/a", R3, MB, a.clone()).await.unwrap();
     // An unsealed file: its acknowledged (committed) block must survive too.
@@ -219,7 +219,7 @@ async fn namespace_survives_a_metadata_service_crash() {
 async fn bad_input_gets_a_clear_error_and_damages_nothing() {
     // Each disk holds at most 4 MB.
     let t = cluster(3, &["--capacity", "4MB"]).await;
-    let client = Client::new(t.c.meta_addr()).unwrap();
+    let client = t.c.client().unwrap();
     let keep = data(MB, 8);
     client.put("/b/keep", R3, MB, keep.clone()).await.unwrap();
 
@@ -266,7 +266,9 @@ async fn bad_input_gets_a_clear_error_and_damages_nothing() {
         (&["fs", "put", "/nonexistent/x", "/y", "--meta", t.c.meta_addr()], "cannot read /nonexistent/x"),
     ];
     for (args, expect) in runs {
-        let out = Command::new(EXE).args(args).output().unwrap();
+        // With the cluster's secret, so that each run fails on what it tests.
+        let secret = t.c.credentials().auth.secret_file.clone().unwrap();
+        let out = Command::new(EXE).args(args).env("DINGO_SECRET_FILE", secret).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && stderr.contains(expect), "{args:?}: {stderr}");
     }
@@ -278,7 +280,7 @@ async fn bad_input_gets_a_clear_error_and_damages_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pinned_chunks_are_served_from_cache_and_counted() {
     let t = cluster(3, &[]).await;
-    let client = Client::new(t.c.meta_addr()).unwrap();
+    let client = t.c.client().unwrap();
     client.put("/p/a", R3, MB, data(MB, 11)).await.unwrap();
     let b = &client.stat("/p/a").await.unwrap().blocks[0];
     let c = &b.chunks[0];
@@ -320,7 +322,7 @@ async fn a_default_configured_grpc_client_reads_an_8_mb_chunk_as_a_stream() {
     use dingo_proto::v1::{ReadChunkRequest, node_client::NodeClient};
     use futures::TryStreamExt;
     let t = cluster(3, &[]).await;
-    let client = Client::new(t.c.meta_addr()).unwrap();
+    let client = t.c.client().unwrap();
     let block_bytes = 8 * MB;
     client.put("/big/a", R3, block_bytes, data(block_bytes, 5)).await.unwrap();
     let b = &client.stat("/big/a").await.unwrap().blocks[0];
@@ -331,13 +333,58 @@ async fn a_default_configured_grpc_client_reads_an_8_mb_chunk_as_a_stream() {
         len: block_bytes,
         io_class: Some(IoTag::Foreground.into()),
     };
-    let mut node = NodeClient::connect(format!("http://{}", c.addr)).await.unwrap();
+    // Default message limits, as any gRPC library has; only the cluster
+    // secret is added.
+    let access = &t.c.credentials().access;
+    let channel = access.endpoint(&c.addr).unwrap().connect().await.unwrap();
+    let mut node = NodeClient::with_interceptor(channel, access.credentials());
     let whole = node.read_chunk(request()).await.unwrap_err();
     assert_eq!(whole.code(), tonic::Code::OutOfRange, "{whole:?}");
     let pieces: Vec<_> = node.read_chunk_stream(request()).await.unwrap().into_inner().try_collect().await.unwrap();
     assert!(pieces.len() == 8 && pieces.iter().all(|p| p.data.len() <= 1 << 20), "{} pieces", pieces.len());
     let joined: Vec<u8> = pieces.iter().flat_map(|p| p.data.iter().copied()).collect();
     assert_eq!(Bytes::from(joined), data(block_bytes, 5));
+}
+
+/// A cluster serving TLS: files are written and read back over it; a
+/// plain-text client with the right secret is refused by the metadata
+/// service and by the nodes; a TLS client without the secret too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_cluster_works_end_to_end_and_refuses_plain_text() {
+    use dingo_auth::{ClusterAccess, ClusterSecret};
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("dingo.toml");
+    std::fs::write(&config, "[node]\nheartbeat_ms = 200\n").unwrap();
+    let mut c = LocalCluster::start(ClusterSpec {
+        exe: EXE.into(),
+        data: dir.path().join("data"),
+        nodes: 3,
+        disks_per_node: 1,
+        base_port: 0,
+        config: Some(config),
+        node_args: Vec::new(),
+        tls: true,
+    })
+    .unwrap();
+    c.wait_ready(Duration::from_secs(30)).await.unwrap();
+    assert!(c.credentials().access.uses_tls());
+    let client = c.client().unwrap();
+    let d = data(3 * MB + 7, 21);
+    client.put("/tls/f", R3, MB, d.clone()).await.unwrap();
+    assert_eq!(read_all(&client, "/tls/f").await, d);
+
+    let secret = c.credentials().access.secret().clone();
+    let plain = Client::new(c.meta_addr(), &ClusterAccess::new(secret.clone(), None).unwrap()).unwrap();
+    let refused = plain.stat("/tls/f").await.unwrap_err();
+    assert!(matches!(refused, ClientError::Service { .. }), "{refused}");
+    let node_addr = client.stat("/tls/f").await.unwrap().blocks[0].chunks[0].addr.clone();
+    let stats = plain.node(&node_addr).unwrap().node_stats(dingo_proto::v1::NodeStatsRequest {}).await;
+    assert!(stats.is_err(), "a node refuses plain text");
+
+    let ca = c.credentials().auth.ca.clone().unwrap();
+    let stranger = ClusterAccess::new(ClusterSecret::generate().unwrap(), Some(&ca)).unwrap();
+    let e = Client::new(c.meta_addr(), &stranger).unwrap().stat("/tls/f").await.unwrap_err();
+    assert!(matches!(&e, ClientError::Rpc(s) if s.code() == tonic::Code::Unauthenticated), "{e}");
 }
 
 /// `dingo cluster up` and the `fs` and `status` commands, as a user runs them.
@@ -359,7 +406,9 @@ async fn cli_cluster_up_fs_commands_and_clean_stop() {
     let meta =
         line.split_whitespace().find(|w| w.starts_with("127.0.0.1:")).unwrap_or_else(|| panic!("{line}")).to_string();
     let dingo = |args: &[&str]| {
-        let out = Command::new(EXE).args(args).env("DINGO_META", &meta).output().unwrap();
+        let secret = data_dir.join("cluster.secret");
+        let out =
+            Command::new(EXE).args(args).env("DINGO_META", &meta).env("DINGO_SECRET_FILE", secret).output().unwrap();
         assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     };
@@ -444,7 +493,7 @@ async fn disk_used(client: &Client, disk: u32) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exact_copies_are_read_rebuilt_and_moved() {
     let mut t = cluster(4, &[]).await;
-    let client = Client::new(t.c.meta_addr()).unwrap();
+    let client = t.c.client().unwrap();
     let rep = data(3 * BS, 21);
     let ec = data(3 * BS - 1000, 22);
     client.put("/x/rep", R3, BS, rep.clone()).await.unwrap();
@@ -565,7 +614,7 @@ async fn locations(client: &Client, paths: &[&str]) -> Vec<(ChunkRef, u32, u32)>
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_nodes_and_disks_lose_chunks_that_rebuilds_restore() {
     let mut t = cluster(4, &[]).await;
-    let client = Client::new(t.c.meta_addr()).unwrap();
+    let client = t.c.client().unwrap();
     let rep = data(3 * BS + 7, 31);
     let ec = data(5 * BS, 32);
     client.put("/d/rep", R3, BS, rep.clone()).await.unwrap();
@@ -636,7 +685,7 @@ async fn chunks_reported(client: &Client) -> u64 {
 /// replicated file `/kept` of `kept` in 1 MB blocks.
 async fn cluster_keeping(config: &str, kept: &Bytes) -> (TestCluster, Client) {
     let (c, dir) = start_cluster(3, 1, config, &[]).await;
-    let client = Client::new(c.meta_addr()).unwrap();
+    let client = c.client().unwrap();
     client.put("/kept", R3, MB, kept.clone()).await.unwrap();
     (TestCluster { c, dir }, client)
 }
@@ -689,8 +738,7 @@ async fn orphan_chunks_are_deleted_and_known_ones_kept() {
         seal: true,
         total_len: 1000,
     };
-    let mut node_client =
-        dingo_proto::v1::node_client::NodeClient::connect(format!("http://{}", node.addr)).await.unwrap();
+    let mut node_client = client.node(&node.addr).unwrap();
     node_client.write_chunk(futures::stream::iter([stray])).await.unwrap();
     eventually("the stray chunk is reported", || async { chunks_reported(&client).await == 9 + 1 }).await;
     eventually("the stray chunk is deleted", || async { chunks_reported(&client).await == 9 }).await;

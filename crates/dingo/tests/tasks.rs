@@ -9,11 +9,10 @@ use dingo_tasks::work::{ScheduledCopies, execute};
 use dingo_tasks::{Action, CancelFlag, imperative, plan};
 use dingo_types::ChunkRef;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 mod common;
-use common::{EXE, chunk_file, data, flip_byte, start_cluster};
+use common::{CliTarget, chunk_file, data, flip_byte, start_cluster};
 
 const BLOCK: u64 = 256 * 1024;
 const CONFIG: &str = "[meta]\ndead_after_ms = 1000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\ndisk_capacity = \"3MB\"\n";
@@ -26,12 +25,12 @@ struct TestCluster {
 
 async fn cluster(nodes: u32) -> TestCluster {
     let (c, dir) = start_cluster(nodes, 1, CONFIG, &[]).await;
-    let client = Client::new(c.meta_addr()).unwrap();
+    let client = c.client().unwrap();
     TestCluster { c, client, _dir: dir }
 }
 
 fn task(t: &TestCluster, args: &[&str]) -> Vec<serde_json::Value> {
-    let out = Command::new(EXE).args(["task"]).args(args).args(["--meta", t.c.meta_addr()]).output().unwrap();
+    let out = CliTarget::of(&t.c).command().args(["task"]).args(args).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "dingo task {args:?} failed: {stderr}");
     String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()

@@ -244,7 +244,7 @@ async fn one_cluster(
     // One disk a node: chunks can only move between nodes to even out
     // placement.
     let cluster = cluster::start(&opts.exe, dir, opts.runs, 1, &config).await?;
-    let client = Client::new(cluster.meta_addr())?;
+    let client = cluster.client()?;
     let targets = write_data(&client, spec.read_bytes, "/fairness", FILES_PER_DISK).await?;
     let start = Instant::now() + Duration::from_millis(300);
     let cpu_before = CpuTimes::now();

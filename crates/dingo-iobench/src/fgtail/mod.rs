@@ -237,7 +237,7 @@ async fn one_run(
     // No node cache: every read reaches the emulated head.
     let config = cluster::node_config(0, spec.positioning_us, spec.transfer_bytes_per_sec, kind);
     let cluster = cluster::start(&opts.exe, dir, NODES, DISKS_PER_NODE, &config).await?;
-    let client = Client::new(cluster.meta_addr())?;
+    let client = cluster.client()?;
     let targets = write_data(&client, spec.maintenance_read_bytes, "/fgtail", FILES_PER_DISK).await?;
 
     let rec = Arc::new(Mutex::new(Recorder::default()));

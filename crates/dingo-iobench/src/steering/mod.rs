@@ -395,7 +395,7 @@ async fn one_run(
     let node_started = Instant::now();
     let last = cluster.add_node(spec.disks_per_node)?;
     cluster.wait_ready(Duration::from_secs(30)).await?;
-    let client = Client::new(cluster.meta_addr())?.with_replica_choice(choice);
+    let client = cluster.client()?.with_replica_choice(choice);
     let blocks = write_data(&client, spec).await?;
     warm_up(&client, &blocks).await?;
     let disk_index = disk_indexes(&client, &cluster, spec, last).await?;

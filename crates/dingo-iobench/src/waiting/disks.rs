@@ -59,7 +59,7 @@ pub(super) async fn one_cluster(
     let disks_per_node = 3;
     let nodes = (jobs.len() as u32).div_ceil(disks_per_node);
     let cluster = cluster::start(&opts.exe, dir, nodes, disks_per_node, &config).await?;
-    let client = Client::new(cluster.meta_addr())?;
+    let client = cluster.client()?;
     let targets = write_data(&client, spec.scrub_read_bytes, "/waiting", FILES_PER_DISK).await?;
     if targets.len() < jobs.len() {
         return Err(BenchError::Setup(format!("{} disks for {} jobs", targets.len(), jobs.len())));

@@ -244,20 +244,27 @@ mod tests {
         for f in &files {
             tx.open_table(FILES).unwrap().insert(f.path.as_str(), f.encode_to_vec().as_slice()).unwrap();
         }
-        let block = |id, file, size, state: v1::BlockState, group, ec_index, redundancy, chunks| v1::BlockRecord {
+        // Format 1 stored the wire's numbers of its day, which began at 0 =
+        // OPEN / LIVE; today's wire begins at 0 = UNSPECIFIED, so the
+        // fixture spells format 1's numbers out.
+        const OPEN: i32 = 0;
+        const SEALED: i32 = 1;
+        const DELETED: i32 = 2;
+        const DRAINING: i32 = 2;
+        let block = |id, file, size, state: i32, group, ec_index, redundancy, chunks| v1::BlockRecord {
             id,
             file,
             size,
-            state: state as i32,
+            state,
             group,
             ec_index,
             redundancy: Some(redundancy),
             chunks,
         };
         let blocks = [
-            block(0, 0, 100, v1::BlockState::Sealed, 0, 0, r2, vec![loc(0, 0), loc(1, 1)]),
-            block(1, 1, 0, v1::BlockState::Open, 1, 0, ec, vec![loc(0, 1)]),
-            block(2, 1, 0, v1::BlockState::Deleted, 1, 1, ec, vec![loc(0, 0)]),
+            block(0, 0, 100, SEALED, 0, 0, r2, vec![loc(0, 0), loc(1, 1)]),
+            block(1, 1, 0, OPEN, 1, 0, ec, vec![loc(0, 1)]),
+            block(2, 1, 0, DELETED, 1, 1, ec, vec![loc(0, 0)]),
         ];
         for b in &blocks {
             tx.open_table(BLOCKS).unwrap().insert(b.id, b.encode_to_vec().as_slice()).unwrap();
@@ -297,7 +304,7 @@ mod tests {
         }
         tx.open_table(PENDING_DELETES).unwrap().insert((0, 2, 0), ()).unwrap();
         tx.open_table(DEAD_DISKS).unwrap().insert(1, ()).unwrap();
-        tx.open_table(DRAIN_NODES).unwrap().insert(0, v1::DeviceState::Draining as i32).unwrap();
+        tx.open_table(DRAIN_NODES).unwrap().insert(0, DRAINING).unwrap();
         tx.commit().unwrap();
     }
 

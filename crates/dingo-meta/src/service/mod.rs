@@ -11,7 +11,7 @@ mod metrics;
 mod rpc;
 mod wire;
 
-use crate::db::{ChunkKey, Lease, MetaDb};
+use crate::db::{self, ChunkKey, Lease, MetaDb};
 use crate::error::MetaError;
 use crate::placement::{Candidate, check_drain};
 use cluster::{Cluster, Soft};
@@ -50,25 +50,28 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, MetaError> + 
     tokio::task::spawn_blocking(f).await.map_err(|e| Status::internal(e.to_string()))?.map_err(Status::from)
 }
 
-/// A state number from a request; unknown numbers are refused rather than
-/// read as LIVE (prost's default).
-fn wire_state(what: &str, id: u32, state: i32) -> Result<DeviceState, Status> {
-    DeviceState::try_from(state)
-        .map_err(|_| Status::invalid_argument(format!("{what} {id}: unknown device state {state}")))
+/// The state a request sets: UNSPECIFIED (a field left unset) and
+/// unknown numbers are refused rather than guessed.
+fn wire_state(what: &str, id: u32, state: i32) -> Result<db::DeviceState, Status> {
+    wire::device_state_from_wire(state).ok_or_else(|| {
+        let why =
+            if state == 0 { "the state is DEVICE_STATE_UNSPECIFIED (0): set one" } else { "unknown device state" };
+        Status::invalid_argument(format!("{what} {id}: {why} {state}"))
+    })
 }
 
 /// Mirrors a state the database accepted for one disk or node.
-fn apply_state(state: DeviceState, id: u32, dead: &mut HashSet<u32>, drained: &mut HashSet<u32>) {
+fn apply_state(state: db::DeviceState, id: u32, dead: &mut HashSet<u32>, drained: &mut HashSet<u32>) {
     match state {
-        DeviceState::Live => {
+        db::DeviceState::Live => {
             dead.remove(&id);
             drained.remove(&id);
         }
-        DeviceState::Dead => {
+        db::DeviceState::Dead => {
             dead.insert(id);
             drained.remove(&id);
         }
-        DeviceState::Draining | DeviceState::Decommissioned => {
+        db::DeviceState::Draining | db::DeviceState::Decommissioned => {
             drained.insert(id);
         }
     }

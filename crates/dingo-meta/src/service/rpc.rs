@@ -348,7 +348,7 @@ impl Meta for MetaService {
         let r = request.into_inner();
         let disk = r.disk;
         let state = wire_state("disk", disk, r.state)?;
-        if state == DeviceState::Draining {
+        if state == db::DeviceState::Draining {
             {
                 let cluster = self.cluster();
                 if cluster.owner(disk).is_none() {
@@ -364,11 +364,11 @@ impl Meta for MetaService {
             self.check_drain(format!("disk {disk}"), |_, d| d == disk).await?;
         }
         let db = self.db.clone();
-        blocking(move || db.set_disk_state(DiskId(disk), wire::device_state_from_wire(state))).await?;
+        blocking(move || db.set_disk_state(DiskId(disk), state)).await?;
         let mut cluster = self.cluster();
         let c = &mut *cluster;
         apply_state(state, disk, &mut c.dead_disks, &mut c.drained_disks);
-        tracing::warn!(disk, state = state.as_str_name(), "disk state set");
+        tracing::warn!(disk, state = wire::device_state(state).as_str_name(), "disk state set");
         Ok(Response::new(SetStateReply {}))
     }
 
@@ -376,7 +376,7 @@ impl Meta for MetaService {
         let r = request.into_inner();
         let node = r.node;
         let state = wire_state("node", node, r.state)?;
-        if state == DeviceState::Draining {
+        if state == db::DeviceState::Draining {
             {
                 let cluster = self.cluster();
                 if !cluster.nodes.contains_key(&node) {
@@ -392,11 +392,11 @@ impl Meta for MetaService {
             self.check_drain(format!("node {node}"), |n, _| n == node).await?;
         }
         let db = self.db.clone();
-        blocking(move || db.set_node_state(NodeId(node), wire::device_state_from_wire(state))).await?;
+        blocking(move || db.set_node_state(NodeId(node), state)).await?;
         let mut cluster = self.cluster();
         let c = &mut *cluster;
         apply_state(state, node, &mut c.dead_nodes, &mut c.drained_nodes);
-        tracing::warn!(node, state = state.as_str_name(), "node state set");
+        tracing::warn!(node, state = wire::device_state(state).as_str_name(), "node state set");
         Ok(Response::new(SetStateReply {}))
     }
 
@@ -550,5 +550,15 @@ mod tests {
         assert!(
             svc.set_disk_state(Request::new(bad)).await.unwrap_err().message().contains("disk 99 is not registered")
         );
+        // A state left unset (the wire's 0) or unknown is refused, and
+        // nothing changes.
+        for state in [DeviceState::Unspecified as i32, 99] {
+            let e = svc.set_node_state(Request::new(SetNodeStateRequest { node: 2, state })).await.unwrap_err();
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{state}: {e}");
+            assert!(e.message().contains(if state == 0 { "UNSPECIFIED" } else { "unknown device state" }), "{e}");
+            let e = svc.set_disk_state(Request::new(SetDiskStateRequest { disk: drained_disk, state })).await;
+            assert_eq!(e.unwrap_err().code(), tonic::Code::InvalidArgument);
+        }
+        assert!(svc.cluster().drained_nodes.contains(&2) && svc.cluster().drained_disks.contains(&drained_disk));
     }
 }

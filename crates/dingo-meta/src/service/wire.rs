@@ -21,12 +21,15 @@ pub fn device_state(s: db::DeviceState) -> v1::DeviceState {
     }
 }
 
-pub fn device_state_from_wire(s: v1::DeviceState) -> db::DeviceState {
-    match s {
-        v1::DeviceState::Live => db::DeviceState::Live,
-        v1::DeviceState::Dead => db::DeviceState::Dead,
-        v1::DeviceState::Draining => db::DeviceState::Draining,
-        v1::DeviceState::Decommissioned => db::DeviceState::Decommissioned,
+/// The state a request's number names; `None` for UNSPECIFIED and for
+/// numbers this version does not know.
+pub fn device_state_from_wire(number: i32) -> Option<db::DeviceState> {
+    match v1::DeviceState::try_from(number).ok()? {
+        v1::DeviceState::Unspecified => None,
+        v1::DeviceState::Live => Some(db::DeviceState::Live),
+        v1::DeviceState::Dead => Some(db::DeviceState::Dead),
+        v1::DeviceState::Draining => Some(db::DeviceState::Draining),
+        v1::DeviceState::Decommissioned => Some(db::DeviceState::Decommissioned),
     }
 }
 
@@ -118,15 +121,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn states_keep_their_numbers_on_the_wire() {
+    fn states_map_by_name_and_the_wire_zero_is_no_state() {
+        // The stored numbers (format 1 and 2 records, `drain_*` tables)
+        // start at 0 = LIVE / OPEN; the wire's start at 0 = UNSPECIFIED.
+        // Each maps by name, so neither numbering leaks into the other.
         for s in
             [db::DeviceState::Live, db::DeviceState::Dead, db::DeviceState::Draining, db::DeviceState::Decommissioned]
         {
-            assert_eq!(device_state(s) as i32, s as i32);
-            assert_eq!(device_state_from_wire(device_state(s)), s);
+            assert_eq!(
+                device_state(s).as_str_name().strip_prefix("DEVICE_STATE_"),
+                Some(&*format!("{s:?}").to_uppercase())
+            );
+            assert_eq!(device_state_from_wire(device_state(s) as i32), Some(s));
         }
+        assert_eq!(device_state_from_wire(v1::DeviceState::Unspecified as i32), None);
+        assert_eq!(device_state_from_wire(99), None);
         for s in [db::BlockState::Open, db::BlockState::Sealed, db::BlockState::Deleted] {
-            assert_eq!(block_state(s) as i32, s as i32);
+            assert_eq!(block_state(s).as_str_name(), s.as_str_name());
         }
+        assert_eq!((db::DeviceState::Live as i32, db::BlockState::Open as i32), (0, 0), "the disk format is unchanged");
     }
 }

@@ -113,6 +113,10 @@ pub struct ClusterUpArgs {
     /// Storage config file (TOML; see docs/STORAGE.md).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Serve every daemon's gRPC over TLS, with a throwaway authority and
+    /// certificate made in DATA/tls/ (callers pass --ca DATA/tls/ca.pem).
+    #[arg(long)]
+    pub tls: bool,
     /// Do not start the maintenance supervisor (`dingo maintain`).
     #[arg(long)]
     pub no_maintain: bool,
@@ -146,6 +150,7 @@ async fn cluster_up(a: ClusterUpArgs) -> Result<()> {
         data: a.data,
         base_port: a.base_port,
         config: a.config,
+        tls: a.tls,
     };
     let spec = ClusterSpec::for_up(std::env::current_exe().context("cannot find the dingo executable")?, request)?;
     let nodes = spec.nodes;
@@ -161,6 +166,14 @@ async fn cluster_up(a: ClusterUpArgs) -> Result<()> {
         if a.no_maintain { "" } else { " and the maintenance supervisor" },
         cluster.log_dir().display()
     );
+    // What other `dingo` commands need to reach this cluster.
+    let auth = &cluster.credentials().auth;
+    if let Some(secret) = &auth.secret_file {
+        println!("  credentials: export DINGO_SECRET_FILE={}", secret.display());
+    }
+    if let Some(ca) = &auth.ca {
+        println!("  TLS:         export DINGO_CA={}", ca.display());
+    }
     // Directory and log names count from 0 in start order; the metadata
     // service numbers nodes in registration order.
     for (i, id) in cluster.node_ids().await {

@@ -10,6 +10,7 @@ pub use fs::{FsCommand, run_fs};
 
 use anyhow::Result;
 use clap::Args;
+use dingo_auth::{AuthSection, ClusterAccess, ServerSecurity, ServerTlsFiles};
 use dingo_client::{Client, ReplicaChoice};
 use dingo_cluster::StorageConfig;
 use dingo_daemon::{keep_freed_memory, shutdown_signal};
@@ -19,6 +20,57 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 pub const DEFAULT_META: &str = dingo_meta::config_file::DEFAULT_LISTEN;
+
+/// How a command reaches the storage services: the cluster secret and,
+/// when they serve TLS, the authority to trust. Each overrides the
+/// config's `[auth]` table.
+#[derive(Args, Debug, Clone)]
+pub struct AccessArgs {
+    /// File holding the cluster secret every storage call carries (mode
+    /// 0600; `dingo cluster up` writes DATA/cluster.secret).
+    #[arg(long, env = "DINGO_SECRET_FILE")]
+    pub secret_file: Option<PathBuf>,
+    /// Call the storage services over TLS, trusting the certificate
+    /// authority in this PEM file.
+    #[arg(long, env = "DINGO_CA")]
+    pub ca: Option<PathBuf>,
+}
+
+impl AccessArgs {
+    /// The `[auth]` table `auth` with these flags over it.
+    pub fn over(&self, auth: &AuthSection) -> AuthSection {
+        auth.overridden(self.secret_file.clone(), self.ca.clone())
+    }
+
+    pub fn access(&self) -> Result<ClusterAccess> {
+        Ok(self.over(&AuthSection::default()).access()?)
+    }
+}
+
+/// What a daemon serves with: the config's `[auth]` and `[tls]` under
+/// these flags.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub access: AccessArgs,
+    /// Serve gRPC over TLS with this certificate chain (PEM) [config: tls.cert].
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM) [config: tls.key].
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    /// The secret to require and the TLS files to serve with.
+    fn security(&self, cfg: &StorageConfig) -> Result<ServerSecurity> {
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(ServerTlsFiles { cert: cert.clone(), key: key.clone() }),
+            _ => cfg.tls.clone(),
+        };
+        Ok(ServerSecurity { secret: self.access.over(&cfg.auth).secret()?, tls })
+    }
+}
 
 #[derive(Args, Debug)]
 pub struct MetaArgs {
@@ -33,6 +85,8 @@ pub struct MetaArgs {
     pub metrics: Option<SocketAddr>,
     #[arg(long)]
     pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub serve: ServeArgs,
 }
 
 #[derive(Args, Debug)]
@@ -57,6 +111,8 @@ pub struct NodeArgs {
     pub capacity: Option<u64>,
     #[arg(long)]
     pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub serve: ServeArgs,
 }
 
 /// Where the metadata service is and how long to wait for it.
@@ -72,6 +128,8 @@ pub struct ClientArgs {
     /// disks that report congestion) or "random" (the baseline).
     #[arg(long, env = "DINGO_REPLICA_CHOICE", default_value = "steering", value_parser = parse_replica_choice)]
     pub replica_choice: ReplicaChoice,
+    #[command(flatten)]
+    pub access: AccessArgs,
 }
 
 fn parse_replica_choice(s: &str) -> std::result::Result<ReplicaChoice, String> {
@@ -81,7 +139,8 @@ fn parse_replica_choice(s: &str) -> std::result::Result<ReplicaChoice, String> {
 impl ClientArgs {
     pub fn client(&self) -> Result<Client> {
         anyhow::ensure!(!self.timeout.is_zero(), "--timeout must be positive");
-        Ok(Client::new(&self.meta)?.with_deadline(self.timeout).with_replica_choice(self.replica_choice))
+        let client = Client::new(&self.meta, &self.access.access()?)?;
+        Ok(client.with_deadline(self.timeout).with_replica_choice(self.replica_choice))
     }
 }
 
@@ -93,14 +152,17 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 pub async fn run_meta(a: MetaArgs) -> Result<()> {
     keep_freed_memory();
     let cfg = StorageConfig::load(a.config.as_deref())?;
-    dingo_meta::run(cfg.meta.meta_config(a.data, a.listen, a.metrics)?, shutdown_signal()).await?;
+    let security = a.serve.security(&cfg)?;
+    dingo_meta::run(cfg.meta.meta_config(a.data, a.listen, a.metrics)?, security, shutdown_signal()).await?;
     Ok(())
 }
 
 pub async fn run_node(a: NodeArgs) -> Result<()> {
     keep_freed_memory();
     let cfg = StorageConfig::load(a.config.as_deref())?;
-    let config = cfg.node.node_config(a.disks, a.capacity, a.listen, a.advertise, a.meta, a.metrics)?;
-    dingo_node::run(config, shutdown_signal()).await?;
+    let security = a.serve.security(&cfg)?;
+    let meta_access = a.serve.access.over(&cfg.auth).access()?;
+    let config = cfg.node.node_config(a.disks, a.capacity, a.listen, a.advertise, a.meta, meta_access, a.metrics)?;
+    dingo_node::run(config, security, shutdown_signal()).await?;
     Ok(())
 }

@@ -35,19 +35,20 @@ pub async fn start_cluster(
         base_port: 0,
         config: Some(config_path),
         node_args: node_args.iter().map(|s| s.to_string()).collect(),
+        tls: false,
     })
     .unwrap();
     c.wait_ready(Duration::from_secs(30)).await.unwrap();
     (c, dir)
 }
 
-/// Starts a `dingo planner` process for the cluster at `meta` in `dir`
+/// Starts a `dingo planner` process for `cluster` in `dir`
 /// (quantum 1 s, dispatches 250 ms apart, per-quantum budget
 /// `cluster_bytes`), with admin token `admin` and one task client per name
 /// in `clients`, whose token is `<name>-token`.
-pub fn start_planner(meta: &str, dir: &Path, admin: &str, clients: &[&str], cluster_bytes: u64) -> PlannerProcess {
+pub fn start_planner(cluster: &LocalCluster, dir: &Path, admin: &str, clients: &[&str], cluster_bytes: u64) -> PlannerProcess {
     let mut cfg = ServiceConfig::new(admin);
-    cfg.meta = meta.to_string();
+    cfg.meta = cluster.meta_addr().to_string();
     cfg.quantum_ms = 1000;
     cfg.dispatch_spacing_ms = 250;
     cfg.budget.cluster_bytes = Some(dingo_types::ByteLimit::Bytes(cluster_bytes));
@@ -59,8 +60,31 @@ pub fn start_planner(meta: &str, dir: &Path, admin: &str, clients: &[&str], clus
         config,
         data: dir.join("planner"),
         log: dir.join("planner.log"),
+        storage: cluster.credentials().auth.clone(),
     })
     .unwrap()
+}
+
+/// What a `dingo` command needs to reach a cluster: the metadata service's
+/// address and the cluster secret's file, given as environment variables.
+#[derive(Clone, Debug)]
+pub struct CliTarget {
+    pub meta: String,
+    pub secret_file: PathBuf,
+}
+
+impl CliTarget {
+    pub fn of(c: &LocalCluster) -> CliTarget {
+        let secret_file = c.credentials().auth.secret_file.clone().expect("a local cluster has a secret");
+        CliTarget { meta: c.meta_addr().to_string(), secret_file }
+    }
+
+    /// `dingo` with `DINGO_META` and `DINGO_SECRET_FILE` set.
+    pub fn command(&self) -> std::process::Command {
+        let mut cmd = std::process::Command::new(EXE);
+        cmd.env("DINGO_META", &self.meta).env("DINGO_SECRET_FILE", &self.secret_file);
+        cmd
+    }
 }
 
 /// `len` deterministic bytes that differ with `seed`.
