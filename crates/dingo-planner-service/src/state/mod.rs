@@ -26,11 +26,12 @@
 //! The steps, one module each: [`recovery`] (restore from records),
 //! [`requests`] (declare, ack, cancel, status, budget), [`quantum`] (plan a
 //! quantum, dispatch its groups), [`streams`] (which client has a callback
-//! stream).
+//! stream); [`seam`] opens the steps to the deterministic simulation.
 
 mod quantum;
 mod recovery;
 mod requests;
+pub mod seam;
 mod streams;
 #[cfg(test)]
 mod tests;
@@ -76,6 +77,7 @@ pub(crate) struct Ready {
 }
 
 /// A declaration as the service tracks it.
+#[derive(Debug)]
 struct Decl {
     owner: String,
     task: TaskKind,
@@ -116,6 +118,7 @@ impl Decl {
     }
 }
 
+#[derive(Debug)]
 struct Delivery {
     owner: String,
     declaration: u64,
@@ -128,6 +131,7 @@ struct Delivery {
     streamed: bool,
 }
 
+#[derive(Debug)]
 struct Group {
     at_ms: u64,
     pins: Vec<PinRecord>,
@@ -188,6 +192,26 @@ impl State {
             blocks: self.topo.block_count(),
             subscribers: self.subscribers.len() as u64,
         }
+    }
+
+    /// Everything the state holds but its configuration and counters, as
+    /// text: equal before and after a step means the step changed nothing
+    /// (how the simulation checks that a refused request leaves no trace).
+    pub(crate) fn fingerprint(&self) -> String {
+        let subscribers: BTreeMap<&String, &StreamId> = self.subscribers.iter().collect();
+        format!(
+            "{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
+            self.decls,
+            self.deliveries,
+            self.groups,
+            (self.next_delivery, self.next_group, self.next_stream, self.next_quantum_ms),
+            self.budget_override,
+            subscribers,
+            self.topo,
+            self.planner,
+            self.metrics.acked,
+            self.metrics.dispatched,
+        )
     }
 
     /// Whether a retired declaration has every delivery acknowledged,
