@@ -52,6 +52,8 @@ pub struct Violation {
     pub step: u64,
     pub message: String,
     pub reproduce: String,
+    /// The trace up to the violation, if asked for.
+    pub trace: Vec<String>,
 }
 
 /// What one seed's run did.

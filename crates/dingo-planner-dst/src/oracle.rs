@@ -80,7 +80,9 @@ impl Oracle {
         for cb in callbacks {
             let owner = match self.decls.get(&cb.declaration) {
                 Some(d) => d.owner.clone(),
-                None => return Err(format!("delivery {} is for declaration {}, never stored", cb.delivery, cb.declaration)),
+                None => {
+                    return Err(format!("delivery {} is for declaration {}, never stored", cb.delivery, cb.declaration));
+                }
             };
             if self.deliveries.contains_key(&cb.delivery) {
                 return Err(format!("delivery id {} was stored twice", cb.delivery));
@@ -88,7 +90,10 @@ impl Oracle {
             let keys: Vec<u64> = cb.sets.iter().map(|s| s.key).collect();
             for &key in &keys {
                 if !self.decls[&cb.declaration].keys.contains(&key) {
-                    return Err(format!("delivery {} names set {key}, not in declaration {}", cb.delivery, cb.declaration));
+                    return Err(format!(
+                        "delivery {} names set {key}, not in declaration {}",
+                        cb.delivery, cb.declaration
+                    ));
                 }
                 if let Some(other) = self.set_delivery.insert((cb.declaration, key), cb.delivery) {
                     return Err(format!(
@@ -122,7 +127,10 @@ impl Oracle {
         if budget.cluster_bytes != 0 && bytes > budget.cluster_bytes {
             return Err(format!("a quantum reads {bytes} bytes, over its budget of {}", budget.cluster_bytes));
         }
-        match head_us.iter().enumerate().find(|&(_, &us)| budget.disk_head_time_us != 0 && us > budget.disk_head_time_us)
+        match head_us
+            .iter()
+            .enumerate()
+            .find(|&(_, &us)| budget.disk_head_time_us != 0 && us > budget.disk_head_time_us)
         {
             Some((disk, us)) => {
                 Err(format!("a quantum takes {us} µs of disk {disk}, over its budget of {}", budget.disk_head_time_us))
@@ -134,7 +142,10 @@ impl Oracle {
     /// A callback goes out on a stream of `owner`: a committed delivery of
     /// that owner, as planned, not acknowledged, of a live declaration.
     pub(crate) fn sent(&self, owner: &str, cb: &pb::Callback) -> Check {
-        let d = self.deliveries.get(&cb.delivery).ok_or_else(|| format!("delivery {} sent before it was stored", cb.delivery))?;
+        let d = self
+            .deliveries
+            .get(&cb.delivery)
+            .ok_or_else(|| format!("delivery {} sent before it was stored", cb.delivery))?;
         let keys: Vec<u64> = cb.sets.iter().map(|s| s.key).collect();
         if d.owner != owner || d.declaration != cb.declaration || d.keys != keys {
             return Err(format!("delivery {} sent to {owner} differs from what was stored", cb.delivery));

@@ -152,9 +152,9 @@ impl World {
                 let keys: BTreeSet<u64> = (0..)
                     .zip(&self.blocks)
                     .flat_map(|(id, b)| {
-                        (0..2u8).filter(move |&c| b.disks[usize::from(c)] == disk).map(move |copy| {
-                            Member::Copy(ChunkRef { block: BlockId(id), copy }).key()
-                        })
+                        (0..2u8)
+                            .filter(move |&c| b.disks[usize::from(c)] == disk)
+                            .map(move |copy| Member::Copy(ChunkRef { block: BlockId(id), copy }).key())
                     })
                     .collect();
                 if keys.is_empty() {

@@ -3,8 +3,8 @@
 //! twice, or with deliveries they were never given, cancel, and crash.
 
 use super::{Job, Request, Sim};
-use crate::oracle::DeclInfo;
 use crate::Violation;
+use crate::oracle::DeclInfo;
 
 impl Sim<'_> {
     /// A random client does something; with the planner down, only what
@@ -16,7 +16,10 @@ impl Sim<'_> {
             match roll {
                 0..50 => self.take_inbox(c),
                 50..53 => self.crash_client(c),
-                _ => { let ms = self.rng.u64(1..=200); self.advance(ms) },
+                _ => {
+                    let ms = self.rng.u64(1..=200);
+                    self.advance(ms)
+                }
             }
             return Ok(());
         }
@@ -42,7 +45,10 @@ impl Sim<'_> {
             }
             86..88 => self.subscribe(c, true),
             _ => {
-                { let ms = self.rng.u64(1..=50); self.advance(ms) };
+                {
+                    let ms = self.rng.u64(1..=50);
+                    self.advance(ms)
+                };
                 Ok(())
             }
         }
@@ -128,6 +134,7 @@ impl Sim<'_> {
         if !client.acked.is_empty() && self.rng.u8(0..10) == 0 {
             ids.push(client.acked[self.rng.usize(0..client.acked.len())]);
         }
+        let given = ids.len();
         if bogus {
             ids.push(match self.rng.u8(0..3) {
                 0 => 0,
@@ -144,7 +151,7 @@ impl Sim<'_> {
             Ok(step) => {
                 let client = &mut self.clients[c];
                 client.held.retain(|(d, _)| !ids.contains(d));
-                for &d in &ids {
+                for &d in &ids[..given] {
                     if !client.unsure.contains(&d) {
                         client.unsure.push(d);
                     }
@@ -154,7 +161,9 @@ impl Sim<'_> {
                 self.queue(step, Request::Ack { client: c, ids });
                 Ok(())
             }
-            Err(e) if !bogus => Err(self.violation(format!("{name}'s ack of deliveries it was given was refused: {e}"))),
+            Err(e) if !bogus => {
+                Err(self.violation(format!("{name}'s ack of deliveries it was given was refused: {e}")))
+            }
             Err(_) => Ok(()),
         }
     }

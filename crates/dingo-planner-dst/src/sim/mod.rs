@@ -32,6 +32,20 @@ enum Request {
     Dispatch,
 }
 
+impl Request {
+    fn label(&self) -> String {
+        match self {
+            Request::Declare { id, .. } => format!("declaration {id}"),
+            Request::Subscribe { stream, .. } => format!("subscription {stream}"),
+            Request::Ack { ids, .. } => format!("ack {ids:?}"),
+            Request::Cancel { id, .. } => format!("cancel {id}"),
+            Request::Budget(b) => format!("budget {b:?}"),
+            Request::Plan => "quantum".into(),
+            Request::Dispatch => "dispatch".into(),
+        }
+    }
+}
+
 struct Pending {
     step: Step,
     request: Request,
@@ -116,7 +130,13 @@ impl<'a> Sim<'a> {
     }
 
     fn violation(&self, message: String) -> Violation {
-        Violation { seed: self.seed, step: self.step, message, reproduce: self.options.reproduce(self.seed) }
+        Violation {
+            seed: self.seed,
+            step: self.step,
+            message,
+            reproduce: self.options.reproduce(self.seed),
+            trace: self.trace.lines.clone(),
+        }
     }
 
     fn check(&self, r: Result<(), String>) -> Result<(), Violation> {
@@ -146,7 +166,10 @@ impl<'a> Sim<'a> {
             42..50 if self.process().pins_in_flight.is_some() => self.complete_pins(),
             50..80 => self.client_act(true),
             80..97 => {
-                { let ms = self.rng.u64(1..=400); self.advance(ms) };
+                {
+                    let ms = self.rng.u64(1..=400);
+                    self.advance(ms)
+                };
                 Ok(())
             }
             97 => {
@@ -155,7 +178,10 @@ impl<'a> Sim<'a> {
             }
             98 => self.admin_budget(),
             _ => {
-                { let ms = self.rng.u64(1..=50); self.advance(ms) };
+                {
+                    let ms = self.rng.u64(1..=50);
+                    self.advance(ms)
+                };
                 Ok(())
             }
         }
@@ -245,10 +271,13 @@ impl<'a> Sim<'a> {
         let budget = p.budget;
         if p.machine.budget_at(now) != budget {
             let got = p.machine.budget_at(now);
-            return Err(self.violation(format!("the planner plans with budget {got:?}, the last one set is {budget:?}")));
+            return Err(
+                self.violation(format!("the planner plans with budget {got:?}, the last one set is {budget:?}"))
+            );
         }
         let step = p.machine.plan_quantum(now);
-        p.next_quantum_ms = if p.next_quantum_ms + QUANTUM_MS > now { p.next_quantum_ms + QUANTUM_MS } else { now + QUANTUM_MS };
+        p.next_quantum_ms =
+            if p.next_quantum_ms + QUANTUM_MS > now { p.next_quantum_ms + QUANTUM_MS } else { now + QUANTUM_MS };
         p.timer_busy = true;
         self.check(Oracle::within_budget(&self.world, &budget, step.planned()))?;
         let planned = step.planned().count();
@@ -303,6 +332,8 @@ impl<'a> Sim<'a> {
             pending.step.commit(&mut self.store);
             pending.committed = true;
             pending.outbox = pending.step.messages().into();
+            let label = pending.request.label();
+            self.note(|| format!("commit: {label}"));
             let r = self.committed(&pending.request, &pending.step);
             self.process().queue.push_front(Job::Apply(pending));
             return self.check(r);
@@ -314,6 +345,7 @@ impl<'a> Sim<'a> {
                 return Err(self.violation(format!("a callback on stream {stream}, never opened")));
             };
             let owner = self.clients[client].name.clone();
+            self.note(|| format!("send delivery {} to {owner} on stream {stream}", callback.delivery));
             self.check(self.oracle.sent(&owner, &callback))?;
             if self.clients[client].stream == Some(stream) {
                 self.oracle.received(&owner, callback.delivery);
@@ -329,6 +361,8 @@ impl<'a> Sim<'a> {
         for (stream, unsent) in &pending.ended {
             self.process().machine.close_stream(*stream, unsent);
         }
+        let label = pending.request.label();
+        self.note(|| format!("answered: {label}"));
         self.answered(pending.request);
         Ok(())
     }
