@@ -20,7 +20,7 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 use thiserror::Error;
 
 /// Steps of the fault phase per seed, unless told otherwise.
-pub const DEFAULT_STEPS: u32 = 400;
+pub const DEFAULT_STEPS: u32 = 1000;
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -149,6 +149,7 @@ mod tests {
         let shown: Vec<String> = campaign.violations.iter().take(5).map(ToString::to_string).collect();
         assert!(campaign.violations.is_empty(), "{} violations:\n{}", campaign.violations.len(), shown.join("\n"));
         let t = &campaign.totals;
+        eprintln!("{} seeds: {t:?}", campaign.seeds);
         assert!(t.planner_crashes > 0 && t.client_crashes > 0 && t.refusals > 0 && t.acks > 0, "{t:?}");
     }
 
