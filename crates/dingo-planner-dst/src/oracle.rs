@@ -81,7 +81,10 @@ impl Oracle {
             let owner = match self.decls.get(&cb.declaration) {
                 Some(d) => d.owner.clone(),
                 None => {
-                    return Err(format!("delivery {} is for declaration {}, never stored", cb.delivery, cb.declaration));
+                    return Err(format!(
+                        "delivery {} is for declaration {}, never stored",
+                        cb.delivery, cb.declaration
+                    ));
                 }
             };
             if self.deliveries.contains_key(&cb.delivery) {
