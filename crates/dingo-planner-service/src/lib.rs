@@ -17,6 +17,9 @@
 //! - **metrics**: the core's per-task accounting on `/metrics`.
 //!
 //! The service runs with [`run`], configured by [`ServiceConfig`].
+//! [`Machine`] opens the state machine's steps to a caller that plays the
+//! driver (the deterministic simulation, `dingo-planner-dst`), with a
+//! [`MemoryStore`] in place of redb.
 
 mod auth;
 pub mod config;
@@ -24,6 +27,7 @@ mod driver;
 mod error;
 mod files;
 mod keys;
+mod memory_store;
 mod metrics;
 mod outbox;
 mod records;
@@ -33,4 +37,7 @@ mod store;
 mod topology;
 
 pub use config::{BudgetSection, ClientEntry, ConfigError, ServiceConfig};
+pub use memory_store::MemoryStore;
+pub use records::RecordError;
 pub use service::{RunError, run};
+pub use state::seam::{Due, Machine, Message, Step};

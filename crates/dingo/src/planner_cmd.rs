@@ -76,6 +76,20 @@ enum PlannerCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Deterministic simulation of the service (docs/PLANNER_SERVICE.md):
+    /// seeds `--seed` .. `--seed + --seeds`; exits with an error on a violation.
+    Dst {
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        #[arg(long, default_value_t = 1)]
+        seeds: u64,
+        /// Steps of the fault phase per seed.
+        #[arg(long, default_value_t = dingo_planner_dst::DEFAULT_STEPS)]
+        steps: u32,
+        /// Print each seed's trace.
+        #[arg(long)]
+        trace: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -114,7 +128,35 @@ pub async fn run(a: PlannerArgs) -> Result<()> {
             Ok(())
         }
         Some(PlannerCommand::Status { target, declarations, json }) => status(&target, &declarations, json).await,
+        Some(PlannerCommand::Dst { seed, seeds, steps, trace }) => dst(seed, seeds, steps, trace),
     }
+}
+
+fn dst(first: u64, seeds: u64, steps: u32, trace: bool) -> Result<()> {
+    let options = dingo_planner_dst::Options { steps, trace };
+    let campaign = dingo_planner_dst::run_seeds(first, seeds, &options, seeds == 1);
+    if trace {
+        for seed in first..first + seeds {
+            let lines = dingo_planner_dst::run_seed(seed, &options).map_or_else(|v| v.trace, |s| s.trace);
+            lines.iter().for_each(|line| outln!("{line}"));
+        }
+    }
+    let t = &campaign.totals;
+    outln!(
+        "{} seeds, {} violations; {} quanta, {} declarations, {} deliveries, {} acks, {} refusals, {} planner crashes, {} client crashes",
+        campaign.seeds,
+        campaign.violations.len(),
+        t.quanta,
+        t.declarations,
+        t.deliveries_seen,
+        t.acks,
+        t.refusals,
+        t.planner_crashes,
+        t.client_crashes
+    );
+    campaign.violations.iter().for_each(|v| outln!("{v}"));
+    anyhow::ensure!(campaign.violations.is_empty(), "the simulation found {} violations", campaign.violations.len());
+    Ok(())
 }
 
 async fn serve(

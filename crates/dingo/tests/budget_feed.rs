@@ -81,7 +81,13 @@ async fn nodes_receive_each_quantums_budget_and_a_slow_disk_gets_less_work() {
     cfg.clients = vec![ClientEntry { name: "scrub".into(), token: TOKEN.into() }];
     let config = dir.path().join("planner.toml");
     std::fs::write(&config, cfg.to_toml()).unwrap();
-    let spec = PlannerSpec { exe: EXE.into(), config, data: dir.path().join("planner"), log: dir.path().join("p.log"), storage: cluster.credentials().auth.clone() };
+    let spec = PlannerSpec {
+        exe: EXE.into(),
+        config,
+        data: dir.path().join("planner"),
+        log: dir.path().join("p.log"),
+        storage: cluster.credentials().auth.clone(),
+    };
     let planner_process = PlannerProcess::start(spec).unwrap();
 
     let client = cluster.client().unwrap();

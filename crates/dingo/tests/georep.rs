@@ -121,7 +121,10 @@ async fn a_killed_and_restarted_job_copies_each_file_exactly_once_and_byte_ident
     assert!((2..FILES as usize).contains(&recorded), "killed midway: {recorded} of {FILES} recorded");
 
     // Restarted: only what was not recorded is planned and copied.
-    let out = Command::new(EXE).args(georep_args(&local, remote.c.meta_addr(), &remote, state.path(), "3s")).output().unwrap();
+    let out = Command::new(EXE)
+        .args(georep_args(&local, remote.c.meta_addr(), &remote, state.path(), "3s"))
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r = &reports(&out)[0];
     assert_eq!(r["task"], "georeplication");
@@ -136,7 +139,10 @@ async fn a_killed_and_restarted_job_copies_each_file_exactly_once_and_byte_ident
     assert_eq!(blocks_allocated(&remote.client).await - remote_before, local_writes);
 
     // Nothing left: a third run copies nothing.
-    let out = Command::new(EXE).args(georep_args(&local, remote.c.meta_addr(), &remote, state.path(), "2s")).output().unwrap();
+    let out = Command::new(EXE)
+        .args(georep_args(&local, remote.c.meta_addr(), &remote, state.path(), "2s"))
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(reports(&out)[0]["items_needed"].as_u64(), Some(0));
     assert_eq!(blocks_allocated(&remote.client).await - remote_before, local_writes);

@@ -27,12 +27,14 @@
 //! [`requests`] (declare, ack, cancel, status, budget), [`quantum`] (plan a
 //! quantum, dispatch its groups), [`node_budgets`] (each node's per-disk
 //! budget for the quantum, and cutting slow disks' budgets), [`streams`]
-//! (which client has a callback stream).
+//! (which client has a callback stream); [`seam`] opens the steps to the
+//! deterministic simulation.
 
 mod node_budgets;
 mod quantum;
 mod recovery;
 mod requests;
+pub mod seam;
 mod streams;
 #[cfg(test)]
 mod tests;
@@ -82,6 +84,7 @@ pub(crate) struct Ready {
 }
 
 /// A declaration as the service tracks it.
+#[derive(Debug)]
 struct Decl {
     owner: String,
     task: TaskKind,
@@ -122,6 +125,7 @@ impl Decl {
     }
 }
 
+#[derive(Debug)]
 struct Delivery {
     owner: String,
     declaration: u64,
@@ -134,6 +138,7 @@ struct Delivery {
     streamed: bool,
 }
 
+#[derive(Debug)]
 struct Group {
     at_ms: u64,
     pins: Vec<PinRecord>,
@@ -197,6 +202,26 @@ impl State {
             blocks: self.topo.block_count(),
             subscribers: self.subscribers.len() as u64,
         }
+    }
+
+    /// Everything the state holds but its configuration and counters, as
+    /// text: equal before and after a step means the step changed nothing
+    /// (how the simulation checks that a refused request leaves no trace).
+    pub(crate) fn fingerprint(&self) -> String {
+        let subscribers: BTreeMap<&String, &StreamId> = self.subscribers.iter().collect();
+        format!(
+            "{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{:?}",
+            self.decls,
+            self.deliveries,
+            self.groups,
+            (self.next_delivery, self.next_group, self.next_stream, self.next_quantum_ms),
+            self.budget_override,
+            subscribers,
+            self.topo,
+            self.planner,
+            self.metrics.acked,
+            self.metrics.dispatched,
+        )
     }
 
     /// Whether a retired declaration has every delivery acknowledged,

@@ -46,7 +46,13 @@ pub async fn start_cluster(
 /// (quantum 1 s, dispatches 250 ms apart, per-quantum budget
 /// `cluster_bytes`), with admin token `admin` and one task client per name
 /// in `clients`, whose token is `<name>-token`.
-pub fn start_planner(cluster: &LocalCluster, dir: &Path, admin: &str, clients: &[&str], cluster_bytes: u64) -> PlannerProcess {
+pub fn start_planner(
+    cluster: &LocalCluster,
+    dir: &Path,
+    admin: &str,
+    clients: &[&str],
+    cluster_bytes: u64,
+) -> PlannerProcess {
     let mut cfg = ServiceConfig::new(admin);
     cfg.meta = cluster.meta_addr().to_string();
     cfg.quantum_ms = 1000;

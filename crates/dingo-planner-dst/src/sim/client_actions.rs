@@ -1,0 +1,185 @@
+//! What the simulated task clients do: subscribe (again), go away, declare
+//! (also nonsense), work through their callbacks and acknowledge them late,
+//! twice, or with deliveries they were never given, cancel, and crash.
+
+use super::{Job, Request, Sim};
+use crate::Violation;
+use crate::oracle::DeclInfo;
+
+impl Sim<'_> {
+    /// A random client does something; with the planner down, only what
+    /// needs no planner.
+    pub(super) fn client_act(&mut self, planner_up: bool) -> Result<(), Violation> {
+        let c = self.rng.usize(0..self.clients.len());
+        let roll = self.rng.u32(0..100);
+        if !planner_up {
+            match roll {
+                0..50 => self.take_inbox(c),
+                50..53 => self.crash_client(c),
+                _ => {
+                    let ms = self.rng.u64(1..=200);
+                    self.advance(ms)
+                }
+            }
+            return Ok(());
+        }
+        match roll {
+            0..12 => self.subscribe(c, false),
+            12..15 => {
+                self.disconnect(c);
+                Ok(())
+            }
+            15..28 => self.declare(c, true),
+            28..31 => self.declare(c, false),
+            31..48 => {
+                self.take_inbox(c);
+                Ok(())
+            }
+            48..72 => self.ack(c, false),
+            72..78 => self.ack(c, true),
+            78..82 => self.cancel(c, false),
+            82..84 => self.cancel(c, true),
+            84..86 => {
+                self.crash_client(c);
+                Ok(())
+            }
+            86..88 => self.subscribe(c, true),
+            _ => {
+                {
+                    let ms = self.rng.u64(1..=50);
+                    self.advance(ms)
+                };
+                Ok(())
+            }
+        }
+    }
+
+    /// Opens a stream unless the client has one (or `again`: replaces it).
+    pub(super) fn subscribe(&mut self, c: usize, again: bool) -> Result<(), Violation> {
+        if self.clients[c].stream.is_some() && !again {
+            return Ok(());
+        }
+        let name = self.clients[c].name.clone();
+        let p = self.process();
+        let (stream, step) = p.machine.subscribe(&name);
+        p.streams.insert(stream, c);
+        self.clients[c].stream = Some(stream);
+        self.note(|| format!("{name} subscribes: stream {stream}"));
+        self.queue(step, Request::Subscribe { client: c, stream });
+        Ok(())
+    }
+
+    fn disconnect(&mut self, c: usize) {
+        if let Some(stream) = self.clients[c].stream.take() {
+            self.process().queue.push_back(Job::Closed(stream));
+            let name = &self.clients[c].name;
+            self.trace.push(format!("{} {name} hangs up stream {stream}", self.step));
+        }
+    }
+
+    fn crash_client(&mut self, c: usize) {
+        let stream = self.clients[c].crash();
+        if let (Some(stream), Some(p)) = (stream, self.planner.as_mut()) {
+            p.queue.push_back(Job::Closed(stream));
+        }
+        self.summary.client_crashes += 1;
+        let name = self.clients[c].name.clone();
+        self.note(|| format!("{name} crashes"));
+    }
+
+    pub(super) fn take_inbox(&mut self, c: usize) {
+        let rng = &mut self.rng;
+        let late = || if rng.u8(0..3) == 0 { 0 } else { rng.u64(0..=3 * crate::world::QUANTUM_MS) };
+        self.clients[c].take_inbox(self.now_ms, late);
+    }
+
+    fn declare(&mut self, c: usize, valid: bool) -> Result<(), Violation> {
+        let owner = self.clients[c].name.clone();
+        let now = self.now_ms;
+        let (decl, keys) = if valid {
+            let d = self.world.valid_declaration(&mut self.rng, now);
+            (d.decl, Some(d.keys))
+        } else {
+            (self.world.invalid_declaration(&mut self.rng, now), None)
+        };
+        let accepted = self.request("declare", |m| m.declare(&owner, &decl, now))?;
+        match (accepted, keys) {
+            (Ok((id, step)), Some(keys)) => {
+                let needed = decl.sets_needed.unwrap_or(keys.len() as u64);
+                let info = DeclInfo { owner, keys, needed, deadline_ms: decl.deadline.as_millis(), cancelled: false };
+                self.summary.declarations += 1;
+                self.note(|| format!("declaration {} accepted: {needed} sets needed", id.0));
+                self.queue(step, Request::Declare { client: c, id: id.0, info });
+                Ok(())
+            }
+            (Ok((id, _)), None) => Err(self.violation(format!("nonsense accepted as declaration {}: {decl:?}", id.0))),
+            (Err(e), Some(_)) => Err(self.violation(format!("a valid declaration was refused ({e}): {decl:?}"))),
+            (Err(_), None) => Ok(()),
+        }
+    }
+
+    /// Acknowledges what the client has finished, maybe with its unsure
+    /// acks again, a duplicate, an ack it already made, or (`bogus`) a
+    /// delivery it was never given.
+    pub(super) fn ack(&mut self, c: usize, bogus: bool) -> Result<(), Violation> {
+        let now = self.now_ms;
+        let client = &self.clients[c];
+        let mut ids = client.ackable(now);
+        if self.rng.bool() {
+            ids.extend(client.unsure.iter().copied());
+        }
+        if !ids.is_empty() && self.rng.u8(0..10) == 0 {
+            ids.push(ids[self.rng.usize(0..ids.len())]);
+        }
+        if !client.acked.is_empty() && self.rng.u8(0..10) == 0 {
+            ids.push(client.acked[self.rng.usize(0..client.acked.len())]);
+        }
+        let given = ids.len();
+        if bogus {
+            ids.push(match self.rng.u8(0..3) {
+                0 => 0,
+                1 => u64::MAX / 2,
+                _ => self.rng.u64(1..=self.summary.deliveries_seen + 5),
+            });
+        }
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let name = client.name.clone();
+        let ids_ref = &ids;
+        match self.request("ack", |m| m.ack(&name, ids_ref))? {
+            Ok(step) => {
+                let client = &mut self.clients[c];
+                client.held.retain(|(d, _)| !ids.contains(d));
+                for &d in &ids[..given] {
+                    if !client.unsure.contains(&d) {
+                        client.unsure.push(d);
+                    }
+                }
+                self.summary.acks += 1;
+                self.note(|| format!("{name} acks {ids:?}"));
+                self.queue(step, Request::Ack { client: c, ids });
+                Ok(())
+            }
+            Err(e) if !bogus => {
+                Err(self.violation(format!("{name}'s ack of deliveries it was given was refused: {e}")))
+            }
+            Err(_) => Ok(()),
+        }
+    }
+
+    fn cancel(&mut self, c: usize, bogus: bool) -> Result<(), Violation> {
+        let client = &self.clients[c];
+        let id = match (bogus, client.decls.is_empty()) {
+            (true, _) => self.rng.u64(0..=self.summary.declarations + 2),
+            (false, true) => return Ok(()),
+            (false, false) => client.decls[self.rng.usize(0..client.decls.len())],
+        };
+        let name = client.name.clone();
+        if let Ok((_, step)) = self.request("cancel", |m| m.cancel(&name, id))? {
+            self.note(|| format!("{name} cancels declaration {id}"));
+            self.queue(step, Request::Cancel { client: c, id });
+        }
+        Ok(())
+    }
+}

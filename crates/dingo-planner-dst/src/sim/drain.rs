@@ -1,0 +1,66 @@
+//! The end of a run: faults stop, every client subscribes and acknowledges
+//! everything at once, and quanta run until every declaration is finished
+//! — or clearly will not be — then the oracle's end checks.
+
+use super::Sim;
+use crate::Violation;
+
+impl Sim<'_> {
+    pub(super) fn drain(&mut self) -> Result<(), Violation> {
+        if self.planner.is_none() {
+            self.restart()?;
+        }
+        self.note(|| "faults stop".into());
+        // Any one set fits every budget (`World::budget`), and the most
+        // urgent declaration is owed at least one set a quantum, so each
+        // quantum serves a set while any is left.
+        let bound_quanta = self.oracle.needed_left() + 5;
+        let mut quanta = 0;
+        loop {
+            self.step += 1;
+            for c in 0..self.clients.len() {
+                self.subscribe(c, false)?;
+            }
+            self.flush()?;
+            for c in 0..self.clients.len() {
+                self.clients[c].take_inbox(self.now_ms, || 0);
+                self.ack(c, false)?;
+            }
+            self.flush()?;
+            if self.unfinished()?.is_empty() || quanta > bound_quanta {
+                break;
+            }
+            let p = self.process();
+            if p.pins_in_flight.is_some() {
+                self.complete_pins()?;
+                continue;
+            }
+            let next_group = p.machine.next_group_at().unwrap_or(u64::MAX);
+            let wake_ms = next_group.min(p.next_quantum_ms);
+            if wake_ms > self.now_ms {
+                self.advance(wake_ms - self.now_ms);
+            }
+            let planning = next_group > self.now_ms;
+            self.timer()?;
+            quanta += u64::from(planning);
+        }
+        let ids = self.oracle.declared_ids();
+        let statuses = self.process().machine.status(&ids).map_err(|e| self.violation(format!("status: {e}")))?;
+        self.check(self.oracle.at_end(&statuses))
+    }
+
+    /// Works through the persister's queue.
+    fn flush(&mut self) -> Result<(), Violation> {
+        while !self.process().queue.is_empty() {
+            self.persist()?;
+        }
+        Ok(())
+    }
+
+    /// Declarations neither done nor cancelled, as the planner reports them.
+    fn unfinished(&mut self) -> Result<Vec<u64>, Violation> {
+        let ids = self.oracle.declared_ids();
+        let statuses = self.process().machine.status(&ids).map_err(|e| self.violation(format!("status: {e}")))?;
+        Ok(statuses.iter().filter(|s| !s.done && !s.cancelled).map(|s| s.declaration).collect())
+    }
+}
