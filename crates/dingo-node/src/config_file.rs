@@ -173,6 +173,18 @@ pub fn check_capacity(bytes: u64) -> Result<(), NodeConfigError> {
     })
 }
 
+/// Where a node listens, is reached, finds the metadata service (and how
+/// it calls it) and serves `/metrics`: the parts of its configuration that
+/// come from the command line, not the `[node]` table.
+pub struct NodeEndpoints {
+    pub listen: SocketAddr,
+    /// Address others use for this node; default: the bound listen address.
+    pub advertise: Option<String>,
+    pub meta: String,
+    pub meta_access: dingo_auth::ClusterAccess,
+    pub metrics: Option<SocketAddr>,
+}
+
 impl NodeSection {
     /// Refuses values that cannot work, naming the key and the reason.
     pub fn validate(&self) -> Result<(), NodeConfigError> {
@@ -312,18 +324,14 @@ impl NodeSection {
     }
 
     /// The whole node: these settings, the disks at `disk_paths` (each
-    /// `capacity` bytes, or its filesystem's size) and where it listens,
-    /// is reached, finds the metadata service and serves `/metrics`.
+    /// `capacity` bytes, or its filesystem's size) and its `endpoints`.
     pub fn node_config(
         &self,
         disk_paths: Vec<PathBuf>,
         capacity: Option<u64>,
-        listen: SocketAddr,
-        advertise: Option<String>,
-        meta: String,
-        meta_access: dingo_auth::ClusterAccess,
-        metrics: Option<SocketAddr>,
+        endpoints: NodeEndpoints,
     ) -> Result<crate::NodeConfig, NodeConfigError> {
+        let NodeEndpoints { listen, advertise, meta, meta_access, metrics } = endpoints;
         Ok(crate::NodeConfig {
             listen,
             advertise,

@@ -162,7 +162,14 @@ pub async fn run_node(a: NodeArgs) -> Result<()> {
     let cfg = StorageConfig::load(a.config.as_deref())?;
     let security = a.serve.security(&cfg)?;
     let meta_access = a.serve.access.over(&cfg.auth).access()?;
-    let config = cfg.node.node_config(a.disks, a.capacity, a.listen, a.advertise, a.meta, meta_access, a.metrics)?;
+    let endpoints = dingo_node::config_file::NodeEndpoints {
+        listen: a.listen,
+        advertise: a.advertise,
+        meta: a.meta,
+        meta_access,
+        metrics: a.metrics,
+    };
+    let config = cfg.node.node_config(a.disks, a.capacity, endpoints)?;
     dingo_node::run(config, security, shutdown_signal()).await?;
     Ok(())
 }
