@@ -28,11 +28,11 @@ pub const DEFAULT_META: &str = dingo_meta::config_file::DEFAULT_LISTEN;
 pub struct AccessArgs {
     /// File holding the cluster secret every storage call carries (mode
     /// 0600; `dingo cluster up` writes DATA/cluster.secret).
-    #[arg(long, env = "DINGO_SECRET_FILE")]
+    #[arg(long, global = true, env = "DINGO_SECRET_FILE")]
     pub secret_file: Option<PathBuf>,
     /// Call the storage services over TLS, trusting the certificate
     /// authority in this PEM file.
-    #[arg(long, env = "DINGO_CA")]
+    #[arg(long, global = true, env = "DINGO_CA")]
     pub ca: Option<PathBuf>,
 }
 
