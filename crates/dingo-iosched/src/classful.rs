@@ -42,6 +42,10 @@
 //! bucket, and the reservation (step 1) still serves best effort on a disk
 //! that is never idle, so deadlines stay safe.
 //!
+//! With the gate, best effort also goes through the bucket (behind
+//! foreground, without the idle threshold) while the planner's budget has
+//! head time left: the gate holds back only what nobody planned.
+//!
 //! The planner's **per-quantum budget** ([`Policy::set_planned`]): the
 //! head time it scheduled on the disk and when its quantum ends. Until then
 //! the maintenance rate is at least the pace that serves what is left of it
@@ -403,10 +407,18 @@ impl Policy for Classful {
             return self.dispatched(Unit { id: r.id, class: r.class, cost_us: r.cost_us, last: true });
         }
         let tokens = self.maintenance.tokens_us() > 0;
+        // The gate holds back best effort nobody planned; what is left of
+        // the planner's budget is served in idle time behind foreground,
+        // without the idle threshold, like any maintenance without a gate.
+        let planned = tokens && self.planned_left_us(now_us).is_some_and(|left| left > 0);
         let unit = match self.gate {
             None if tokens => self.serve_maintenance(),
             None => None,
-            Some(_) => tokens.then(|| self.serve_high()).flatten().or_else(|| self.serve_gated(now_us)),
+            Some(_) => tokens
+                .then(|| self.serve_high())
+                .flatten()
+                .or_else(|| self.serve_gated(now_us))
+                .or_else(|| planned.then(|| self.serve_best_effort(Cut::Segment)).flatten()),
         };
         if let Some(unit) = unit {
             return self.dispatched(unit);
@@ -418,8 +430,8 @@ impl Policy for Classful {
         // filling, the gate opening, and the next control-loop run (which
         // may raise the rate).
         let mut until = Vec::with_capacity(4);
-        // With the gate, the bucket only holds back high.
-        if self.gate.is_none() || !self.high.is_empty() {
+        // With the gate, the bucket only holds back high and planned work.
+        if self.gate.is_none() || !self.high.is_empty() || self.planned_left_us(now_us).is_some_and(|l| l > 0) {
             until.push(self.maintenance.ready_at(1));
         }
         if self.reserve.share_ppm() > 0 {
@@ -577,6 +589,36 @@ mod tests {
         let (served, jumps) = disk_with_budget(&fg, &be);
         assert!(served >= 4 * SECOND_US * 3 / 10, "{served} µs of maintenance served");
         assert_eq!(jumps, 0, "maintenance went ahead of queued foreground");
+    }
+
+    #[test]
+    fn with_the_gate_planned_reads_are_served_in_idle_time_without_the_threshold() {
+        // A gate that would wait 10 s; no foreground at all.
+        let waiting = WaitingConfig { initial_threshold_us: 10 * SECOND_US, retune_us: u64::MAX, ..Default::default() };
+        let served_in_first_second = |planned_us: Option<u64>| {
+            let mut policy = Classful::new(ClassfulConfig { waiting: Some(waiting), ..ClassfulConfig::default() });
+            if let Some(us) = planned_us {
+                policy.set_planned(0, us, SECOND_US);
+            }
+            for id in 0..40 {
+                let be = Request { id, class: Class::BestEffort { channel: 1 }, cost_us: 30_000 };
+                policy.enqueue(0, be).unwrap();
+            }
+            let (mut now, mut served) = (0, 0);
+            while now < SECOND_US {
+                match policy.next(now) {
+                    Decision::Serve(unit) => (now, served) = (now + unit.cost_us, served + unit.cost_us),
+                    Decision::Wait { until_us } => now = until_us,
+                    Decision::Idle => break,
+                }
+            }
+            served
+        };
+        // Without a budget only the reservation serves (5 %).
+        assert!(served_in_first_second(None) < 100_000);
+        let planned_us = 300_000;
+        let served = served_in_first_second(Some(planned_us));
+        assert!(served >= planned_us, "{served} µs served of {planned_us} planned");
     }
 
     #[test]
