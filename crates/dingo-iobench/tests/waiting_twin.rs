@@ -1,5 +1,9 @@
 //! The waiting experiment's virtual-time twin: the Waiting gate against a
-//! fixed-rate scrubber on the same seeded load, medians of seeds 1-3.
+//! fixed-rate scrubber on the same seeded load, medians of seeds 1-9.
+//! (Mean slowdown over one run is a noisy figure: one run's value rests on
+//! a few dozen collisions, and a shift of a few ms in when the gate retunes
+//! changes it by a third; nine seeds make the median a statement about the
+//! mechanism rather than about three draws.)
 
 use dingo_iobench::stats::median;
 use dingo_iobench::waiting::model::{WaitSpec, interpolate_at, twin};
@@ -7,7 +11,7 @@ use dingo_iobench::waiting::model::{WaitSpec, interpolate_at, twin};
 #[test]
 fn the_waiting_gate_against_a_fixed_rate_scrubber() {
     let spec = WaitSpec::full();
-    let runs: Vec<_> = [1, 2, 3].iter().map(|&seed| twin(&spec, seed)).collect();
+    let runs: Vec<_> = (1..=9).map(|seed| twin(&spec, seed)).collect();
     for (g, &goal_us) in spec.goals_us.iter().enumerate() {
         let slowdown = median(runs.iter().map(|t| t.waiting[g].1).collect());
         let mb_s = median(runs.iter().map(|t| t.waiting[g].2).collect());
@@ -30,7 +34,8 @@ fn the_waiting_gate_against_a_fixed_rate_scrubber() {
         );
         assert!(slowdown <= 1.25 * goal_us as f64 / 1000.0, "slowdown over 1.25 x the goal");
         assert!(!extrapolated, "the fixed-rate sweep must reach the gate's slowdown");
-        // The bar is 3x; the twin measures 1.8-3.9x (docs/IO_CONTROL.md).
+        // The bar is 3x; the twin measures 2.1-2.8x on 27 seeds
+        // (docs/IO_CONTROL.md, "Why the waiting bars are missed").
         assert!(mb_s >= 1.5 * baseline, "scrub throughput at equal slowdown");
         assert!(free >= 0.9, "free bytes");
     }

@@ -71,6 +71,16 @@ impl Bucket {
         self.share_ppm = share_ppm.min(PPM);
     }
 
+    /// Drops any credit (positive tokens) accrued up to `now_us`, keeping
+    /// debt: a bucket that should only fill while its class waits.
+    pub fn forget_credit(&mut self, now_us: u64) {
+        self.refill(now_us);
+        if self.tokens_us > 0 {
+            self.tokens_us = 0;
+            self.remainder = 0;
+        }
+    }
+
     pub fn share_ppm(&self) -> u64 {
         self.share_ppm
     }
@@ -116,5 +126,17 @@ mod tests {
         b.refill(2_010);
         assert_eq!(b.tokens_us(), 1);
         assert_eq!(b.ready_at(501), None);
+    }
+
+    #[test]
+    fn forgetting_credit_keeps_debt() {
+        let mut b = Bucket::new(100_000, 500, 200, 0);
+        b.forget_credit(0);
+        assert_eq!(b.tokens_us(), 0);
+        b.refill(1_000);
+        assert_eq!(b.tokens_us(), 100);
+        b.take(400);
+        b.forget_credit(1_000);
+        assert_eq!(b.tokens_us(), -200, "debt stays");
     }
 }

@@ -39,7 +39,11 @@ pub struct WaitingConfig {
     /// The tuner aims at this fraction of the goal, ppm: a threshold chosen
     /// at the edge of the goal on one window of trace, as the best of 11
     /// sizes, is optimistic for the next window (in the waiting twin at
-    /// 100 % the 2 ms goal measured 2.8-3.0 ms on two of three seeds).
+    /// 100 % the 2 ms goal measured 2.8-3.0 ms on two of three seeds). 60 %
+    /// from the waiting twin on 27 seeds: at 80 % the median measured
+    /// slowdown was 1.43 ms for the 1 ms goal, at 70 % 1.21 ms, at 60 %
+    /// 1.19 / 1.48 / 3.07 ms for 1 / 2 / 4 ms; lower margins do not bring the
+    /// 1 ms goal down further (50 %: 1.16 ms) while costing throughput.
     pub margin_ppm: u64,
     /// Largest slowdown one collision may cause: bounds the request size
     /// (50 ms, W:218, W:411).
@@ -61,7 +65,7 @@ impl Default for WaitingConfig {
     fn default() -> Self {
         WaitingConfig {
             goal_us: 2_000,
-            margin_ppm: 800_000,
+            margin_ppm: 600_000,
             max_slowdown_us: 50_000,
             window_us: 600_000_000,
             retune_us: 300_000_000,
@@ -332,7 +336,7 @@ mod tests {
         for goal_us in [1_000, 2_000, 4_000] {
             let c = WaitingConfig { goal_us, ..cfg() };
             let (params, p) = tune(&trace, 0, 30_000_000, &c);
-            assert!(p.mean_slowdown_us <= 0.8 * goal_us as f64, "{goal_us}: {p:?}");
+            assert!(p.mean_slowdown_us <= c.margin_ppm as f64 / 1e6 * goal_us as f64, "{goal_us}: {p:?}");
             assert!(c.cost_us(params.size_bytes) <= c.max_slowdown_us);
             assert!(p.scrub_bytes_per_sec > 0.0, "{goal_us}: {params:?}");
         }

@@ -11,6 +11,7 @@ use crate::harness::Options;
 use crate::proc::CpuTimes;
 use dingo_client::{Client, IoTag};
 use dingo_iosched::PolicyKind;
+use dingo_proto::v1::{DiskQuantumBudget, QuantumBudgetRequest};
 use dingo_types::TaskKind;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -271,7 +272,8 @@ async fn fixed_rate(
 
 /// Planner-like pinned groups, as in the twin: every `group_us` the node
 /// gets a cache directive pinning the group's chunks until the next group
-/// plus the grace, and two declarations read them, one outstanding read
+/// plus the grace and the planner's budget for their disk reads
+/// (`Node.QuantumBudget`), and two declarations read them, one outstanding read
 /// each, in opposite orders. Groups are released until the last one's pins
 /// expire within the run. `achieved_free_bytes` collects the bytes both
 /// read; the caller subtracts what the disk read.
@@ -311,6 +313,21 @@ async fn groups(
             (0..chunks).map(|c| target.chunks[((g * chunks + c) as usize) % target.chunks.len()]).collect();
         if client.cache_directive(&target.addr, ids.iter().map(|&c| (c, until_ms)).collect(), Vec::new()).await.is_ok()
         {
+            // The planner's budget for the group's quantum, as the planner
+            // service sends it: advice, so a failure only loses the floor.
+            let budget = QuantumBudgetRequest {
+                quantum_start_ms: start_ms + g * spec.group_us / 1000,
+                quantum_end_ms: start_ms + (g + 1) * spec.group_us / 1000,
+                disks: vec![DiskQuantumBudget {
+                    disk: target.disk,
+                    bytes: chunks * spec.scrub_read_bytes,
+                    reads: chunks,
+                    head_time_us: spec.group_budget_us(),
+                }],
+            };
+            if let Ok(mut node) = client.node(&target.addr) {
+                let _ = node.quantum_budget(budget).await;
+            }
             rec.lock().unwrap_or_else(|p| p.into_inner()).planned_free_bytes += chunks * spec.scrub_read_bytes;
             for (&a, &b) in ids.iter().zip(ids.iter().rev()) {
                 // The readers outlive the loop, so the channels are open.

@@ -118,6 +118,12 @@ impl WaitSpec {
         self.cost_us(self.scrub_read_bytes) * 1_000_000 / share_ppm.max(1)
     }
 
+    /// The planner's budget for one group's quantum: the head time of one
+    /// disk read of each of its chunks.
+    pub fn group_budget_us(&self) -> u64 {
+        u64::from(self.group_chunks) * self.cost_us(self.scrub_read_bytes)
+    }
+
     /// Whether group `g` is released: its pins expire within the run.
     pub fn group_released(&self, g: u64) -> bool {
         (g + 1) * self.group_us + self.pin_grace_us <= self.duration_s * 1_000_000
@@ -177,7 +183,8 @@ pub enum Job {
     Waiting { goal_us: u64 },
     /// Chunk reads issued at a fixed interval, classful without the gate.
     FixedRate { share_ppm: u64 },
-    /// Planner-like pinned groups read by two declarations, through the gate.
+    /// Planner-like pinned groups read by two declarations, through the
+    /// gate, with the planner's per-quantum budget for their disk reads.
     Groups { goal_us: u64 },
 }
 
@@ -319,6 +326,10 @@ impl DiskLoad<'_> {
             self.readers[1].extend(ids.iter().rev().copied());
             // Free by plan: every chunk's second read.
             self.run.planned_free_bytes += u64::from(spec.group_chunks) * chunk;
+            // The planner's budget for the quantum: one disk read of each
+            // chunk (the second is served from the pin), due by the next
+            // group, as the planner service sends it (`Node.QuantumBudget`).
+            policy.set_planned(now, spec.group_budget_us(), (g + 1) * spec.group_us);
             self.groups_released += 1;
         }
         for r in 0..2 {
