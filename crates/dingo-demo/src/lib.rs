@@ -9,11 +9,13 @@
 //! comparison ([`DemoSummary`]); [`DemoRun::write_outputs`] saves the
 //! summary, the per-interval series and the job reports.
 
+mod area;
 mod figure;
 mod foreground;
 mod meter;
 mod outputs;
 mod planner;
+mod remote;
 mod scale;
 mod scenario;
 mod summary;
@@ -30,9 +32,8 @@ use dingo_types::TaskKind;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
-/// The tasks the demo runs, in report order.
-pub const TASKS: [TaskKind; 4] =
-    [TaskKind::Scrubbing, TaskKind::Transcoding, TaskKind::Rebalancing, TaskKind::Reconstruction];
+/// The tasks the demo runs: all eight.
+pub const TASKS: [TaskKind; TaskKind::COUNT] = TaskKind::ALL;
 
 #[derive(Debug, Error)]
 pub enum DemoError {
@@ -48,6 +49,10 @@ pub enum DemoError {
     Planner(#[from] dingo_planner_client::PlannerClientError),
     #[error(transparent)]
     Task(#[from] dingo_tasks::declarative::DeclarativeError),
+    #[error(transparent)]
+    Georep(#[from] dingo_tasks::georep::GeorepError),
+    #[error("cannot build the object-store area: {0}")]
+    Records(#[from] dingo_tasks::objects::RecordError),
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
     #[error("cannot encode {what}: {source}")]

@@ -8,7 +8,7 @@
 //! already carried out is only acknowledged again.
 
 use crate::report::{CancelFlag, JobReport, Mode};
-use crate::work::{ActionError, Declared, Job, Outcome, ScheduledCopies, execute};
+use crate::work::{ActionError, Declared, Job, Outcome, ScheduledCopies, execute_with_retries};
 use dingo_client::{Client, IoTag};
 use dingo_planner_client::wire::FileSegment;
 use dingo_planner_client::{CallbackStream, PlannerClient, PlannerClientError};
@@ -21,8 +21,6 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Sets of one callback carried out at once.
 const PARALLEL_SETS: usize = 4;
-/// Attempts at one action before it counts as failed.
-const ACTION_ATTEMPTS: usize = 3;
 /// How often unfinished declarations are checked while no callback comes
 /// (the planner may finish one by eliding deleted sets).
 const STATUS_POLL: Duration = Duration::from_secs(2);
@@ -331,12 +329,5 @@ async fn carry_out_set(
     let Some(action) = job.action_for_key(set.key) else {
         return Err(format!("planner delivered unknown set key {} for {} {}", set.key, job.task, job.label));
     };
-    let mut last = None;
-    for _ in 0..ACTION_ATTEMPTS {
-        match execute(client, &action, &copies, tag).await {
-            Ok(o) => return Ok(Ok(o)),
-            Err(e) => last = Some(e),
-        }
-    }
-    Ok(Err(last.expect("at least one attempt")))
+    Ok(execute_with_retries(client, &action, &copies, tag).await)
 }

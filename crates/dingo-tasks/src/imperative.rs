@@ -3,7 +3,7 @@
 //! linearly at a fixed rate, a balancer moving blocks one by one).
 
 use crate::report::{CancelFlag, JobReport, Mode};
-use crate::work::{Job, ScheduledCopies, execute};
+use crate::work::{Job, ScheduledCopies, execute_with_retries};
 use dingo_client::{Client, IoTag};
 use dingo_types::DeclarationId;
 use std::time::Duration;
@@ -48,7 +48,7 @@ pub async fn run(client: &Client, job: &Job, finish_by_ms: u64, cancel: &CancelF
             return report;
         }
         paced_bytes += item.bytes;
-        report.record(execute(client, &item.action, &no_copies, tag).await);
+        report.record(execute_with_retries(client, &item.action, &no_copies, tag).await);
     }
     if job.sets_needed.is_none() || report.items_done >= needed {
         report.finished_ms = Some(dingo_daemon::now_ms());
