@@ -4,9 +4,11 @@
 //! reads' latency per interval in both modes (Fig. 15,
 //! `fg-latency.{svg,png}`).
 
+use crate::planner::Planned;
 use crate::{ModeResult, NodeSample, Result};
 use dingo_report::plots::{self, LineChart, RGBColor, Series};
 use std::path::Path;
+use std::time::Duration;
 
 /// The paper's colours: the baseline blue, DINGO orange, the planner's
 /// reads from disk red and its free reads green.
@@ -36,26 +38,44 @@ fn rates<T>(series: &[(f64, T)], bytes: impl Fn(&T) -> u64) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// Bytes the planner scheduled per quantum: it schedules at the start of
+/// each quantum, so samples taken more often than that would show a spike
+/// and gaps. Each bin ends at a multiple of `quantum` seconds.
+fn per_quantum(series: &[(f64, Planned)], quantum: f64) -> Vec<(f64, Planned)> {
+    let mut bins: Vec<(f64, Planned)> = Vec::new();
+    for (t, p) in series {
+        let end = ((t / quantum).ceil().max(1.0)) * quantum;
+        match bins.last_mut() {
+            Some((last_end, sum)) if (*last_end - end).abs() < 1e-9 => {
+                sum.disk_bytes += p.disk_bytes;
+                sum.free_bytes += p.free_bytes;
+            }
+            _ => bins.push((end, *p)),
+        }
+    }
+    bins
+}
+
 fn line(name: String, color: RGBColor, points: Vec<(f64, f64)>, dashed: bool) -> Series {
     Series { name, color, points, dashed }
 }
 
 /// Writes both figures into `dir`.
-pub fn write(dir: &Path, imperative: &ModeResult, declarative: &ModeResult) -> Result<()> {
-    disk_reads(dir, imperative, declarative)?;
+pub fn write(dir: &Path, imperative: &ModeResult, declarative: &ModeResult, quantum: Duration) -> Result<()> {
+    disk_reads(dir, imperative, declarative, quantum)?;
     foreground_latency(dir, imperative, declarative)
 }
 
 /// Fig. 14: maintenance (solid) and foreground (dashed) disk reads of both
 /// modes, and what the planner scheduled in the declarative run: reads
 /// from disk (counting against its budget) and free reads.
-fn disk_reads(dir: &Path, imperative: &ModeResult, declarative: &ModeResult) -> Result<()> {
+fn disk_reads(dir: &Path, imperative: &ModeResult, declarative: &ModeResult, quantum: Duration) -> Result<()> {
     let mut series = Vec::new();
     for r in [imperative, declarative] {
         let maintenance = rates(&r.series, NodeSample::maintenance_disk_bytes);
         series.push(line(format!("{} maintenance, disk", r.mode), color(r), maintenance, false));
     }
-    let planned = &declarative.planned_series;
+    let planned = &per_quantum(&declarative.planned_series, quantum.as_secs_f64());
     series.push(line("planner: scheduled from disk".into(), SCHEDULED, rates(planned, |p| p.disk_bytes), false));
     series.push(line("planner: scheduled free".into(), FREE, rates(planned, |p| p.free_bytes), false));
     for r in [imperative, declarative] {
@@ -100,4 +120,17 @@ fn foreground_latency(dir: &Path, imperative: &ModeResult, declarative: &ModeRes
         },
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn planner_samples_sum_per_quantum() {
+        let p = |disk_bytes| Planned { disk_bytes, free_bytes: 1 };
+        let samples = [(0.8, p(10)), (1.6, p(0)), (2.0, p(5)), (2.4, p(7)), (5.9, p(1))];
+        let bins = per_quantum(&samples, 2.0);
+        assert_eq!(bins, vec![(2.0, Planned { disk_bytes: 15, free_bytes: 3 }), (4.0, p(7)), (6.0, p(1))]);
+    }
 }

@@ -29,7 +29,7 @@ impl DemoRun {
                 write(&dir.join("planner-metrics.txt"), m.clone())?;
             }
         }
-        crate::figure::write(dir, &self.imperative, &self.declarative)
+        crate::figure::write(dir, &self.imperative, &self.declarative, self.summary.scale.quantum)
     }
 }
 

@@ -166,7 +166,7 @@ impl Demo {
         let client = cluster.client()?;
         let t = Instant::now();
         load(&client, scale, self.seed).await?;
-        tracing::info!(%mode, "loaded {} files in {:.1} s", scale.replicated_files + scale.ec_files, t.elapsed().as_secs_f64());
+        tracing::info!(%mode, "loaded {} files in {:.1} s", scale.replicated_files + scale.ec_files + scale.gc_files + 1, t.elapsed().as_secs_f64());
         let planner = match mode {
             Mode::Imperative => None,
             Mode::Declarative => Some(DemoPlanner::start(
