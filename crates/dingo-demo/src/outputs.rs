@@ -69,6 +69,7 @@ mod tests {
             series: vec![(0.5, sample), (1.25, NodeSample::default())],
             events: Vec::new(),
             planned_free_bytes: None,
+            read_lower_bound_bytes: None,
             planned_series: Vec::new(),
             fg_series: Vec::new(),
             planner_metrics: None,

@@ -97,6 +97,13 @@ impl DemoPlanner {
         Ok(Planned { disk_bytes: status.planned_disk_bytes, free_bytes: status.planned_free_bytes })
     }
 
+    /// The planner's online lower bound on the disk bytes the work
+    /// declared so far needs.
+    pub async fn read_lower_bound_bytes(&self) -> Result<u64> {
+        let admin = PlannerClient::connect(self.addr(), &self.admin_token)?;
+        Ok(admin.status(&[]).await?.read_lower_bound_bytes)
+    }
+
     /// The planner's `/metrics` page, saved with the outputs for reference.
     pub async fn metrics(&self) -> Result<String> {
         dingo_daemon::metrics::scrape(self.process.metrics_addr())

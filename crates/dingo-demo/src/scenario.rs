@@ -49,6 +49,9 @@ pub struct ModeResult {
     pub events: Vec<(f64, String)>,
     /// Free bytes the planner scheduled (declarative mode).
     pub planned_free_bytes: Option<u64>,
+    /// The planner's lower bound on the disk bytes the declared work
+    /// needed (declarative mode).
+    pub read_lower_bound_bytes: Option<u64>,
     /// (seconds since start, bytes the planner scheduled from disk and
     /// free in that sampling interval); empty in imperative mode.
     pub planned_series: Vec<(f64, Planned)>,
@@ -337,13 +340,13 @@ impl Demo {
         meter.sample(&client, &cluster, nodes).await?;
         let total = meter.totals();
         series.push((start.elapsed().as_secs_f64(), total.minus(&last_total)));
-        let (planned_free_bytes, planner_metrics) = match &planner {
+        let (planned_free_bytes, read_lower_bound_bytes, planner_metrics) = match &planner {
             Some(p) => {
                 let planned = p.planned().await?;
                 planned_series.push((start.elapsed().as_secs_f64(), planned.minus(&last_planned)));
-                (Some(planned.free_bytes), Some(p.metrics().await?))
+                (Some(planned.free_bytes), Some(p.read_lower_bound_bytes().await?), Some(p.metrics().await?))
             }
-            None => (None, None),
+            None => (None, None, None),
         };
         drop(planner);
         remote.stop();
@@ -356,6 +359,7 @@ impl Demo {
             series,
             events: events_run,
             planned_free_bytes,
+            read_lower_bound_bytes,
             planned_series,
             fg_series: foreground.intervals(start, scale.window / FG_INTERVALS),
             planner_metrics,

@@ -56,6 +56,9 @@ pub struct ModeSummary {
     pub pinned_overflow_evictions: u64,
     /// Free bytes the planner scheduled (declarative mode only).
     pub planned_free_bytes: Option<u64>,
+    /// The planner's lower bound on the disk bytes the declared work
+    /// needed (declarative mode only).
+    pub read_lower_bound_bytes: Option<u64>,
     /// Per task, by task name.
     pub tasks: BTreeMap<String, TaskSummary>,
     pub wall_seconds: f64,
@@ -124,6 +127,7 @@ impl ModeSummary {
             pinned_hits: r.disk.pinned_hits,
             pinned_overflow_evictions: r.disk.overflow_evictions,
             planned_free_bytes: r.planned_free_bytes,
+            read_lower_bound_bytes: r.read_lower_bound_bytes,
             tasks,
             wall_seconds: r.wall_seconds,
             work_complete,
@@ -186,6 +190,7 @@ mod tests {
             series: Vec::new(),
             events: Vec::new(),
             planned_free_bytes: (mode == Mode::Declarative).then_some(40),
+            read_lower_bound_bytes: None,
             planned_series: Vec::new(),
             fg_series: Vec::new(),
             planner_metrics: None,
@@ -243,6 +248,7 @@ mod tests {
                 "pinned_hits",
                 "pinned_overflow_evictions",
                 "planned_free_bytes",
+                "read_lower_bound_bytes",
                 "tasks",
                 "wall_seconds",
                 "work_complete"
