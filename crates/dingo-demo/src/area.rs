@@ -39,8 +39,9 @@ pub fn files(seed: u64, files: u32, file_bytes: u64, dead_fraction: f64) -> Resu
     let mut tombstones = Vec::new();
     for i in 0..files {
         let rs = records(seed, i, file_bytes);
-        tombstones
-            .extend(rs.iter().filter(|_| rng.f64() < dead_fraction).map(|r| Record { key: r.key.clone(), value: Bytes::new() }));
+        tombstones.extend(
+            rs.iter().filter(|_| rng.f64() < dead_fraction).map(|r| Record { key: r.key.clone(), value: Bytes::new() }),
+        );
         out.push((format!("{}{i:05}", objects::data_prefix(&area())), objects::encode_all(&rs)?));
     }
     out.push((format!("{}t-0", objects::tombstone_prefix(&area())), objects::encode_all(&tombstones)?));

@@ -287,7 +287,9 @@ impl Demo {
                         let job =
                             plan::rebalancing(&client, scale.rebalance_threshold, self.seed, due(at + 0.5)).await?;
                         match job {
-                            Some(job) => pending.push(runner(TaskKind::Rebalancing).start(&client, job, CancelFlag::default())),
+                            Some(job) => {
+                                pending.push(runner(TaskKind::Rebalancing).start(&client, job, CancelFlag::default()))
+                            }
                             None => return Err(DemoError::Timeline("adding a node left no skew to rebalance".into())),
                         }
                     }
@@ -313,9 +315,8 @@ impl Demo {
                         pending.push(runner(TaskKind::Reconstruction).start(&client, job, CancelFlag::default()));
                     }
                     Event::CollectGarbage => {
-                        let job =
-                            plan::garbage_collection(&client, &crate::area::area(), FilePick::ALL, due(at + 0.8))
-                                .await?;
+                        let job = plan::garbage_collection(&client, &crate::area::area(), FilePick::ALL, due(at + 0.8))
+                            .await?;
                         pending.push(runner(TaskKind::GarbageCollection).start(&client, job, CancelFlag::default()));
                     }
                     Event::Fsck => {

@@ -38,8 +38,8 @@
 use dingo_planner::{Budget, DiskBudget, LeftoverPolicy, PlannerConfig, TaskCaps};
 use dingo_proto::planner as pb;
 use dingo_types::{ByteLimit, ByteSize, TaskKind, UNLIMITED};
-use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -121,7 +121,8 @@ fn run(seed: u64, specs: &[DeclSpec], deletions: &[u64], budget: &Budget, quanta
 /// [`run`] with per-task rate caps.
 fn run_capped(seed: u64, specs: &[DeclSpec], deletions: &[u64], budget: &Budget, quanta: u64, caps: TaskCaps) -> Run {
     let mut topo = cluster(seed);
-    let config = PlannerConfig { quantum: Duration::from_millis(QUANTUM_MS), task_caps: caps, ..PlannerConfig::default() };
+    let config =
+        PlannerConfig { quantum: Duration::from_millis(QUANTUM_MS), task_caps: caps, ..PlannerConfig::default() };
     let mut planner = Planner::new(config);
     let mut ids = BTreeMap::new();
     let mut plans = Vec::new();

@@ -11,7 +11,8 @@ pub(super) async fn scrub(client: &Client, chunk: ChunkRef, disk: u32, tag: IoTa
     // (or its node) is not marked dead. A copy moved elsewhere is scrubbed
     // there; a copy on a dead disk is lost, and rebuilding it is
     // reconstruction's work: both are skipped, not failed.
-    let here = |rec: &BlockRecord| rec.chunks.iter().any(|l| l.copy == u32::from(chunk.copy) && l.disk == disk && !l.lost);
+    let here =
+        |rec: &BlockRecord| rec.chunks.iter().any(|l| l.copy == u32::from(chunk.copy) && l.disk == disk && !l.lost);
     let rec = block_record(client, chunk.block).await?;
     if !here(&rec) {
         return Ok(Outcome { skipped: true, ..Outcome::default() });
