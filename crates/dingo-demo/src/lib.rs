@@ -115,6 +115,33 @@ pub async fn run(config: &DemoConfig, mut starting: impl FnMut(Mode)) -> Result<
     Ok(DemoRun { imperative, declarative, summary })
 }
 
+/// Starts a local cluster of `nodes` × `disks_per_node` from `exe` under
+/// `dir/cluster`, configured by `cfg` (written to `dir/<config_name>`),
+/// and waits until it serves.
+async fn start_cluster(
+    exe: &Path,
+    dir: &Path,
+    (config_name, cfg): (&str, &dingo_cluster::StorageConfig),
+    nodes: u32,
+    disks_per_node: u32,
+) -> Result<dingo_cluster::LocalCluster> {
+    io(|| format!("cannot create {}", dir.display()), std::fs::create_dir_all(dir))?;
+    let config = dir.join(config_name);
+    cfg.write(&config)?;
+    let mut cluster = dingo_cluster::LocalCluster::start(dingo_cluster::ClusterSpec {
+        exe: exe.to_path_buf(),
+        data: dir.join("cluster"),
+        nodes,
+        disks_per_node,
+        base_port: 0,
+        config: Some(config),
+        node_args: Vec::new(),
+        tls: false,
+    })?;
+    cluster.wait_ready(std::time::Duration::from_secs(30)).await?;
+    Ok(cluster)
+}
+
 fn data_dir(out: &Path, mode: Mode) -> PathBuf {
     out.join(format!("data-{mode}"))
 }

@@ -2,13 +2,12 @@
 //! DINGO cluster with its own secret, and the job's handle on it.
 
 use crate::{Result, Scale};
-use dingo_cluster::{ClusterSpec, LocalCluster, StorageConfig};
+use dingo_cluster::{LocalCluster, StorageConfig};
 use dingo_tasks::georep::{GeorepConfig, RemoteSite};
 use dingo_tasks::plan::FilePick;
 use dingo_types::ByteSize;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// The remote cluster's node caches: it only stores copies and reads each
 /// back once to verify it, so a small cache is enough.
@@ -29,20 +28,8 @@ impl Remote {
         let mut cfg = StorageConfig::default();
         cfg.node.cache = Some(ByteSize(REMOTE_CACHE_BYTES));
         cfg.node.pinned = Some(ByteSize(REMOTE_CACHE_BYTES));
-        let config = dir.join("remote.toml");
-        crate::io(|| format!("cannot create {}", dir.display()), std::fs::create_dir_all(dir))?;
-        cfg.write(&config)?;
-        let mut cluster = LocalCluster::start(ClusterSpec {
-            exe: exe.to_path_buf(),
-            data: dir.join("cluster"),
-            nodes: scale.remote_nodes,
-            disks_per_node: scale.disks_per_node,
-            base_port: 0,
-            config: Some(config),
-            node_args: Vec::new(),
-            tls: false,
-        })?;
-        cluster.wait_ready(Duration::from_secs(30)).await?;
+        let cluster =
+            crate::start_cluster(exe, dir, ("remote.toml", &cfg), scale.remote_nodes, scale.disks_per_node).await?;
         let site = RemoteSite::connect(&GeorepConfig {
             remote_meta: cluster.meta_addr().to_string(),
             remote_auth: cluster.credentials().auth.clone(),

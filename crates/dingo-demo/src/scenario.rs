@@ -17,7 +17,7 @@ use crate::remote::Remote;
 use crate::{DemoError, Foreground, ForegroundLatency, Meter, NodeSample, Result, Scale, io};
 use bytes::Bytes;
 use dingo_client::{Client, Redundancy};
-use dingo_cluster::{ClusterSpec, LocalCluster};
+
 use dingo_tasks::declarative::Agent;
 use dingo_tasks::plan::FilePick;
 use dingo_tasks::{CancelFlag, Job, JobReport, Mode, imperative, plan};
@@ -152,24 +152,13 @@ impl Demo {
         if dir.exists() {
             io(|| format!("cannot clear {}", dir.display()), std::fs::remove_dir_all(dir))?;
         }
-        io(|| format!("cannot create {}", dir.display()), std::fs::create_dir_all(dir))?;
-        let config = dir.join("storage.toml");
-        scale.storage_config().write(&config)?;
-        let mut cluster = LocalCluster::start(ClusterSpec {
-            exe: self.exe.clone(),
-            data: dir.join("cluster"),
-            nodes: scale.nodes,
-            disks_per_node: scale.disks_per_node,
-            base_port: 0,
-            config: Some(config),
-            node_args: Vec::new(),
-            tls: false,
-        })?;
-        cluster.wait_ready(Duration::from_secs(30)).await?;
+        let config = ("storage.toml", &scale.storage_config());
+        let mut cluster = crate::start_cluster(&self.exe, dir, config, scale.nodes, scale.disks_per_node).await?;
         let client = cluster.client()?;
         let t = Instant::now();
         load(&client, scale, self.seed).await?;
-        tracing::info!(%mode, "loaded {} files in {:.1} s", scale.replicated_files + scale.ec_files + scale.gc_files + 1, t.elapsed().as_secs_f64());
+        let files = scale.replicated_files + scale.ec_files + scale.gc_files + 1;
+        tracing::info!(%mode, "loaded {files} files in {:.1} s", t.elapsed().as_secs_f64());
         let planner = match mode {
             Mode::Imperative => None,
             Mode::Declarative => Some(DemoPlanner::start(
