@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 /// Latencies of the foreground client.
 #[derive(Clone, Default)]
 pub struct Foreground {
-    samples: Arc<Mutex<Vec<f64>>>,
+    /// When each read finished, and its latency in milliseconds.
+    samples: Arc<Mutex<Vec<(Instant, f64)>>>,
     failures: Arc<AtomicU64>,
 }
 
@@ -58,7 +59,10 @@ impl Foreground {
             tokio::spawn(async move {
                 let t = Instant::now();
                 match client.read(&file.path, offset, len, IoTag::Foreground).await {
-                    Ok(_) => me.samples.lock().unwrap_or_else(|p| p.into_inner()).push(t.elapsed().as_secs_f64() * 1e3),
+                    Ok(_) => {
+                        let latency_ms = t.elapsed().as_secs_f64() * 1e3;
+                        me.samples.lock().unwrap_or_else(|p| p.into_inner()).push((Instant::now(), latency_ms));
+                    }
                     // Transcoding deleted the file since the listing: not a latency sample.
                     Err(e) if e.code() == Some(tonic::Code::NotFound) => {}
                     Err(e) => {
@@ -75,16 +79,33 @@ impl Foreground {
 
     /// Latency percentiles (nearest rank) and counts so far.
     pub fn latency(&self) -> ForegroundLatency {
-        let mut v = self.samples.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        v.sort_by(f64::total_cmp);
-        let q = |p: f64| if v.is_empty() { 0.0 } else { v[((v.len() - 1) as f64 * p).round() as usize] };
-        ForegroundLatency {
-            p50_ms: q(0.50),
-            p99_ms: q(0.99),
-            reads: v.len() as u64,
-            failures: self.failures.load(Ordering::Relaxed),
-        }
+        let v: Vec<f64> = self.samples().iter().map(|s| s.1).collect();
+        ForegroundLatency { failures: self.failures.load(Ordering::Relaxed), ..percentiles(v) }
     }
+
+    /// Latency percentiles of the reads that finished in each interval of
+    /// length `every` from `origin` (intervals without a read are left
+    /// out), as (seconds from `origin` to the interval's end, latency).
+    pub fn intervals(&self, origin: Instant, every: Duration) -> Vec<(f64, ForegroundLatency)> {
+        let every_s = every.as_secs_f64().max(1e-3);
+        let mut by_interval: std::collections::BTreeMap<u64, Vec<f64>> = Default::default();
+        for (at, ms) in self.samples() {
+            let i = (at.saturating_duration_since(origin).as_secs_f64() / every_s) as u64;
+            by_interval.entry(i).or_default().push(ms);
+        }
+        by_interval.into_iter().map(|(i, v)| ((i + 1) as f64 * every_s, percentiles(v))).collect()
+    }
+
+    fn samples(&self) -> Vec<(Instant, f64)> {
+        self.samples.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// p50 and p99 (nearest rank) and the count of `v`.
+fn percentiles(mut v: Vec<f64>) -> ForegroundLatency {
+    v.sort_by(f64::total_cmp);
+    let q = |p: f64| if v.is_empty() { 0.0 } else { v[((v.len() - 1) as f64 * p).round() as usize] };
+    ForegroundLatency { p50_ms: q(0.50), p99_ms: q(0.99), reads: v.len() as u64, failures: 0 }
 }
 
 #[cfg(test)]
@@ -95,9 +116,24 @@ mod tests {
     fn percentiles_are_nearest_rank() {
         let fg = Foreground::default();
         assert_eq!(fg.latency(), ForegroundLatency::default());
-        fg.samples.lock().unwrap().extend((1..=100).rev().map(f64::from));
+        let now = Instant::now();
+        fg.samples.lock().unwrap().extend((1..=100).rev().map(|ms| (now, f64::from(ms))));
         fg.failures.fetch_add(2, Ordering::Relaxed);
         let l = fg.latency();
         assert_eq!((l.p50_ms, l.p99_ms, l.reads, l.failures), (51.0, 99.0, 100, 2));
+    }
+
+    #[test]
+    fn intervals_take_the_percentiles_of_their_own_reads() {
+        let fg = Foreground::default();
+        let origin = Instant::now();
+        let at = |ms: u64| origin + Duration::from_millis(ms);
+        // Interval 0 (0-1 s): 1..=10 ms; interval 2 (2-3 s): one slow read.
+        fg.samples.lock().unwrap().extend((1..=10).map(|ms| (at(ms * 50), ms as f64)));
+        fg.samples.lock().unwrap().push((at(2_500), 400.0));
+        let iv = fg.intervals(origin, Duration::from_secs(1));
+        assert_eq!(iv.len(), 2, "an interval without reads is left out");
+        assert_eq!((iv[0].0, iv[0].1.p50_ms, iv[0].1.p99_ms, iv[0].1.reads), (1.0, 6.0, 10.0, 10));
+        assert_eq!((iv[1].0, iv[1].1.p50_ms, iv[1].1.p99_ms, iv[1].1.reads), (3.0, 400.0, 400.0, 1));
     }
 }

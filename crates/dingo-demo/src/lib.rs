@@ -9,11 +9,13 @@
 //! comparison ([`DemoSummary`]); [`DemoRun::write_outputs`] saves the
 //! summary, the per-interval series and the job reports.
 
+mod area;
 mod figure;
 mod foreground;
 mod meter;
 mod outputs;
 mod planner;
+mod remote;
 mod scale;
 mod scenario;
 mod summary;
@@ -30,9 +32,8 @@ use dingo_types::TaskKind;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
-/// The tasks the demo runs, in report order.
-pub const TASKS: [TaskKind; 4] =
-    [TaskKind::Scrubbing, TaskKind::Transcoding, TaskKind::Rebalancing, TaskKind::Reconstruction];
+/// The tasks the demo runs: all eight.
+pub const TASKS: [TaskKind; TaskKind::COUNT] = TaskKind::ALL;
 
 #[derive(Debug, Error)]
 pub enum DemoError {
@@ -48,6 +49,10 @@ pub enum DemoError {
     Planner(#[from] dingo_planner_client::PlannerClientError),
     #[error(transparent)]
     Task(#[from] dingo_tasks::declarative::DeclarativeError),
+    #[error(transparent)]
+    Georep(#[from] dingo_tasks::georep::GeorepError),
+    #[error("cannot build the object-store area: {0}")]
+    Records(#[from] dingo_tasks::objects::RecordError),
     #[error("{what}: {source}")]
     Io { what: String, source: std::io::Error },
     #[error("cannot encode {what}: {source}")]
@@ -108,6 +113,33 @@ pub async fn run(config: &DemoConfig, mut starting: impl FnMut(Mode)) -> Result<
     let declarative = one(Mode::Declarative).await?;
     let summary = DemoSummary::new(&config.scale, &imperative, &declarative);
     Ok(DemoRun { imperative, declarative, summary })
+}
+
+/// Starts a local cluster of `nodes` × `disks_per_node` from `exe` under
+/// `dir/cluster`, configured by `cfg` (written to `dir/<config_name>`),
+/// and waits until it serves.
+async fn start_cluster(
+    exe: &Path,
+    dir: &Path,
+    (config_name, cfg): (&str, &dingo_cluster::StorageConfig),
+    nodes: u32,
+    disks_per_node: u32,
+) -> Result<dingo_cluster::LocalCluster> {
+    io(|| format!("cannot create {}", dir.display()), std::fs::create_dir_all(dir))?;
+    let config = dir.join(config_name);
+    cfg.write(&config)?;
+    let mut cluster = dingo_cluster::LocalCluster::start(dingo_cluster::ClusterSpec {
+        exe: exe.to_path_buf(),
+        data: dir.join("cluster"),
+        nodes,
+        disks_per_node,
+        base_port: 0,
+        config: Some(config),
+        node_args: Vec::new(),
+        tls: false,
+    })?;
+    cluster.wait_ready(std::time::Duration::from_secs(30)).await?;
+    Ok(cluster)
 }
 
 fn data_dir(out: &Path, mode: Mode) -> PathBuf {

@@ -1,6 +1,7 @@
 //! The files a demo run leaves in its output folder (`docs/DEMO.md`):
 //! `summary.json`, `series-<mode>.csv`, `jobs-<mode>.json` and
-//! `planner-metrics.txt`, and the figure `disk-reads.{svg,png}`.
+//! `planner-metrics.txt`, and the figures `disk-reads.{svg,png}` and
+//! `fg-latency.{svg,png}`.
 
 use crate::{DemoError, DemoRun, ModeResult, Result, io};
 use dingo_types::TaskKind;
@@ -28,7 +29,7 @@ impl DemoRun {
                 write(&dir.join("planner-metrics.txt"), m.clone())?;
             }
         }
-        crate::figure::disk_reads(dir, &self.imperative, &self.declarative)
+        crate::figure::write(dir, &self.imperative, &self.declarative, self.summary.scale.quantum)
     }
 }
 
@@ -68,6 +69,9 @@ mod tests {
             series: vec![(0.5, sample), (1.25, NodeSample::default())],
             events: Vec::new(),
             planned_free_bytes: None,
+            read_lower_bound_bytes: None,
+            planned_series: Vec::new(),
+            fg_series: Vec::new(),
             planner_metrics: None,
             wall_seconds: 1.0,
         };

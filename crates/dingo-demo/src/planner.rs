@@ -13,6 +13,23 @@ use std::path::Path;
 /// Random bytes per token: 128 bits, written as hex.
 const TOKEN_BYTES: usize = 16;
 
+/// Bytes the planner scheduled: from disk (counting against its budget),
+/// and free (riding on another task's read).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Planned {
+    pub disk_bytes: u64,
+    pub free_bytes: u64,
+}
+
+impl Planned {
+    pub fn minus(&self, earlier: &Planned) -> Planned {
+        Planned {
+            disk_bytes: self.disk_bytes.saturating_sub(earlier.disk_bytes),
+            free_bytes: self.free_bytes.saturating_sub(earlier.free_bytes),
+        }
+    }
+}
+
 /// A running planner and the tokens of its task clients.
 pub struct DemoPlanner {
     process: PlannerProcess,
@@ -72,11 +89,19 @@ impl DemoPlanner {
         Ok(PlannerClient::connect(self.addr(), &self.tokens[&task])?)
     }
 
-    /// Free bytes the planner scheduled (reads riding on another task's
-    /// read), summed over tasks, from its status.
-    pub async fn planned_free_bytes(&self) -> Result<u64> {
+    /// What the planner has scheduled so far, summed over tasks, from its
+    /// status.
+    pub async fn planned(&self) -> Result<Planned> {
         let admin = PlannerClient::connect(self.addr(), &self.admin_token)?;
-        Ok(admin.status(&[]).await?.planned_free_bytes)
+        let status = admin.status(&[]).await?;
+        Ok(Planned { disk_bytes: status.planned_disk_bytes, free_bytes: status.planned_free_bytes })
+    }
+
+    /// The planner's online lower bound on the disk bytes the work
+    /// declared so far needs.
+    pub async fn read_lower_bound_bytes(&self) -> Result<u64> {
+        let admin = PlannerClient::connect(self.addr(), &self.admin_token)?;
+        Ok(admin.status(&[]).await?.read_lower_bound_bytes)
     }
 
     /// The planner's `/metrics` page, saved with the outputs for reference.

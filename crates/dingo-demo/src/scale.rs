@@ -41,6 +41,21 @@ pub struct Scale {
     /// The emulated disks' IO scheduler in both modes (FIFO is the
     /// baseline the classful scheduler's bars compare against).
     pub scheduler: PolicyKind,
+    /// Data files of the object-store area garbage collection rewrites
+    /// (each `file_bytes` of records): a fifth of all files, the
+    /// simulator's object-store subset.
+    pub gc_files: u32,
+    /// Share of the area's records that are dead (named by a tombstone).
+    pub gc_dead_fraction: f64,
+    /// Files file scrubbing reads in full and verifies.
+    pub file_scrub_files: u32,
+    /// Files fsck checks, and the blocks it reads at the start of each.
+    pub fsck_files: u32,
+    pub fsck_blocks: usize,
+    /// Files georeplication copies to the second cluster.
+    pub georep_files: u32,
+    /// Nodes (with `disks_per_node` disks each) of that second cluster.
+    pub remote_nodes: u32,
 }
 
 impl Scale {
@@ -62,6 +77,13 @@ impl Scale {
             rebalance_threshold: 0.05,
             pinned_bytes: 256_000_000,
             scheduler: PolicyKind::Classful,
+            gc_files: 32,
+            gc_dead_fraction: 0.3,
+            file_scrub_files: 16,
+            fsck_files: 12,
+            fsck_blocks: 2,
+            georep_files: 16,
+            remote_nodes: 3,
         }
     }
 
@@ -72,6 +94,10 @@ impl Scale {
             ec_files: 24,
             window: Duration::from_secs(40),
             quantum: Duration::from_secs(2),
+            gc_files: 8,
+            file_scrub_files: 4,
+            fsck_files: 3,
+            georep_files: 4,
             ..Scale::default_run()
         }
     }
@@ -80,10 +106,11 @@ impl Scale {
         self.block_size * self.blocks_per_file
     }
 
-    /// Bytes stored on disks once loaded (all copies and parity).
+    /// Bytes stored on disks once loaded (all copies and parity; the
+    /// object-store area is erasure-coded like most of the data).
     pub fn physical_bytes(&self) -> u64 {
         let f = self.file_bytes();
-        u64::from(self.replicated_files) * f * 3 + u64::from(self.ec_files) * f * 5 / 3
+        u64::from(self.replicated_files) * f * 3 + u64::from(self.ec_files + self.gc_files) * f * 5 / 3
     }
 
     /// General cache region per node: 1 % of the data a node stores, as

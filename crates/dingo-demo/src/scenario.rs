@@ -2,27 +2,36 @@
 //! cluster loaded with the same data.
 //!
 //! Timeline (fractions of the window `T`; the paper's HDFS experiment,
-//! compressed): scrubbing of every disk is due at `T`; a transcoding round
-//! starts every `T/5` for the first four fifths, each due `0.3 T` later;
-//! a node joins at `0.1 T` and rebalancing is due `0.5 T` later; a node dies
-//! at `0.3 T` and reconstruction is due `0.3 T` later. A foreground client
-//! reads random blocks throughout.
+//! compressed, plus the four file-level tasks): scrubbing of every disk,
+//! file scrubbing and georeplication of chosen files start at 0 and are
+//! due at `T`; a transcoding round starts every `T/5` for the first four
+//! fifths, each due `0.3 T` later; garbage collection of the object-store
+//! area starts at `0.05 T`, due `0.8 T` later; a node joins at `0.1 T` and
+//! rebalancing is due `0.5 T` later; a node dies at `0.3 T` and
+//! reconstruction is due `0.3 T` later; fsck of chosen files starts at
+//! `0.5 T`, due `0.25 T` later. A foreground client reads random blocks
+//! throughout.
 
-use crate::planner::DemoPlanner;
+use crate::planner::{DemoPlanner, Planned};
+use crate::remote::Remote;
 use crate::{DemoError, Foreground, ForegroundLatency, Meter, NodeSample, Result, Scale, io};
 use bytes::Bytes;
 use dingo_client::{Client, Redundancy};
-use dingo_cluster::{ClusterSpec, LocalCluster};
+
 use dingo_tasks::declarative::Agent;
+use dingo_tasks::plan::FilePick;
 use dingo_tasks::{CancelFlag, Job, JobReport, Mode, imperative, plan};
 use dingo_types::TaskKind;
 use futures::StreamExt;
 use serde::Serialize;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// Where the demo's files live in the namespace.
 pub const PREFIX: &str = "/demo/";
+/// Foreground latency is summarised over this many intervals of the window.
+const FG_INTERVALS: u32 = 25;
 /// Files written at once while loading.
 const LOAD_PARALLELISM: usize = 4;
 
@@ -40,6 +49,15 @@ pub struct ModeResult {
     pub events: Vec<(f64, String)>,
     /// Free bytes the planner scheduled (declarative mode).
     pub planned_free_bytes: Option<u64>,
+    /// The planner's lower bound on the disk bytes the declared work
+    /// needed (declarative mode).
+    pub read_lower_bound_bytes: Option<u64>,
+    /// (seconds since start, bytes the planner scheduled from disk and
+    /// free in that sampling interval); empty in imperative mode.
+    pub planned_series: Vec<(f64, Planned)>,
+    /// (seconds since start, foreground latency of the reads finished in
+    /// the interval ending then), intervals of `T`/25.
+    pub fg_series: Vec<(f64, ForegroundLatency)>,
     /// The planner's metrics page at the end (declarative mode).
     #[serde(skip)]
     pub planner_metrics: Option<String>,
@@ -50,8 +68,12 @@ fn replicated_path(i: u32) -> String {
     format!("{PREFIX}r/{i:05}")
 }
 
+fn ec_prefix() -> String {
+    format!("{PREFIX}ec/")
+}
+
 fn ec_path(i: u32) -> String {
-    format!("{PREFIX}ec/{i:05}")
+    format!("{}{i:05}", ec_prefix())
 }
 
 /// The deterministic content of file `i` of kind `kind` for `seed`.
@@ -68,6 +90,11 @@ async fn load(client: &Client, scale: &Scale, seed: u64) -> Result<()> {
         .chain(
             (0..scale.ec_files)
                 .map(|i| (ec_path(i), Redundancy::Ec { data: 3, parity: 2 }, content(seed, 1, i, scale.file_bytes()))),
+        )
+        .chain(
+            crate::area::files(seed, scale.gc_files, scale.file_bytes(), scale.gc_dead_fraction)?
+                .into_iter()
+                .map(|(path, data)| (path, Redundancy::Ec { data: 3, parity: 2 }, data)),
         )
         .collect();
     let results: Vec<Result<u64>> = futures::stream::iter(files.into_iter().map(|(path, r, data)| async move {
@@ -125,24 +152,13 @@ impl Demo {
         if dir.exists() {
             io(|| format!("cannot clear {}", dir.display()), std::fs::remove_dir_all(dir))?;
         }
-        io(|| format!("cannot create {}", dir.display()), std::fs::create_dir_all(dir))?;
-        let config = dir.join("storage.toml");
-        scale.storage_config().write(&config)?;
-        let mut cluster = LocalCluster::start(ClusterSpec {
-            exe: self.exe.clone(),
-            data: dir.join("cluster"),
-            nodes: scale.nodes,
-            disks_per_node: scale.disks_per_node,
-            base_port: 0,
-            config: Some(config),
-            node_args: Vec::new(),
-            tls: false,
-        })?;
-        cluster.wait_ready(Duration::from_secs(30)).await?;
+        let config = ("storage.toml", &scale.storage_config());
+        let mut cluster = crate::start_cluster(&self.exe, dir, config, scale.nodes, scale.disks_per_node).await?;
         let client = cluster.client()?;
         let t = Instant::now();
         load(&client, scale, self.seed).await?;
-        tracing::info!(%mode, "loaded {} files in {:.1} s", scale.replicated_files + scale.ec_files, t.elapsed().as_secs_f64());
+        let files = scale.replicated_files + scale.ec_files + scale.gc_files + 1;
+        tracing::info!(%mode, "loaded {files} files in {:.1} s", t.elapsed().as_secs_f64());
         let planner = match mode {
             Mode::Imperative => None,
             Mode::Declarative => Some(DemoPlanner::start(
@@ -153,21 +169,19 @@ impl Demo {
                 &crate::TASKS,
             )?),
         };
-        let runner = |task: TaskKind| -> Result<Runner> {
-            Ok(match &planner {
+        let mut runners = HashMap::new();
+        for task in crate::TASKS {
+            let runner = match &planner {
                 None => Runner::Imperative,
                 Some(p) => {
                     let conn = p.client(task)?;
                     Runner::Declarative(Agent::spawn(client.clone(), conn, 2 * scale.quantum.as_millis() as u64))
                 }
-            })
-        };
-        let (scrubber, transcoder, balancer, rebuilder) = (
-            runner(TaskKind::Scrubbing)?,
-            runner(TaskKind::Transcoding)?,
-            runner(TaskKind::Rebalancing)?,
-            runner(TaskKind::Reconstruction)?,
-        );
+            };
+            runners.insert(task, runner);
+        }
+        let runner = |task: TaskKind| &runners[&task];
+        let mut remote = Remote::start(&self.exe, &dir.join("remote"), scale, &ec_prefix()).await?;
 
         let mut meter = Meter::default();
         let mut nodes = scale.nodes as usize;
@@ -191,17 +205,32 @@ impl Demo {
         for job in plan::scrubbing(&client, due(1.0)).await? {
             let cancel = CancelFlag::default();
             scrub_cancels.push((job.label.clone(), cancel.clone()));
-            pending.push(scrubber.start(&client, job, cancel));
+            pending.push(runner(TaskKind::Scrubbing).start(&client, job, cancel));
         }
+        // File scrubbing and georeplication of chosen erasure-coded files
+        // (transcoding deletes replicated ones), due at T.
+        let pick = |files: u32, salt: u64| FilePick { sample: Some(files as usize), seed: self.seed ^ salt };
+        let job = plan::file_scrubbing(&client, &ec_prefix(), pick(scale.file_scrub_files, 1), due(1.0)).await?;
+        pending.push(runner(TaskKind::FileScrubbing).start(&client, job, CancelFlag::default()));
+        let job =
+            plan::georeplication(&client, &remote.site, &ec_prefix(), pick(scale.georep_files, 2), due(1.0)).await?;
+        pending.push(runner(TaskKind::Georeplication).start(&client, job, CancelFlag::default()));
         // The rest of the timeline, in time order.
         let rounds = scale.transcode_rounds;
         let batch = scale.replicated_files / (rounds + 1);
         let mut events: Vec<(f64, Event)> = (0..rounds).map(|r| (f64::from(r) * 0.2, Event::Transcode(r))).collect();
         events.push((0.1, Event::AddNode));
         events.push((0.3, Event::FailNode(1)));
+        events.push((0.05, Event::CollectGarbage));
+        events.push((0.5, Event::Fsck));
         events.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut series = Vec::new();
         let mut last_total = NodeSample::default();
+        let mut planned_series = Vec::new();
+        let mut last_planned = match &planner {
+            Some(p) => p.planned().await?,
+            None => Planned::default(),
+        };
         let sample_every = scale.window / 50;
         let mut next_sample = start + sample_every;
         let mut events = events.into_iter().peekable();
@@ -213,6 +242,11 @@ impl Demo {
                 let total = meter.totals();
                 series.push((start.elapsed().as_secs_f64(), total.minus(&last_total)));
                 last_total = total;
+                if let Some(p) = &planner {
+                    let planned = p.planned().await?;
+                    planned_series.push((start.elapsed().as_secs_f64(), planned.minus(&last_planned)));
+                    last_planned = planned;
+                }
                 next_sample += sample_every;
             }
             if let Some((at, _)) = events.peek()
@@ -233,7 +267,7 @@ impl Demo {
                             due(at + 0.3),
                         )
                         .await?;
-                        pending.push(transcoder.start(&client, job, CancelFlag::default()));
+                        pending.push(runner(TaskKind::Transcoding).start(&client, job, CancelFlag::default()));
                     }
                     Event::AddNode => {
                         nodes = cluster.add_node(scale.disks_per_node)? + 1;
@@ -242,7 +276,9 @@ impl Demo {
                         let job =
                             plan::rebalancing(&client, scale.rebalance_threshold, self.seed, due(at + 0.5)).await?;
                         match job {
-                            Some(job) => pending.push(balancer.start(&client, job, CancelFlag::default())),
+                            Some(job) => {
+                                pending.push(runner(TaskKind::Rebalancing).start(&client, job, CancelFlag::default()))
+                            }
                             None => return Err(DemoError::Timeline("adding a node left no skew to rebalance".into())),
                         }
                     }
@@ -265,7 +301,17 @@ impl Demo {
                         }
                         let job =
                             plan::reconstruction(&client, &format!("node {} failure", node.id), due(at + 0.3)).await?;
-                        pending.push(rebuilder.start(&client, job, CancelFlag::default()));
+                        pending.push(runner(TaskKind::Reconstruction).start(&client, job, CancelFlag::default()));
+                    }
+                    Event::CollectGarbage => {
+                        let job = plan::garbage_collection(&client, &crate::area::area(), FilePick::ALL, due(at + 0.8))
+                            .await?;
+                        pending.push(runner(TaskKind::GarbageCollection).start(&client, job, CancelFlag::default()));
+                    }
+                    Event::Fsck => {
+                        let pick = pick(scale.fsck_files, 3);
+                        let job = plan::fsck(&client, &ec_prefix(), pick, scale.fsck_blocks, due(at + 0.25)).await?;
+                        pending.push(runner(TaskKind::Fsck).start(&client, job, CancelFlag::default()));
                     }
                 }
                 continue;
@@ -284,11 +330,16 @@ impl Demo {
         meter.sample(&client, &cluster, nodes).await?;
         let total = meter.totals();
         series.push((start.elapsed().as_secs_f64(), total.minus(&last_total)));
-        let (planned_free_bytes, planner_metrics) = match &planner {
-            Some(p) => (Some(p.planned_free_bytes().await?), Some(p.metrics().await?)),
-            None => (None, None),
+        let (planned_free_bytes, read_lower_bound_bytes, planner_metrics) = match &planner {
+            Some(p) => {
+                let planned = p.planned().await?;
+                planned_series.push((start.elapsed().as_secs_f64(), planned.minus(&last_planned)));
+                (Some(planned.free_bytes), Some(p.read_lower_bound_bytes().await?), Some(p.metrics().await?))
+            }
+            None => (None, None, None),
         };
         drop(planner);
+        remote.stop();
         cluster.stop();
         Ok(ModeResult {
             mode,
@@ -298,6 +349,9 @@ impl Demo {
             series,
             events: events_run,
             planned_free_bytes,
+            read_lower_bound_bytes,
+            planned_series,
+            fg_series: foreground.intervals(start, scale.window / FG_INTERVALS),
             planner_metrics,
             wall_seconds: start.elapsed().as_secs_f64(),
         })
@@ -308,6 +362,8 @@ enum Event {
     Transcode(u32),
     AddNode,
     FailNode(usize),
+    CollectGarbage,
+    Fsck,
 }
 
 impl std::fmt::Display for Event {
@@ -316,6 +372,8 @@ impl std::fmt::Display for Event {
             Event::Transcode(round) => write!(f, "transcoding round {round}"),
             Event::AddNode => write!(f, "node added"),
             Event::FailNode(_) => write!(f, "node killed"),
+            Event::CollectGarbage => write!(f, "garbage collection"),
+            Event::Fsck => write!(f, "fsck"),
         }
     }
 }

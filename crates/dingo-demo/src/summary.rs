@@ -30,7 +30,7 @@ pub struct DemoSummary {
     /// `1 - disk_ratio`.
     pub savings: f64,
     pub scale: Scale,
-    /// Every job of both runs did all its work.
+    /// Both runs ran every task, and every job did all its work.
     pub work_complete: bool,
 }
 
@@ -56,6 +56,9 @@ pub struct ModeSummary {
     pub pinned_overflow_evictions: u64,
     /// Free bytes the planner scheduled (declarative mode only).
     pub planned_free_bytes: Option<u64>,
+    /// The planner's lower bound on the disk bytes the declared work
+    /// needed (declarative mode only).
+    pub read_lower_bound_bytes: Option<u64>,
     /// Per task, by task name.
     pub tasks: BTreeMap<String, TaskSummary>,
     pub wall_seconds: f64,
@@ -106,6 +109,8 @@ impl ModeSummary {
         let tasks: BTreeMap<String, TaskSummary> =
             TASKS.iter().map(|&t| (t.name().to_string(), TaskSummary::new(r, t))).collect();
         let logical_bytes: u64 = tasks.values().map(|t| t.logical_bytes).sum();
+        // Every task of the timeline ran, and every job of each did all its work.
+        let work_complete = tasks.values().all(|t| t.jobs > 0 && t.complete);
         let maintenance = r.disk.maintenance_disk_bytes();
         ModeSummary {
             achieved_free_bytes: logical_bytes.saturating_sub(maintenance),
@@ -122,9 +127,10 @@ impl ModeSummary {
             pinned_hits: r.disk.pinned_hits,
             pinned_overflow_evictions: r.disk.overflow_evictions,
             planned_free_bytes: r.planned_free_bytes,
+            read_lower_bound_bytes: r.read_lower_bound_bytes,
             tasks,
             wall_seconds: r.wall_seconds,
-            work_complete: r.jobs.iter().all(JobReport::complete),
+            work_complete,
         }
     }
 }
@@ -184,6 +190,9 @@ mod tests {
             series: Vec::new(),
             events: Vec::new(),
             planned_free_bytes: (mode == Mode::Declarative).then_some(40),
+            read_lower_bound_bytes: None,
+            planned_series: Vec::new(),
+            fg_series: Vec::new(),
             planner_metrics: None,
             wall_seconds: 1.0,
         }
@@ -200,7 +209,8 @@ mod tests {
         let s = DemoSummary::new(&Scale::quick(), &imp, &dec);
         assert!((s.disk_ratio - 0.6).abs() < 1e-9 && (s.savings - 0.4).abs() < 1e-9);
         assert_eq!((s.declarative.achieved_free_bytes, s.declarative.planned_free_bytes), (40, Some(40)));
-        assert!(s.work_complete);
+        assert!(!s.work_complete, "seven tasks ran no job at all");
+        assert!(s.declarative.tasks["scrubbing"].complete);
         assert_eq!(s.declarative.tasks["scrubbing"].disk_bytes, 60);
         assert_eq!(s.declarative.tasks["transcoding"].jobs, 0);
         let v = serde_json::to_value(&s).unwrap();
@@ -238,16 +248,44 @@ mod tests {
                 "pinned_hits",
                 "pinned_overflow_evictions",
                 "planned_free_bytes",
+                "read_lower_bound_bytes",
                 "tasks",
                 "wall_seconds",
                 "work_complete"
             ]
         );
-        assert_eq!(keys(&v["imperative"]["tasks"]), ["rebalancing", "reconstruction", "scrubbing", "transcoding"]);
+        assert_eq!(
+            keys(&v["imperative"]["tasks"]),
+            [
+                "file-scrubbing",
+                "fsck",
+                "garbage-collection",
+                "georeplication",
+                "rebalancing",
+                "reconstruction",
+                "scrubbing",
+                "transcoding"
+            ]
+        );
         assert!(v["imperative"]["planned_free_bytes"].is_null());
         // Nothing read imperatively: the ratio is undefined, written as null.
         let idle = result(Mode::Imperative, TaskKind::Scrubbing, 0, 0);
         assert!(serde_json::to_value(DemoSummary::new(&Scale::quick(), &idle, &dec)).unwrap()["disk_ratio"].is_null());
+    }
+
+    #[test]
+    fn work_is_complete_only_when_every_task_ran_and_nothing_failed() {
+        let mut r = result(Mode::Declarative, TaskKind::Scrubbing, 1, 1);
+        let template = r.jobs[0].clone();
+        for t in TASKS.into_iter().filter(|&t| t != TaskKind::Scrubbing) {
+            r.jobs.push(JobReport { task: t.name().to_string(), ..template.clone() });
+        }
+        assert!(ModeSummary::new(&r).work_complete);
+        r.jobs[3].failed = 1;
+        assert!(!ModeSummary::new(&r).work_complete, "a failed item");
+        r.jobs[3].failed = 0;
+        r.jobs[5].finished_ms = None;
+        assert!(!ModeSummary::new(&r).work_complete, "an unfinished job");
     }
 
     #[test]

@@ -35,6 +35,9 @@ impl fmt::Display for DemoSummary {
             format_bytes(dec.planned_free_bytes.unwrap_or(0)),
             format_bytes(dec.achieved_free_bytes)
         )?;
+        if let Some(bound) = dec.read_lower_bound_bytes {
+            writeln!(f, "planner's lower bound on the reads needed: {}", format_bytes(bound))?;
+        }
         writeln!(
             f,
             "deadline misses: imperative {} declarative {}; all work complete: {}",

@@ -153,6 +153,8 @@ mod tests {
             next_quantum_ms: 12_500,
             budget: Some(wire::Budget { cluster_bytes: 500_000_000, disk_head_time_us: 0 }),
             planned_free_bytes: 0,
+            planned_disk_bytes: 0,
+            read_lower_bound_bytes: 0,
         }
     }
 

@@ -19,6 +19,9 @@
 //! disk_head_time_ms = 800
 //! diurnal = [1.0, 1.0, ...]        # optional: 24 multipliers, UTC hour
 //!
+//! [budget.task_rates]              # optional: a task's disk reads per second, under the budget
+//! scrubbing = "20MB"
+//!
 //! [[clients]]
 //! name = "scrubber"
 //! token = "secret-1"
@@ -32,10 +35,11 @@
 //! key = "/etc/dingo/key.pem"       # its private key, PEM
 //! ```
 
-use dingo_planner::{Budget, DiskBudget, LeftoverPolicy, PlannerConfig};
+use dingo_planner::{Budget, DiskBudget, LeftoverPolicy, PlannerConfig, TaskCaps};
 use dingo_proto::planner as pb;
-use dingo_types::{ByteLimit, UNLIMITED};
+use dingo_types::{ByteLimit, ByteSize, TaskKind, UNLIMITED};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::collections::HashSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -81,6 +85,10 @@ pub struct BudgetSection {
     /// 24 multipliers, one per UTC hour, applied to the budget of a quantum
     /// starting in that hour (to the run-time budget as well).
     pub diurnal: Option<Vec<f64>>,
+    /// Optional per-task caps: disk bytes per second a task's reads may
+    /// be scheduled (the HDFS prototype's `declarative.<task>.rate`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub task_rates: BTreeMap<TaskKind, ByteSize>,
 }
 
 /// The whole configuration. `Debug` leaves the tokens out.
@@ -252,6 +260,9 @@ impl ServiceConfig {
                 curve.len()
             ));
         }
+        if let Some((task, _)) = self.budget.task_rates.iter().find(|(_, rate)| rate.bytes() == 0) {
+            return invalid(format!("budget.task_rates.{task}: 0 would read nothing; leave it out for no cap"));
+        }
         if self.admin_token.is_empty() {
             return invalid("admin_token is empty".into());
         }
@@ -287,7 +298,8 @@ impl ServiceConfig {
     }
 
     /// The planner core's configuration: the quantum, dispatch rounds of
-    /// `dispatch_spacing_ms` each, the pin grace and the group cache.
+    /// `dispatch_spacing_ms` each, the pin grace, the group cache and the
+    /// per-task rate caps.
     pub fn planner_config(&self) -> PlannerConfig {
         let rounds = (self.quantum_ms / self.dispatch_spacing_ms.max(1)).max(1);
         PlannerConfig {
@@ -296,6 +308,7 @@ impl ServiceConfig {
             dispatch_rounds: u32::try_from(rounds).unwrap_or(u32::MAX),
             group_cache_bytes: self.group_cache.bytes().unwrap_or(u64::MAX),
             pin_grace: Duration::from_millis(self.pin_grace_ms),
+            task_caps: TaskCaps(self.budget.task_rates.iter().map(|(&t, rate)| (t, rate.bytes())).collect()),
             ..PlannerConfig::default()
         }
     }
@@ -346,6 +359,9 @@ admin_token = "adm"
 [budget]
 cluster_bytes = "500MB"
 disk_head_time_ms = 800
+[budget.task_rates]
+scrubbing = "20MB"
+garbage-collection = "1MiB"
 [[clients]]
 name = "scrubber"
 token = "t1"
@@ -361,7 +377,14 @@ token = "t2"
         assert_eq!(c.base_budget(), pb::Budget { cluster_bytes: 500_000_000, disk_head_time_us: 800_000 });
         let p = c.planner_config();
         assert_eq!((p.quantum, p.dispatch_rounds, p.pin_grace), (Duration::from_secs(1), 10, Duration::from_secs(2)));
+        // Rates per second become caps per quantum (one second here).
+        let caps = p.task_caps.per_quantum(p.quantum);
+        assert_eq!(caps[TaskKind::Scrubbing.index()], 20_000_000);
+        assert_eq!(caps[TaskKind::GarbageCollection.index()], 1 << 20);
+        assert_eq!(caps[TaskKind::Fsck.index()], u64::MAX, "uncapped");
         assert_eq!(ServiceConfig::from_toml(&c.to_toml()).unwrap(), c);
+        let zero = ServiceConfig::from_toml(&FULL.replace("\"20MB\"", "\"0\"")).unwrap_err().to_string();
+        assert!(zero.contains("budget.task_rates.scrubbing"), "{zero}");
         let minimal = ServiceConfig::from_toml("admin_token = \"x\"").unwrap();
         assert_eq!(minimal.base_budget(), pb::Budget::default(), "unlimited by default");
         assert_eq!(core_budget(&minimal.base_budget()), Budget::UNLIMITED);

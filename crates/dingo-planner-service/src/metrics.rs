@@ -43,6 +43,10 @@ pub(crate) struct MetricsView {
     pub(crate) blocks: u64,
     /// Open callback streams.
     pub(crate) subscribers: u64,
+    /// The online lower bound on the disk bytes the declared work needs.
+    pub(crate) read_lower_bound_bytes: u64,
+    /// Members the bound left out for lack of room.
+    pub(crate) lower_bound_untracked: u64,
 }
 
 impl MetricsView {
@@ -171,6 +175,18 @@ impl MetricsView {
             "dingo_planner_subscribers",
             &[],
             self.subscribers,
+        );
+        let bound = "dingo_planner_read_lower_bound_bytes";
+        t.family(bound, "gauge", "Disk bytes the work declared since the service started needs, at least.").sample(
+            bound,
+            &[],
+            self.read_lower_bound_bytes,
+        );
+        let untracked = "dingo_planner_read_lower_bound_untracked_total";
+        t.family(untracked, "counter", "Declared members the lower bound left out for lack of room.").sample(
+            untracked,
+            &[],
+            self.lower_bound_untracked,
         );
         t.finish()
     }

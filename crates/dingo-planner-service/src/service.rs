@@ -175,6 +175,8 @@ impl Planner for PlannerService {
                         next_quantum_ms,
                         budget: Some(s.budget_at(next_quantum_ms)),
                         planned_free_bytes: s.planned_free_bytes(),
+                        planned_disk_bytes: s.planned_disk_bytes(),
+                        read_lower_bound_bytes: s.read_lower_bound_bytes(),
                     }
                 });
                 (reply, Ready::default())

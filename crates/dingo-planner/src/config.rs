@@ -54,6 +54,29 @@ pub struct PlannerConfig {
     /// scheduled) at once; the schedule is the same for any count.
     #[serde(default = "default_free_pass_threads")]
     pub free_pass_threads: u32,
+    /// Optional per-task caps on disk reads, under the cluster budget.
+    #[serde(default)]
+    pub task_caps: TaskCaps,
+}
+
+/// Per-task rate caps (the HDFS prototype's `declarative.<task>.rate`):
+/// bytes per second of disk reads one task may be scheduled, on top of
+/// the cluster budget. Only physical reads count; reads riding on another
+/// task's are free and never capped.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskCaps(pub std::collections::BTreeMap<dingo_types::TaskKind, u64>);
+
+impl TaskCaps {
+    /// Each task's cap over one `quantum`, indexed by task (`u64::MAX`
+    /// for an uncapped task).
+    pub fn per_quantum(&self, quantum: Duration) -> [u64; dingo_types::TaskKind::COUNT] {
+        let mut caps = [u64::MAX; dingo_types::TaskKind::COUNT];
+        for (task, &bytes_per_sec) in &self.0 {
+            let bytes = u128::from(bytes_per_sec) * quantum.as_millis() / 1000;
+            caps[task.index()] = u64::try_from(bytes).unwrap_or(u64::MAX);
+        }
+        caps
+    }
 }
 
 /// Two: the simulator's main thread plus one helper, the cores of the
@@ -72,6 +95,7 @@ impl Default for PlannerConfig {
             pin_grace: Duration::from_secs(60),
             limits: Limits::default(),
             free_pass_threads: default_free_pass_threads(),
+            task_caps: TaskCaps::default(),
         }
     }
 }

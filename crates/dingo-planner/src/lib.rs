@@ -23,6 +23,7 @@ mod declaration;
 mod dispatcher;
 mod error;
 mod explicit;
+mod lower_bound;
 mod planner;
 mod scheduler;
 mod sets;
@@ -30,11 +31,12 @@ pub mod table;
 mod validate;
 
 pub use accounting::{QuantumReport, TaskStats};
-pub use config::{Budget, DiskBudget, LeftoverPolicy, Limits, PlannerConfig};
+pub use config::{Budget, DiskBudget, LeftoverPolicy, Limits, PlannerConfig, TaskCaps};
 pub use declaration::DeclarationStatus;
 pub use dispatcher::{
     CacheDirective, Callback, DeliveredSet, Dispatch, DispatchGroup, DispatchScratch, dispatch, dispatch_into,
 };
 pub use error::{CancelError, DeclareError, RestoreError};
+pub use lower_bound::ReadLowerBound;
 pub use planner::{Planner, QuantumPlan};
 pub use scheduler::{ChunkRead, Schedule, ScheduledDecl, ScheduledSet};

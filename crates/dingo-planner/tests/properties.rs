@@ -2,7 +2,7 @@
 //! declarations, deletions and budgets.
 
 use dingo_planner::table::TableTopology;
-use dingo_planner::{Budget, DiskBudget, Planner, PlannerConfig, QuantumPlan};
+use dingo_planner::{Budget, DiskBudget, Planner, PlannerConfig, QuantumPlan, TaskCaps};
 use dingo_types::{
     BlockId, BlockRange, BlockSet, BlockState, ChunkRef, Declaration, DeclarationId, DiskId, DiskModel, GroupId,
     Member, MemberBitmap, ReadSets, TaskKind, Timestamp, Topology,
@@ -115,9 +115,15 @@ struct Run {
 /// Declares each spec at its quantum, deletes `deletions` at quantum 1,
 /// and plans `quanta` quanta with `budget`.
 fn run(seed: u64, specs: &[DeclSpec], deletions: &[u64], budget: &Budget, quanta: u64) -> Run {
+    run_capped(seed, specs, deletions, budget, quanta, TaskCaps::default())
+}
+
+/// [`run`] with per-task rate caps.
+fn run_capped(seed: u64, specs: &[DeclSpec], deletions: &[u64], budget: &Budget, quanta: u64, caps: TaskCaps) -> Run {
     let mut topo = cluster(seed);
-    let mut planner =
-        Planner::new(PlannerConfig { quantum: Duration::from_millis(QUANTUM_MS), ..PlannerConfig::default() });
+    let config =
+        PlannerConfig { quantum: Duration::from_millis(QUANTUM_MS), task_caps: caps, ..PlannerConfig::default() };
+    let mut planner = Planner::new(config);
     let mut ids = BTreeMap::new();
     let mut plans = Vec::new();
     for q in 0..quanta {
@@ -234,6 +240,28 @@ proptest! {
         for (id, (_, needed, total)) in &r.ids {
             let got = delivered.get(id).copied().unwrap_or(0);
             prop_assert_eq!(got, needed.unwrap_or(*total), "{} delivered {} sets", id, got);
+        }
+    }
+
+    #[test]
+    fn a_capped_task_never_reads_more_than_its_cap_and_the_others_are_not_held_back(
+        seed in 0u64..8,
+        specs in proptest::collection::vec(decl_spec(), 1..6),
+        capped in 0..TaskKind::COUNT,
+        cap_blocks in 0u64..6,
+    ) {
+        let task = TaskKind::ALL[capped];
+        // Bytes per second: QUANTUM_MS is one second.
+        let caps = TaskCaps([(task, cap_blocks * BLOCK)].into_iter().collect());
+        let r = run_capped(seed, &specs, &[], &Budget::UNLIMITED, 12, caps);
+        let free = run(seed, &specs, &[], &Budget::UNLIMITED, 12);
+        for (plan, uncapped) in r.plans.iter().zip(&free.plans) {
+            prop_assert!(plan.report.task(task).disk_bytes <= cap_blocks * BLOCK);
+            // With an unlimited budget, the other tasks get at least their
+            // quota (the sets they need to stay on pace) as without the cap.
+            for other in TaskKind::ALL.into_iter().filter(|&t| t != task) {
+                prop_assert_eq!(plan.report.task(other).deadline_misses, uncapped.report.task(other).deadline_misses);
+            }
         }
     }
 

@@ -8,21 +8,25 @@
 //! already carried out is only acknowledged again.
 
 use crate::report::{CancelFlag, JobReport, Mode};
-use crate::work::{ActionError, Declared, Job, Outcome, ScheduledCopies, execute};
+use crate::work::{ActionError, Declared, Job, Outcome, ScheduledCopies, execute_with_retries};
 use dingo_client::{Client, IoTag};
 use dingo_planner_client::wire::FileSegment;
 use dingo_planner_client::{CallbackStream, PlannerClient, PlannerClientError};
 use dingo_proto::planner::{self as pb, BlockSets, DeclareRequest, declare_request::ReadSets};
 use dingo_types::{BlockId, DeclarationId, Member, Timestamp};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 /// Sets of one callback carried out at once.
 const PARALLEL_SETS: usize = 4;
-/// Attempts at one action before it counts as failed.
-const ACTION_ATTEMPTS: usize = 3;
+/// Callbacks waiting on the stream taken at once, and how many of them
+/// are carried out at once: a callback holds a dispatch group's sets,
+/// often one or two, so carrying them out one by one would leave the
+/// task behind the planner's pace (and its pins) on a busy machine.
+const MAX_BATCH: usize = 16;
+const PARALLEL_CALLBACKS: usize = 4;
 /// How often unfinished declarations are checked while no callback comes
 /// (the planner may finish one by eliding deleted sets).
 const STATUS_POLL: Duration = Duration::from_secs(2);
@@ -167,7 +171,19 @@ impl AgentLoop {
                 },
                 c = next_callback(&mut stream) => match c {
                     Some(Ok(callback)) => {
-                        if let Err(e) = self.handle(callback).await {
+                        let mut batch = vec![callback];
+                        while batch.len() < MAX_BATCH {
+                            match stream.as_mut().and_then(|s| s.next().now_or_never()) {
+                                Some(Some(Ok(c))) => batch.push(c),
+                                None => break,
+                                // Ended or broke: subscribe again after this batch.
+                                Some(_) => {
+                                    stream = None;
+                                    break;
+                                }
+                            }
+                        }
+                        if let Err(e) = self.handle(batch).await {
                             tracing::warn!("planner call failed: {e}");
                             if !is_transient(&e) { self.fail_all(e); }
                         }
@@ -220,14 +236,40 @@ impl AgentLoop {
         }
     }
 
-    async fn handle(&mut self, callback: pb::Callback) -> Result<(), PlannerClientError> {
-        if let Some(a) = self.active.get_mut(&callback.declaration)
-            && a.carried_out.insert(callback.delivery)
-        {
-            carry_out(&self.client, &a.job, &callback, &mut a.report).await;
+    /// Carries out `callbacks` (several at once), then acknowledges them.
+    async fn handle(&mut self, callbacks: Vec<pb::Callback>) -> Result<(), PlannerClientError> {
+        let mut todo = Vec::new();
+        for c in &callbacks {
+            // Unknown declarations are an earlier run's leftovers: nothing to do.
+            if let Some(a) = self.active.get_mut(&c.declaration)
+                && a.carried_out.insert(c.delivery)
+            {
+                todo.push(c);
+            }
         }
-        // Unknown declarations are an earlier run's leftovers: nothing to do.
-        match self.planner.ack(&[callback.delivery]).await {
+        let mut todo = todo.into_iter();
+        let mut running = futures::stream::FuturesUnordered::new();
+        let mut done = Vec::new();
+        loop {
+            while running.len() < PARALLEL_CALLBACKS
+                && let Some(c) = todo.next()
+            {
+                running.push(carry_out(&self.client, &self.active[&c.declaration].job, c));
+            }
+            match running.next().await {
+                Some(out) => done.push(out),
+                None => break,
+            }
+        }
+        drop(running);
+        for out in done {
+            let declaration = out.declaration;
+            if let Some(a) = self.active.get_mut(&declaration) {
+                out.add_to(&mut a.report);
+            }
+        }
+        let deliveries: Vec<u64> = callbacks.iter().map(|c| c.delivery).collect();
+        match self.planner.ack(&deliveries).await {
             // The declaration finished or was cancelled meanwhile.
             Err(e) if e.code() == Some(tonic::Code::NotFound) => {}
             other => other?,
@@ -298,25 +340,37 @@ fn is_transient(e: &PlannerClientError) -> bool {
     matches!(e.code(), Some(tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled))
 }
 
-async fn carry_out(client: &Client, job: &Job, callback: &pb::Callback, report: &mut JobReport) {
-    report.callbacks += 1;
-    report.overloaded_callbacks += u64::from(callback.overloaded);
-    let tag = IoTag::Maintenance { task: job.task, declaration: DeclarationId(callback.declaration) };
-    let sets = callback.sets.clone();
-    let results: Vec<Result<Result<Outcome, ActionError>, String>> =
-        futures::stream::iter(sets.into_iter().map(|set| carry_out_set(client, job, set, tag)))
-            .buffer_unordered(PARALLEL_SETS)
-            .collect()
-            .await;
-    for r in results {
-        match r {
-            Ok(outcome) => report.record(outcome),
-            Err(msg) => {
-                report.failed += 1;
-                report.errors.push(msg);
+/// What carrying out one callback gave, to add to its job's report.
+struct CarriedOut {
+    declaration: u64,
+    overloaded: bool,
+    results: Vec<Result<Result<Outcome, ActionError>, String>>,
+}
+
+impl CarriedOut {
+    fn add_to(self, report: &mut JobReport) {
+        report.callbacks += 1;
+        report.overloaded_callbacks += u64::from(self.overloaded);
+        for r in self.results {
+            match r {
+                Ok(outcome) => report.record(outcome),
+                Err(msg) => {
+                    report.failed += 1;
+                    report.errors.push(msg);
+                }
             }
         }
     }
+}
+
+async fn carry_out(client: &Client, job: &Job, callback: &pb::Callback) -> CarriedOut {
+    let tag = IoTag::Maintenance { task: job.task, declaration: DeclarationId(callback.declaration) };
+    let sets = callback.sets.clone();
+    let results = futures::stream::iter(sets.into_iter().map(|set| carry_out_set(client, job, set, tag)))
+        .buffer_unordered(PARALLEL_SETS)
+        .collect()
+        .await;
+    CarriedOut { declaration: callback.declaration, overloaded: callback.overloaded, results }
 }
 
 /// Carries out one delivered set, retrying a failed action; `Err` when the
@@ -331,12 +385,5 @@ async fn carry_out_set(
     let Some(action) = job.action_for_key(set.key) else {
         return Err(format!("planner delivered unknown set key {} for {} {}", set.key, job.task, job.label));
     };
-    let mut last = None;
-    for _ in 0..ACTION_ATTEMPTS {
-        match execute(client, &action, &copies, tag).await {
-            Ok(o) => return Ok(Ok(o)),
-            Err(e) => last = Some(e),
-        }
-    }
-    Ok(Err(last.expect("at least one attempt")))
+    Ok(execute_with_retries(client, &action, &copies, tag).await)
 }

@@ -3,9 +3,11 @@
 //! linearly at a fixed rate, a balancer moving blocks one by one).
 
 use crate::report::{CancelFlag, JobReport, Mode};
-use crate::work::{Job, ScheduledCopies, execute};
+use crate::work::{Job, ScheduledCopies, execute_with_retries};
 use dingo_client::{Client, IoTag};
 use dingo_types::DeclarationId;
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use std::time::Duration;
 
 /// Longest a paced wait goes without looking at the cancel flag.
@@ -20,10 +22,19 @@ pub fn finish_by(now_ms: u64, deadline_ms: u64) -> u64 {
     now_ms + (deadline_ms.saturating_sub(now_ms) as f64 * PACE_FRACTION) as u64
 }
 
+/// Items of one job under way at once, at most: an item starts at its
+/// paced time even if earlier ones are still running (a slow disk, a
+/// retry, a busy machine), as a rate-limited task issues its reads, so a
+/// job that falls behind its pace catches up instead of missing its
+/// deadline.
+pub const MAX_IN_FLIGHT: usize = 4;
+
 /// Runs `job` item by item in its own order, pacing reads evenly so that the
-/// work would finish at `finish_by_ms` (unix ms): before each item the task
-/// waits until its share of the window has passed. Items found deleted
-/// don't count towards `sets_needed`. Stops early when `cancel` is set.
+/// work would finish at `finish_by_ms` (unix ms): each item starts once its
+/// share of the window has passed, with at most [`MAX_IN_FLIGHT`] under way.
+/// Items found deleted don't count towards `sets_needed`, and no more
+/// items are started than could still be needed. Stops early when
+/// `cancel` is set.
 pub async fn run(client: &Client, job: &Job, finish_by_ms: u64, cancel: &CancelFlag) -> JobReport {
     let started = dingo_daemon::now_ms();
     let mut report = JobReport::new(job, Mode::Imperative, started);
@@ -34,21 +45,43 @@ pub async fn run(client: &Client, job: &Job, finish_by_ms: u64, cancel: &CancelF
     let window = finish_by_ms.saturating_sub(started) as f64;
     let mut paced_bytes = 0u64;
     let no_copies = ScheduledCopies::new();
+    let mut in_flight = FuturesUnordered::new();
     for item in &job.items {
+        // Wait while the items under way could be all that is needed.
+        while report.items_done + in_flight.len() as u64 >= needed {
+            match in_flight.next().await {
+                Some(result) => report.record(result),
+                None => break,
+            }
+        }
         if report.items_done >= needed {
             break;
         }
         let due = started + (window * paced_bytes as f64 / total as f64) as u64;
-        while !cancel.is_cancelled() && dingo_daemon::now_ms() < due {
-            let wait = due - dingo_daemon::now_ms().min(due);
-            tokio::time::sleep(Duration::from_millis(wait.min(CANCEL_CHECK_MS))).await;
+        while !cancel.is_cancelled() && (dingo_daemon::now_ms() < due || in_flight.len() >= MAX_IN_FLIGHT) {
+            let wait = match due.saturating_sub(dingo_daemon::now_ms()) {
+                0 => CANCEL_CHECK_MS,
+                early => early.min(CANCEL_CHECK_MS),
+            };
+            tokio::select! {
+                Some(result) = in_flight.next() => report.record(result),
+                _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
+            }
         }
         if cancel.is_cancelled() {
+            // Items under way finish (an action stopped halfway would
+            // leave its work half done until a later run).
+            while let Some(result) = in_flight.next().await {
+                report.record(result);
+            }
             report.cancelled = true;
             return report;
         }
         paced_bytes += item.bytes;
-        report.record(execute(client, &item.action, &no_copies, tag).await);
+        in_flight.push(execute_with_retries(client, &item.action, &no_copies, tag));
+    }
+    while let Some(result) = in_flight.next().await {
+        report.record(result);
     }
     if job.sets_needed.is_none() || report.items_done >= needed {
         report.finished_ms = Some(dingo_daemon::now_ms());

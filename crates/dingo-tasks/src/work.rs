@@ -233,6 +233,37 @@ pub async fn execute(
     }
 }
 
+/// Attempts at one action before it counts as failed.
+pub const ACTION_ATTEMPTS: u32 = 4;
+/// Pause before the second attempt; doubled before each further one, so
+/// the attempts span a few seconds: long enough for a node that just died
+/// to be marked dead and its copies read elsewhere, or for a machine
+/// busy with other work to answer.
+const RETRY_PAUSE_MS: u64 = 500;
+
+/// [`execute`], retried with growing pauses until it succeeds or has
+/// failed [`ACTION_ATTEMPTS`] times (then the last error).
+pub async fn execute_with_retries(
+    client: &Client,
+    action: &Action,
+    copies: &ScheduledCopies,
+    tag: IoTag,
+) -> Result<Outcome, ActionError> {
+    let mut attempt = 1;
+    loop {
+        match execute(client, action, copies, tag).await {
+            Ok(o) => return Ok(o),
+            Err(e) if attempt >= ACTION_ATTEMPTS => return Err(e),
+            Err(e) => {
+                let pause = RETRY_PAUSE_MS << (attempt - 1);
+                tracing::debug!(attempt, pause_ms = pause, "{e}; retrying");
+                tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+                attempt += 1;
+            }
+        }
+    }
+}
+
 /// The current record of `block`, or `NotFound` if it is gone or deleted.
 async fn block_record(client: &Client, block: BlockId) -> Result<BlockRecord, ClientError> {
     let rec = client.blocks(&[block.0]).await?.into_iter().next();

@@ -24,7 +24,16 @@ fn quick_demo_saves_disk_reads_and_completes_all_work() {
         let m = &s[mode];
         assert_eq!(m["work_complete"], true, "{mode}: {}", m["tasks"]);
         assert!(m["disk_bytes"].as_u64().unwrap() > 0, "{mode} read nothing");
-        for task in ["scrubbing", "transcoding", "rebalancing", "reconstruction"] {
+        for task in [
+            "scrubbing",
+            "transcoding",
+            "rebalancing",
+            "reconstruction",
+            "garbage-collection",
+            "file-scrubbing",
+            "fsck",
+            "georeplication",
+        ] {
             assert!(m["tasks"][task]["items_done"].as_u64().unwrap() > 0, "{mode}: {task} did nothing");
         }
         assert!(m["fg_reads"].as_u64().unwrap() > 0, "{mode}: no foreground reads");
@@ -46,6 +55,8 @@ fn quick_demo_saves_disk_reads_and_completes_all_work() {
         "planner-metrics.txt",
         "disk-reads.png",
         "disk-reads.svg",
+        "fg-latency.png",
+        "fg-latency.svg",
     ] {
         assert!(dir.path().join(file).exists(), "{file} missing");
     }

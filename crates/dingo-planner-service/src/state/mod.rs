@@ -27,9 +27,11 @@
 //! [`requests`] (declare, ack, cancel, status, budget), [`quantum`] (plan a
 //! quantum, dispatch its groups), [`node_budgets`] (each node's per-disk
 //! budget for the quantum, and cutting slow disks' budgets), [`streams`]
-//! (which client has a callback stream); [`seam`] opens the steps to the
-//! deterministic simulation.
+//! (which client has a callback stream), [`bound`] (the online lower bound
+//! on the reads needed); [`seam`] opens the steps to the deterministic
+//! simulation.
 
+mod bound;
 mod node_budgets;
 mod quantum;
 mod recovery;
@@ -47,7 +49,7 @@ use crate::keys::Keys;
 use crate::metrics::{Metrics, MetricsView};
 use crate::records::{Batch, DeclRecord, DeliveryState, Phase, PinRecord};
 use crate::topology::{MetaTopology, Snapshot};
-use dingo_planner::Planner;
+use dingo_planner::{Planner, ReadLowerBound};
 use dingo_proto::planner as pb;
 use dingo_types::{DeclarationId, TaskKind};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -163,6 +165,8 @@ pub(crate) struct State {
     /// Each disk's slowness as its node last reported it (soft state, not
     /// stored: nodes report it again every quantum).
     slowness: BTreeMap<u32, DiskSlowness>,
+    /// The reads the declared work needs, at least (soft state).
+    lower_bound: ReadLowerBound,
 }
 
 impl State {
@@ -195,12 +199,19 @@ impl State {
         self.metrics.tasks.iter().map(|s| s.free_bytes).sum()
     }
 
+    /// Bytes scheduled from disk, over every task.
+    pub(crate) fn planned_disk_bytes(&self) -> u64 {
+        self.metrics.tasks.iter().map(|s| s.disk_bytes).sum()
+    }
+
     /// What `/metrics` shows now.
     pub(crate) fn metrics_view(&self) -> MetricsView {
         MetricsView {
             counters: self.metrics.clone(),
             blocks: self.topo.block_count(),
             subscribers: self.subscribers.len() as u64,
+            read_lower_bound_bytes: self.read_lower_bound_bytes(),
+            lower_bound_untracked: self.lower_bound.untracked_members(),
         }
     }
 

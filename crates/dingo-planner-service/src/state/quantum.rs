@@ -39,6 +39,7 @@ impl State {
         self.metrics.paused_declarations = paused.len() as u64;
         self.planner.set_paused(paused);
         let plan = self.planner.plan_quantum(&self.topo, Timestamp(now_ms), &budget);
+        self.bound_retire(now_ms);
 
         let mut batch = Batch::default();
         let mut next_delivery = self.next_delivery;

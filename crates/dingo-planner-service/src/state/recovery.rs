@@ -6,7 +6,7 @@ use crate::keys::Keys;
 use crate::metrics::Metrics;
 use crate::records::{DeliveryState, Loaded, Phase, RecordError};
 use crate::topology::MetaTopology;
-use dingo_planner::Planner;
+use dingo_planner::{Planner, ReadLowerBound};
 use dingo_planner_client::convert::{declaration_from_wire, parse_task};
 use dingo_proto::planner as pb;
 use dingo_types::DeclarationId;
@@ -116,6 +116,7 @@ impl State {
             next_quantum_ms: now_ms,
             metrics: Metrics::default(),
             slowness: BTreeMap::new(),
+            lower_bound: ReadLowerBound::new(super::bound::MAX_BOUND_BLOCKS),
         })
     }
 }

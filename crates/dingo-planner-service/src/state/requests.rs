@@ -43,6 +43,7 @@ impl State {
             _ => Cow::Borrowed(decl),
         };
         let id = self.planner.declare(&self.topo, Timestamp(now_ms), &resolved)?;
+        self.bound_declared(&resolved, now_ms);
         let total_sets = self.planner.status(id).map_or(0, |s| s.total_sets);
         let d = Decl {
             owner: owner.to_string(),

@@ -411,6 +411,14 @@ fn the_overlap_matrix_says_which_task_rode_on_which() {
     assert!(bytes > 0, "{line}");
     assert!(!page.contains("paid_by=\"fsck\""), "fsck paid for nothing another task read: {page}");
     assert_eq!(d.state.planned_free_bytes(), bytes, "only fsck rode on another task's reads");
+    // The Status reply's disk bytes are the metric's, summed over tasks.
+    let disk: u64 = page
+        .lines()
+        .filter(|l| l.starts_with("dingo_planner_disk_bytes_total{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert!(disk > 0, "{page}");
+    assert_eq!(d.state.planned_disk_bytes(), disk);
 }
 
 #[test]
@@ -457,4 +465,23 @@ fn a_wire_range_past_u64_max_is_refused_as_an_unknown_block() {
         Err(DeclareError::BadBlock { set: 0, problem: dingo_types::BlockProblem::Unknown(BlockId(u64::MAX - 1)) })
     );
     assert!(d.tables.decls.is_empty() && d.state.decls.is_empty(), "nothing changed");
+}
+
+#[test]
+fn the_read_lower_bound_counts_one_read_per_block_for_overlapping_windows() {
+    use dingo_types::{BlockId, Topology};
+    let mut d = Driver::new();
+    let size: u64 = (0..4).map(|b| d.state.topo.block(BlockId(b)).unwrap().size).sum();
+    d.declare("a", &singles(0..4, T0 + 60_000), T0).unwrap();
+    d.declare("b", &Declaration { task: TaskKind::Reconstruction, ..singles(0..4, T0 + 30_000) }, T0 + 10).unwrap();
+    assert_eq!(d.state.read_lower_bound_bytes(), size, "one read serves both");
+    // A data-flexible declaration may read none of its candidates.
+    d.declare("b", &Declaration { sets_needed: Some(1), ..singles(4..8, T0 + 30_000) }, T0 + 20).unwrap();
+    assert_eq!(d.state.read_lower_bound_bytes(), size);
+    // After the first group's deadline, the blocks need another read.
+    d.declare("a", &singles(0..4, T0 + 90_000), T0 + 40_000).unwrap();
+    assert_eq!(d.state.read_lower_bound_bytes(), 2 * size);
+    d.state.bound_retire(T0 + 100_000);
+    assert_eq!(d.state.read_lower_bound_bytes(), 2 * size, "retiring keeps the count");
+    assert!(d.page().contains(&format!("dingo_planner_read_lower_bound_bytes {}", 2 * size)), "{}", d.page());
 }

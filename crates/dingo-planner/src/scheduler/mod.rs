@@ -54,6 +54,8 @@ enum Take {
     Misfit,
     /// The cluster-wide budget cannot pay for it.
     OverClusterBudget,
+    /// Its task's rate cap cannot pay for it.
+    OverTaskCap,
 }
 
 /// What a quantum has scheduled so far: built by pass 1, only read by
@@ -102,6 +104,8 @@ struct QuantumState<'a, T: Topology> {
     budget: &'a Budget,
     scheduled: SharedScheduled<'a>,
     cluster_left: u64,
+    /// Disk bytes each task may still be scheduled ([`crate::TaskCaps`]).
+    task_left: [u64; dingo_types::TaskKind::COUNT],
     exhausted: bool,
     schedule: Schedule,
     report: QuantumReport,
@@ -143,6 +147,7 @@ pub(crate) fn schedule_quantum<T: Topology + Sync>(
     schedule.reads.clear();
     let scheduled = Scheduled { disk_used_us: vec![0; topo.disk_count() as usize], ..Scheduled::default() };
     let mut q = QuantumState::new(topo, budget, SharedScheduled::Owned(scheduled), schedule);
+    q.task_left = config.task_caps.per_quantum(config.quantum);
     for d in decls.iter() {
         q.schedule.decls.push(ScheduledDecl {
             id: d.id,
@@ -205,6 +210,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             budget,
             scheduled,
             cluster_left: budget.cluster_bytes,
+            task_left: [u64::MAX; dingo_types::TaskKind::COUNT],
             exhausted: false,
             schedule,
             report: QuantumReport::default(),
@@ -371,6 +377,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
                         self.exhausted = true;
                         return taken;
                     }
+                    Take::OverTaskCap => return taken,
                 }
             }
             cursor = last + 1;
@@ -487,6 +494,9 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             if new_bytes > self.cluster_left {
                 return Take::OverClusterBudget;
             }
+            if new_bytes > self.task_left[d.task.index()] {
+                return Take::OverTaskCap;
+            }
             let over_disk = self.pending_us.iter().any(|&(disk, us)| {
                 self.scheduled.disk_used_us[disk.0 as usize].saturating_add(us) > self.budget.disk_limit_us(disk.0)
             });
@@ -555,6 +565,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
                 if read.physical {
                     self.scheduled.owned().disk_used_us[read.disk.0 as usize] += us;
                     self.cluster_left = self.cluster_left.saturating_sub(read.bytes);
+                    self.task_left[d.task.index()] = self.task_left[d.task.index()].saturating_sub(read.bytes);
                     stats.disk_bytes += read.bytes;
                 } else {
                     stats.free_bytes += read.bytes;

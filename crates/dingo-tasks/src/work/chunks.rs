@@ -1,16 +1,28 @@
 //! Chunk-level work: scrubbing one copy, rebuilding a lost chunk from its
 //! stripe or another copy, moving a chunk off a disk.
 
-use super::{Outcome, ScheduledCopies, block_record, is_corrupt, is_gone};
+use super::{Outcome, ScheduledCopies, block_record, is_corrupt, is_gone, is_unavailable};
 use dingo_client::{Client, ClientError, IoTag};
+use dingo_proto::v1::BlockRecord;
 use dingo_types::ChunkRef;
 
 pub(super) async fn scrub(client: &Client, chunk: ChunkRef, disk: u32, tag: IoTag) -> Result<Outcome, ClientError> {
+    // Whether the block still places this copy on this disk, and the disk
+    // (or its node) is not marked dead. A copy moved elsewhere is scrubbed
+    // there; a copy on a dead disk is lost, and rebuilding it is
+    // reconstruction's work: both are skipped, not failed.
+    let here =
+        |rec: &BlockRecord| rec.chunks.iter().any(|l| l.copy == u32::from(chunk.copy) && l.disk == disk && !l.lost);
     let rec = block_record(client, chunk.block).await?;
-    if !rec.chunks.iter().any(|l| l.copy == u32::from(chunk.copy) && l.disk == disk) {
+    if !here(&rec) {
         return Ok(Outcome { skipped: true, ..Outcome::default() });
     }
     match client.read_copy(chunk.block.0, u32::from(chunk.copy), 0, rec.size, tag).await {
+        // The disk may have died since the record was read (a node killed
+        // mid-scrub): look again before calling it a failure.
+        Err(e) if is_unavailable(&e) && !here(&block_record(client, chunk.block).await?) => {
+            Ok(Outcome { skipped: true, ..Outcome::default() })
+        }
         Ok(data) => Ok(Outcome { logical_bytes: data.len() as u64, ..Outcome::default() }),
         // The block still places this copy on this disk (checked above), so
         // a node without its file lost it: rebuild it like a corrupt one.
