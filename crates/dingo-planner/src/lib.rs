@@ -36,5 +36,5 @@ pub use dispatcher::{
     CacheDirective, Callback, DeliveredSet, Dispatch, DispatchGroup, DispatchScratch, dispatch, dispatch_into,
 };
 pub use error::{CancelError, DeclareError, RestoreError};
-pub use planner::{Planner, QuantumPlan};
+pub use planner::{Planner, PreparedDeclaration, QuantumPlan};
 pub use scheduler::{ChunkRead, Schedule, ScheduledDecl, ScheduledSet};
