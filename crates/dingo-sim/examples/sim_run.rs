@@ -28,7 +28,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sim = Simulation::new(args.scenario.config(Modes::ALL)?)?;
     let result = sim.run(|s| {
         if std::env::var_os("SIM_RUN_PROGRESS").is_some() {
-            eprintln!("quantum {} {:.1} s", s.quanta_done(), started.elapsed().as_secs_f64());
+            let (main, all) = (cpu_seconds("thread-self"), cpu_seconds("self"));
+            eprintln!(
+                "quantum {} wall {:.1} s cpu main {main:.1} all {all:.1}",
+                s.quanta_done(),
+                started.elapsed().as_secs_f64()
+            );
         }
     })?;
     // The main thread's CPU time is the run's critical path (the planner);
