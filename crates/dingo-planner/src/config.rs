@@ -51,7 +51,9 @@ pub struct PlannerConfig {
     pub pin_grace: Duration,
     pub limits: Limits,
     /// Threads serving the free pass (sets whose reads another set already
-    /// scheduled) at once; the schedule is the same for any count.
+    /// scheduled) at once, and the declarations of
+    /// [`crate::Planner::note_deleted`]; the results are the same for any
+    /// count.
     #[serde(default = "default_free_pass_threads")]
     pub free_pass_threads: u32,
     /// Optional per-task caps on disk reads, under the cluster budget.

@@ -38,5 +38,5 @@ pub use dispatcher::{
 };
 pub use error::{CancelError, DeclareError, RestoreError};
 pub use lower_bound::ReadLowerBound;
-pub use planner::{Planner, QuantumPlan};
+pub use planner::{Planner, PreparedDeclaration, QuantumPlan};
 pub use scheduler::{ChunkRead, Schedule, ScheduledDecl, ScheduledSet};

@@ -24,6 +24,11 @@ pub struct QuantumPlan {
     pub finished: Vec<DeclarationStatus>,
 }
 
+/// A declaration checked and stored by [`Planner::prepare_owned`], not yet
+/// outstanding.
+#[derive(Debug)]
+pub struct PreparedDeclaration(DeclState);
+
 /// The IO Planner core. Holds outstanding declarations; never reads a clock
 /// or the cluster on its own — time, budget and topology are arguments.
 #[derive(Debug)]
@@ -82,11 +87,35 @@ impl Planner {
         now: Timestamp,
         decl: Declaration,
     ) -> Result<DeclarationId, DeclareError> {
+        let prepared = self.prepare_owned(topo, now, decl)?;
+        Ok(self.add_prepared(prepared))
+    }
+
+    /// The work of [`Self::declare_owned`] that changes nothing: checks
+    /// `decl` and builds its set store. It reads only the configuration,
+    /// so a caller with many declarations may prepare them on several
+    /// threads, then add them with [`Self::add_prepared`] in the order it
+    /// would have declared them: the same ids and the same planner.
+    pub fn prepare_owned(
+        &self,
+        topo: &impl Topology,
+        now: Timestamp,
+        decl: Declaration,
+    ) -> Result<PreparedDeclaration, DeclareError> {
         let (sets, decl) = validate_owned(decl, topo, now, &self.config.limits)?;
+        // The id is given when the declaration is added.
+        let state = DeclState::new(DeclarationId(0), decl.task, decl.deadline, decl.sets_needed, sets, topo);
+        Ok(PreparedDeclaration(state))
+    }
+
+    /// Makes a prepared declaration outstanding under the next id.
+    pub fn add_prepared(&mut self, prepared: PreparedDeclaration) -> DeclarationId {
         let id = DeclarationId(self.next_id);
         self.next_id += 1;
-        self.outstanding.insert(id, DeclState::new(id, decl.task, decl.deadline, decl.sets_needed, sets, topo));
-        Ok(id)
+        let mut state = prepared.0;
+        state.id = id;
+        self.outstanding.insert(id, state);
+        id
     }
 
     /// Re-creates a declaration accepted earlier, under its old id — how a
@@ -155,35 +184,39 @@ impl Planner {
     /// Elides, right away, every outstanding set whose blocks are all
     /// deleted now that `blocks` were deleted. The topology must already
     /// show them deleted. Counted in the next quantum's report.
-    pub fn note_deleted(&mut self, topo: &impl Topology, blocks: &RoaringTreemap) {
-        let mut keys = Vec::new();
-        let mut members = Vec::new();
-        for d in self.outstanding.values_mut() {
-            d.sets.touching(blocks, None, &mut keys);
-            let mut elided_bytes = 0;
-            keys.retain(|&key| {
-                members.clear();
-                d.sets.members(key, &mut members);
-                let mut bytes = 0;
-                let all_deleted = members.iter().all(|m| match topo.block(m.block()) {
-                    Some(info) if info.state == BlockState::Deleted => {
-                        bytes += info.size;
-                        true
-                    }
-                    Some(_) => false,
-                    None => true,
-                });
-                if all_deleted {
-                    elided_bytes += bytes;
-                }
-                all_deleted
-            });
-            let elided = d.sets.remove_all(&keys);
-            assert_eq!(elided, keys.len() as u64, "touching named a set of {} not outstanding", d.id);
-            d.elided += elided;
-            let stats = self.carried.task_mut(d.task);
-            stats.sets_elided += elided;
-            stats.elided_bytes += elided_bytes;
+    ///
+    /// Declarations are independent here, so they are served by
+    /// `free_pass_threads` workers at once (drawn one at a time); the
+    /// counts are sums, the same in any order.
+    pub fn note_deleted(&mut self, topo: &(impl Topology + Sync), blocks: &RoaringTreemap) {
+        if blocks.is_empty() {
+            return;
+        }
+        let threads = (self.config.free_pass_threads.max(1) as usize).min(self.outstanding.len().max(1));
+        let next = std::sync::Mutex::new(self.outstanding.values_mut());
+        let worker = || {
+            let (mut keys, mut members) = (Vec::new(), Vec::new());
+            let mut elided = Vec::new();
+            loop {
+                let drawn = next.lock().expect("a note_deleted worker panicked").next();
+                let Some(d) = drawn else { break };
+                let (sets, bytes) = elide_deleted(d, topo, blocks, &mut keys, &mut members);
+                elided.push((d.task, sets, bytes));
+            }
+            elided
+        };
+        let elided: Vec<_> = std::thread::scope(|s| {
+            let helpers: Vec<_> = (1..threads).map(|_| s.spawn(worker)).collect();
+            let mut all = worker();
+            for h in helpers {
+                all.extend(h.join().expect("a note_deleted worker panicked"));
+            }
+            all
+        });
+        for (task, sets, bytes) in elided {
+            let stats = self.carried.task_mut(task);
+            stats.sets_elided += sets;
+            stats.elided_bytes += bytes;
         }
     }
 
@@ -266,6 +299,40 @@ impl Planner {
     pub fn memory_bytes(&self) -> u64 {
         self.outstanding.values().map(|d| d.sets.heap_bytes()).sum()
     }
+}
+
+/// Elides the outstanding sets of `d` whose blocks are all deleted now
+/// that `blocks` were; returns how many, and their bytes.
+fn elide_deleted(
+    d: &mut DeclState,
+    topo: &impl Topology,
+    blocks: &RoaringTreemap,
+    keys: &mut Vec<u64>,
+    members: &mut Vec<dingo_types::Member>,
+) -> (u64, u64) {
+    d.sets.touching(blocks, None, keys);
+    let mut elided_bytes = 0;
+    keys.retain(|&key| {
+        members.clear();
+        d.sets.members(key, members);
+        let mut bytes = 0;
+        let all_deleted = members.iter().all(|m| match topo.block(m.block()) {
+            Some(info) if info.state == BlockState::Deleted => {
+                bytes += info.size;
+                true
+            }
+            Some(_) => false,
+            None => true,
+        });
+        if all_deleted {
+            elided_bytes += bytes;
+        }
+        all_deleted
+    });
+    let elided = d.sets.remove_all(keys);
+    assert_eq!(elided, keys.len() as u64, "touching named a set of {} not outstanding", d.id);
+    d.elided += elided;
+    (elided, elided_bytes)
 }
 
 fn merge_reports(into: &mut QuantumReport, from: &QuantumReport) {
@@ -475,6 +542,36 @@ mod tests {
                 assert!(gc.taken > gc.quota, "the free pass took sets beyond the quota: {gc:?}");
             }
         }
+    }
+
+    #[test]
+    fn prepared_declarations_and_deletions_on_any_number_of_threads_plan_alike() {
+        let with_threads = |threads: u32| {
+            let mut topo = cluster();
+            let mut p = Planner::new(PlannerConfig {
+                quantum: Duration::from_millis(HOUR),
+                free_pass_threads: threads,
+                ..PlannerConfig::default()
+            });
+            let pairs = ReadSets::Sets((0..18).map(|b| BlockSet::any_of([BlockId(b), BlockId(b + 2)])).collect());
+            let ranges = ReadSets::Ranges(vec![BlockRange { start: BlockId(0), len: 10 }]);
+            p.declare(&topo, Timestamp(0), &decl(TaskKind::Scrubbing, pairs, 10)).unwrap();
+            let prepared = p.prepare_owned(&topo, Timestamp(0), decl(TaskKind::Fsck, ranges, 10)).unwrap();
+            assert_eq!(p.outstanding().count(), 1, "preparing changes nothing");
+            let id = p.add_prepared(prepared);
+            p.declare_owned(&topo, Timestamp(0), decl(TaskKind::GarbageCollection, singles(0..20), 10)).unwrap();
+            for b in [0, 1, 2, 4] {
+                topo.set_state(BlockId(b), BlockState::Deleted);
+            }
+            p.note_deleted(&topo, &[0u64, 1, 2, 4].into_iter().collect());
+            let (schedule, report) = p.schedule(&topo, Timestamp(0), &Budget::UNLIMITED);
+            (id, p.outstanding().collect::<Vec<_>>(), schedule, report)
+        };
+        let one = with_threads(1);
+        assert_eq!(one.0, DeclarationId(2), "ids in the order declarations are added");
+        assert_eq!(one.3.task(TaskKind::GarbageCollection).sets_elided, 4);
+        assert_eq!(one.3.task(TaskKind::Scrubbing).sets_elided, 2, "{{0, 2}} and {{2, 4}}");
+        assert_eq!(with_threads(3), one);
     }
 
     #[test]

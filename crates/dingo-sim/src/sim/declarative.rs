@@ -206,6 +206,12 @@ impl Declarative {
 
     /// Declares `jobs` after noting the blocks `deleted` since the last
     /// quantum, in that order.
+    ///
+    /// Building and checking a declaration changes nothing (a quantum's
+    /// reconstruction and scrubbing declarations take millions of sets),
+    /// so the planner's `free_pass_threads` workers prepare them at once,
+    /// drawing jobs one at a time, and they are added in the jobs' order:
+    /// the same ids and the same first error as declaring them in turn.
     pub fn declare_jobs<'j>(
         planner: &mut Planner,
         model: &ClusterModel,
@@ -215,8 +221,30 @@ impl Declarative {
         if !deleted.is_empty() {
             planner.note_deleted(model, deleted);
         }
-        for job in jobs {
-            planner.declare_owned(model, job.arrival, job.declaration(model)).map_err(|error| (job.task, error))?;
+        let jobs: Vec<&Job> = jobs.into_iter().collect();
+        let threads = (planner.config().free_pass_threads.max(1) as usize).min(jobs.len().max(1));
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let shared: &Planner = planner;
+        let worker = || {
+            let mut prepared = Vec::new();
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(job) = jobs.get(i) else { break };
+                prepared.push((i, shared.prepare_owned(model, job.arrival, job.declaration(model))));
+            }
+            prepared
+        };
+        let mut prepared = std::thread::scope(|s| {
+            let helpers: Vec<_> = (1..threads).map(|_| s.spawn(worker)).collect();
+            let mut all = worker();
+            for h in helpers {
+                all.extend(h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+            }
+            all
+        });
+        prepared.sort_unstable_by_key(|&(i, _)| i);
+        for (i, result) in prepared {
+            planner.add_prepared(result.map_err(|error| (jobs[i].task, error))?);
         }
         Ok(())
     }

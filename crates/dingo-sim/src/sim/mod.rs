@@ -340,16 +340,25 @@ impl Simulation {
         let hours = now.as_millis() as f64 / 3.6e6;
         let (imperative, optimal) = (self.imperative.as_mut(), self.optimal.as_mut());
         let optimal_elide = self.optimal_elide.as_mut();
+        // Optimal's two rules and imperative mode share nothing: two
+        // threads, so that neither holds up the end of the planning.
         let other_modes = move || {
-            if let (Some(opt), Some(elide)) = (optimal, optimal_elide) {
-                for job in &closed {
-                    opt.close(job, &world.model, world.model.deleted(), deleted_now);
-                    elide.close(job, &world.model, world.model.deleted(), deleted_now);
+            let settle = || {
+                if let (Some(opt), Some(elide)) = (optimal, optimal_elide) {
+                    for job in &closed {
+                        opt.close(job, &world.model, world.model.deleted(), deleted_now);
+                        elide.close(job, &world.model, world.model.deleted(), deleted_now);
+                    }
                 }
-            }
-            if let Some(imp) = imperative {
-                imp.run_quantum(world, now);
-            }
+            };
+            std::thread::scope(|s| {
+                if !closed.is_empty() {
+                    s.spawn(settle);
+                }
+                if let Some(imp) = imperative {
+                    imp.run_quantum(world, now);
+                }
+            });
         };
         match &mut self.declarative {
             Some(decl) => {

@@ -97,7 +97,8 @@ impl Optimal {
                         self.recorder.logical(job.task, read * bb);
                     }
                 }
-                blocks.sort_unstable();
+                // A radix sort: a failed disk's stripes name millions of blocks.
+                radsort::sort(&mut blocks);
                 blocks.dedup();
                 self.reads.insert_any(&RoaringTreemap::from_sorted_iter(blocks).expect("sorted and deduplicated"));
             }
