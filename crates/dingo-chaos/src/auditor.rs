@@ -83,14 +83,8 @@ impl Auditor {
         let state = Arc::new(Mutex::new(State::default()));
         let finishing = Arc::new(AtomicBool::new(false));
         let stop = Arc::new(AtomicBool::new(false));
-        let declare = tokio::spawn(declare_loop(
-            planner.clone(),
-            storage,
-            oracle,
-            state.clone(),
-            finishing.clone(),
-            seed,
-        ));
+        let declare =
+            tokio::spawn(declare_loop(planner.clone(), storage, oracle, state.clone(), finishing.clone(), seed));
         let callbacks =
             tokio::spawn(callback_loop(planner.clone(), state.clone(), finishing.clone(), stop.clone(), seed));
         Auditor { planner, state, finishing, stop, tasks: vec![declare, callbacks] }
@@ -213,7 +207,13 @@ async fn callback_loop(
     }
 }
 
-async fn handle(planner: &PlannerClient, state: &Mutex<State>, cb: &Callback, finishing: bool, rng: &mut fastrand::Rng) {
+async fn handle(
+    planner: &PlannerClient,
+    state: &Mutex<State>,
+    cb: &Callback,
+    finishing: bool,
+    rng: &mut fastrand::Rng,
+) {
     let keys: Vec<(u64, u64)> = cb.sets.iter().map(|s| (cb.declaration, s.key)).collect();
     {
         let mut s = state.lock().expect("audit lock");

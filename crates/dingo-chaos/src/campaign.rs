@@ -31,6 +31,9 @@ const HEAL_TOKEN: &str = "heal-token";
 const HEAL_TIMEOUT: Duration = Duration::from_secs(180);
 /// Scrub rounds of the heal: until one finds nothing to repair.
 const HEAL_ROUNDS: usize = 3;
+/// Deadline of each heal scrub: the planner paces a declaration to its
+/// deadline, and the heal wants it done now.
+const HEAL_SCRUB_DEADLINE_MS: u64 = 10_000;
 
 fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> ChaosError + '_ {
     move |source| ChaosError::Io { path: path.to_path_buf(), source }
@@ -155,7 +158,10 @@ pub async fn run(cfg: &ChaosConfig) -> Result<ChaosReport, ChaosError> {
         incidents: Mutex::new(Vec::new()),
         disks,
         stop: AtomicBool::new(false),
+        done: std::sync::Barrier::new(3),
     });
+    // The lanes' threads start daemons again after faults; the heal then
+    // restarts every daemon from this (the main) thread, which outlives them.
     let lane_fns: [fn(&Lanes, u64); 3] = [lanes::node_lane, lanes::control_lane, lanes::damage_lane];
     let threads: Vec<_> = lane_fns
         .into_iter()
@@ -254,7 +260,7 @@ async fn heal(
     let mut report = CorruptionReport { planted: planted.len() as u64, ..CorruptionReport::default() };
     let heal_client = PlannerClient::connect(planner.addr(), HEAL_TOKEN).map_err(|e| e.to_string())?;
     for _ in 0..HEAL_ROUNDS {
-        let deadline_ms = dingo_daemon::now_ms() + 60_000;
+        let deadline_ms = dingo_daemon::now_ms() + HEAL_SCRUB_DEADLINE_MS;
         let jobs = on_demand::scrub_disks(client, &[], deadline_ms).await.map_err(|e| e.to_string())?;
         let reports = on_demand::run_jobs(client, jobs, Driver::Declarative(heal_client.clone()))
             .await
@@ -281,7 +287,13 @@ async fn heal(
                 p.block,
                 data.len()
             )),
-            Err(e) => report.unrepaired.push(format!("{} of copy {} of block {} ({}): {e}", p.kind, p.copy, p.block, p.path.display())),
+            Err(e) => report.unrepaired.push(format!(
+                "{} of copy {} of block {} ({}): {e}",
+                p.kind,
+                p.copy,
+                p.block,
+                p.path.display()
+            )),
         }
     }
     report.still_listed_corrupt = client.cluster_status().await.map_err(|e| e.to_string())?.corrupt.len() as u64;
@@ -350,7 +362,12 @@ fn checks(
         check(
             "every planted corruption detected and repaired",
             c.planted > 0 && c.repaired == c.planted,
-            format!("{} of {} planted ({:.1} %)", c.repaired, c.planted, 100.0 * c.repaired as f64 / c.planted.max(1) as f64),
+            format!(
+                "{} of {} planted ({:.1} %)",
+                c.repaired,
+                c.planted,
+                100.0 * c.repaired as f64 / c.planted.max(1) as f64
+            ),
         ),
         check(
             "no acknowledged planner set delivered again",

@@ -26,9 +26,14 @@ pub fn chunk_path(disk_path: &Path, block: u64, copy: u32) -> PathBuf {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Damage {
     /// XOR the byte at this file offset with a non-zero mask.
-    Flip { offset: u64, mask: u8 },
+    Flip {
+        offset: u64,
+        mask: u8,
+    },
     /// Cut the file to this many bytes.
-    Truncate { len: u64 },
+    Truncate {
+        len: u64,
+    },
     Delete,
 }
 

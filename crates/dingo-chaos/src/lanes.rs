@@ -21,7 +21,7 @@ use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a restarted or continued node may take to serve again.
@@ -54,6 +54,10 @@ pub struct Lanes {
     /// Disk id → (its directory, the node's index in the cluster).
     pub disks: HashMap<u32, (PathBuf, usize)>,
     pub stop: AtomicBool,
+    /// The lanes wait for each other before their threads end: a daemon
+    /// dies with the thread that started it (`PR_SET_PDEATHSIG`), and one
+    /// lane's daemons must not die while another lane still injects.
+    pub done: Barrier,
 }
 
 impl Lanes {
@@ -160,7 +164,8 @@ pub fn node_lane(lanes: &Lanes, seed: u64) {
                 lanes.cluster.lock().expect("cluster lock").signal_node(i, libc::SIGCONT);
             }
             _ => {
-                let disks: Vec<PathBuf> = lanes.disks.values().filter(|(_, n)| *n == i).map(|(p, _)| p.clone()).collect();
+                let disks: Vec<PathBuf> =
+                    lanes.disks.values().filter(|(_, n)| *n == i).map(|(p, _)| p.clone()).collect();
                 let disk = &disks[rng.usize(..disks.len())];
                 match Unwritable::make(disk) {
                     Ok(guard) => {
@@ -181,6 +186,7 @@ pub fn node_lane(lanes: &Lanes, seed: u64) {
         lanes.check_daemons();
         std::thread::sleep(gap(&mut rng));
     }
+    lanes.done.wait();
 }
 
 /// The metadata service or the planner, one at a time.
@@ -223,6 +229,7 @@ pub fn control_lane(lanes: &Lanes, seed: u64) {
         lanes.check_daemons();
         std::thread::sleep(gap(&mut rng));
     }
+    lanes.done.wait();
 }
 
 /// Damage to chunk files of acknowledged files, one chunk per redundancy
@@ -276,4 +283,5 @@ pub fn damage_lane(lanes: &Lanes, seed: u64) {
         });
         lanes.count(kind);
     }
+    lanes.done.wait();
 }

@@ -91,7 +91,13 @@ pub fn file_data(seed: u64, n: u64, len: u64) -> Bytes {
 /// Writes files until `stop`: sizes up to four blocks, alternately
 /// replicated three ways and Reed-Solomon 2+2, recording each
 /// acknowledged one.
-pub async fn write_loop(client: Client, oracle: Oracle, counters: Arc<WorkloadCounters>, seed: u64, stop: Arc<AtomicBool>) {
+pub async fn write_loop(
+    client: Client,
+    oracle: Oracle,
+    counters: Arc<WorkloadCounters>,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+) {
     let mut rng = fastrand::Rng::with_seed(seed ^ 0x5752_4954);
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
@@ -156,7 +162,13 @@ pub async fn read_back(client: &Client, w: &AckedWrite) -> ReadBack {
 
 /// Reads random acknowledged files until `stop`; wrong bytes are recorded
 /// (a failed read is only unavailability while faults are in force).
-pub async fn read_loop(client: Client, oracle: Oracle, counters: Arc<WorkloadCounters>, seed: u64, stop: Arc<AtomicBool>) {
+pub async fn read_loop(
+    client: Client,
+    oracle: Oracle,
+    counters: Arc<WorkloadCounters>,
+    seed: u64,
+    stop: Arc<AtomicBool>,
+) {
     let mut rng = fastrand::Rng::with_seed(seed ^ 0x5245_4144);
     while !stop.load(Ordering::Relaxed) {
         if let Some(w) = oracle.pick(&mut rng) {

@@ -29,9 +29,10 @@ pub async fn run(a: ChaosArgs) -> Result<()> {
     let mut cfg = ChaosConfig::new(std::env::current_exe()?, a.duration, seed);
     cfg.data = a.data;
     let report = dingo_chaos::run(&cfg).await?;
-    crate::output::print(&report, a.json)?;
-    if !a.json {
-        outln!();
+    if a.json {
+        crate::output::json(&report)?;
+    } else {
+        outln!("{report}");
     }
     anyhow::ensure!(report.passed, "the campaign's checks failed; reproduce with `{}`", report.reproduce());
     Ok(())
