@@ -71,11 +71,21 @@ impl Target for Configs {
                 texts.push(cfg.to_toml());
                 texts
             }
-            ConfigKind::Mix => ["cluster-1", "cluster-2", "bench"]
-                .iter()
-                .filter_map(|n| Mix::preset_toml(n))
-                .map(String::from)
-                .collect(),
+            ConfigKind::Mix => {
+                let mut presets: Vec<String> = ["cluster-1", "cluster-2", "bench"]
+                    .iter()
+                    .filter_map(|n| Mix::preset_toml(n))
+                    .map(String::from)
+                    .collect();
+                // The presets show `[timing]` only in comments: one seed with
+                // it in force, so that its values get fuzzed too.
+                let timed = presets[0]
+                    .replace("# [timing", "[timing")
+                    .replace("# period_hours", "period_hours")
+                    .replace("# deadline_hours", "deadline_hours");
+                presets.push(timed);
+                presets
+            }
         };
         assert!(!texts.is_empty(), "no seed config for {}", self.name());
         texts.into_iter().map(String::into_bytes).collect()
