@@ -91,12 +91,23 @@ impl Lanes {
         self.stop.load(Ordering::Relaxed)
     }
 
-    /// Restarts daemons that exited on their own, as incidents.
-    fn check_daemons(&self) {
-        let died = self.cluster.lock().expect("cluster lock").check_running();
+    /// Reports daemons that exited on their own, as incidents, and restarts
+    /// the planner and, with `restart_nodes` (only the node lane, which
+    /// alone kills nodes), nodes that are not running.
+    fn check_daemons(&self, restart_nodes: bool) {
+        let mut cluster = self.cluster.lock().expect("cluster lock");
+        let died = cluster.check_running();
         for e in died {
             self.incident(format!("a daemon exited on its own: {e}"));
         }
+        let stopped: Vec<usize> =
+            (0..cluster.node_count()).filter(|&i| restart_nodes && !cluster.node_started(i)).collect();
+        for i in stopped {
+            if let Err(e) = cluster.start_node(i) {
+                self.incident(format!("node {i} did not restart: {e}"));
+            }
+        }
+        drop(cluster);
         let mut planner = self.planner.lock().expect("planner lock");
         if let Err(e) = planner.check_running() {
             self.incident(format!("the planner exited on its own: {e}"));
@@ -121,6 +132,8 @@ impl Lanes {
                 self.incident(format!("node {i} ({addr}) did not serve again within {NODE_BACK_TIMEOUT:?}"));
                 return;
             }
+            // A node that exited on its own is restarted (an incident).
+            self.check_daemons(true);
             std::thread::sleep(Duration::from_millis(50));
         }
     }
@@ -183,7 +196,7 @@ pub fn node_lane(lanes: &Lanes, seed: u64) {
         }
         lanes.count(kind);
         lanes.wait_node_back(i);
-        lanes.check_daemons();
+        lanes.check_daemons(true);
         std::thread::sleep(gap(&mut rng));
     }
     lanes.done.wait();
@@ -226,7 +239,7 @@ pub fn control_lane(lanes: &Lanes, seed: u64) {
             }
         }
         lanes.count(kind);
-        lanes.check_daemons();
+        lanes.check_daemons(false);
         std::thread::sleep(gap(&mut rng));
     }
     lanes.done.wait();
