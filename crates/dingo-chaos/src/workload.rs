@@ -103,7 +103,8 @@ pub async fn write_loop(
     while !stop.load(Ordering::Relaxed) {
         n += 1;
         let len = rng.u64(1..=MAX_FILE_BLOCKS * BLOCK_BYTES);
-        let redundancy = if n % 2 == 0 { Redundancy::Replicated(3) } else { Redundancy::Ec { data: 2, parity: 2 } };
+        let redundancy =
+            if n.is_multiple_of(2) { Redundancy::Replicated(3) } else { Redundancy::Ec { data: 2, parity: 2 } };
         let data = file_data(seed, n, len);
         let crc = crc32c::crc32c(&data);
         let path = format!("/chaos/f{n:07}");

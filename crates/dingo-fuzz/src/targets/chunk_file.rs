@@ -150,10 +150,10 @@ impl Target for ChunkFile {
         if let Ok((data, _)) = self.store.read(chunk, 0, len, IoTag::Foreground) {
             check_read(input, chunk, len, 0, &data);
         }
-        if len > 2 {
-            if let Ok((data, _)) = self.store.read(chunk, len / 3, len / 2, IoTag::Foreground) {
-                check_read(input, chunk, len, (len / 3) as usize, &data);
-            }
+        if len > 2
+            && let Ok((data, _)) = self.store.read(chunk, len / 3, len / 2, IoTag::Foreground)
+        {
+            check_read(input, chunk, len, (len / 3) as usize, &data);
         }
         let _ = self.store.delete(chunk, None);
         // What a heartbeat would report; drained so it does not pile up.

@@ -159,7 +159,7 @@ impl Target for MetaRpc {
 
     fn run(&mut self, input: &[u8]) {
         self.executions += 1;
-        if self.executions % RESET_EVERY == 0 {
+        if self.executions.is_multiple_of(RESET_EVERY) {
             *self = MetaRpc::new();
         }
         let Some((&kind, body)) = input.split_first() else { return };

@@ -152,7 +152,7 @@ impl Target for PlannerRequests {
 
     fn run(&mut self, input: &[u8]) {
         self.executions += 1;
-        if self.executions % RESTART_EVERY == 0 {
+        if self.executions.is_multiple_of(RESTART_EVERY) {
             // A restart from what was committed, as after a crash; then a
             // fresh machine, so the state stays small.
             Machine::start(config(), &self.store, rows(), cluster(), self.now_ms).expect("committed state restores");
