@@ -405,6 +405,48 @@ impl LocalCluster {
         Ok(())
     }
 
+    /// Sends `sig` to node `i` (e.g. `SIGSTOP`/`SIGCONT`: a hung process),
+    /// if it runs.
+    pub fn signal_node(&self, i: usize, sig: libc::c_int) {
+        self.nodes[i].signal(sig);
+    }
+
+    /// Sends `sig` to the metadata service, if it runs.
+    pub fn signal_meta(&self, sig: libc::c_int) {
+        self.meta.signal(sig);
+    }
+
+    /// Whether node `i` was started and has not been killed (it may have
+    /// exited on its own since: see [`LocalCluster::check_running`]).
+    pub fn node_started(&self, i: usize) -> bool {
+        self.nodes[i].child.is_some()
+    }
+
+    /// Disk directory `d` of node `i` (`DATA/node<i>/disk<d>`).
+    pub fn disk_dir(&self, i: usize, d: u32) -> PathBuf {
+        self.spec.data.join(format!("node{i}/disk{d}"))
+    }
+
+    /// SIGKILLs the maintenance supervisor, if started.
+    pub fn kill_maintainer(&mut self) {
+        if let Some(m) = &mut self.maintainer {
+            m.kill();
+        }
+    }
+
+    /// Starts the maintenance supervisor again with the arguments of
+    /// [`LocalCluster::start_maintainer`] (killing it first if it runs).
+    pub fn restart_maintainer(&mut self) -> Result<(), ClusterError> {
+        let exe = self.spec.exe.clone();
+        match &mut self.maintainer {
+            Some(m) => {
+                m.kill();
+                m.start(&exe)
+            }
+            None => Err(ClusterError::Status("the maintenance supervisor was never started".into())),
+        }
+    }
+
     /// Process id of the metadata service, while it runs.
     pub fn meta_pid(&self) -> Option<u32> {
         self.meta.child.as_ref().map(Child::id)

@@ -77,6 +77,11 @@ impl PlannerProcess {
         self.daemon.kill();
     }
 
+    /// Sends `sig` to the planner (e.g. `SIGSTOP`/`SIGCONT`), if it runs.
+    pub fn signal(&self, sig: libc::c_int) {
+        self.daemon.signal(sig);
+    }
+
     /// SIGTERM, then SIGKILL after 5 s.
     pub fn stop(&mut self) {
         self.daemon.stop(Duration::from_secs(5));

@@ -173,6 +173,16 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// Whether a failed call never reached a working metadata service: it is
+/// not listening (`Unavailable`), or the connection broke during the call
+/// (a transport error, reported as `Unknown` or `Cancelled`: the service
+/// was killed mid-call). Found by `dingo chaos`: a node starting while the
+/// service crashed gave up.
+fn meta_unreachable(status: &tonic::Status) -> bool {
+    status.code() == tonic::Code::Unavailable
+        || std::error::Error::source(status).is_some_and(|e| e.downcast_ref::<tonic::transport::Error>().is_some())
+}
+
 /// Registers the node, retrying while the metadata service is unreachable
 /// (it may start after the node). Assigns the disk ids it returns.
 async fn register(meta: &MetaConn, meta_addr: &str, advertise: &str, store: &Store) -> Result<u32, NodeError> {
@@ -203,7 +213,7 @@ async fn register(meta: &MetaConn, meta_addr: &str, advertise: &str, store: &Sto
                 }
                 return Ok(r.node);
             }
-            Err(s) if s.code() == tonic::Code::Unavailable => {
+            Err(s) if meta_unreachable(&s) => {
                 if !warned {
                     tracing::warn!(meta = meta_addr, "metadata service unreachable; retrying");
                     warned = true;

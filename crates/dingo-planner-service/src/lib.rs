@@ -37,7 +37,7 @@ mod store;
 mod topology;
 
 pub use config::{BudgetSection, ClientEntry, ConfigError, ServiceConfig};
-pub use memory_store::MemoryStore;
+pub use memory_store::{MemoryStore, StoredTables};
 pub use records::RecordError;
 pub use service::{RunError, run};
 pub use state::seam::{Due, Machine, Message, Step};

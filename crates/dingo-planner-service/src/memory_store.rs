@@ -62,3 +62,72 @@ impl MemoryStore {
         })
     }
 }
+
+/// The store's tables with their values as the bytes redb holds (the
+/// encoded records, a delivery's state number, the counters): what a
+/// restart decodes, for tests and fuzzing of that decoding
+/// (`dingo-fuzz`'s `planner-records`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StoredTables {
+    pub decls: Vec<(u64, Vec<u8>)>,
+    pub requests: Vec<(u64, Vec<u8>)>,
+    pub deliveries: Vec<(u64, Vec<u8>)>,
+    pub states: Vec<(u64, u8)>,
+    pub groups: Vec<(u64, Vec<u8>)>,
+    pub next_delivery: Option<u64>,
+    pub next_group: Option<u64>,
+    pub budget: Option<Vec<u8>>,
+}
+
+fn encode_all<M: prost::Message>(map: &BTreeMap<u64, M>) -> Vec<(u64, Vec<u8>)> {
+    map.iter().map(|(&k, v)| (k, v.encode_to_vec())).collect()
+}
+
+fn decode_all<M: prost::Message + Default>(
+    table: &str,
+    rows: &[(u64, Vec<u8>)],
+) -> Result<BTreeMap<u64, M>, RecordError> {
+    rows.iter()
+        .map(|(k, v)| M::decode(v.as_slice()).map(|m| (*k, m)).map_err(|e| RecordError(format!("{table} {k}: {e}"))))
+        .collect()
+}
+
+impl MemoryStore {
+    /// The tables as redb would hold them.
+    pub fn to_tables(&self) -> StoredTables {
+        StoredTables {
+            decls: encode_all(&self.decls),
+            requests: encode_all(&self.requests),
+            deliveries: encode_all(&self.deliveries),
+            states: self.states.iter().map(|(&k, &s)| (k, s as u8)).collect(),
+            groups: encode_all(&self.groups),
+            next_delivery: self.counters.get(NEXT_DELIVERY).copied(),
+            next_group: self.counters.get(NEXT_GROUP).copied(),
+            budget: self.budget.map(|b| prost::Message::encode_to_vec(&b)),
+        }
+    }
+
+    /// Decodes stored tables as a restart does (`crate::store`'s load):
+    /// a value that does not decode is an error naming its table and key.
+    pub fn from_tables(t: &StoredTables) -> Result<MemoryStore, RecordError> {
+        let mut counters = BTreeMap::new();
+        counters.extend(t.next_delivery.map(|v| (NEXT_DELIVERY, v)));
+        counters.extend(t.next_group.map(|v| (NEXT_GROUP, v)));
+        let budget = match &t.budget {
+            Some(b) => Some(
+                <pb::Budget as prost::Message>::decode(b.as_slice())
+                    .map_err(|e| RecordError(format!("settings budget: {e}")))?,
+            ),
+            None => None,
+        };
+        Ok(MemoryStore {
+            decls: decode_all("decls", &t.decls)?,
+            requests: decode_all("decl_requests", &t.requests)?,
+            deliveries: decode_all("deliveries", &t.deliveries)?,
+            states: t.states.iter().map(|&(k, s)| Ok((k, DeliveryState::from_u8(s)?))).collect::<Result<_, _>>()?,
+            groups: decode_all("groups", &t.groups)?,
+            counters,
+            budget,
+        })
+    }
+}

@@ -6,6 +6,7 @@ mod output;
 
 mod bench;
 mod bench_io;
+mod chaos_cmd;
 mod demo;
 mod maintain_cmd;
 mod planner_cmd;
@@ -48,6 +49,9 @@ enum Commands {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// A randomized fault campaign against a local cluster, checked
+    /// against an oracle of acknowledged writes.
+    Chaos(chaos_cmd::ChaosArgs),
     /// The datacenter simulator: maintenance IO in imperative, declarative and optimal modes.
     #[command(subcommand)]
     Sim(sim::SimCommand),
@@ -101,6 +105,7 @@ async fn run() -> std::process::ExitCode {
         Commands::Bench(BenchCommand::Flash(a)) => bench::flash::run(&a),
         Commands::Bench(BenchCommand::FlashTier(a)) => bench::flash_tier::run(&a),
         Commands::Bench(BenchCommand::Iocontrol(c)) => bench::iocontrol::run(c).await,
+        Commands::Chaos(a) => chaos_cmd::run(a).await,
         Commands::Sim(c) => sim::run(c),
         Commands::Tls(c) => tls_cmd::run(c),
     };
