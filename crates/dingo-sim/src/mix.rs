@@ -107,10 +107,12 @@ impl Mix {
                 [(t.period_hours, &mut slot.period, "period"), (t.deadline_hours, &mut slot.deadline, "deadline")]
             {
                 if let Some(h) = hours {
-                    if !(h.is_finite() && h > 0.0) {
-                        return Err(invalid(format!("the {what} of {task} must be a positive number of hours")));
-                    }
-                    *field = Duration::from_secs_f64(h * HOUR as f64);
+                    // `try_from` refuses NaN, infinities and spans past
+                    // `Duration::MAX` (a huge `1e300` would panic otherwise).
+                    *field = Duration::try_from_secs_f64(h * HOUR as f64)
+                        .ok()
+                        .filter(|_| h > 0.0)
+                        .ok_or_else(|| invalid(format!("the {what} of {task} must be a positive number of hours, not {h}")))?;
                 }
             }
         }
@@ -192,6 +194,8 @@ mod tests {
         assert!(err("name = \"x\"\n[shares]\nfsck = -1\n").contains("non-negative"));
         assert!(err("name = \"x\"\n[shares]\nfsck = 0\n").contains("sum to 0"));
         assert!(err("name = \"x\"\n[shares]\nfsck = 1\n[timing.fsck]\nperiod_hours = 0\n").contains("positive"));
+        // Regression: a finite but huge span panicked in `Duration::from_secs_f64`.
+        assert!(err("name = \"x\"\n[shares]\nfsck = 1\n[timing.fsck]\nperiod_hours = 1e300\n").contains("positive"));
         assert!(Mix::preset("cluster-9").unwrap_err().to_string().contains("cluster-1"));
     }
 }

@@ -22,9 +22,9 @@ pub enum ScenarioError {
     MixFile { path: PathBuf, source: MixError },
     #[error(transparent)]
     Preset(MixError),
-    #[error("--days and --quantum-hours must be positive, and the horizon at least one quantum")]
+    #[error("--days and --quantum-hours must be positive numbers that fit a duration, and the horizon at least one quantum")]
     Horizon,
-    #[error("the deadline of {0} must be positive")]
+    #[error("the deadline of {0} must be a positive number of days")]
     Deadline(TaskKind),
 }
 
@@ -124,6 +124,10 @@ impl Scenario {
         if !(self.days > 0.0 && self.quantum_hours > 0.0 && self.days * 24.0 >= self.quantum_hours) {
             return Err(ScenarioError::Horizon);
         }
+        // Checked conversions: NaN or a span past `Duration::MAX` is an
+        // error, not a panic.
+        let quantum = Duration::try_from_secs_f64(self.quantum_hours * 3600.0).map_err(|_| ScenarioError::Horizon)?;
+        let horizon = Duration::try_from_secs_f64(self.days * 86_400.0).map_err(|_| ScenarioError::Horizon)?;
         let mut config = SimConfig {
             cluster: ClusterSpec {
                 raw_capacity: self.capacity_bytes,
@@ -134,8 +138,8 @@ impl Scenario {
             },
             mix,
             demand_mb_s_per_tb: self.demand_mb_s_per_tb,
-            quantum: Duration::from_secs_f64(self.quantum_hours * 3600.0),
-            horizon: Duration::from_secs_f64(self.days * 86_400.0),
+            quantum,
+            horizon,
             cache_per_disk: self.cache_per_disk_bytes,
             budget_factor: self.budget_factor,
             supply_mb_s_per_tb: self.supply_mb_s_per_tb,
@@ -150,10 +154,10 @@ impl Scenario {
             config.intensity[task.index()] = factor;
         }
         for &(task, days) in &self.deadline_days {
-            if days <= 0.0 {
-                return Err(ScenarioError::Deadline(task));
-            }
-            config.mix.timing[task.index()].deadline = Duration::from_secs_f64(days * 86_400.0);
+            config.mix.timing[task.index()].deadline = Duration::try_from_secs_f64(days * 86_400.0)
+                .ok()
+                .filter(|_| days > 0.0)
+                .ok_or(ScenarioError::Deadline(task))?;
         }
         Ok(config)
     }
@@ -193,5 +197,10 @@ mod tests {
         assert!(matches!(short.config(Modes::ALL), Err(ScenarioError::Horizon)));
         let zero = parse(&["--deadline", "scrubbing=0"]).unwrap();
         assert!(matches!(zero.config(Modes::ALL), Err(ScenarioError::Deadline(TaskKind::Scrubbing))));
+        // Regression: spans past `Duration::MAX` panicked instead of being refused.
+        let huge = parse(&["--days", "1e300"]).unwrap();
+        assert!(matches!(huge.config(Modes::ALL), Err(ScenarioError::Horizon)));
+        let huge = parse(&["--deadline", "scrubbing=1e300"]).unwrap();
+        assert!(matches!(huge.config(Modes::ALL), Err(ScenarioError::Deadline(TaskKind::Scrubbing))));
     }
 }

@@ -80,8 +80,8 @@ pub enum SweepError {
     Negative(String),
     #[error(transparent)]
     Size(#[from] ByteSizeError),
-    #[error("deadlines must be positive")]
-    ZeroDeadline,
+    #[error("deadlines must be a positive number of days")]
+    BadDeadline,
     #[error("the supply must be positive")]
     ZeroSupply,
 }
@@ -115,10 +115,10 @@ pub fn points(kind: SweepKind, values: &[impl AsRef<str>], base: &SimConfig) -> 
             if kind == SweepKind::Intensity {
                 config.intensity[task.index()] = x;
             } else {
-                if x <= 0.0 {
-                    return Err(SweepError::ZeroDeadline);
-                }
-                config.mix.timing[task.index()].deadline = Duration::from_secs_f64(x * 86_400.0);
+                config.mix.timing[task.index()].deadline = Duration::try_from_secs_f64(x * 86_400.0)
+                    .ok()
+                    .filter(|_| x > 0.0)
+                    .ok_or(SweepError::BadDeadline)?;
             }
             out.push(SweepPoint { line: Some(task), x, config });
         }
@@ -341,7 +341,9 @@ mod tests {
         let base = SimConfig::default();
         assert_eq!(points(SweepKind::Demand, &["x"], &base), Err(SweepError::NotANumber("x".into())));
         assert_eq!(points(SweepKind::Diurnal, &["-1"], &base), Err(SweepError::Negative("-1".into())));
-        assert_eq!(points(SweepKind::Deadline, &["0"], &base), Err(SweepError::ZeroDeadline));
+        assert_eq!(points(SweepKind::Deadline, &["0"], &base), Err(SweepError::BadDeadline));
+        // Regression: a huge deadline panicked in `Duration::from_secs_f64`.
+        assert_eq!(points(SweepKind::Deadline, &["1e300"], &base), Err(SweepError::BadDeadline));
         assert_eq!(points(SweepKind::Supply, &["0"], &base), Err(SweepError::ZeroSupply));
         assert!(matches!(points(SweepKind::Cache, &["lots"], &base), Err(SweepError::Size(_))));
     }
