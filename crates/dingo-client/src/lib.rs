@@ -30,10 +30,12 @@
 //! [`Client::mark_disk_dead`] and [`Client::mark_node_dead`] feed them.
 
 pub mod ec;
+mod config;
 mod fault;
 mod health;
 mod views;
 
+pub use config::{ClientConfig, DEFAULT_META_ADDR};
 pub use fault::DiskSlowdown;
 pub use health::{DRAIN_STALLED_AFTER, Device, DrainError, DrainEvent, DrainProgress, DrainStatus, Health};
 pub use views::{BlockView, ChunkView, ClusterView, DiskView, FileState, FileView, Listing, NodeView, state_name};

@@ -29,13 +29,20 @@ pub enum TlsError {
 }
 
 /// A server's certificate chain and private key, as PEM files; in a TOML
-/// config, a `[tls]` table with `cert` and `key`.
+/// config, a `[tls]` table with `cert` and `key`; on a command line (with
+/// the `clap` feature, flattened as an `Option`), `--tls-cert` and
+/// `--tls-key`, neither without the other.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields)]
 pub struct ServerTlsFiles {
-    /// Certificate chain, leaf first.
+    /// Serve gRPC over TLS with this certificate chain, leaf first (PEM)
+    /// [config: tls.cert].
+    #[cfg_attr(feature = "clap", arg(long = "tls-cert"))]
     pub cert: PathBuf,
-    /// The leaf's private key (PKCS#8, PKCS#1 or SEC1).
+    /// The certificate's private key: PKCS#8, PKCS#1 or SEC1 (PEM)
+    /// [config: tls.key].
+    #[cfg_attr(feature = "clap", arg(long = "tls-key"))]
     pub key: PathBuf,
 }
 

@@ -112,3 +112,14 @@ async fn run() -> std::process::ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// clap checks the flags' definitions (names unique across flattened
+    /// and global flags, groups, defaults) only when asked.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory as _;
+        super::Cli::command().debug_assert();
+    }
+}
