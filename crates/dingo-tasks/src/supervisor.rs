@@ -228,7 +228,7 @@ async fn step(
         let report = match agent {
             // At full speed: the supervisor's work is due now.
             None => imperative::run(client, &job, dingo_daemon::now_ms(), cancel).await,
-            Some(agent) => match agent.submit(job, cancel.clone()).await {
+            Some(agent) => match agent.submit(job, cancel.clone()).await.await {
                 Ok(Ok(r)) => r,
                 Ok(Err(e)) => {
                     tracing::warn!("the planner did not take the job: {e}");
