@@ -29,8 +29,8 @@
 //! location atomically; [`Client::lost_chunks`], [`Client::chunks_on_disk`],
 //! [`Client::mark_disk_dead`] and [`Client::mark_node_dead`] feed them.
 
-pub mod ec;
 mod config;
+pub mod ec;
 mod fault;
 mod health;
 mod views;

@@ -13,7 +13,10 @@ pub const DEFAULT_PLANNER_ADDR: &str = "127.0.0.1:7500";
 #[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct PlannerTarget {
     /// The IO Planner service's address [default: 127.0.0.1:7500].
-    #[cfg_attr(feature = "clap", arg(id = "planner", long = "planner", alias = "addr", global = true, env = "DINGO_PLANNER"))]
+    #[cfg_attr(
+        feature = "clap",
+        arg(id = "planner", long = "planner", alias = "addr", global = true, env = "DINGO_PLANNER")
+    )]
     pub addr: Option<String>,
     /// This client's planner token (the admin token to change the budget).
     #[cfg_attr(feature = "clap", arg(long, global = true, env = "DINGO_TOKEN", hide_env_values = true))]

@@ -55,7 +55,8 @@ impl SupervisorConfig {
     /// An error naming the first period that is zero (a zero interval
     /// would spin; a zero scrub period or deadline means nothing).
     pub fn check(&self) -> Result<(), SupervisorError> {
-        let periods = [("--interval", self.interval), ("--scrub-every", self.scrub_every), ("--job-deadline", self.job_deadline)];
+        let periods =
+            [("--interval", self.interval), ("--scrub-every", self.scrub_every), ("--job-deadline", self.job_deadline)];
         match periods.into_iter().find(|(_, d)| d.is_zero()) {
             Some((name, _)) => Err(SupervisorError::Config(format!("{name} must be positive"))),
             None => Ok(()),

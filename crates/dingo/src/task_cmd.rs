@@ -53,7 +53,11 @@ pub async fn run(a: TaskArgs) -> Result<()> {
             Driver::Imperative { finish_by_ms }
         }
         Mode::Declarative => {
-            eprintln!("{what}: declared to the planner at {}, due in {}", a.planner.addr(), format_duration(a.deadline));
+            eprintln!(
+                "{what}: declared to the planner at {}, due in {}",
+                a.planner.addr(),
+                format_duration(a.deadline)
+            );
             Driver::Declarative(a.planner.connect()?)
         }
     };

@@ -280,7 +280,8 @@ async fn bad_requests_and_wrong_tokens_are_refused_and_change_nothing() {
     let out = cli(&["planner", "budget", "set", "--cluster-bytes", "lots", "--token", ADMIN]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("invalid size"));
     // `--addr` is still accepted for `--planner`; a missing token is named.
-    let out = Command::new(EXE).args(["planner", "status", "--addr", env.planner.addr()]).env_remove("DINGO_TOKEN").output();
+    let out =
+        Command::new(EXE).args(["planner", "status", "--addr", env.planner.addr()]).env_remove("DINGO_TOKEN").output();
     let err = String::from_utf8_lossy(&out.unwrap().stderr).into_owned();
     assert!(err.contains("--token"), "{err}");
     a.cancel(good.id).await.unwrap();
