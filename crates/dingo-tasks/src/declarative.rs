@@ -372,7 +372,7 @@ mod tests {
     async fn a_full_queue_makes_the_submitter_wait_and_a_stopped_agent_says_so() {
         let (agent, mut rx) = Agent::queue();
         for i in 0..SUBMIT_QUEUE {
-            let _ = agent.submit(job(&i.to_string()), CancelFlag::default()).await;
+            drop(agent.submit(job(&i.to_string()), CancelFlag::default()).await);
         }
         let waiting = agent.submit(job("one more"), CancelFlag::default());
         tokio::pin!(waiting);
