@@ -95,4 +95,24 @@ mod tests {
         assert_eq!(security.tls, tls("flag"));
         assert!(matches!(ServerCredentials::default().security(), Err(AuthError::NoSecret)));
     }
+
+    /// The TLS pair is optional as a whole, and neither file comes alone.
+    #[cfg(feature = "clap")]
+    #[test]
+    fn the_tls_flags_are_both_or_neither() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            credentials: ServerCredentials,
+        }
+        let none = Cli::try_parse_from(["x"]).unwrap().credentials;
+        assert_eq!(none, ServerCredentials::default());
+        let both = Cli::try_parse_from(["x", "--tls-cert", "c.pem", "--tls-key", "k.pem", "--secret-file", "s"]);
+        let both = both.unwrap().credentials;
+        assert_eq!(both.tls, Some(ServerTlsFiles { cert: "c.pem".into(), key: "k.pem".into() }));
+        assert_eq!(both.auth.secret_file, Some("s".into()));
+        assert!(Cli::try_parse_from(["x", "--tls-cert", "c.pem"]).is_err());
+        assert!(Cli::try_parse_from(["x", "--tls-key", "k.pem"]).is_err());
+    }
 }

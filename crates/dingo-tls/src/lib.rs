@@ -38,11 +38,13 @@ pub enum TlsError {
 pub struct ServerTlsFiles {
     /// Serve gRPC over TLS with this certificate chain, leaf first (PEM)
     /// [config: tls.cert].
-    #[cfg_attr(feature = "clap", arg(long = "tls-cert"))]
+    // Not required on their own: flattened as an `Option`, the pair is
+    // absent unless one is given, and then needs the other.
+    #[cfg_attr(feature = "clap", arg(long = "tls-cert", required = false, requires = "key"))]
     pub cert: PathBuf,
     /// The certificate's private key: PKCS#8, PKCS#1 or SEC1 (PEM)
     /// [config: tls.key].
-    #[cfg_attr(feature = "clap", arg(long = "tls-key"))]
+    #[cfg_attr(feature = "clap", arg(long = "tls-key", required = false, requires = "cert"))]
     pub key: PathBuf,
 }
 
