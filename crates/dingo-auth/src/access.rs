@@ -19,22 +19,34 @@ pub const SECRET_FILE_NAME: &str = "cluster.secret";
 /// secret_file = "/etc/dingo/cluster.secret"  # mode 0600
 /// ca = "/etc/dingo/ca.pem"                   # set: call the services over TLS
 /// ```
+///
+/// With the `clap` feature it is also the command line's `--secret-file`
+/// and `--ca` (global, so they may follow a subcommand; or
+/// `DINGO_SECRET_FILE`, `DINGO_CA`), which override the file's table
+/// ([`AuthSection::overridden`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields)]
 pub struct AuthSection {
+    /// File holding the cluster secret every storage call carries (mode
+    /// 0600; `dingo cluster up` writes DATA/cluster.secret).
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "clap", arg(long, global = true, env = "DINGO_SECRET_FILE"))]
     pub secret_file: Option<PathBuf>,
+    /// Call the storage services over TLS, trusting the certificate
+    /// authority in this PEM file.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "clap", arg(long, global = true, env = "DINGO_CA"))]
     pub ca: Option<PathBuf>,
 }
 
 impl AuthSection {
-    /// This table with `secret_file` and `ca` replaced where given
-    /// (command-line flags override the file).
-    pub fn overridden(&self, secret_file: Option<PathBuf>, ca: Option<PathBuf>) -> AuthSection {
+    /// This table with what `over` sets replaced (command-line flags
+    /// override the file).
+    pub fn overridden(&self, over: &AuthSection) -> AuthSection {
         AuthSection {
-            secret_file: secret_file.or_else(|| self.secret_file.clone()),
-            ca: ca.or_else(|| self.ca.clone()),
+            secret_file: over.secret_file.clone().or_else(|| self.secret_file.clone()),
+            ca: over.ca.clone().or_else(|| self.ca.clone()),
         }
     }
 
@@ -115,7 +127,7 @@ mod tests {
         assert!(matches!(plain.endpoint("not an address"), Err(AuthError::Address(_))));
 
         let other = dir.path().join("other.secret");
-        let flags = table.overridden(Some(other.clone()), None);
+        let flags = table.overridden(&AuthSection { secret_file: Some(other.clone()), ca: None });
         assert_eq!(
             (flags.secret_file.as_deref(), flags.ca.as_deref()),
             (Some(other.as_path()), Some(paths.ca.as_path()))

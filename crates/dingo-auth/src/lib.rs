@@ -25,7 +25,7 @@ pub use access::{AuthSection, ClusterAccess, SECRET_FILE_NAME};
 pub use bearer::{BearerCredentials, RequireSecret, bearer_token};
 pub use dingo_tls::ServerTlsFiles;
 pub use secret::{ClusterSecret, MIN_SECRET_CHARS, random_hex};
-pub use server::ServerSecurity;
+pub use server::{ServerCredentials, ServerSecurity};
 
 use std::path::PathBuf;
 use thiserror::Error;

@@ -27,6 +27,9 @@ pub enum ClientError {
     Chunk { chunk: ChunkRef, fault: ChunkFault, detail: String },
     #[error("{0}")]
     Invalid(String),
+    /// The credentials could not be read (no secret file named, or a bad one).
+    #[error(transparent)]
+    Auth(#[from] dingo_auth::AuthError),
     /// The file is not sealed: its writer is still writing, or died.
     #[error(
         "{path} is open: its writer is still writing it or died ({committed} bytes committed so far); \

@@ -7,13 +7,21 @@ use dingo_types::DiskId;
 use std::time::Duration;
 
 /// One disk's modelled service time multiplied by a factor for a window.
+/// With the `clap` feature, also `dingo cluster slow-disk`'s flags.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct DiskSlowdown {
+    /// The disk's id (as `cluster status` lists it).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub disk: DiskId,
-    /// How many times slower; at least 1.
+    /// How many times slower, at least 1.
+    #[cfg_attr(feature = "clap", arg(long))]
     pub factor: f64,
-    /// From how long after the call.
+    /// From how long after the call, e.g. 2s.
+    #[cfg_attr(feature = "clap", arg(long, default_value = "0s", value_parser = dingo_types::parse_duration))]
     pub after: Duration,
+    /// For how long, e.g. 30s.
+    #[cfg_attr(feature = "clap", arg(long = "for", value_parser = dingo_types::parse_duration))]
     pub lasting: Duration,
 }
 
@@ -38,5 +46,11 @@ impl Client {
         };
         self.node(&node.addr)?.inject_slowdown(request).await.map_err(ClientError::Rpc)?;
         Ok(())
+    }
+}
+
+impl std::fmt::Display for DiskSlowdown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} slowed {}x from {:?} for {:?}", self.disk, self.factor, self.after, self.lasting)
     }
 }

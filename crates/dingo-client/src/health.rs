@@ -208,6 +208,13 @@ pub struct DrainStatus {
     pub bytes_left: u64,
 }
 
+/// What is left, as `3 chunk(s), 12.0 MB left`.
+impl std::fmt::Display for DrainStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} chunk(s), {} left", self.chunks_left, dingo_types::format_bytes(self.bytes_left))
+    }
+}
+
 /// What [`Client::wait_decommissioned`] reports while it waits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DrainEvent {
@@ -325,6 +332,12 @@ impl StallWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_drain_status_says_what_is_left() {
+        let d = DrainStatus { state: DeviceState::Draining, chunks_left: 3, bytes_left: 12_000_000 };
+        assert_eq!(d.to_string(), format!("3 chunk(s), {} left", dingo_types::format_bytes(12_000_000)));
+    }
 
     #[test]
     fn a_stalled_drain_is_reported_once() {

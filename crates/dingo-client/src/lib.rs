@@ -29,11 +29,13 @@
 //! location atomically; [`Client::lost_chunks`], [`Client::chunks_on_disk`],
 //! [`Client::mark_disk_dead`] and [`Client::mark_node_dead`] feed them.
 
+mod config;
 pub mod ec;
 mod fault;
 mod health;
 mod views;
 
+pub use config::{ClientConfig, DEFAULT_META_ADDR};
 pub use fault::DiskSlowdown;
 pub use health::{DRAIN_STALLED_AFTER, Device, DrainError, DrainEvent, DrainProgress, DrainStatus, Health};
 pub use views::{BlockView, ChunkView, ClusterView, DiskView, FileState, FileView, Listing, NodeView, state_name};

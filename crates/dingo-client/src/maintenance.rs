@@ -177,7 +177,7 @@ impl Client {
     /// the block or stripe (when possible); commits the new location as
     /// [`Client::rebuild_chunk`] does and deletes the old copy. A damaged
     /// copy fails with [`ChunkFault::Corrupt`]: rebuild it instead.
-    pub async fn move_chunk(&self, chunk: ChunkRef, to_disk: Option<u32>, tag: IoTag) -> Result<ChunkLocation> {
+    pub async fn move_chunk(&self, chunk: ChunkRef, to_disk: Option<DiskId>, tag: IoTag) -> Result<ChunkLocation> {
         let (b, old) = self.sealed_location(chunk).await?;
         let c = locate(&b, chunk)?;
         let data = self.read_chunk(&c.addr, chunk, 0, b.size, tag).await.map_err(|e| read_fault(chunk, &c.addr, e))?;
@@ -192,7 +192,7 @@ impl Client {
         chunk: ChunkRef,
         old: &ChunkLocation,
         data: Bytes,
-        to_disk: Option<u32>,
+        to_disk: Option<DiskId>,
         emptiest: bool,
     ) -> Result<ChunkLocation> {
         let mut exclude = Vec::new();
@@ -200,7 +200,7 @@ impl Client {
         for _ in 0..WRITE_ATTEMPTS {
             let req = PlaceChunkRequest {
                 chunk: Some(chunk.into()),
-                disk: to_disk,
+                disk: to_disk.map(|d| d.0),
                 exclude_nodes: exclude.clone(),
                 emptiest,
             };

@@ -82,6 +82,12 @@ pub enum InvalidValue {
 }
 
 impl StorageConfig {
+    /// The `[auth]` and `[tls]` tables with a command line's `flags` over
+    /// them: what a daemon serves and calls with.
+    pub fn credentials(&self, flags: &dingo_auth::ServerCredentials) -> dingo_auth::ServerCredentials {
+        dingo_auth::ServerCredentials { auth: self.auth.clone(), tls: self.tls.clone() }.overridden(flags)
+    }
+
     /// Loads `path`, or the defaults when there is none.
     pub fn load(path: Option<&Path>) -> Result<Self, ConfigFileError> {
         let Some(path) = path else { return Ok(Self::default()) };

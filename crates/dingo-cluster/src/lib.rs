@@ -20,7 +20,7 @@ mod up;
 pub use config_file::StorageConfig;
 pub use planner::{PlannerProcess, PlannerSpec};
 pub use security::Provisioned;
-pub use up::UpRequest;
+pub use up::{UpRequest, UpSummary};
 
 use dingo_client::{Client, ClientError};
 use std::fs;

@@ -130,10 +130,11 @@ impl Runner {
                 Ok(imperative::run(&client, &job, finish_by, &cancel).await)
             }),
             Runner::Declarative(agent) => {
-                let handle = agent.submit(job, cancel);
-                tokio::spawn(
-                    async move { Ok(handle.await.map_err(|_| DemoError::Timeline("task agent stopped".into()))??) },
-                )
+                let agent = agent.clone();
+                tokio::spawn(async move {
+                    let handle = agent.submit(job, cancel).await;
+                    Ok(handle.await.map_err(|_| DemoError::Timeline("task agent stopped".into()))??)
+                })
             }
         }
     }

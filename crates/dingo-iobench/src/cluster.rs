@@ -101,7 +101,7 @@ pub async fn write_data(
             let Some(donor) = donor.filter(|&j| lists[j].2.len() > want) else { break };
             let Some(chunk) = lists[donor].2.pop() else { break };
             let tag = IoTag::Maintenance { task: TaskKind::Rebalancing, declaration: DeclarationId(0) };
-            client.move_chunk(chunk, Some(lists[i].0), tag).await?;
+            client.move_chunk(chunk, Some(dingo_types::DiskId(lists[i].0)), tag).await?;
             lists[i].2.push(chunk);
         }
     }

@@ -41,6 +41,8 @@ pub enum PlannerClientError {
     Address(String),
     #[error("the token must be printable ASCII without spaces")]
     Token,
+    #[error("no planner token given (--token or DINGO_TOKEN)")]
+    NoToken,
     #[error(transparent)]
     TlsFiles(#[from] dingo_tls::TlsError),
     #[error("TLS: {0}")]

@@ -1,6 +1,7 @@
 //! The task-client library of the DINGO IO Planner service (`dingo
 //! planner`): [`PlannerClient`] declares block sets, receives callbacks,
-//! acknowledges, cancels and asks for status ([`StatusView`] shows it); [`convert`] maps the wire
+//! acknowledges, cancels and asks for status ([`StatusView`] shows it);
+//! [`PlannerTarget`] says where a planner is and who asks; [`convert`] maps the wire
 //! messages to the planner's types (`dingo_types`) and back.
 //!
 //! The wire messages are under [`wire`] (the `dingo.planner.v1` protocol),
@@ -11,10 +12,12 @@
 pub mod client;
 pub mod convert;
 pub mod status;
+mod target;
 
 pub use client::{CallbackStream, Declared, PlannerClient, PlannerClientError};
 pub use convert::read_chunk;
 pub use status::{BudgetView, DeclarationView, StatusView};
+pub use target::{DEFAULT_PLANNER_ADDR, PlannerTarget};
 
 /// The planner protocol's messages, as they travel.
 pub use dingo_proto::planner as wire;

@@ -22,11 +22,16 @@ use thiserror::Error;
 /// Steps of the fault phase per seed, unless told otherwise.
 pub const DEFAULT_STEPS: u32 = 1000;
 
+/// How each seed runs; with the `clap` feature, also `dingo planner dst`'s
+/// flags.
 #[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct Options {
-    /// Steps of the fault phase; the drain follows.
+    /// Steps of the fault phase per seed; the drain follows.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = DEFAULT_STEPS))]
     pub steps: u32,
-    /// Keep the trace's lines (for printing one seed's run).
+    /// Keep each seed's trace (and print it).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub trace: bool,
 }
 
@@ -109,6 +114,29 @@ pub struct Campaign {
     pub violations: Vec<Violation>,
     /// Sums over the seeds that passed.
     pub totals: Summary,
+    /// Every seed's trace, one after the other, if the options asked for it.
+    pub trace: Vec<String>,
+}
+
+/// One line of totals, then each violation.
+impl std::fmt::Display for Campaign {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let t = &self.totals;
+        writeln!(
+            f,
+            "{} seeds, {} violations; {} quanta, {} declarations, {} deliveries, {} acks, {} refusals, {} planner crashes, {} client crashes",
+            self.seeds,
+            self.violations.len(),
+            t.quanta,
+            t.declarations,
+            t.deliveries_seen,
+            t.acks,
+            t.refusals,
+            t.planner_crashes,
+            t.client_crashes
+        )?;
+        self.violations.iter().try_for_each(|v| writeln!(f, "{v}"))
+    }
 }
 
 /// Runs seeds `first..first + count`, stopping at the first violation if
@@ -118,7 +146,8 @@ pub fn run_seeds(first: u64, count: u64, options: &Options, stop_at_first: bool)
     for seed in first..first.saturating_add(count) {
         campaign.seeds += 1;
         match run_seed(seed, options) {
-            Ok(s) => {
+            Ok(mut s) => {
+                campaign.trace.append(&mut s.trace);
                 let t = &mut campaign.totals;
                 t.quanta += s.quanta;
                 t.declarations += s.declarations;
@@ -129,6 +158,7 @@ pub fn run_seeds(first: u64, count: u64, options: &Options, stop_at_first: bool)
                 t.client_crashes += s.client_crashes;
             }
             Err(v) => {
+                campaign.trace.extend(v.trace.iter().cloned());
                 campaign.violations.push(v);
                 if stop_at_first {
                     break;
@@ -151,6 +181,18 @@ mod tests {
         let t = &campaign.totals;
         eprintln!("{} seeds: {t:?}", campaign.seeds);
         assert!(t.planner_crashes > 0 && t.client_crashes > 0 && t.refusals > 0 && t.acks > 0, "{t:?}");
+    }
+
+    #[test]
+    fn a_campaign_keeps_the_traces_asked_for_and_shows_its_totals() {
+        let quiet = run_seeds(3, 2, &Options { steps: 50, trace: false }, false);
+        assert!(quiet.trace.is_empty());
+        let traced = run_seeds(3, 2, &Options { steps: 50, trace: true }, false);
+        let one = run_seed(3, &Options { steps: 50, trace: true }).unwrap().trace;
+        assert!(traced.trace.len() > one.len() && traced.trace.starts_with(&one));
+        let text = traced.to_string();
+        assert!(text.starts_with("2 seeds, 0 violations; "), "{text}");
+        assert_eq!(text.lines().count(), 1, "{text}");
     }
 
     #[test]

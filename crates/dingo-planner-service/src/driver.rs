@@ -13,13 +13,14 @@
 //!   step's caller answer. So the write-ahead rule holds across steps: an
 //!   answer (or a status) never reveals a change that is not yet durable.
 //! - A failed commit, or a step that panicked, leaves memory ahead of the
-//!   store: the persister stops, every later step fails, and [`crate::run`]
-//!   returns the error so the process exits and a restart recovers from
-//!   the store.
+//!   store: the service is marked fatal (and after a failed commit the
+//!   persister stops), every later step fails, and [`crate::run`] returns
+//!   the error so the process exits and a restart recovers from the store.
 
 use crate::error::ServiceError;
 use crate::metrics::MetricsView;
 use crate::outbox::{Outbox, Sink};
+use crate::records::Batch;
 use crate::state::{DiskSlowness, DueGroup, NodeBudget, Ready, State, StreamId};
 use crate::store::{Store, StoreError};
 use crate::topology;
@@ -32,6 +33,19 @@ use tokio::sync::{Mutex, oneshot, watch};
 /// How long a node may take to accept a group's cache directives before
 /// the callbacks go out without them.
 const PIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Where the persister makes each step's batch durable: redb
+/// ([`Store`]) in the service; a store that fails, in the tests of the
+/// fatal path.
+pub(crate) trait Durable: Send + 'static {
+    fn commit(&self, batch: &Batch) -> Result<(), StoreError>;
+}
+
+impl Durable for Store {
+    fn commit(&self, batch: &Batch) -> Result<(), StoreError> {
+        Store::commit(self, batch)
+    }
+}
 
 /// Work for the persister thread, done in the order queued.
 pub(crate) enum Job {
@@ -62,7 +76,7 @@ impl Shared {
     /// Starts the persister thread over `store` and returns the driver.
     pub(crate) fn start(
         state: State,
-        store: Store,
+        store: impl Durable,
         meta: Client,
         meta_addr: String,
         quantum_ms: u64,
@@ -71,7 +85,8 @@ impl Shared {
         let fatal = Arc::new(watch::Sender::new(None));
         let state = Arc::new(Mutex::new(state));
         let (jobs, queue) = mpsc::channel();
-        let persister = Persister { store, state: state.clone(), metrics: metrics.clone(), fatal: fatal.clone() };
+        let persister =
+            Persister { store: Box::new(store), state: state.clone(), metrics: metrics.clone(), fatal: fatal.clone() };
         std::thread::Builder::new().name("planner-persist".into()).spawn(move || persister.run(queue))?;
         Ok(Arc::new(Shared { state, jobs, metrics, fatal, meta, meta_addr, refresh_lock: Mutex::new(()), quantum_ms }))
     }
@@ -103,6 +118,11 @@ impl Shared {
         step: impl FnOnce(&mut State) -> (R, Ready) + Send + 'static,
     ) -> Result<R, ServiceError> {
         let mut state = self.state.clone().lock_owned().await;
+        // After a panicked step the state may be half changed: answer
+        // nothing more (the persister still runs, so this is the check).
+        if let Some(why) = self.fatal.borrow().clone() {
+            return Err(ServiceError::Stopping(why));
+        }
         let (jobs, metrics) = (self.jobs.clone(), self.metrics.clone());
         let ran = tokio::task::spawn_blocking(move || {
             let (answer, ready) = step(&mut state);
@@ -266,7 +286,7 @@ pub(crate) async fn drive(shared: Arc<Shared>) -> Result<(), ServiceError> {
 
 /// The thread that makes `Ready`s durable and then sends their messages.
 struct Persister {
-    store: Store,
+    store: Box<dyn Durable>,
     state: Arc<Mutex<State>>,
     metrics: Arc<watch::Sender<MetricsView>>,
     fatal: Arc<watch::Sender<Option<String>>>,
@@ -313,5 +333,63 @@ impl Persister {
                 self.metrics.send_replace(state.metrics_view());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ServiceConfig;
+    use crate::memory_store::MemoryStore;
+    use crate::topology::MetaTopology;
+
+    /// A store whose every commit fails, as redb's does on a full or
+    /// failing disk.
+    struct FailingStore;
+
+    impl Durable for FailingStore {
+        fn commit(&self, _: &Batch) -> Result<(), StoreError> {
+            Err(StoreError("disk full".into()))
+        }
+    }
+
+    fn shared(store: impl Durable) -> Arc<Shared> {
+        let loaded = MemoryStore::default().load().unwrap();
+        let state = State::restore(ServiceConfig::new("adm"), loaded, MetaTopology::default(), 1_000_000).unwrap();
+        let access = dingo_auth::ClusterAccess::new(dingo_auth::ClusterSecret::generate().unwrap(), None).unwrap();
+        // Never called: the steps below need no metadata service.
+        let meta = Client::new("127.0.0.1:1", &access).unwrap();
+        Shared::start(state, store, meta, "127.0.0.1:1".into(), 1000).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_failed_commit_stops_the_service_and_fails_every_later_step() {
+        let shared = shared(FailingStore);
+        // A step that persists nothing is answered as usual.
+        shared.step(|_| ((), Ready::default())).await.unwrap();
+        // The first step with something to persist fails with the store's error...
+        let first = shared.step(|s| s.set_budget(Some(5), None)).await;
+        assert!(matches!(&first, Err(ServiceError::Store(e)) if e.to_string().contains("disk full")), "{first:?}");
+        // ...the service is told to stop, with the reason...
+        let why = tokio::time::timeout(Duration::from_secs(5), shared.stopped()).await.expect("stop signalled");
+        assert!(why.contains("disk full"), "{why}");
+        // ...and no later step is answered, whatever it persists.
+        for _ in 0..2 {
+            let later = shared.step(|_| ((), Ready::default())).await;
+            assert!(matches!(later, Err(ServiceError::Stopping(_))), "{later:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_step_stops_the_service() {
+        let shared = shared(FailingStore);
+        let panicked = shared.step(|_| -> ((), Ready) { panic!("a broken invariant") }).await;
+        assert!(matches!(panicked, Err(ServiceError::Stopping(_))), "{panicked:?}");
+        let why = tokio::time::timeout(Duration::from_secs(5), shared.stopped()).await.expect("stop signalled");
+        assert!(why.contains("a step of the state machine failed"), "{why}");
+        // The persister still runs, but a state a panic left half changed
+        // must not answer anything more.
+        let later = shared.step(|_| ((), Ready::default())).await;
+        assert!(matches!(later, Err(ServiceError::Stopping(_))), "{later:?}");
     }
 }

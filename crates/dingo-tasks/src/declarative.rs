@@ -32,6 +32,10 @@ const PARALLEL_CALLBACKS: usize = 4;
 const STATUS_POLL: Duration = Duration::from_secs(2);
 /// Pause before subscribing again after the stream broke.
 const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(500);
+/// Submissions waiting to be declared, at most; [`Agent::submit`] waits
+/// for room beyond that, so a caller faster than the planner is slowed
+/// instead of growing the agent's memory.
+pub const SUBMIT_QUEUE: usize = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeclarativeError {
@@ -117,7 +121,7 @@ struct Active {
 /// Lives until every [`Agent`] handle is dropped and no job is left.
 #[derive(Clone)]
 pub struct Agent {
-    submit: mpsc::UnboundedSender<Submission>,
+    submit: mpsc::Sender<Submission>,
 }
 
 /// Where the report of a submitted job arrives.
@@ -127,16 +131,23 @@ impl Agent {
     /// Starts the agent. `margin_ms` is subtracted from each job's deadline
     /// in its declaration, so the last callback still completes in time.
     pub fn spawn(client: Client, planner: PlannerClient, margin_ms: u64) -> Agent {
-        let (submit, rx) = mpsc::unbounded_channel();
+        let (agent, rx) = Agent::queue();
         tokio::spawn(AgentLoop { client, planner, margin_ms, active: HashMap::new() }.run(rx));
-        Agent { submit }
+        agent
     }
 
-    /// Declares `job`; its report arrives on the returned handle when the
-    /// planner reports it done, or when `cancel` is set.
-    pub fn submit(&self, job: Job, cancel: CancelFlag) -> JobHandle {
+    /// A handle and the bounded queue its submissions go to.
+    fn queue() -> (Agent, mpsc::Receiver<Submission>) {
+        let (submit, rx) = mpsc::channel(SUBMIT_QUEUE);
+        (Agent { submit }, rx)
+    }
+
+    /// Declares `job`, once there is room in the queue (see
+    /// [`SUBMIT_QUEUE`]); its report arrives on the returned handle when
+    /// the planner reports it done, or when `cancel` is set.
+    pub async fn submit(&self, job: Job, cancel: CancelFlag) -> JobHandle {
         let (done, rx) = oneshot::channel();
-        if let Err(mpsc::error::SendError(s)) = self.submit.send(Submission { job, cancel, done }) {
+        if let Err(mpsc::error::SendError(s)) = self.submit.send(Submission { job, cancel, done }).await {
             let _ = s.done.send(Err(DeclarativeError::Stopped));
         }
         rx
@@ -151,7 +162,7 @@ struct AgentLoop {
 }
 
 impl AgentLoop {
-    async fn run(mut self, mut submissions: mpsc::UnboundedReceiver<Submission>) {
+    async fn run(mut self, mut submissions: mpsc::Receiver<Submission>) {
         let mut open = true;
         let mut poll = tokio::time::interval(STATUS_POLL);
         let mut stream: Option<CallbackStream> = None;
@@ -386,4 +397,39 @@ async fn carry_out_set(
         return Err(format!("planner delivered unknown set key {} for {} {}", set.key, job.task, job.label));
     };
     Ok(execute_with_retries(client, &action, &copies, tag).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(label: &str) -> Job {
+        Job {
+            task: dingo_types::TaskKind::Scrubbing,
+            label: label.into(),
+            items: Vec::new(),
+            declared: Declared::Items,
+            sets_needed: None,
+            deadline_ms: 0,
+            progress: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_makes_the_submitter_wait_and_a_stopped_agent_says_so() {
+        let (agent, mut rx) = Agent::queue();
+        for i in 0..SUBMIT_QUEUE {
+            drop(agent.submit(job(&i.to_string()), CancelFlag::default()).await);
+        }
+        let waiting = agent.submit(job("one more"), CancelFlag::default());
+        tokio::pin!(waiting);
+        let waited = tokio::time::timeout(Duration::from_millis(100), &mut waiting).await;
+        assert!(waited.is_err(), "a submission beyond the queue's room must wait");
+        assert_eq!(rx.recv().await.expect("queued").job.label, "0");
+        let _handle = tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("room was made");
+
+        drop(rx);
+        let stopped = agent.submit(job("late"), CancelFlag::default()).await;
+        assert!(matches!(stopped.await, Ok(Err(DeclarativeError::Stopped))));
+    }
 }

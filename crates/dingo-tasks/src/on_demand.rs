@@ -122,7 +122,10 @@ pub async fn run_jobs(client: &Client, jobs: Vec<Job>, driver: Driver) -> Result
         }
         Driver::Declarative(planner) => {
             let agent = Agent::spawn(client.clone(), planner, 0);
-            let handles: Vec<_> = jobs.into_iter().map(|j| agent.submit(j, CancelFlag::default())).collect();
+            let mut handles = Vec::with_capacity(jobs.len());
+            for job in jobs {
+                handles.push(agent.submit(job, CancelFlag::default()).await);
+            }
             let mut reports = Vec::new();
             for h in handles {
                 reports.push(h.await.map_err(|_| DeclarativeError::Stopped)??);

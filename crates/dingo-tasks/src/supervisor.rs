@@ -29,18 +29,39 @@ use std::time::Duration;
 /// Jobs kept in the state file's history.
 const HISTORY: usize = 50;
 
+/// How the supervisor runs; with the `clap` feature, also `dingo
+/// maintain`'s flags.
 #[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct SupervisorConfig {
-    /// How often the cluster's state is looked at.
+    /// How often to look at the cluster, e.g. 5s.
+    #[cfg_attr(feature = "clap", arg(long, default_value = "5s", value_parser = dingo_types::parse_duration))]
     pub interval: Duration,
-    /// Every live disk is scrubbed this often.
+    /// Scrub every live disk this often, e.g. 7d.
+    #[cfg_attr(feature = "clap", arg(long, default_value = "7d", value_parser = dingo_types::parse_duration))]
     pub scrub_every: Duration,
     /// Deadline given to each job (the planner paces declared work to it).
+    #[cfg_attr(feature = "clap", arg(long, default_value = "1h", value_parser = dingo_types::parse_duration))]
     pub job_deadline: Duration,
-    /// Rebalancing moves chunks off disks this fraction above the mean.
+    /// Rebalance disks this fraction above the mean utilisation.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0.1))]
     pub rebalance_threshold: f64,
-    /// Where the supervisor's state is kept.
+    /// State file (nodes seen, last scrub, job history); kept across restarts.
+    #[cfg_attr(feature = "clap", arg(long = "state", default_value = "dingo-maintain.json"))]
     pub state_file: PathBuf,
+}
+
+impl SupervisorConfig {
+    /// An error naming the first period that is zero (a zero interval
+    /// would spin; a zero scrub period or deadline means nothing).
+    pub fn check(&self) -> Result<(), SupervisorError> {
+        let periods =
+            [("--interval", self.interval), ("--scrub-every", self.scrub_every), ("--job-deadline", self.job_deadline)];
+        match periods.into_iter().find(|(_, d)| d.is_zero()) {
+            Some((name, _)) => Err(SupervisorError::Config(format!("{name} must be positive"))),
+            None => Ok(()),
+        }
+    }
 }
 
 /// What the supervisor remembers across restarts.
@@ -76,6 +97,8 @@ pub enum SupervisorError {
     Client(#[from] ClientError),
     #[error("state file {path}: {detail}")]
     State { path: PathBuf, detail: String },
+    #[error("{0}")]
+    Config(String),
 }
 
 impl SupervisorState {
@@ -131,6 +154,7 @@ pub async fn run(
     cancel: &CancelFlag,
     mut on_report: impl FnMut(&str, &JobReport),
 ) -> Result<(), SupervisorError> {
+    cfg.check()?;
     let mut state = SupervisorState::load(&cfg.state_file)?;
     if state.last_scrub_ms == 0 {
         // The first scrub is due one period after the supervisor first ran.
@@ -205,7 +229,7 @@ async fn step(
         let report = match agent {
             // At full speed: the supervisor's work is due now.
             None => imperative::run(client, &job, dingo_daemon::now_ms(), cancel).await,
-            Some(agent) => match agent.submit(job, cancel.clone()).await {
+            Some(agent) => match agent.submit(job, cancel.clone()).await.await {
                 Ok(Ok(r)) => r,
                 Ok(Err(e)) => {
                     tracing::warn!("the planner did not take the job: {e}");
@@ -255,5 +279,21 @@ mod tests {
         assert_eq!(back.items["reconstruction"], 3 * (HISTORY as u64 + 5));
         std::fs::write(&path, "{").unwrap();
         assert!(SupervisorState::load(&path).unwrap_err().to_string().contains("maintain.json"));
+    }
+
+    #[test]
+    fn a_zero_period_is_refused_by_its_flag() {
+        let cfg = SupervisorConfig {
+            interval: Duration::from_secs(5),
+            scrub_every: Duration::from_secs(60),
+            job_deadline: Duration::from_secs(60),
+            rebalance_threshold: 0.1,
+            state_file: "m.json".into(),
+        };
+        assert!(cfg.check().is_ok());
+        let zero = SupervisorConfig { scrub_every: Duration::ZERO, ..cfg.clone() };
+        assert_eq!(zero.check().unwrap_err().to_string(), "--scrub-every must be positive");
+        let zero = SupervisorConfig { interval: Duration::ZERO, ..cfg };
+        assert_eq!(zero.check().unwrap_err().to_string(), "--interval must be positive");
     }
 }

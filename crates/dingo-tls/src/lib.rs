@@ -29,13 +29,22 @@ pub enum TlsError {
 }
 
 /// A server's certificate chain and private key, as PEM files; in a TOML
-/// config, a `[tls]` table with `cert` and `key`.
+/// config, a `[tls]` table with `cert` and `key`; on a command line (with
+/// the `clap` feature, flattened as an `Option`), `--tls-cert` and
+/// `--tls-key`, neither without the other.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 #[serde(deny_unknown_fields)]
 pub struct ServerTlsFiles {
-    /// Certificate chain, leaf first.
+    /// Serve gRPC over TLS with this certificate chain, leaf first (PEM)
+    /// [config: tls.cert].
+    // Not required on their own: flattened as an `Option`, the pair is
+    // absent unless one is given, and then needs the other.
+    #[cfg_attr(feature = "clap", arg(long = "tls-cert", required = false, requires = "key"))]
     pub cert: PathBuf,
-    /// The leaf's private key (PKCS#8, PKCS#1 or SEC1).
+    /// The certificate's private key: PKCS#8, PKCS#1 or SEC1 (PEM)
+    /// [config: tls.key].
+    #[cfg_attr(feature = "clap", arg(long = "tls-key", required = false, requires = "cert"))]
     pub key: PathBuf,
 }
 

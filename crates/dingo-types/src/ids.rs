@@ -42,6 +42,20 @@ pub struct ChunkRef {
     pub copy: u8,
 }
 
+/// The ids a command line names parse from their bare number (`7`).
+macro_rules! from_number {
+    ($($id:ident),*) => {$(
+        impl std::str::FromStr for $id {
+            type Err = std::num::ParseIntError;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                s.parse().map($id)
+            }
+        }
+    )*};
+}
+from_number!(DiskId, NodeId, DeclarationId);
+
 impl fmt::Display for BlockId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "block {}", self.0)
@@ -63,5 +77,20 @@ impl fmt::Display for DeclarationId {
 impl fmt::Display for ChunkRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "copy {} of block {}", self.copy, self.block.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_parse_from_their_bare_number_only() {
+        assert_eq!("7".parse::<DiskId>(), Ok(DiskId(7)));
+        assert_eq!("12".parse::<NodeId>(), Ok(NodeId(12)));
+        assert_eq!("18446744073709551615".parse::<DeclarationId>(), Ok(DeclarationId(u64::MAX)));
+        assert!("disk 7".parse::<DiskId>().is_err());
+        assert!("4294967296".parse::<NodeId>().is_err());
+        assert!("-1".parse::<DiskId>().is_err());
     }
 }

@@ -25,8 +25,5 @@ pub struct BenchIoArgs {
 pub async fn run(a: BenchIoArgs) -> anyhow::Result<()> {
     dingo_daemon::keep_freed_memory();
     let opts = StorageOptions { exe: std::env::current_exe()?, dir: a.dir, bytes: a.size, trials: a.trials };
-    let report = storage::run(&opts).await?;
-    let text = if a.json { serde_json::to_string(&report)? } else { report.to_string() };
-    println!("{text}");
-    Ok(())
+    crate::output::print(&storage::run(&opts).await?, a.json)
 }

@@ -45,6 +45,8 @@ enum Commands {
     Maintain(maintain_cmd::MaintainArgs),
     /// The HDFS-cluster experiment on a local cluster: the same timeline
     /// with imperative and with declarative tasks, compared.
+    ///
+    /// About a minute per mode with --quick.
     Demo(demo::DemoArgs),
     /// Benchmarks.
     #[command(subcommand)]
@@ -69,9 +71,13 @@ enum BenchCommand {
     Planner(bench::planner::PlannerBenchArgs),
     /// Flash cache engines (set-associative, log-structured, Kangaroo,
     /// FairyWREN) on counting device models, at equal DRAM and device-write budgets.
+    ///
+    /// Minutes; seconds with --quick. The text report is a Markdown page.
     Flash(bench::flash::FlashBenchArgs),
     /// The node's flash tier replayed under a demo-like load: DRAM only, a
     /// zoned tier, and the same tier on a conventional SSD.
+    ///
+    /// Two simulated hours; ten minutes with --quick.
     FlashTier(bench::flash_tier::FlashTierBenchArgs),
     /// Node-level IO control experiments (issue 15): the classful disk
     /// scheduler against today's FIFO queue on a local cluster.
@@ -115,5 +121,16 @@ async fn run() -> std::process::ExitCode {
             eprintln!("error: {e:#}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// clap checks the flags' definitions (names unique across flattened
+    /// and global flags, groups, defaults) only when asked.
+    #[test]
+    fn the_command_line_is_well_formed() {
+        use clap::CommandFactory as _;
+        super::Cli::command().debug_assert();
     }
 }

@@ -1,16 +1,19 @@
-//! `dingo planner`: runs the IO Planner service (`--config FILE`), or talks
-//! to a running one (`budget set`, `status`).
+//! `dingo planner`: runs the IO Planner service (`--config FILE`), talks to
+//! a running one (`budget set`, `status`), or simulates it (`dst`).
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use dingo_auth::AuthSection;
 use dingo_daemon::shutdown_signal;
-use dingo_planner_client::{BudgetView, PlannerClient, StatusView};
+use dingo_planner_client::{BudgetView, PlannerTarget, StatusView};
 use dingo_planner_service::ServiceConfig;
+use dingo_types::DeclarationId;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-pub const DEFAULT_PLANNER: &str = "127.0.0.1:7500";
-
+/// The service's flags override its config file; `--secret-file` and
+/// `--ca` override its `[storage]` table (how it calls the metadata
+/// service and the nodes).
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct PlannerArgs {
@@ -28,35 +31,8 @@ pub struct PlannerArgs {
     /// Prometheus /metrics address (overrides `metrics`).
     #[arg(long)]
     metrics: Option<SocketAddr>,
-    /// The cluster secret's file, for calling the metadata service and the
-    /// nodes (overrides `storage.secret_file`).
-    #[arg(long)]
-    secret_file: Option<PathBuf>,
-    /// The storage services serve TLS: trust the authority in this PEM
-    /// file (overrides `storage.ca`).
-    #[arg(long)]
-    ca: Option<PathBuf>,
-}
-
-/// Where the planner is and who is asking.
-#[derive(Args, Debug)]
-struct Target {
-    #[arg(long, env = "DINGO_PLANNER", default_value = DEFAULT_PLANNER)]
-    addr: String,
-    /// A client token, or the admin token.
-    #[arg(long, env = "DINGO_TOKEN", hide_env_values = true)]
-    token: String,
-    /// Connect over TLS, trusting the certificate authority in this PEM file.
-    #[arg(long, env = "DINGO_PLANNER_CA")]
-    ca: Option<PathBuf>,
-}
-
-/// A planner client, over TLS when `ca` names the authority to trust.
-pub fn connect(addr: &str, token: &str, ca: Option<&std::path::Path>) -> Result<PlannerClient> {
-    Ok(match ca {
-        Some(ca) => PlannerClient::connect_tls(addr, token, ca)?,
-        None => PlannerClient::connect(addr, token)?,
-    })
+    #[command(flatten)]
+    storage: AuthSection,
 }
 
 #[derive(Subcommand, Debug)]
@@ -68,10 +44,10 @@ enum PlannerCommand {
     /// admin token), the next quantum and its budget.
     Status {
         #[command(flatten)]
-        target: Target,
+        target: PlannerTarget,
         /// Show these declarations (also finished ones) instead.
         #[arg(long = "declaration")]
-        declarations: Vec<u64>,
+        declarations: Vec<DeclarationId>,
         /// One JSON object instead of the table.
         #[arg(long)]
         json: bool,
@@ -83,12 +59,8 @@ enum PlannerCommand {
         seed: u64,
         #[arg(long, default_value_t = 1)]
         seeds: u64,
-        /// Steps of the fault phase per seed.
-        #[arg(long, default_value_t = dingo_planner_dst::DEFAULT_STEPS)]
-        steps: u32,
-        /// Print each seed's trace.
-        #[arg(long)]
-        trace: bool,
+        #[command(flatten)]
+        options: dingo_planner_dst::Options,
     },
 }
 
@@ -105,82 +77,45 @@ enum BudgetCommand {
         #[arg(long, group = "limit")]
         disk_head_time_ms: Option<u64>,
         #[command(flatten)]
-        target: Target,
+        target: PlannerTarget,
     },
 }
 
 pub async fn run(a: PlannerArgs) -> Result<()> {
     match a.command {
         None => {
-            let config = a.config.context("--config FILE is required")?;
-            let mut cfg = ServiceConfig::load(&config)?;
-            cfg.storage = cfg.storage.overridden(a.secret_file, a.ca);
-            serve(cfg, a.data, a.listen, a.metrics).await
+            let mut cfg = ServiceConfig::load(&a.config.context("--config FILE is required")?)?;
+            cfg.storage = cfg.storage.overridden(&a.storage);
+            cfg.data = a.data.or(cfg.data);
+            if let Some(listen) = a.listen {
+                cfg.listen = listen.to_string();
+            }
+            cfg.metrics = a.metrics.map(|m| m.to_string()).or(cfg.metrics);
+            dingo_planner_service::run(cfg, shutdown_signal()).await?;
+            Ok(())
         }
         Some(PlannerCommand::Budget(BudgetCommand::Set { cluster_bytes, disk_head_time_ms, target })) => {
-            let client = connect(&target.addr, &target.token, target.ca.as_deref())?;
+            let client = target.connect()?;
             let us = disk_head_time_ms
                 .map(|ms| ms.checked_mul(1000).context("--disk-head-time-ms is too large"))
                 .transpose()?;
-            client.set_budget(cluster_bytes, us).await.with_context(|| format!("planner at {}", target.addr))?;
+            client.set_budget(cluster_bytes, us).await.with_context(|| format!("planner at {}", target.addr()))?;
             let budget = BudgetView::from(client.status(&[]).await?.budget);
             outln!("budget: {budget} per quantum");
             Ok(())
         }
-        Some(PlannerCommand::Status { target, declarations, json }) => status(&target, &declarations, json).await,
-        Some(PlannerCommand::Dst { seed, seeds, steps, trace }) => dst(seed, seeds, steps, trace),
-    }
-}
-
-fn dst(first: u64, seeds: u64, steps: u32, trace: bool) -> Result<()> {
-    let options = dingo_planner_dst::Options { steps, trace };
-    let campaign = dingo_planner_dst::run_seeds(first, seeds, &options, seeds == 1);
-    if trace {
-        for seed in first..first + seeds {
-            let lines = dingo_planner_dst::run_seed(seed, &options).map_or_else(|v| v.trace, |s| s.trace);
-            lines.iter().for_each(|line| outln!("{line}"));
+        Some(PlannerCommand::Status { target, declarations, json }) => {
+            let status = target.connect()?.status(&declarations).await;
+            let status = status.with_context(|| format!("planner at {}", target.addr()))?;
+            crate::output::print(&StatusView::new(status, dingo_daemon::now_ms()), json)
+        }
+        Some(PlannerCommand::Dst { seed, seeds, options }) => {
+            let campaign = dingo_planner_dst::run_seeds(seed, seeds, &options, seeds == 1);
+            campaign.trace.iter().for_each(|line| outln!("{line}"));
+            crate::output::write_stdout(format_args!("{campaign}"));
+            let violations = campaign.violations.len();
+            anyhow::ensure!(violations == 0, "the simulation found {violations} violations");
+            Ok(())
         }
     }
-    let t = &campaign.totals;
-    outln!(
-        "{} seeds, {} violations; {} quanta, {} declarations, {} deliveries, {} acks, {} refusals, {} planner crashes, {} client crashes",
-        campaign.seeds,
-        campaign.violations.len(),
-        t.quanta,
-        t.declarations,
-        t.deliveries_seen,
-        t.acks,
-        t.refusals,
-        t.planner_crashes,
-        t.client_crashes
-    );
-    campaign.violations.iter().for_each(|v| outln!("{v}"));
-    anyhow::ensure!(campaign.violations.is_empty(), "the simulation found {} violations", campaign.violations.len());
-    Ok(())
-}
-
-async fn serve(
-    mut cfg: ServiceConfig,
-    data: Option<PathBuf>,
-    listen: Option<SocketAddr>,
-    metrics: Option<SocketAddr>,
-) -> Result<()> {
-    if let Some(d) = data {
-        cfg.data = Some(d);
-    }
-    if let Some(l) = listen {
-        cfg.listen = l.to_string();
-    }
-    if let Some(m) = metrics {
-        cfg.metrics = Some(m.to_string());
-    }
-    dingo_planner_service::run(cfg, shutdown_signal()).await?;
-    Ok(())
-}
-
-async fn status(target: &Target, ids: &[u64], json: bool) -> Result<()> {
-    let client = connect(&target.addr, &target.token, target.ca.as_deref())?;
-    let ids: Vec<_> = ids.iter().map(|&i| dingo_types::DeclarationId(i)).collect();
-    let s = client.status(&ids).await.with_context(|| format!("planner at {}", target.addr))?;
-    crate::output::print(&StatusView::new(s, dingo_daemon::now_ms()), json)
 }

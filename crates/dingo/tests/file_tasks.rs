@@ -340,7 +340,7 @@ async fn declared_file_tasks_go_through_declare_files_and_survive_files_changing
     let (scrubber, scrub_planner) = agent("file-scrubber");
     let job = plan::file_scrubbing(&t.client, "/d/", FilePick::ALL, deadline()).await.unwrap();
     assert_eq!(job.items.len(), 3);
-    let scrub = scrubber.submit(job, CancelFlag::default());
+    let scrub = scrubber.submit(job, CancelFlag::default()).await;
     wait_declared(&scrub_planner, 1).await;
     t.client.delete("/d/a").await.unwrap();
     t.client.delete("/d/b").await.unwrap();
@@ -371,7 +371,7 @@ async fn declared_file_tasks_go_through_declare_files_and_survive_files_changing
     let (survivors, dead_bytes) = write_area(&t.client, "/obj").await;
     let (gc, _) = agent("gc");
     let job = plan::garbage_collection(&t.client, "/obj", FilePick::ALL, deadline()).await.unwrap();
-    let r = report(gc.submit(job, CancelFlag::default())).await;
+    let r = report(gc.submit(job, CancelFlag::default()).await).await;
     assert!(r.complete(), "{r:?}");
     assert_eq!((r.items_done, r.freed_bytes), (4, dead_bytes), "{r:?}");
     assert_collected(&t.client, "/obj", &survivors).await;

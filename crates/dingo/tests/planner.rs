@@ -265,7 +265,7 @@ async fn bad_requests_and_wrong_tokens_are_refused_and_change_nothing() {
 
     // The CLI: status with a client token, budget only with the admin's.
     let cli = |args: &[&str]| Command::new(EXE).args(args).output().unwrap();
-    let out = cli(&["planner", "status", "--addr", env.planner.addr(), "--token", TOKEN_A]);
+    let out = cli(&["planner", "status", "--planner", env.planner.addr(), "--token", TOKEN_A]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success() && text.contains("fsck") && text.contains("task-a"), "{text}");
     let out = cli(&["planner", "status", "--json", "--addr", env.planner.addr(), "--token", TOKEN_A]);
@@ -279,6 +279,11 @@ async fn bad_requests_and_wrong_tokens_are_refused_and_change_nothing() {
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("admin token"));
     let out = cli(&["planner", "budget", "set", "--cluster-bytes", "lots", "--token", ADMIN]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("invalid size"));
+    // `--addr` is still accepted for `--planner`; a missing token is named.
+    let out =
+        Command::new(EXE).args(["planner", "status", "--addr", env.planner.addr()]).env_remove("DINGO_TOKEN").output();
+    let err = String::from_utf8_lossy(&out.unwrap().stderr).into_owned();
+    assert!(err.contains("--token"), "{err}");
     a.cancel(good.id).await.unwrap();
     assert_eq!(code(a.cancel(good.id).await), Some(Code::FailedPrecondition));
 }

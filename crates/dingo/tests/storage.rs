@@ -577,7 +577,7 @@ async fn exact_copies_are_read_rebuilt_and_moved() {
     let status = client.cluster_status().await.unwrap();
     let holder = status.nodes.iter().find(|n| n.id == moved.node).unwrap();
     let sibling = holder.disks.iter().find(|d| d.id != moved.disk).unwrap().id;
-    let e = client.move_chunk(m, Some(sibling), balance).await.unwrap_err();
+    let e = client.move_chunk(m, Some(DiskId(sibling)), balance).await.unwrap_err();
     assert_eq!(e.code(), Some(tonic::Code::InvalidArgument), "{e}");
 
     // A node added at run time receives chunks.
@@ -586,7 +586,7 @@ async fn exact_copies_are_read_rebuilt_and_moved() {
     let id = t.c.node_id(i).await.unwrap();
     let status = client.cluster_status().await.unwrap();
     let fresh = status.nodes.iter().find(|n| n.id == id).unwrap().disks[1].id;
-    let moved = client.move_chunk(m, Some(fresh), balance).await.unwrap();
+    let moved = client.move_chunk(m, Some(DiskId(fresh)), balance).await.unwrap();
     assert_eq!((moved.node, moved.disk), (id, fresh));
     assert_eq!(read_all(&client, "/x/rep").await, rep);
     assert_eq!(read_all(&client, "/x/ec").await, ec);

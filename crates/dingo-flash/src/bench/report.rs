@@ -46,6 +46,13 @@ fn runs_csv(report: &BenchReport) -> String {
     out
 }
 
+/// The report as text is its Markdown page.
+impl std::fmt::Display for BenchReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&markdown(self))
+    }
+}
+
 /// The Markdown page: budgets, best runs, published vs measured, all runs.
 pub fn markdown(report: &BenchReport) -> String {
     let b = report.budgets;

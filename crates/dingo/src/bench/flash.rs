@@ -2,19 +2,16 @@
 //! compared on a synthetic trace under equal DRAM and device-write budgets,
 //! or on a Twitter cache-trace CSV the user has.
 
+use crate::output::ExperimentArgs;
 use anyhow::Context;
 use clap::Args;
-use dingo_flash::bench::{BenchOptions, BenchSize, markdown, run_bench, run_bench_on, write_report};
+use dingo_flash::bench::{BenchOptions, BenchSize, run_bench, run_bench_on, write_report};
 use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct FlashBenchArgs {
-    /// The small form (seconds; what CI runs) instead of the full one (minutes).
-    #[arg(long)]
-    quick: bool,
-    /// Print the report as one JSON object instead of the Markdown page.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    run: ExperimentArgs,
     /// Write flash.json, flash-runs.csv and flash.md here.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -29,7 +26,8 @@ pub struct FlashBenchArgs {
 }
 
 pub fn run(args: &FlashBenchArgs) -> anyhow::Result<()> {
-    let options = BenchOptions { size: if args.quick { BenchSize::Quick } else { BenchSize::Full }, seed: args.seed };
+    let size = if args.run.quick { BenchSize::Quick } else { BenchSize::Full };
+    let options = BenchOptions { size, seed: args.seed };
     let report = match &args.twitter_trace {
         Some(path) => {
             let trace = dingo_flash::trace::read_twitter_file(path, args.max_requests)?;
@@ -40,10 +38,5 @@ pub fn run(args: &FlashBenchArgs) -> anyhow::Result<()> {
     if let Some(dir) = &args.out {
         write_report(&report, dir).with_context(|| format!("writing {}", dir.display()))?;
     }
-    if args.json {
-        println!("{}", serde_json::to_string(&report)?);
-    } else {
-        print!("{}", markdown(&report));
-    }
-    Ok(())
+    args.run.show(&report)
 }

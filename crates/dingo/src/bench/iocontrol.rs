@@ -1,6 +1,7 @@
 //! `dingo bench iocontrol <experiment>`: the node-level IO-control experiments of issue 15 (`dingo_iobench`),
 //! mechanism against today's behaviour on a local cluster with HDD emulation.
 
+use crate::output::ExperimentArgs;
 use clap::{Args, Subcommand};
 use dingo_iobench::harness::Options;
 use dingo_iobench::output::{self, Experiment};
@@ -39,12 +40,8 @@ pub enum IoControlCommand {
 
 #[derive(Args)]
 pub struct Common {
-    /// The short form of the experiment (the same shape, less load).
-    #[arg(long)]
-    quick: bool,
-    /// Print one JSON object: mechanism and baseline side by side.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    run: ExperimentArgs,
     /// Write the JSON, the per-second series as CSV and the plots here.
     #[arg(long)]
     out: Option<PathBuf>,
@@ -68,7 +65,7 @@ pub async fn run(cmd: IoControlCommand) -> anyhow::Result<()> {
     use IoControlCommand as C;
     let progress = |line: &str| eprintln!("{line}");
     let options = |c: &Common, runs, seed| -> anyhow::Result<Options> {
-        Ok(Options { exe: std::env::current_exe()?, work_dir: c.dir.clone(), quick: c.quick, runs, seed })
+        Ok(Options { exe: std::env::current_exe()?, work_dir: c.dir.clone(), quick: c.run.quick, runs, seed })
     };
     match cmd {
         C::FgTail(a) => show(&a.common, &fgtail::run(&options(&a.common, a.runs, a.seed)?, progress).await?),
@@ -83,7 +80,5 @@ fn show(c: &Common, report: &impl Experiment) -> anyhow::Result<()> {
     if let Some(dir) = &c.out {
         output::write_files(report, dir)?;
     }
-    let text = if c.json { output::json(report)? } else { report.to_string() };
-    println!("{text}");
-    Ok(())
+    c.run.show(report)
 }

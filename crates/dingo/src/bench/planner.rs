@@ -48,12 +48,13 @@ pub fn run(args: &PlannerBenchArgs) -> anyhow::Result<()> {
         budget_factor: args.budget_factor,
         disk_share: args.disk_share,
     })?;
-    let output = Output { report, peak_rss_bytes: super::peak_rss_bytes() };
-    if args.json {
-        println!("{}", serde_json::to_string(&output)?);
-    } else {
-        print!("{}", output.report.table());
-        println!("  peak RSS              {:>16}", format_bytes(output.peak_rss_bytes));
+    crate::output::print(&Output { report, peak_rss_bytes: super::peak_rss_bytes() }, args.json)
+}
+
+/// The report's table, then the peak memory.
+impl std::fmt::Display for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.report.table())?;
+        writeln!(f, "  peak RSS              {:>16}", format_bytes(self.peak_rss_bytes))
     }
-    Ok(())
 }

@@ -1,5 +1,6 @@
 //! `dingo demo`: runs `dingo_demo`'s experiment and prints its comparison.
 
+use crate::output::ExperimentArgs;
 use anyhow::{Context, Result};
 use dingo_demo::{DemoConfig, Scale};
 use dingo_iosched::PolicyKind;
@@ -7,12 +8,8 @@ use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct DemoArgs {
-    /// A smaller run (about a minute per mode) for CI.
-    #[arg(long)]
-    pub quick: bool,
-    /// Print the summary as one JSON object.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub run: ExperimentArgs,
     /// Output folder: summary, per-interval series, plots, cluster data.
     #[arg(long, default_value = "./dingo-demo")]
     pub out: PathBuf,
@@ -35,25 +32,24 @@ fn parse_scheduler(name: &str) -> Result<PolicyKind, String> {
 }
 
 pub async fn run(a: DemoArgs) -> Result<()> {
+    let scale = if a.run.quick { Scale::quick() } else { Scale::default_run() };
     let config = DemoConfig {
         exe: std::env::current_exe().context("cannot find the dingo executable")?,
-        scale: Scale { scheduler: a.scheduler, ..if a.quick { Scale::quick() } else { Scale::default_run() } },
+        scale: Scale { scheduler: a.scheduler, ..scale },
         seed: a.seed,
         out: a.out.clone(),
         keep_data: a.keep_data,
     };
     let run = dingo_demo::run(&config, |mode| {
-        if !a.json {
+        if !a.run.json {
             eprintln!("running the timeline with {mode} tasks ...");
         }
     })
     .await?;
     run.write_outputs(&a.out)?;
-    if a.json {
-        println!("{}", serde_json::to_string(&run.summary)?);
-    } else {
-        print!("{}", run.summary);
-        println!("outputs in {}", a.out.display());
+    a.run.show(&run.summary)?;
+    if !a.run.json {
+        outln!("outputs in {}", a.out.display());
     }
     Ok(())
 }

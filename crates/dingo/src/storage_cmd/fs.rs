@@ -1,13 +1,12 @@
 //! `dingo fs put|get|ls|rm|stat`: file operations through the client.
 
-use super::{ClientArgs, parse_size};
+use super::parse_size;
 use anyhow::{Context, Result, bail};
 use clap::Subcommand;
-use dingo_client::{FileView, Listing, Redundancy};
+use dingo_client::{ClientConfig, FileView, Listing, Redundancy};
 use dingo_daemon::{keep_freed_memory, shutdown_signal};
 use dingo_types::format_bytes;
-use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
+use indicatif::ProgressBar;
 use std::path::PathBuf;
 
 #[derive(Subcommand, Debug)]
@@ -29,7 +28,7 @@ pub enum FsCommand {
         #[arg(long)]
         overwrite: bool,
         #[command(flatten)]
-        client: ClientArgs,
+        client: ClientConfig,
     },
     /// Read a file, or a range of it, to a local file or stdout (`-`). A
     /// local file is replaced only once all of it was read.
@@ -46,7 +45,7 @@ pub enum FsCommand {
         #[arg(long)]
         open: bool,
         #[command(flatten)]
-        client: ClientArgs,
+        client: ClientConfig,
     },
     /// List files under a prefix.
     Ls {
@@ -56,13 +55,13 @@ pub enum FsCommand {
         #[arg(long)]
         json: bool,
         #[command(flatten)]
-        client: ClientArgs,
+        client: ClientConfig,
     },
     /// Delete a file (also an open one).
     Rm {
         path: String,
         #[command(flatten)]
-        client: ClientArgs,
+        client: ClientConfig,
     },
     /// Show a file's blocks and their chunk locations.
     Stat {
@@ -71,7 +70,7 @@ pub enum FsCommand {
         #[arg(long)]
         json: bool,
         #[command(flatten)]
-        client: ClientArgs,
+        client: ClientConfig,
     },
     /// Lease recovery: close an open file whose writer is gone, sealing it
     /// at its last committed length, or removing it if nothing was
@@ -82,29 +81,17 @@ pub enum FsCommand {
         #[arg(long)]
         force: bool,
         #[command(flatten)]
-        client: ClientArgs,
+        client: ClientConfig,
     },
 }
 
-/// A progress bar on stderr for `total` bytes (a spinner if unknown),
-/// drawn only when stderr is a terminal.
+/// A progress bar on stderr for `total` bytes (a spinner if unknown).
 fn progress_bar(total: Option<u64>, what: &str) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = match total {
-        Some(t) => ProgressBar::new(t).with_style(
-            ProgressStyle::with_template(
-                "{msg} [{bar:30}] {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta}",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        ),
-        None => ProgressBar::new_spinner().with_style(
-            ProgressStyle::with_template("{msg} {spinner} {decimal_bytes} {decimal_bytes_per_sec}")
-                .expect("valid template"),
-        ),
+    let template = match total {
+        Some(_) => "{msg} [{bar:30}] {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta}",
+        None => "{msg} {spinner} {decimal_bytes} {decimal_bytes_per_sec}",
     };
+    let bar = crate::output::progress_bar(total, template);
     bar.set_message(what.to_string());
     bar
 }
@@ -123,7 +110,7 @@ pub async fn run_fs(cmd: FsCommand) -> Result<()> {
     keep_freed_memory();
     match cmd {
         FsCommand::Put { local, path, redundancy, block_size, overwrite, client } => {
-            let client = client.client()?;
+            let client = client.connect()?;
             let (reader, total): (Box<dyn tokio::io::AsyncRead + Unpin + Send>, Option<u64>) = if local.as_os_str()
                 == "-"
             {
@@ -152,7 +139,7 @@ pub async fn run_fs(cmd: FsCommand) -> Result<()> {
             outln!("{path}: {} stored ({redundancy})", format_bytes(size));
         }
         FsCommand::Get { path, local, offset, len, open, client } => {
-            let client = client.client()?;
+            let client = client.connect()?;
             if local.as_os_str() == "-" {
                 let file = client.stat_complete(&path, open).await?;
                 let len = len.unwrap_or_else(|| file.size.saturating_sub(offset));
@@ -165,19 +152,19 @@ pub async fn run_fs(cmd: FsCommand) -> Result<()> {
             }
         }
         FsCommand::Ls { prefix, json, client } => {
-            let files = client.client()?.list(&prefix).await?;
+            let files = client.connect()?.list(&prefix).await?;
             crate::output::print(&Listing::new(&files, dingo_daemon::now_ms()), json)?;
         }
         FsCommand::Rm { path, client } => {
-            let blocks = client.client()?.delete(&path).await?;
+            let blocks = client.connect()?.delete(&path).await?;
             outln!("{path}: deleted ({blocks} block(s))");
         }
-        FsCommand::Recover { path, force, client } => match client.client()?.recover(&path, force).await? {
+        FsCommand::Recover { path, force, client } => match client.connect()?.recover(&path, force).await? {
             Some(size) => outln!("{path}: sealed at {} ({size} bytes committed)", format_bytes(size)),
             None => outln!("{path}: removed (nothing had been committed)"),
         },
         FsCommand::Stat { path, json, client } => {
-            let file = client.client()?.stat(&path).await?;
+            let file = client.connect()?.stat(&path).await?;
             crate::output::print(&FileView::new(&file, dingo_daemon::now_ms(), true), json)?;
         }
     }

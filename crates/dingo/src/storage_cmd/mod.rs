@@ -10,67 +10,13 @@ pub use fs::{FsCommand, run_fs};
 
 use anyhow::Result;
 use clap::Args;
-use dingo_auth::{AuthSection, ClusterAccess, ServerSecurity, ServerTlsFiles};
-use dingo_client::{Client, ReplicaChoice};
+use dingo_auth::ServerCredentials;
+use dingo_client::DEFAULT_META_ADDR;
 use dingo_cluster::StorageConfig;
 use dingo_daemon::{keep_freed_memory, shutdown_signal};
 use dingo_types::ByteSize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
-
-pub const DEFAULT_META: &str = dingo_meta::config_file::DEFAULT_LISTEN;
-
-/// How a command reaches the storage services: the cluster secret and,
-/// when they serve TLS, the authority to trust. Each overrides the
-/// config's `[auth]` table.
-#[derive(Args, Debug, Clone)]
-pub struct AccessArgs {
-    /// File holding the cluster secret every storage call carries (mode
-    /// 0600; `dingo cluster up` writes DATA/cluster.secret).
-    #[arg(long, global = true, env = "DINGO_SECRET_FILE")]
-    pub secret_file: Option<PathBuf>,
-    /// Call the storage services over TLS, trusting the certificate
-    /// authority in this PEM file.
-    #[arg(long, global = true, env = "DINGO_CA")]
-    pub ca: Option<PathBuf>,
-}
-
-impl AccessArgs {
-    /// The `[auth]` table `auth` with these flags over it.
-    pub fn over(&self, auth: &AuthSection) -> AuthSection {
-        auth.overridden(self.secret_file.clone(), self.ca.clone())
-    }
-
-    pub fn access(&self) -> Result<ClusterAccess> {
-        Ok(self.over(&AuthSection::default()).access()?)
-    }
-}
-
-/// What a daemon serves with: the config's `[auth]` and `[tls]` under
-/// these flags.
-#[derive(Args, Debug)]
-pub struct ServeArgs {
-    #[command(flatten)]
-    pub access: AccessArgs,
-    /// Serve gRPC over TLS with this certificate chain (PEM) [config: tls.cert].
-    #[arg(long, requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    /// The certificate's private key (PEM) [config: tls.key].
-    #[arg(long, requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
-}
-
-impl ServeArgs {
-    /// The secret to require and the TLS files to serve with.
-    fn security(&self, cfg: &StorageConfig) -> Result<ServerSecurity> {
-        let tls = match (&self.tls_cert, &self.tls_key) {
-            (Some(cert), Some(key)) => Some(ServerTlsFiles { cert: cert.clone(), key: key.clone() }),
-            _ => cfg.tls.clone(),
-        };
-        Ok(ServerSecurity { secret: self.access.over(&cfg.auth).secret()?, tls })
-    }
-}
 
 #[derive(Args, Debug)]
 pub struct MetaArgs {
@@ -86,7 +32,7 @@ pub struct MetaArgs {
     #[arg(long)]
     pub config: Option<PathBuf>,
     #[command(flatten)]
-    pub serve: ServeArgs,
+    pub serve: ServerCredentials,
 }
 
 #[derive(Args, Debug)]
@@ -95,7 +41,7 @@ pub struct NodeArgs {
     #[arg(long = "disk", required = true)]
     pub disks: Vec<PathBuf>,
     /// Metadata service address.
-    #[arg(long, default_value = DEFAULT_META)]
+    #[arg(long, default_value = DEFAULT_META_ADDR)]
     pub meta: String,
     /// gRPC listen address.
     #[arg(long, default_value = "127.0.0.1:7410")]
@@ -112,36 +58,7 @@ pub struct NodeArgs {
     #[arg(long)]
     pub config: Option<PathBuf>,
     #[command(flatten)]
-    pub serve: ServeArgs,
-}
-
-/// Where the metadata service is and how long to wait for it.
-#[derive(Args, Debug, Clone)]
-pub struct ClientArgs {
-    /// Metadata service address.
-    #[arg(long, env = "DINGO_META", default_value = DEFAULT_META)]
-    pub meta: String,
-    /// Deadline of each metadata operation, retries included (e.g. 10s).
-    #[arg(long, env = "DINGO_TIMEOUT", default_value = "10s", value_parser = dingo_types::parse_duration)]
-    pub timeout: Duration,
-    /// How foreground reads choose a copy: "steering" (by weight, away from
-    /// disks that report congestion) or "random" (the baseline).
-    #[arg(long, env = "DINGO_REPLICA_CHOICE", default_value = "steering", value_parser = parse_replica_choice)]
-    pub replica_choice: ReplicaChoice,
-    #[command(flatten)]
-    pub access: AccessArgs,
-}
-
-fn parse_replica_choice(s: &str) -> std::result::Result<ReplicaChoice, String> {
-    s.parse()
-}
-
-impl ClientArgs {
-    pub fn client(&self) -> Result<Client> {
-        anyhow::ensure!(!self.timeout.is_zero(), "--timeout must be positive");
-        let client = Client::new(&self.meta, &self.access.access()?)?;
-        Ok(client.with_deadline(self.timeout).with_replica_choice(self.replica_choice))
-    }
+    pub serve: ServerCredentials,
 }
 
 /// Parses a size such as `500MB` exactly (a clap value parser).
@@ -152,7 +69,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 pub async fn run_meta(a: MetaArgs) -> Result<()> {
     keep_freed_memory();
     let cfg = StorageConfig::load(a.config.as_deref())?;
-    let security = a.serve.security(&cfg)?;
+    let security = cfg.credentials(&a.serve).security()?;
     dingo_meta::run(cfg.meta.meta_config(a.data, a.listen, a.metrics)?, security, shutdown_signal()).await?;
     Ok(())
 }
@@ -160,16 +77,15 @@ pub async fn run_meta(a: MetaArgs) -> Result<()> {
 pub async fn run_node(a: NodeArgs) -> Result<()> {
     keep_freed_memory();
     let cfg = StorageConfig::load(a.config.as_deref())?;
-    let security = a.serve.security(&cfg)?;
-    let meta_access = a.serve.access.over(&cfg.auth).access()?;
+    let credentials = cfg.credentials(&a.serve);
     let endpoints = dingo_node::config_file::NodeEndpoints {
         listen: a.listen,
         advertise: a.advertise,
         meta: a.meta,
-        meta_access,
+        meta_access: credentials.auth.access()?,
         metrics: a.metrics,
     };
     let config = cfg.node.node_config(a.disks, a.capacity, endpoints)?;
-    dingo_node::run(config, security, shutdown_signal()).await?;
+    dingo_node::run(config, credentials.security()?, shutdown_signal()).await?;
     Ok(())
 }
