@@ -109,10 +109,10 @@ impl Mix {
                 if let Some(h) = hours {
                     // `try_from` refuses NaN, infinities and spans past
                     // `Duration::MAX` (a huge `1e300` would panic otherwise).
-                    *field = Duration::try_from_secs_f64(h * HOUR as f64)
-                        .ok()
-                        .filter(|_| h > 0.0)
-                        .ok_or_else(|| invalid(format!("the {what} of {task} must be a positive number of hours, not {h}")))?;
+                    *field =
+                        Duration::try_from_secs_f64(h * HOUR as f64).ok().filter(|_| h > 0.0).ok_or_else(|| {
+                            invalid(format!("the {what} of {task} must be a positive number of hours, not {h}"))
+                        })?;
                 }
             }
         }

@@ -22,7 +22,9 @@ pub enum ScenarioError {
     MixFile { path: PathBuf, source: MixError },
     #[error(transparent)]
     Preset(MixError),
-    #[error("--days and --quantum-hours must be positive numbers that fit a duration, and the horizon at least one quantum")]
+    #[error(
+        "--days and --quantum-hours must be positive numbers that fit a duration, and the horizon at least one quantum"
+    )]
     Horizon,
     #[error("the deadline of {0} must be a positive number of days")]
     Deadline(TaskKind),

@@ -2,9 +2,9 @@
 //! (`ReadChunk`, `DeleteChunk`, `Inventory`, `CacheDirective`,
 //! `InjectSlowdown`, `NodeStats`, `QuantumBudget`), decoded from the wire
 //! and answered by the real `NodeService` over a store of two disks
-//! holding a few chunks. `WriteChunk` and `ReadChunkStream` are streams:
-//! their first message's checks are the same `ReadChunk`/store checks, and
-//! the chunk bytes they write and read are the `chunk-file` target's.
+//! holding a few chunks, and the `WriteChunk` client stream: its body as
+//! gRPC frames, decoded by tonic's own decoder, so the framing is mutated
+//! too. `ReadChunkStream` takes `ReadChunk`'s request and runs its code.
 
 use crate::Target;
 use bytes::Bytes;
@@ -16,6 +16,7 @@ use dingo_types::{BlockId, ChunkRef, DiskId};
 use prost::Message;
 use std::sync::Arc;
 use tonic::Request;
+use tonic::codec::Codec;
 
 pub struct NodeRpc {
     rt: tokio::runtime::Runtime,
@@ -85,6 +86,19 @@ impl Target for NodeRpc {
             ),
             framed(5, NodeStatsRequest {}.encode_to_vec()),
             framed(
+                7,
+                write_stream(&[
+                    WriteChunkRequest {
+                        chunk: chunk(100),
+                        disk: 1,
+                        data: vec![5; 1000].into(),
+                        seal: false,
+                        total_len: 2000,
+                    },
+                    WriteChunkRequest { chunk: None, disk: 0, data: vec![6; 1000].into(), seal: true, total_len: 0 },
+                ]),
+            ),
+            framed(
                 6,
                 QuantumBudgetRequest {
                     quantum_start_ms: 1_700_000_000_000,
@@ -100,7 +114,7 @@ impl Target for NodeRpc {
         let Some((&kind, body)) = input.split_first() else { return };
         let svc = &self.service;
         self.rt.block_on(async {
-            match kind % 7 {
+            match kind % 8 {
                 0 => {
                     if let Ok(r) = ReadChunkRequest::decode(body) {
                         let _ = svc.read_chunk(Request::new(r)).await;
@@ -134,14 +148,72 @@ impl Target for NodeRpc {
                         let _ = svc.node_stats(Request::new(r)).await;
                     }
                 }
-                _ => {
+                6 => {
                     if let Ok(r) = QuantumBudgetRequest::decode(body) {
                         let _ = svc.quantum_budget(Request::new(r)).await;
+                    }
+                }
+                _ => {
+                    let decoder = tonic_prost::ProstCodec::<WriteChunkReply, WriteChunkRequest>::default().decoder();
+                    let http_body = http_body_util::Full::new(Bytes::copy_from_slice(body));
+                    let stream = tonic::Streaming::new_request(decoder, http_body, None, None);
+                    if svc.write_chunk(Request::new(stream)).await.is_ok() {
+                        // Keep the store the same size run after run: a
+                        // stored chunk is deleted again.
+                        let chunk =
+                            first_frame(body).and_then(|m| WriteChunkRequest::decode(m).ok()).and_then(|r| r.chunk);
+                        let _ = svc.delete_chunk(Request::new(DeleteChunkRequest { chunk, disk: None })).await;
                     }
                 }
             }
         });
         // Deleted seed chunks stay deleted: that is fine, reads of them are
         // refusals to exercise too.
+    }
+}
+
+/// gRPC's length-prefixed framing: an uncompressed flag byte, then the
+/// message's length as a big-endian `u32`, then the message.
+fn write_stream(messages: &[WriteChunkRequest]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for m in messages {
+        let bytes = m.encode_to_vec();
+        out.push(0);
+        out.extend_from_slice(&(bytes.len() as u32).to_be_bytes());
+        out.extend_from_slice(&bytes);
+    }
+    out
+}
+
+/// The first message of a framed stream, if its frame is whole.
+fn first_frame(body: &[u8]) -> Option<&[u8]> {
+    let len = u32::from_be_bytes(body.get(1..5)?.try_into().ok()?) as usize;
+    body.get(5..5usize.checked_add(len)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn write(svc: &NodeService, body: &[u8]) -> Result<u64, tonic::Status> {
+        let decoder = tonic_prost::ProstCodec::<WriteChunkReply, WriteChunkRequest>::default().decoder();
+        let stream =
+            tonic::Streaming::new_request(decoder, http_body_util::Full::new(Bytes::copy_from_slice(body)), None, None);
+        svc.write_chunk(Request::new(stream)).await.map(|r| r.into_inner().len)
+    }
+
+    #[test]
+    fn the_write_seed_reaches_the_store_and_a_cut_stream_is_refused() {
+        let target = NodeRpc::new();
+        let seed = target.seeds().into_iter().find(|s| s[0] == 7).expect("a write-stream seed");
+        let body = &seed[1..];
+        let first = WriteChunkRequest::decode(first_frame(body).unwrap()).unwrap();
+        assert_eq!(first.chunk, Some(ChunkId { block: 100, copy: 0 }));
+        target.rt.block_on(async {
+            assert!(write(&target.service, &body[..body.len() - 10]).await.is_err(), "a cut stream is not sealed");
+            let file_bytes = write(&target.service, body).await.unwrap();
+            assert!(file_bytes >= 2000, "the chunk file holds the 2,000 bytes sent: {file_bytes}");
+            assert!(write(&target.service, body).await.is_err(), "a sealed chunk is never replaced");
+        });
     }
 }
