@@ -154,10 +154,7 @@ impl Target for NodeRpc {
                     }
                 }
                 _ => {
-                    let decoder = tonic_prost::ProstCodec::<WriteChunkReply, WriteChunkRequest>::default().decoder();
-                    let http_body = http_body_util::Full::new(Bytes::copy_from_slice(body));
-                    let stream = tonic::Streaming::new_request(decoder, http_body, None, None);
-                    if svc.write_chunk(Request::new(stream)).await.is_ok() {
+                    if write_chunk_stream(svc, body).await.is_ok() {
                         // Keep the store the same size run after run: a
                         // stored chunk is deleted again.
                         let chunk =
@@ -170,6 +167,15 @@ impl Target for NodeRpc {
         // Deleted seed chunks stay deleted: that is fine, reads of them are
         // refusals to exercise too.
     }
+}
+
+/// `WriteChunk` with `body` as the request body off the wire, decoded by
+/// tonic's own decoder; the chunk file's length when stored.
+async fn write_chunk_stream(svc: &NodeService, body: &[u8]) -> Result<u64, tonic::Status> {
+    let decoder = tonic_prost::ProstCodec::<WriteChunkReply, WriteChunkRequest>::default().decoder();
+    let body = http_body_util::Full::new(Bytes::copy_from_slice(body));
+    let stream = tonic::Streaming::new_request(decoder, body, None, None);
+    svc.write_chunk(Request::new(stream)).await.map(|r| r.into_inner().len)
 }
 
 /// gRPC's length-prefixed framing: an uncompressed flag byte, then the
@@ -195,13 +201,6 @@ fn first_frame(body: &[u8]) -> Option<&[u8]> {
 mod tests {
     use super::*;
 
-    async fn write(svc: &NodeService, body: &[u8]) -> Result<u64, tonic::Status> {
-        let decoder = tonic_prost::ProstCodec::<WriteChunkReply, WriteChunkRequest>::default().decoder();
-        let stream =
-            tonic::Streaming::new_request(decoder, http_body_util::Full::new(Bytes::copy_from_slice(body)), None, None);
-        svc.write_chunk(Request::new(stream)).await.map(|r| r.into_inner().len)
-    }
-
     #[test]
     fn the_write_seed_reaches_the_store_and_a_cut_stream_is_refused() {
         let target = NodeRpc::new();
@@ -210,10 +209,13 @@ mod tests {
         let first = WriteChunkRequest::decode(first_frame(body).unwrap()).unwrap();
         assert_eq!(first.chunk, Some(ChunkId { block: 100, copy: 0 }));
         target.rt.block_on(async {
-            assert!(write(&target.service, &body[..body.len() - 10]).await.is_err(), "a cut stream is not sealed");
-            let file_bytes = write(&target.service, body).await.unwrap();
+            assert!(
+                write_chunk_stream(&target.service, &body[..body.len() - 10]).await.is_err(),
+                "a cut stream is not sealed"
+            );
+            let file_bytes = write_chunk_stream(&target.service, body).await.unwrap();
             assert!(file_bytes >= 2000, "the chunk file holds the 2,000 bytes sent: {file_bytes}");
-            assert!(write(&target.service, body).await.is_err(), "a sealed chunk is never replaced");
+            assert!(write_chunk_stream(&target.service, body).await.is_err(), "a sealed chunk is never replaced");
         });
     }
 }
