@@ -21,18 +21,9 @@ pub(crate) async fn resolve_files(
     meta_addr: &str,
     req: &pb::DeclareFilesRequest,
 ) -> Result<Declaration, Status> {
-    let task = parse_task(&req.task).map_err(Status::invalid_argument)?;
     // Each file once, STAT_PARALLELISM at a time; errors name the first
     // segment that uses the file.
-    let mut first_use: HashMap<&str, String> = HashMap::new();
-    for (i, set) in req.sets.iter().enumerate() {
-        if set.segments.is_empty() {
-            return Err(Status::invalid_argument(format!("set {i} names no file segments")));
-        }
-        for (j, seg) in set.segments.iter().enumerate() {
-            first_use.entry(seg.path.as_str()).or_insert_with(|| format!("set {i}, segment {j}"));
-        }
-    }
+    let first_use = first_uses(req)?;
     let paths: Vec<String> = first_use.keys().map(|p| p.to_string()).collect();
     let stats: Vec<(String, Result<FileInfo, ClientError>)> = futures::stream::iter(paths)
         .map(|path| async move {
@@ -52,12 +43,44 @@ pub(crate) async fn resolve_files(
         })?;
         files.insert(path, file);
     }
+    declaration_from_files(req, &files)
+}
+
+/// Checks the request's task and that no set is empty; returns where each
+/// file is first used (`set i, segment j`), for error messages.
+fn first_uses(req: &pb::DeclareFilesRequest) -> Result<HashMap<&str, String>, Status> {
+    parse_task(&req.task).map_err(Status::invalid_argument)?;
+    let mut first_use: HashMap<&str, String> = HashMap::new();
+    for (i, set) in req.sets.iter().enumerate() {
+        if set.segments.is_empty() {
+            return Err(Status::invalid_argument(format!("set {i} names no file segments")));
+        }
+        for (j, seg) in set.segments.iter().enumerate() {
+            first_use.entry(seg.path.as_str()).or_insert_with(|| format!("set {i}, segment {j}"));
+        }
+    }
+    Ok(first_use)
+}
+
+/// The declaration a `DeclareFiles` request names, given the `Stat` of the
+/// files it uses (the snapshot `resolve_files` takes): every check of the
+/// client's segments, with no IO, so it can be fuzzed without a metadata
+/// service. A file missing from `files` is `NOT_FOUND`.
+pub fn declaration_from_files(
+    req: &pb::DeclareFilesRequest,
+    files: &HashMap<String, FileInfo>,
+) -> Result<Declaration, Status> {
+    let task = parse_task(&req.task).map_err(Status::invalid_argument)?;
+    first_uses(req)?;
     let mut sets = Vec::with_capacity(req.sets.len());
     for (i, set) in req.sets.iter().enumerate() {
         let mut seen = HashSet::new();
         let mut members = Vec::new();
         for (j, seg) in set.segments.iter().enumerate() {
-            let blocks = segment_blocks(&files[&seg.path], seg)
+            let file = files
+                .get(&seg.path)
+                .ok_or_else(|| Status::not_found(format!("set {i}, segment {j}: {} does not exist", seg.path)))?;
+            let blocks = segment_blocks(file, seg)
                 .map_err(|m| Status::invalid_argument(format!("set {i}, segment {j}: {m}")))?;
             members.extend(blocks.into_iter().filter(|b| seen.insert(*b)).map(|b| Member::Any(BlockId(b))));
         }
@@ -154,5 +177,26 @@ mod tests {
         assert!(segment_blocks(&rep, &seg(u64::MAX, 2)).unwrap_err().contains("past the end"));
         let ec = file(Redundancy::Ec { data: 2, parity: 1 }, &[10, 10]);
         assert!(segment_blocks(&ec, &seg(0, 0)).unwrap_err().contains("incomplete stripe"));
+    }
+
+    #[test]
+    fn a_request_becomes_one_set_per_segment_set_and_is_checked_without_io() {
+        let files = HashMap::from([("/f".to_string(), file(Redundancy::Replicated(3), &[10, 10, 5]))]);
+        let set = |segments| pb::SegmentSet { segments };
+        let req = |sets| pb::DeclareFilesRequest { task: "fsck".into(), deadline_ms: 5, sets_needed: None, sets };
+        let d =
+            declaration_from_files(&req(vec![set(vec![seg(0, 5), seg(9, 2)]), set(vec![seg(20, 0)])]), &files).unwrap();
+        let ReadSets::Sets(sets) = d.read_sets else { panic!("explicit sets") };
+        let ids = |s: &BlockSet| s.members.iter().map(|m| m.block().0).collect::<Vec<_>>();
+        assert_eq!((ids(&sets[0]), ids(&sets[1])), (vec![100, 101], vec![102]), "a block named twice counts once");
+        let missing = pb::FileSegment { path: "/gone".into(), offset: 0, length: 0 };
+        assert_eq!(
+            declaration_from_files(&req(vec![set(vec![missing])]), &files).unwrap_err().code(),
+            tonic::Code::NotFound
+        );
+        let empty = declaration_from_files(&req(vec![set(vec![])]), &files).unwrap_err();
+        assert!(empty.message().contains("names no file segments"), "{empty:?}");
+        let bad_task = pb::DeclareFilesRequest { task: "defrag".into(), ..req(vec![set(vec![seg(0, 0)])]) };
+        assert_eq!(declaration_from_files(&bad_task, &files).unwrap_err().code(), tonic::Code::InvalidArgument);
     }
 }

@@ -37,6 +37,7 @@ mod store;
 mod topology;
 
 pub use config::{BudgetSection, ClientEntry, ConfigError, ServiceConfig};
+pub use files::declaration_from_files;
 pub use memory_store::{MemoryStore, StoredTables};
 pub use records::RecordError;
 pub use service::{RunError, run};

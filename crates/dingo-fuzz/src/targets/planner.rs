@@ -1,6 +1,7 @@
 //! The planner service: the requests its handlers accept (`Declare`,
-//! `Ack`, `Cancel`, `Status`, `SetBudget`), decoded from the wire and
-//! applied to the service's state machine (`Machine`, the same code the
+//! `DeclareFiles`, `Ack`, `Cancel`, `Status`, `SetBudget`), decoded from the
+//! wire and applied to the service's state machine (`DeclareFiles` through
+//! `declaration_from_files` over two files' `Stat`, as a snapshot) (`Machine`, the same code the
 //! daemon steps), and the records it restores at a restart, decoded from
 //! the bytes its redb tables hold. A refused request must leave the state
 //! unchanged; stored records must either restore or be refused with an
@@ -8,11 +9,14 @@
 
 use crate::Target;
 use dingo_planner_client::convert::{declaration_from_wire, declaration_to_wire};
-use dingo_planner_service::{Machine, MemoryStore, ServiceConfig, StoredTables};
+use dingo_planner_service::{Machine, MemoryStore, ServiceConfig, StoredTables, declaration_from_files};
 use dingo_proto::planner as pb;
-use dingo_proto::v1::{BlockRow, BlockState, ClusterStatusReply, DiskModel, DiskStatus, NodeStatus};
+use dingo_proto::v1::{
+    BlockRecord, BlockRow, BlockState, ClusterStatusReply, DiskModel, DiskStatus, FileInfo, NodeStatus, Redundancy,
+};
 use dingo_types::{BlockId, BlockRange, BlockSet, Declaration, DiskId, ReadSets, TaskKind, Timestamp};
 use prost::Message;
+use std::collections::HashMap;
 
 const START_MS: u64 = 1_700_000_000_000;
 const OWNER: &str = "client";
@@ -59,6 +63,36 @@ fn cluster() -> ClusterStatusReply {
     ClusterStatusReply { nodes, ..Default::default() }
 }
 
+/// The `Stat` of two files over the cluster's blocks: `/rep` (replicated,
+/// blocks 0-7) and `/ec` (RS 2+1, blocks 8-13: two stripes).
+fn files() -> HashMap<String, FileInfo> {
+    let file = |path: &str, redundancy: Redundancy, ids: std::ops::Range<u64>, data_per_stripe: u64| {
+        let blocks: Vec<BlockRecord> =
+            ids.map(|id| BlockRecord { id, size: 100_000 + id * 1000, ..Default::default() }).collect();
+        let width = (redundancy.data + redundancy.parity).max(1) as usize;
+        let size = if redundancy.data == 0 {
+            blocks.iter().map(|b| b.size).sum()
+        } else {
+            blocks.chunks(width).flat_map(|s| &s[..data_per_stripe as usize]).map(|b| b.size).sum()
+        };
+        (
+            path.to_string(),
+            FileInfo {
+                path: path.into(),
+                redundancy: Some(redundancy),
+                size,
+                blocks,
+                sealed: true,
+                ..Default::default()
+            },
+        )
+    };
+    HashMap::from([
+        file("/rep", Redundancy { replicas: 3, data: 0, parity: 0 }, 0..8, 0),
+        file("/ec", Redundancy { replicas: 0, data: 2, parity: 1 }, 8..14, 2),
+    ])
+}
+
 fn declarations(now_ms: u64) -> Vec<Declaration> {
     let deadline = Timestamp(now_ms + 5000);
     vec![
@@ -89,6 +123,7 @@ fn declarations(now_ms: u64) -> Vec<Declaration> {
 /// A machine driven through requests; restarted from its store now and then.
 pub struct PlannerRequests {
     machine: Machine,
+    files: HashMap<String, FileInfo>,
     store: MemoryStore,
     now_ms: u64,
     executions: u64,
@@ -98,7 +133,7 @@ impl PlannerRequests {
     pub fn new() -> PlannerRequests {
         let store = MemoryStore::default();
         let machine = Machine::start(config(), &store, rows(), cluster(), START_MS).expect("an empty store starts");
-        PlannerRequests { machine, store, now_ms: START_MS, executions: 0 }
+        PlannerRequests { machine, files: files(), store, now_ms: START_MS, executions: 0 }
     }
 
     /// A quantum: plan, then dispatch every group due, committing each step.
@@ -123,7 +158,8 @@ const ACK: u8 = 1;
 const CANCEL: u8 = 2;
 const STATUS: u8 = 3;
 const BUDGET: u8 = 4;
-const KINDS: u8 = 6;
+const DECLARE_FILES: u8 = 6;
+const KINDS: u8 = 7;
 
 fn framed(kind: u8, body: Vec<u8>) -> Vec<u8> {
     let mut v = vec![kind];
@@ -147,6 +183,17 @@ impl Target for PlannerRequests {
         let budget = pb::SetBudgetRequest { cluster_bytes: Some(3_000_000), disk_head_time_us: Some(500_000) };
         seeds.push(framed(BUDGET, budget.encode_to_vec()));
         seeds.push(vec![5]);
+        let segment = |path: &str, offset, length| pb::FileSegment { path: path.into(), offset, length };
+        let declare_files = pb::DeclareFilesRequest {
+            task: "file-scrubbing".into(),
+            deadline_ms: START_MS + 60_000,
+            sets_needed: None,
+            sets: vec![
+                pb::SegmentSet { segments: vec![segment("/rep", 0, 0)] },
+                pb::SegmentSet { segments: vec![segment("/ec", 150_000, 100_000), segment("/rep", 99_000, 5_000)] },
+            ],
+        };
+        seeds.push(framed(DECLARE_FILES, declare_files.encode_to_vec()));
         seeds
     }
 
@@ -170,6 +217,19 @@ impl Target for PlannerRequests {
                         step.commit(&mut self.store);
                         false
                     }
+                    Err(_) => true,
+                },
+                Err(_) => return,
+            },
+            DECLARE_FILES => match pb::DeclareFilesRequest::decode(body) {
+                Ok(r) => match declaration_from_files(&r, &self.files) {
+                    Ok(d) => match self.machine.declare(OWNER, &d, self.now_ms) {
+                        Ok((_, step)) => {
+                            step.commit(&mut self.store);
+                            false
+                        }
+                        Err(_) => true,
+                    },
                     Err(_) => true,
                 },
                 Err(_) => return,
@@ -322,5 +382,19 @@ impl Target for PlannerRecords {
         while let Some(due) = machine.take_due(START_MS + 12_000) {
             machine.complete(&due).commit(&mut store);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_declare_files_seed_reaches_the_state_machine() {
+        let mut target = PlannerRequests::new();
+        let seed = target.seeds().into_iter().find(|s| s[0] == DECLARE_FILES).expect("a DeclareFiles seed");
+        let request = pb::DeclareFilesRequest::decode(&seed[1..]).unwrap();
+        let declaration = declaration_from_files(&request, &target.files).unwrap();
+        assert!(target.machine.declare(OWNER, &declaration, target.now_ms).is_ok());
     }
 }
