@@ -9,7 +9,7 @@
 
 use crate::Target;
 use dingo_planner_client::convert::{declaration_from_wire, declaration_to_wire};
-use dingo_planner_service::{Machine, MemoryStore, ServiceConfig, StoredTables, declaration_from_files};
+use dingo_planner_service::{Machine, MemoryStore, ServiceConfig, Step, StoredTables, declaration_from_files};
 use dingo_proto::planner as pb;
 use dingo_proto::v1::{
     BlockRecord, BlockRow, BlockState, ClusterStatusReply, DiskModel, DiskStatus, FileInfo, NodeStatus, Redundancy,
@@ -212,46 +212,24 @@ impl Target for PlannerRequests {
                 .map_err(|e| e.to_string())
                 .and_then(|r| declaration_from_wire(&r))
             {
-                Ok(d) => match self.machine.declare(OWNER, &d, self.now_ms) {
-                    Ok((_, step)) => {
-                        step.commit(&mut self.store);
-                        false
-                    }
-                    Err(_) => true,
-                },
+                Ok(d) => applied(&mut self.store, self.machine.declare(OWNER, &d, self.now_ms).ok().map(|(_, s)| s)),
                 Err(_) => return,
             },
             DECLARE_FILES => match pb::DeclareFilesRequest::decode(body) {
                 Ok(r) => match declaration_from_files(&r, &self.files) {
-                    Ok(d) => match self.machine.declare(OWNER, &d, self.now_ms) {
-                        Ok((_, step)) => {
-                            step.commit(&mut self.store);
-                            false
-                        }
-                        Err(_) => true,
-                    },
+                    Ok(d) => {
+                        applied(&mut self.store, self.machine.declare(OWNER, &d, self.now_ms).ok().map(|(_, s)| s))
+                    }
                     Err(_) => true,
                 },
                 Err(_) => return,
             },
             ACK => match pb::AckRequest::decode(body) {
-                Ok(r) => match self.machine.ack(OWNER, &r.deliveries) {
-                    Ok(step) => {
-                        step.commit(&mut self.store);
-                        false
-                    }
-                    Err(_) => true,
-                },
+                Ok(r) => applied(&mut self.store, self.machine.ack(OWNER, &r.deliveries).ok()),
                 Err(_) => return,
             },
             CANCEL => match pb::CancelRequest::decode(body) {
-                Ok(r) => match self.machine.cancel(OWNER, r.declaration) {
-                    Ok((_, step)) => {
-                        step.commit(&mut self.store);
-                        false
-                    }
-                    Err(_) => true,
-                },
+                Ok(r) => applied(&mut self.store, self.machine.cancel(OWNER, r.declaration).ok().map(|(_, s)| s)),
                 Err(_) => return,
             },
             STATUS => match pb::StatusRequest::decode(body) {
@@ -280,6 +258,17 @@ impl Target for PlannerRequests {
         if refused {
             assert_eq!(self.machine.fingerprint(), before, "a refused or read-only request changed the state");
         }
+    }
+}
+
+/// Commits an accepted request's step; `true` (refused) when there is none.
+fn applied(store: &mut MemoryStore, step: Option<Step>) -> bool {
+    match step {
+        Some(step) => {
+            step.commit(store);
+            false
+        }
+        None => true,
     }
 }
 
