@@ -4,7 +4,7 @@
 use dingo_client::{Client, ClientError, Redundancy};
 use dingo_proto::planner as pb;
 use dingo_proto::v1::FileInfo;
-use dingo_types::{BlockId, BlockSet, Declaration, Member, ReadSets, Timestamp};
+use dingo_types::{BlockId, BlockSet, Declaration, Member, ReadSets, TaskKind, Timestamp};
 use futures::StreamExt;
 use std::collections::{HashMap, HashSet};
 use tonic::Status;
@@ -23,7 +23,7 @@ pub(crate) async fn resolve_files(
 ) -> Result<Declaration, Status> {
     // Each file once, STAT_PARALLELISM at a time; errors name the first
     // segment that uses the file.
-    let first_use = first_uses(req)?;
+    let (_, first_use) = first_uses(req)?;
     let paths: Vec<String> = first_use.keys().map(|p| p.to_string()).collect();
     let stats: Vec<(String, Result<FileInfo, ClientError>)> = futures::stream::iter(paths)
         .map(|path| async move {
@@ -46,10 +46,10 @@ pub(crate) async fn resolve_files(
     declaration_from_files(req, &files)
 }
 
-/// Checks the request's task and that no set is empty; returns where each
-/// file is first used (`set i, segment j`), for error messages.
-fn first_uses(req: &pb::DeclareFilesRequest) -> Result<HashMap<&str, String>, Status> {
-    parse_task(&req.task).map_err(Status::invalid_argument)?;
+/// Checks the request's task and that no set is empty; returns the task and
+/// where each file is first used (`set i, segment j`), for error messages.
+fn first_uses(req: &pb::DeclareFilesRequest) -> Result<(TaskKind, HashMap<&str, String>), Status> {
+    let task = parse_task(&req.task).map_err(Status::invalid_argument)?;
     let mut first_use: HashMap<&str, String> = HashMap::new();
     for (i, set) in req.sets.iter().enumerate() {
         if set.segments.is_empty() {
@@ -59,7 +59,7 @@ fn first_uses(req: &pb::DeclareFilesRequest) -> Result<HashMap<&str, String>, St
             first_use.entry(seg.path.as_str()).or_insert_with(|| format!("set {i}, segment {j}"));
         }
     }
-    Ok(first_use)
+    Ok((task, first_use))
 }
 
 /// The declaration a `DeclareFiles` request names, given the `Stat` of the
@@ -70,8 +70,7 @@ pub fn declaration_from_files(
     req: &pb::DeclareFilesRequest,
     files: &HashMap<String, FileInfo>,
 ) -> Result<Declaration, Status> {
-    let task = parse_task(&req.task).map_err(Status::invalid_argument)?;
-    first_uses(req)?;
+    let (task, _) = first_uses(req)?;
     let mut sets = Vec::with_capacity(req.sets.len());
     for (i, set) in req.sets.iter().enumerate() {
         let mut seen = HashSet::new();
