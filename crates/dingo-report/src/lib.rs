@@ -4,6 +4,7 @@
 //! `dingo_sim` and a directory.
 
 pub mod html;
+pub mod markers;
 pub mod paper;
 pub mod plots;
 pub mod run;

@@ -3,6 +3,7 @@
 //! through ab_glyph, so no system font library is needed.
 
 use crate::ReportError;
+use crate::markers;
 use dingo_types::TaskKind;
 use plotters::coord::Shift;
 use plotters::element::ComposedElement;
@@ -123,12 +124,18 @@ fn draw_line<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, chart: &LineChart
         .flat_map(|s| s.points.iter().map(|p| p.1))
         .chain(chart.hline.as_ref().map(|h| h.0))
         .fold(0.0f64, f64::max);
-    let y_max = if y_top > 0.0 { y_top * 1.12 } else { 1.0 };
+    let label_font = ("sans-serif", 13).into_font();
+    let labels: Vec<String> = chart.markers.iter().map(|(_, label)| format!(" {label}")).collect();
+    let rows = marker_rows(&area, chart, &labels, &label_font, (x_min, x_max))?;
+    let rows_used = rows.iter().max().map_or(0, |&r| r + 1);
+    // The data stays below the lowest row of labels.
+    let headroom = if rows_used == 0 { 1.0 / 1.12 } else { label_row_top(rows_used) - 0.02 };
+    let y_max = if y_top > 0.0 { y_top / headroom } else { 1.0 };
     let mut ctx = ChartBuilder::on(&area)
         .caption(&chart.title, ("sans-serif", 24))
-        .margin(14)
+        .margin(LINE_MARGIN_PX)
         .x_label_area_size(48)
-        .y_label_area_size(78)
+        .y_label_area_size(LINE_Y_LABELS_PX)
         .build_cartesian_2d(x_min..x_max, 0.0..y_max)
         .map_err(err)?;
     ctx.configure_mesh()
@@ -157,16 +164,10 @@ fn draw_line<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, chart: &LineChart
             .legend(move |(x, y)| legend_line(x, y, red, true));
     }
     let gray = RGBColor(90, 90, 90);
-    for (i, (x, label)) in chart.markers.iter().enumerate() {
+    for (((x, _), label), row) in chart.markers.iter().zip(labels).zip(rows) {
         ctx.draw_series(DashedLineSeries::new([(*x, 0.0), (*x, y_max)], 2, 4, gray.stroke_width(1))).map_err(err)?;
-        // Labels alternate between two heights so neighbouring events stay legible.
-        let y = y_max * if i % 2 == 0 { 0.97 } else { 0.92 };
-        ctx.draw_series(std::iter::once(Text::new(
-            format!(" {label}"),
-            (*x, y),
-            ("sans-serif", 13).into_font().color(&gray),
-        )))
-        .map_err(err)?;
+        let y = y_max * label_row_top(row);
+        ctx.draw_series(std::iter::once(Text::new(label, (*x, y), label_font.clone().color(&gray)))).map_err(err)?;
     }
     ctx.configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
@@ -177,6 +178,37 @@ fn draw_line<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, chart: &LineChart
         .map_err(err)?;
     area.present().map_err(err)?;
     Ok(())
+}
+
+/// A line chart's margin and the width of its y axis labels, in pixels.
+const LINE_MARGIN_PX: u32 = 14;
+const LINE_Y_LABELS_PX: u32 = 78;
+
+/// Most rows of event labels a chart stacks.
+const MAX_LABEL_ROWS: usize = 6;
+
+/// Top of label row `row` as a fraction of the y axis (row 0 at the top).
+fn label_row_top(row: usize) -> f64 {
+    0.985 - 0.04 * row as f64
+}
+
+/// The row of each event label ([`markers::label_rows`]), from each label's
+/// width in `font` and its marker's x on a plot of about the width the
+/// chart builder leaves (the margins and the y label area).
+fn marker_rows<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    chart: &LineChart,
+    labels: &[String],
+    font: &FontDesc,
+    (x_min, x_max): (f64, f64),
+) -> Result<Vec<usize>, String> {
+    let plot_px = f64::from(WIDTH - 2 * LINE_MARGIN_PX - LINE_Y_LABELS_PX);
+    let mut placed = Vec::with_capacity(labels.len());
+    for ((x, _), label) in chart.markers.iter().zip(labels) {
+        let (width, _) = area.estimate_text_size(label, &TextStyle::from(font.clone())).map_err(err)?;
+        placed.push(((x - x_min) / (x_max - x_min) * plot_px, f64::from(width)));
+    }
+    Ok(markers::label_rows(&placed, MAX_LABEL_ROWS))
 }
 
 /// The path of a series: solid, or in dashes.
