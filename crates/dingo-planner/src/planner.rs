@@ -172,6 +172,25 @@ impl Planner {
         self.outstanding.remove(&id).map(|d| d.status()).ok_or(CancelError::UnknownDeclaration(id))
     }
 
+    /// Appends to `out` every member of the sets of `id` not yet delivered
+    /// nor elided (a set naming a block twice gives it twice); `false` if
+    /// `id` is not outstanding. Walks the whole declaration: for the
+    /// read lower bound at a restart or a cancel, not for every quantum.
+    pub fn undelivered_members(&self, id: DeclarationId, out: &mut Vec<dingo_types::Member>) -> bool {
+        let Some(d) = self.outstanding.get(&id) else { return false };
+        let mut keys = Vec::new();
+        let mut from = 0;
+        loop {
+            keys.clear();
+            d.sets.next_keys(from, 4096, &mut keys);
+            let Some(&last) = keys.last() else { return true };
+            for &key in &keys {
+                d.sets.members(key, out);
+            }
+            from = last + 1;
+        }
+    }
+
     pub fn status(&self, id: DeclarationId) -> Option<DeclarationStatus> {
         self.outstanding.get(&id).map(DeclState::status)
     }

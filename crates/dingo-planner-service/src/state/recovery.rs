@@ -33,6 +33,8 @@ impl State {
             delivered_keys.entry(cb.declaration).or_default().extend(cb.sets.iter().map(|s| s.key));
         }
         let mut decls = BTreeMap::new();
+        // Live declarations the read lower bound counts: (id, deadline).
+        let mut bounded = Vec::new();
         for (id, rec) in loaded.decls {
             let phase = rec.phase()?;
             let task = parse_task(&rec.task).map_err(bad)?;
@@ -49,6 +51,9 @@ impl State {
                 planner
                     .restore(&topo, DeclarationId(id), &decl, &core, rec.missed)
                     .map_err(|e| bad(format!("cannot restore declaration {id}: {e}")))?;
+                if decl.sets_needed.is_none() {
+                    bounded.push((DeclarationId(id), rec.deadline_ms));
+                }
             }
             planner.advance_ids(DeclarationId(id));
             let d = Decl {
@@ -101,7 +106,7 @@ impl State {
                 Delivery { owner: rec.owner, declaration: callback.declaration, callback, state, sets, streamed },
             );
         }
-        Ok(State {
+        let mut state = State {
             config,
             planner,
             topo,
@@ -117,6 +122,10 @@ impl State {
             metrics: Metrics::default(),
             slowness: BTreeMap::new(),
             lower_bound: ReadLowerBound::new(super::bound::MAX_BOUND_BLOCKS),
-        })
+        };
+        for (id, deadline_ms) in bounded {
+            state.bound_restored(id, deadline_ms, now_ms);
+        }
+        Ok(state)
     }
 }

@@ -43,7 +43,7 @@ impl State {
             _ => Cow::Borrowed(decl),
         };
         let id = self.planner.declare(&self.topo, Timestamp(now_ms), &resolved)?;
-        self.bound_declared(&resolved, now_ms);
+        self.bound_declared(id, &resolved, now_ms);
         let total_sets = self.planner.status(id).map_or(0, |s| s.total_sets);
         let d = Decl {
             owner: owner.to_string(),
@@ -164,6 +164,9 @@ impl State {
             }
         }
         let delivered = d.delivered_sets;
+        if !d.retired {
+            self.bound_cancelled(DeclarationId(id));
+        }
         let mut batch = Batch::default();
         self.finish(&mut batch, id, Phase::Cancelled);
         self.apply_finished(&[id], Phase::Cancelled);

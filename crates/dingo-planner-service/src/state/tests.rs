@@ -485,3 +485,47 @@ fn the_read_lower_bound_counts_one_read_per_block_for_overlapping_windows() {
     assert_eq!(d.state.read_lower_bound_bytes(), 2 * size, "retiring keeps the count");
     assert!(d.page().contains(&format!("dingo_planner_read_lower_bound_bytes {}", 2 * size)), "{}", d.page());
 }
+
+#[test]
+fn the_read_lower_bound_counts_what_restored_declarations_have_left() {
+    use dingo_types::{BlockId, Topology};
+    let mut d = Driver::new();
+    let size = |d: &Driver, blocks: std::ops::Range<u64>| -> u64 {
+        blocks.map(|b| d.state.topo.block(BlockId(b)).unwrap().size).sum()
+    };
+    d.declare("a", &singles(0..4, T0 + 60_000), T0).unwrap();
+    d.declare("a", &Declaration { sets_needed: Some(1), ..singles(4..8, T0 + 60_000) }, T0).unwrap();
+    assert_eq!(d.state.read_lower_bound_bytes(), size(&d, 0..4));
+    let mut d = Driver::restart(d.tables, topo());
+    assert_eq!(d.state.read_lower_bound_bytes(), size(&d, 0..4), "the restored declaration is counted again");
+    // Sets delivered before a restart were read by the previous run: only
+    // the rest counts after the next one.
+    let (_, ready) = d.state.set_budget(Some(size(&d, 0..2)), None);
+    d.apply(ready);
+    d.subscribe("a");
+    d.plan(T0 + 1000);
+    d.dispatch_all(T0 + 2000);
+    let delivered = d.status(DeclarationId(1)).delivered_sets;
+    assert!((1..4).contains(&delivered), "a partial delivery: {delivered}");
+    let d = Driver::restart(d.tables, topo());
+    let left = d.state.read_lower_bound_bytes();
+    assert!(left > 0 && left < size(&d, 0..4), "{left} counts only the undelivered sets");
+}
+
+#[test]
+fn a_cancelled_declaration_leaves_the_read_lower_bound() {
+    use dingo_types::{BlockId, Topology};
+    let mut d = Driver::new();
+    let size: u64 = (0..4).map(|b| d.state.topo.block(BlockId(b)).unwrap().size).sum();
+    d.declare("a", &singles(0..4, T0 + 30_000), T0).unwrap();
+    // Its windows start after the first ones closed: a second read each.
+    let late = d.declare("b", &singles(0..4, T0 + 90_000), T0 + 40_000).unwrap();
+    assert_eq!(d.state.read_lower_bound_bytes(), 2 * size);
+    d.cancel(&Caller::Client("b".into()), late.0).unwrap();
+    assert_eq!(d.state.read_lower_bound_bytes(), size, "the cancelled declaration's reads are not needed");
+    // A late declaration that can still be cancelled is not retired.
+    let again = d.declare("b", &singles(0..4, T0 + 90_000), T0 + 40_000).unwrap();
+    d.state.bound_retire(T0 + 100_000);
+    d.cancel(&Caller::Client("b".into()), again.0).unwrap();
+    assert_eq!(d.state.read_lower_bound_bytes(), size);
+}
