@@ -161,6 +161,7 @@ async fn declare_loop(
             task: TaskKind::Fsck,
             read_sets: ReadSets::Sets(blocks.iter().map(|&b| BlockSet::any_of([BlockId(b)])).collect()),
             sets_needed: None,
+            bytes_needed: None,
             deadline: Timestamp(dingo_daemon::now_ms() + DEADLINE.as_millis() as u64),
         };
         // A declaration whose reply is lost may exist unknown to us: its

@@ -174,6 +174,7 @@ mod tests {
             items: Vec::new(),
             declared: Declared::Items,
             sets_needed: None,
+            bytes_needed: None,
             deadline_ms: 10,
             progress: None,
         };

@@ -131,17 +131,20 @@ impl PlannerClient {
 
     /// Declares file segments: each entry of `sets` is one block set made of
     /// the blocks holding its segments' bytes, resolved when declared.
+    /// `sets_needed` and `bytes_needed` are [`Declaration`]'s.
     pub async fn declare_files(
         &self,
         task: TaskKind,
         deadline: Timestamp,
         sets_needed: Option<u64>,
+        bytes_needed: Option<u64>,
         sets: Vec<Vec<pb::FileSegment>>,
     ) -> Result<Declared> {
         let req = pb::DeclareFilesRequest {
             task: task.name().to_string(),
             deadline_ms: deadline.as_millis(),
             sets_needed,
+            bytes_needed,
             sets: sets.into_iter().map(|segments| pb::SegmentSet { segments }).collect(),
         };
         let r = self.grpc.clone().declare_files(req).await?.into_inner();

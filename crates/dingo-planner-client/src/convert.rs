@@ -55,6 +55,7 @@ pub fn declaration_to_wire(d: &Declaration) -> pb::DeclareRequest {
         task: d.task.name().to_string(),
         deadline_ms: d.deadline.as_millis(),
         sets_needed: d.sets_needed,
+        bytes_needed: d.bytes_needed,
         read_sets: Some(read_sets),
     }
 }
@@ -85,7 +86,13 @@ pub fn declaration_from_wire(r: &pb::DeclareRequest) -> Result<Declaration, Stri
         PbReadSets::AllChunks(true) => ReadSets::AllChunks,
         PbReadSets::AllChunks(false) => return Err("all_chunks must be true when given".into()),
     };
-    Ok(Declaration { task, read_sets, sets_needed: r.sets_needed, deadline: Timestamp(r.deadline_ms) })
+    Ok(Declaration {
+        task,
+        read_sets,
+        sets_needed: r.sets_needed,
+        bytes_needed: r.bytes_needed,
+        deadline: Timestamp(r.deadline_ms),
+    })
 }
 
 /// The chunk a callback read names.
@@ -99,7 +106,13 @@ mod tests {
     use dingo_types::DiskId;
 
     fn round_trip(read_sets: ReadSets) {
-        let d = Declaration { task: TaskKind::Scrubbing, read_sets, sets_needed: Some(2), deadline: Timestamp(99) };
+        let d = Declaration {
+            task: TaskKind::Scrubbing,
+            read_sets,
+            sets_needed: Some(2),
+            bytes_needed: None,
+            deadline: Timestamp(99),
+        };
         assert_eq!(declaration_from_wire(&declaration_to_wire(&d)).unwrap(), d);
     }
 
@@ -115,7 +128,13 @@ mod tests {
 
     #[test]
     fn malformed_requests_say_what_is_wrong() {
-        let base = pb::DeclareRequest { task: "fsck".into(), deadline_ms: 1, sets_needed: None, read_sets: None };
+        let base = pb::DeclareRequest {
+            task: "fsck".into(),
+            deadline_ms: 1,
+            sets_needed: None,
+            bytes_needed: None,
+            read_sets: None,
+        };
         let err = |r: pb::DeclareRequest| declaration_from_wire(&r).unwrap_err();
         assert!(err(base.clone()).contains("no read sets"));
         assert!(err(pb::DeclareRequest { task: "defrag".into(), ..base.clone() }).contains("unknown task"));

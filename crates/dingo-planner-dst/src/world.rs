@@ -173,6 +173,7 @@ impl World {
             task: TaskKind::ALL[rng.usize(0..TaskKind::COUNT)],
             read_sets,
             sets_needed,
+            bytes_needed: None,
             deadline: Timestamp(now_ms + rng.u64(300..=6 * QUANTUM_MS)),
         };
         Drafted { decl, keys }

@@ -89,6 +89,7 @@ pub fn declaration_from_files(
         task,
         read_sets: ReadSets::Sets(sets),
         sets_needed: req.sets_needed,
+        bytes_needed: req.bytes_needed,
         deadline: Timestamp(req.deadline_ms),
     })
 }
@@ -182,7 +183,13 @@ mod tests {
     fn a_request_becomes_one_set_per_segment_set_and_is_checked_without_io() {
         let files = HashMap::from([("/f".to_string(), file(Redundancy::Replicated(3), &[10, 10, 5]))]);
         let set = |segments| pb::SegmentSet { segments };
-        let req = |sets| pb::DeclareFilesRequest { task: "fsck".into(), deadline_ms: 5, sets_needed: None, sets };
+        let req = |sets| pb::DeclareFilesRequest {
+            task: "fsck".into(),
+            deadline_ms: 5,
+            sets_needed: None,
+            bytes_needed: None,
+            sets,
+        };
         let d =
             declaration_from_files(&req(vec![set(vec![seg(0, 5), seg(9, 2)]), set(vec![seg(20, 0)])]), &files).unwrap();
         let ReadSets::Sets(sets) = d.read_sets else { panic!("explicit sets") };

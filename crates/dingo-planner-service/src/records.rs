@@ -62,6 +62,9 @@ pub(crate) struct DeclRecord {
     pub acked_sets: u64,
     #[prost(uint64, tag = "11")]
     pub created_ms: u64,
+    /// Added after the first release; absent in older records (none).
+    #[prost(uint64, optional, tag = "12")]
+    pub bytes_needed: Option<u64>,
 }
 
 impl DeclRecord {

@@ -1,7 +1,7 @@
 //! An outstanding declaration and its progress.
 
 use crate::sets::Sets;
-use dingo_types::{DeclarationId, Member, TaskKind, Timestamp, Topology};
+use dingo_types::{BlockState, Declaration, DeclarationId, Member, TaskKind, Timestamp, Topology};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -14,9 +14,13 @@ pub(crate) struct DeclState {
     pub task: TaskKind,
     pub deadline: Timestamp,
     pub sets_needed: Option<u64>,
+    /// Byte-denominated flexibility ([`Declaration::bytes_needed`]).
+    pub bytes_needed: Option<u64>,
     pub sets: Sets,
     pub total_sets: u64,
     pub delivered: u64,
+    /// Bytes of the live blocks of the delivered sets, when scheduled.
+    pub delivered_bytes: u64,
     pub elided: u64,
     /// Mean bytes of one set, from a deterministic sample taken at
     /// declaration time; used only to order declarations by rate.
@@ -26,24 +30,21 @@ pub(crate) struct DeclState {
 }
 
 impl DeclState {
-    pub(crate) fn new(
-        id: DeclarationId,
-        task: TaskKind,
-        deadline: Timestamp,
-        sets_needed: Option<u64>,
-        sets: Sets,
-        topo: &impl Topology,
-    ) -> Self {
+    /// The state of `decl` (whose `read_sets` are read no more: `sets`
+    /// holds them) as `id`.
+    pub(crate) fn new(id: DeclarationId, decl: &Declaration, sets: Sets, topo: &impl Topology) -> Self {
         let total_sets = sets.remaining_count();
         let set_bytes_estimate = estimate_set_bytes(&sets, topo);
         DeclState {
             id,
-            task,
-            deadline,
-            sets_needed,
+            task: decl.task,
+            deadline: decl.deadline,
+            sets_needed: decl.sets_needed,
+            bytes_needed: decl.bytes_needed,
             sets,
             total_sets,
             delivered: 0,
+            delivered_bytes: 0,
             elided: 0,
             set_bytes_estimate,
             missed: false,
@@ -53,12 +54,42 @@ impl DeclState {
     /// Sets still to deliver: all remaining ones, or what is left of
     /// `sets_needed` (never more than remain — if deletions shrank the pool
     /// below the count, the declaration finishes short).
+    ///
+    /// With `bytes_needed`, the bytes still missing in sets of the mean
+    /// sampled size, rounded up (at least one set while any byte is
+    /// missing). Invariant: 0 exactly when `delivered_bytes` reached
+    /// `bytes_needed` or no set remains, so a declaration is never given a
+    /// set in a quantum after the one in which it reached its bytes; within
+    /// that quantum it may overshoot by what the estimate was off.
     pub(crate) fn needed_left(&self) -> u64 {
         let remaining = self.sets.remaining_count();
-        match self.sets_needed {
-            Some(needed) => needed.saturating_sub(self.delivered).min(remaining),
-            None => remaining,
+        match (self.sets_needed, self.bytes_needed) {
+            (Some(needed), _) => needed.saturating_sub(self.delivered).min(remaining),
+            (None, Some(bytes)) => {
+                let missing = bytes.saturating_sub(self.delivered_bytes);
+                if missing == 0 {
+                    return 0;
+                }
+                // At least 1 since `missing` > 0.
+                missing.div_ceil(self.set_bytes_estimate.max(1)).min(remaining)
+            }
+            (None, None) => remaining,
         }
+    }
+
+    /// Counts set `key` as delivered before a restart: its live blocks'
+    /// bytes as they are now. False if it is not outstanding.
+    pub(crate) fn restore_delivered(&mut self, key: u64, topo: &impl Topology, members: &mut Vec<Member>) -> bool {
+        if !self.sets.remove(key) {
+            return false;
+        }
+        // A removed set's members stay readable (only its "outstanding"
+        // bit went), and an unknown key must not be looked up.
+        members.clear();
+        self.sets.members(key, members);
+        self.delivered += 1;
+        self.delivered_bytes += live_bytes(members, topo);
+        true
     }
 
     pub(crate) fn is_done(&self) -> bool {
@@ -88,7 +119,9 @@ impl DeclState {
             deadline: self.deadline,
             total_sets: self.total_sets,
             sets_needed: self.sets_needed,
+            bytes_needed: self.bytes_needed,
             delivered_sets: self.delivered,
+            delivered_bytes: self.delivered_bytes,
             elided_sets: self.elided,
             needed_left: self.needed_left(),
             missed_deadline: self.missed,
@@ -107,6 +140,12 @@ fn estimate_set_bytes(sets: &Sets, topo: &impl Topology) -> u64 {
     bytes / (keys.len() as u64).max(1)
 }
 
+/// Bytes of the members' blocks that are not deleted.
+pub(crate) fn live_bytes(members: &[Member], topo: &impl Topology) -> u64 {
+    let live = |m: &Member| topo.block(m.block()).filter(|info| info.state != BlockState::Deleted);
+    members.iter().filter_map(live).map(|info| info.size).sum()
+}
+
 /// Progress of one outstanding declaration, for status queries.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeclarationStatus {
@@ -115,7 +154,10 @@ pub struct DeclarationStatus {
     pub deadline: Timestamp,
     pub total_sets: u64,
     pub sets_needed: Option<u64>,
+    pub bytes_needed: Option<u64>,
     pub delivered_sets: u64,
+    /// Bytes of the live blocks of the delivered sets.
+    pub delivered_bytes: u64,
     pub elided_sets: u64,
     pub needed_left: u64,
     pub missed_deadline: bool,

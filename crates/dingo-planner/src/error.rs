@@ -14,6 +14,12 @@ pub enum DeclareError {
     ZeroSetsNeeded,
     #[error("sets_needed is {needed} but the declaration names only {available} sets")]
     TooManySetsNeeded { needed: u64, available: u64 },
+    #[error("bytes_needed is 0; omit it to need every set, or give at least 1 byte")]
+    ZeroBytesNeeded,
+    #[error("bytes_needed is {needed} but the declaration's sets hold only {available} bytes")]
+    TooManyBytesNeeded { needed: u64, available: u64 },
+    #[error("sets_needed and bytes_needed are both set; a declaration needs a count of sets or of bytes, not both")]
+    SetsAndBytesNeeded,
     #[error("deadline {deadline} is not after the current time {now}")]
     DeadlineNotInFuture { deadline: Timestamp, now: Timestamp },
     #[error("set {set}: {problem}")]

@@ -73,7 +73,7 @@ impl Planner {
         let sets = validate(decl, topo, now, &self.config.limits)?;
         let id = DeclarationId(self.next_id);
         self.next_id += 1;
-        self.outstanding.insert(id, DeclState::new(id, decl.task, decl.deadline, decl.sets_needed, sets, topo));
+        self.outstanding.insert(id, DeclState::new(id, decl, sets, topo));
         Ok(id)
     }
 
@@ -104,7 +104,7 @@ impl Planner {
     ) -> Result<PreparedDeclaration, DeclareError> {
         let (sets, decl) = validate_owned(decl, topo, now, &self.config.limits)?;
         // The id is given when the declaration is added.
-        let state = DeclState::new(DeclarationId(0), decl.task, decl.deadline, decl.sets_needed, sets, topo);
+        let state = DeclState::new(DeclarationId(0), &decl, sets, topo);
         Ok(PreparedDeclaration(state))
     }
 
@@ -148,12 +148,12 @@ impl Planner {
             return Err(RestoreError::UnknownDisk(disk));
         }
         let sets = Sets::build(&decl.read_sets, topo);
-        let mut d = DeclState::new(id, decl.task, decl.deadline, decl.sets_needed, sets, topo);
+        let mut d = DeclState::new(id, decl, sets, topo);
+        let mut members = Vec::new();
         for &key in delivered {
-            if !d.sets.remove(key) {
+            if !d.restore_delivered(key, topo, &mut members) {
                 return Err(RestoreError::UnknownSet { id, key });
             }
-            d.delivered += 1;
         }
         d.missed = missed_deadline;
         self.outstanding.insert(id, d);
@@ -396,7 +396,13 @@ mod tests {
     }
 
     fn decl(task: TaskKind, read_sets: ReadSets, deadline_quanta: u64) -> Declaration {
-        Declaration { task, read_sets, sets_needed: None, deadline: Timestamp(deadline_quanta * HOUR) }
+        Declaration {
+            task,
+            read_sets,
+            sets_needed: None,
+            bytes_needed: None,
+            deadline: Timestamp(deadline_quanta * HOUR),
+        }
     }
 
     fn singles(blocks: impl IntoIterator<Item = u64>) -> ReadSets {
@@ -448,6 +454,22 @@ mod tests {
             (
                 Declaration { sets_needed: Some(3), ..decl(TaskKind::Rebalancing, singles([1, 2]), 5) },
                 DeclareError::TooManySetsNeeded { needed: 3, available: 2 },
+            ),
+            (
+                Declaration { bytes_needed: Some(0), ..decl(TaskKind::Rebalancing, singles([1]), 5) },
+                DeclareError::ZeroBytesNeeded,
+            ),
+            (
+                Declaration { bytes_needed: Some(20 * MB + 1), ..decl(TaskKind::Rebalancing, singles([1, 2]), 5) },
+                DeclareError::TooManyBytesNeeded { needed: 20 * MB + 1, available: 20 * MB },
+            ),
+            (
+                Declaration {
+                    sets_needed: Some(1),
+                    bytes_needed: Some(MB),
+                    ..decl(TaskKind::Rebalancing, singles([1, 2]), 5)
+                },
+                DeclareError::SetsAndBytesNeeded,
             ),
         ];
         for (d, expected) in cases {
@@ -648,6 +670,51 @@ mod tests {
         assert_eq!(rb.sets_delivered, 2);
         assert_eq!(rb.disk_bytes, 0, "it picked the two blocks reconstruction reads anyway");
         assert!(plan.finished.iter().any(|s| s.id == id && s.delivered_sets == 2));
+    }
+
+    #[test]
+    fn byte_flexible_declarations_take_the_cheapest_sets_up_to_their_bytes() {
+        let topo = cluster();
+        let mut p = planner();
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Reconstruction, singles([2, 3]), 1)).unwrap();
+        let rebalance = Declaration { bytes_needed: Some(15 * MB), ..decl(TaskKind::Rebalancing, singles(0..20), 1) };
+        let id = p.declare(&topo, Timestamp(0), &rebalance).unwrap();
+        let plan = p.plan_quantum(&topo, Timestamp(0), &Budget::UNLIMITED);
+        let rb = plan.report.task(TaskKind::Rebalancing);
+        assert_eq!(rb.disk_bytes, 0, "it picked the two blocks reconstruction reads anyway");
+        let done = plan.finished.iter().find(|s| s.id == id).expect("finished");
+        assert_eq!((done.delivered_sets, done.delivered_bytes, done.bytes_needed), (2, 20 * MB, Some(15 * MB)));
+    }
+
+    #[test]
+    fn a_byte_flexible_declaration_gets_nothing_after_the_quantum_that_reached_its_bytes() {
+        let topo = cluster();
+        let mut p = planner();
+        let rebalance = Declaration { bytes_needed: Some(25 * MB), ..decl(TaskKind::Rebalancing, singles(0..20), 4) };
+        let id = p.declare(&topo, Timestamp(0), &rebalance).unwrap();
+        let mut delivered = Vec::new();
+        for q in 0..4 {
+            let plan = p.plan_quantum(&topo, Timestamp(q * HOUR), &Budget::UNLIMITED);
+            delivered.push(plan.schedule.sets.len());
+            if let Some(s) = plan.finished.iter().find(|s| s.id == id) {
+                assert_eq!((q, s.delivered_bytes), (2, 30 * MB), "done in the third quantum");
+            }
+        }
+        // Three sets at one per quantum (its pace), then none.
+        assert_eq!(delivered, vec![1, 1, 1, 0]);
+        assert_eq!(p.outstanding().count(), 0);
+    }
+
+    #[test]
+    fn a_restored_byte_flexible_declaration_keeps_its_delivered_bytes() {
+        let topo = cluster();
+        let mut p = planner();
+        let d = Declaration { bytes_needed: Some(25 * MB), ..decl(TaskKind::Rebalancing, singles(0..6), 1) };
+        p.restore(&topo, DeclarationId(7), &d, &[0, 1], false).unwrap();
+        let st = p.status(DeclarationId(7)).unwrap();
+        assert_eq!((st.delivered_sets, st.delivered_bytes, st.needed_left), (2, 20 * MB, 1));
+        let plan = p.plan_quantum(&topo, Timestamp(0), &Budget::UNLIMITED);
+        assert_eq!(plan.schedule.sets.len(), 1, "one more set reaches 25 MB");
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub(crate) fn validate(
     limits: &Limits,
 ) -> Result<Sets, DeclareError> {
     check(decl, topo, now, limits)?;
-    finish(decl, Sets::build(&decl.read_sets, topo))
+    finish(decl, Sets::build(&decl.read_sets, topo), topo)
 }
 
 /// [`validate`] of a declaration the caller gives up: a member bitmap
@@ -31,13 +31,13 @@ pub(crate) fn validate_owned(
     limits: &Limits,
 ) -> Result<(Sets, Declaration), DeclareError> {
     check(&decl, topo, now, limits)?;
-    let Declaration { task, read_sets, sets_needed, deadline } = decl;
+    let Declaration { task, read_sets, sets_needed, bytes_needed, deadline } = decl;
     let (sets, read_sets) = match read_sets {
         ReadSets::EachMember(members) => (Sets::singletons(members), ReadSets::EachMember(Default::default())),
         other => (Sets::build(&other, topo), other),
     };
-    let decl = Declaration { task, read_sets, sets_needed, deadline };
-    Ok((finish(&decl, sets)?, decl))
+    let decl = Declaration { task, read_sets, sets_needed, bytes_needed, deadline };
+    Ok((finish(&decl, sets, topo)?, decl))
 }
 
 /// Every check of [`validate`] that comes before building the set store.
@@ -64,16 +64,41 @@ fn check(decl: &Declaration, topo: &impl Topology, now: Timestamp, limits: &Limi
     Ok(())
 }
 
-/// Checks the set store built for `decl` against its count of sets needed.
-fn finish(decl: &Declaration, sets: Sets) -> Result<Sets, DeclareError> {
+/// Checks the set store built for `decl` against its count of sets (or
+/// bytes) needed.
+fn finish(decl: &Declaration, sets: Sets, topo: &impl Topology) -> Result<Sets, DeclareError> {
     let available = sets.remaining_count();
     if available == 0 {
         return Err(DeclareError::NoSets);
     }
-    match decl.sets_needed {
-        Some(0) => Err(DeclareError::ZeroSetsNeeded),
-        Some(needed) if needed > available => Err(DeclareError::TooManySetsNeeded { needed, available }),
+    match (decl.sets_needed, decl.bytes_needed) {
+        (Some(_), Some(_)) => Err(DeclareError::SetsAndBytesNeeded),
+        (Some(0), None) => Err(DeclareError::ZeroSetsNeeded),
+        (Some(needed), None) if needed > available => Err(DeclareError::TooManySetsNeeded { needed, available }),
+        (None, Some(0)) => Err(DeclareError::ZeroBytesNeeded),
+        (None, Some(needed)) => {
+            let available = total_bytes(&sets, topo);
+            if needed > available { Err(DeclareError::TooManyBytesNeeded { needed, available }) } else { Ok(sets) }
+        }
         _ => Ok(sets),
+    }
+}
+
+/// Bytes of every set's blocks (a block named by two sets counts twice:
+/// each set delivers it).
+fn total_bytes(sets: &Sets, topo: &impl Topology) -> u64 {
+    let (mut keys, mut members) = (Vec::new(), Vec::new());
+    let (mut from, mut bytes) = (0, 0u64);
+    loop {
+        keys.clear();
+        sets.next_keys(from, 4096, &mut keys);
+        let Some(&last) = keys.last() else { return bytes };
+        for &key in &keys {
+            members.clear();
+            sets.members(key, &mut members);
+            bytes = bytes.saturating_add(crate::declaration::live_bytes(&members, topo));
+        }
+        from = last + 1;
     }
 }
 
@@ -151,6 +176,7 @@ mod tests {
             task: TaskKind::Transcoding,
             read_sets: ReadSets::Ranges(vec![BlockRange { start: BlockId(start), len }]),
             sets_needed: None,
+            bytes_needed: None,
             deadline: Timestamp(10),
         };
         let unknown = |block: u64| DeclareError::BadBlock { set: 0, problem: BlockProblem::Unknown(BlockId(block)) };

@@ -141,6 +141,7 @@ fn run_capped(seed: u64, specs: &[DeclSpec], deletions: &[u64], budget: &Budget,
                 task: TaskKind::ALL[spec.task],
                 read_sets: read_sets(&spec.shape),
                 sets_needed,
+                bytes_needed: None,
                 deadline: Timestamp(now.0 + spec.deadline_quanta * QUANTUM_MS),
             };
             // Declarations naming deleted blocks are rightly refused.
@@ -275,5 +276,98 @@ proptest! {
         let a = run(seed, &specs, &deletions, &budget, 6);
         let b = run(seed, &specs, &deletions, &budget, 6);
         prop_assert_eq!(a.plans, b.plans);
+    }
+}
+
+/// Members of a declaration of `shape` (all its sets' blocks, counted once
+/// per set) on an undamaged cluster.
+fn member_count(shape: &Shape, topo: &TableTopology) -> u64 {
+    match shape {
+        Shape::Sets(v) => v.iter().map(|s| s.len() as u64).sum(),
+        Shape::Ranges(v) => v.iter().map(|&(_, len)| u64::from(len)).sum(),
+        _ => set_count(shape, topo),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Byte-denominated flexibility, beside other work that makes some of
+    /// its sets free: (a) no set of it is scheduled in a quantum that
+    /// starts with its bytes already delivered; (b) it finishes only with
+    /// at least its bytes delivered, unless deletions left too few; it is
+    /// never finished short otherwise (a cancel ends it without a finish);
+    /// (c) with an unlimited budget and nothing deleted or cancelled, it
+    /// finishes by its deadline; (d) its status counts the bytes its
+    /// scheduled sets read.
+    #[test]
+    fn a_byte_flexible_declaration_gets_its_bytes_and_no_set_after(
+        seed in 0u64..8,
+        others in proptest::collection::vec(decl_spec(), 0..4),
+        flexible in shape(),
+        bytes_percent in 1u64..=100,
+        deadline_quanta in 1u64..6,
+        deletions in proptest::collection::vec(0..BLOCKS, 0..6),
+        cancel_at in proptest::option::of(1u64..8),
+        budget in budget(),
+    ) {
+        let mut topo = cluster(seed);
+        let config = PlannerConfig { quantum: Duration::from_millis(QUANTUM_MS), ..PlannerConfig::default() };
+        let mut planner = Planner::new(config);
+        let available = member_count(&flexible, &topo) * BLOCK;
+        let needed = (available * bytes_percent).div_ceil(100);
+        let decl = Declaration {
+            task: TaskKind::Rebalancing,
+            read_sets: read_sets(&flexible),
+            sets_needed: None,
+            bytes_needed: Some(needed),
+            deadline: Timestamp(deadline_quanta * QUANTUM_MS),
+        };
+        let id = planner.declare(&topo, Timestamp(0), &decl).unwrap();
+        let (mut delivered, mut finished, mut cancelled) = (0u64, None, false);
+        for q in 0..12u64 {
+            let now = Timestamp(q * QUANTUM_MS);
+            if q == 1 && !deletions.is_empty() {
+                for &b in &deletions {
+                    topo.set_state(BlockId(b), BlockState::Deleted);
+                }
+                planner.note_deleted(&topo, &deletions.iter().copied().collect());
+            }
+            if cancel_at == Some(q) && finished.is_none() {
+                cancelled = planner.cancel(id).is_ok();
+            }
+            for spec in others.iter().filter(|s| s.at_quantum == q) {
+                let other = Declaration {
+                    task: TaskKind::ALL[spec.task],
+                    read_sets: read_sets(&spec.shape),
+                    sets_needed: None,
+                    bytes_needed: None,
+                    deadline: Timestamp(now.0 + spec.deadline_quanta * QUANTUM_MS),
+                };
+                let _ = planner.declare(&topo, now, &other);
+            }
+            let before = delivered;
+            let plan = planner.plan_quantum(&topo, now, &budget);
+            for (s, set) in plan.schedule.sets.iter().enumerate() {
+                if plan.schedule.decls[set.decl as usize].id == id {
+                    prop_assert!(before < needed, "quantum {}: a set after {} of {} bytes", q, before, needed);
+                    delivered += plan.schedule.reads_of(s).iter().map(|r| r.bytes).sum::<u64>();
+                }
+            }
+            if let Some(status) = planner.status(id) {
+                prop_assert_eq!(status.delivered_bytes, delivered);
+            }
+            if let Some(status) = plan.finished.iter().find(|s| s.id == id) {
+                prop_assert_eq!(status.delivered_bytes, delivered);
+                let pool_gone = status.delivered_sets + status.elided_sets == status.total_sets;
+                prop_assert!(delivered >= needed || (!deletions.is_empty() && pool_gone),
+                    "finished with {} of {} bytes", delivered, needed);
+                finished = Some(q);
+            }
+        }
+        prop_assert!(!(cancelled && finished.is_some_and(|q| Some(q) >= cancel_at)), "finished after its cancel");
+        if budget == Budget::UNLIMITED && deletions.is_empty() && cancel_at.is_none() {
+            prop_assert!(finished.is_some_and(|q| q < deadline_quanta), "finished in quantum {:?}", finished);
+        }
     }
 }

@@ -106,7 +106,7 @@ impl SteadyLoad {
                     }
                 };
                 if read_sets_len(&read_sets) > 0 {
-                    declare(model, Declaration { task, read_sets, sets_needed, deadline })?;
+                    declare(model, Declaration { bytes_needed: None, task, read_sets, sets_needed, deadline })?;
                 }
             }
         }
@@ -167,6 +167,7 @@ impl SteadyLoad {
                     task: TaskKind::Reconstruction,
                     read_sets: ReadSets::Sets(sets),
                     sets_needed: None,
+                    bytes_needed: None,
                     deadline: self.now.saturating_add(left),
                 });
             }

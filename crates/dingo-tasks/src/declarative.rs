@@ -88,6 +88,7 @@ fn declare_request(job: &Job, margin_ms: u64) -> Result<Request, String> {
         task: job.task.name().to_string(),
         deadline_ms: declared_deadline_ms(job, margin_ms),
         sets_needed: job.sets_needed,
+        bytes_needed: job.bytes_needed,
         read_sets: Some(read_sets),
     }))
 }
@@ -226,7 +227,7 @@ impl AgentLoop {
             Ok(Request::Blocks(req)) => self.planner.declare_wire(req).await,
             Ok(Request::Files(sets)) => {
                 let deadline = Timestamp(declared_deadline_ms(&s.job, self.margin_ms));
-                self.planner.declare_files(s.job.task, deadline, s.job.sets_needed, sets).await
+                self.planner.declare_files(s.job.task, deadline, s.job.sets_needed, s.job.bytes_needed, sets).await
             }
             Err(msg) => Err(PlannerClientError::Rpc(tonic::Status::invalid_argument(msg))),
         };
@@ -410,6 +411,7 @@ mod tests {
             items: Vec::new(),
             declared: Declared::Items,
             sets_needed: None,
+            bytes_needed: None,
             deadline_ms: 0,
             progress: None,
         }

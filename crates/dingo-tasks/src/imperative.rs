@@ -32,7 +32,8 @@ pub const MAX_IN_FLIGHT: usize = 4;
 /// Runs `job` item by item in its own order, pacing reads evenly so that the
 /// work would finish at `finish_by_ms` (unix ms): each item starts once its
 /// share of the window has passed, with at most [`MAX_IN_FLIGHT`] under way.
-/// Items found deleted don't count towards `sets_needed`, and no more
+/// Items found deleted don't count towards `sets_needed` (or the items
+/// covering `bytes_needed`: [`Job::needed`]), and no more
 /// items are started than could still be needed. Stops early when
 /// `cancel` is set.
 pub async fn run(client: &Client, job: &Job, finish_by_ms: u64, cancel: &CancelFlag) -> JobReport {
@@ -83,7 +84,7 @@ pub async fn run(client: &Client, job: &Job, finish_by_ms: u64, cancel: &CancelF
     while let Some(result) = in_flight.next().await {
         report.record(result);
     }
-    if job.sets_needed.is_none() || report.items_done >= needed {
+    if !job.is_flexible() || report.items_done >= needed {
         report.finished_ms = Some(dingo_daemon::now_ms());
     }
     report

@@ -171,6 +171,7 @@ mod tests {
             items,
             declared: Declared::Items,
             sets_needed,
+            bytes_needed: None,
             deadline_ms: 0,
             progress: None,
         }

@@ -91,6 +91,7 @@ pub async fn draining(
         items,
         declared: Declared::Items,
         sets_needed: None,
+        bytes_needed: None,
         deadline_ms,
         progress: None,
     }))
@@ -119,6 +120,7 @@ pub async fn scrubbing(client: &Client, deadline_ms: u64) -> Result<Vec<Job>, Cl
             items,
             declared: Declared::ChunksOnDisk(disk),
             sets_needed: None,
+            bytes_needed: None,
             deadline_ms,
             progress: None,
         });
@@ -175,6 +177,7 @@ pub async fn reconstruction(client: &Client, label: &str, deadline_ms: u64) -> R
         items,
         declared: Declared::Items,
         sets_needed: None,
+        bytes_needed: None,
         deadline_ms,
         progress: None,
     })
@@ -216,15 +219,18 @@ pub async fn rebalancing(
     candidates.sort_unstable();
     // The imperative balancer's own order: a seeded shuffle.
     fastrand::Rng::with_seed(seed).shuffle(&mut candidates);
-    let mean_size = candidates.iter().map(|c| recs[&c.block.0].size).sum::<u64>() as f64 / candidates.len() as f64;
-    let needed = ((deficit / mean_size).ceil() as u64).clamp(1, candidates.len() as u64);
+    // Byte-denominated: the deficit in bytes, whichever chunks make it up
+    // (no estimate of a count from the mean chunk size).
+    let candidate_bytes: u64 = candidates.iter().map(|c| recs[&c.block.0].size).sum();
+    let needed_bytes = (deficit.ceil() as u64).clamp(1, candidate_bytes.max(1));
     let items = move_items(candidates, &recs);
     Ok(Some(Job {
         task: TaskKind::Rebalancing,
-        label: format!("{needed} chunks off disks above {:.0} % full", (mean + threshold) * 100.0),
+        label: format!("{needed_bytes} bytes off disks above {:.0} % full", (mean + threshold) * 100.0),
         items,
         declared: Declared::Items,
-        sets_needed: Some(needed),
+        sets_needed: None,
+        bytes_needed: Some(needed_bytes),
         deadline_ms,
         progress: None,
     }))
@@ -255,6 +261,7 @@ pub async fn transcoding(
         items,
         declared: Declared::Items,
         sets_needed: None,
+        bytes_needed: None,
         deadline_ms,
         progress: None,
     })
@@ -315,7 +322,16 @@ fn data_block_ids(file: &FileInfo) -> Vec<u64> {
 
 /// A job of one item per file, declared by path.
 fn file_job(task: TaskKind, label: String, items: Vec<WorkItem>, deadline_ms: u64) -> Job {
-    Job { task, label, items, declared: Declared::Files, sets_needed: None, deadline_ms, progress: None }
+    Job {
+        task,
+        label,
+        items,
+        declared: Declared::Files,
+        sets_needed: None,
+        bytes_needed: None,
+        deadline_ms,
+        progress: None,
+    }
 }
 
 /// The item of `action`, which reads all of `file`.

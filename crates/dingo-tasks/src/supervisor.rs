@@ -264,6 +264,7 @@ mod tests {
             items: Vec::new(),
             declared: crate::Declared::Items,
             sets_needed: None,
+            bytes_needed: None,
             deadline_ms: 0,
             progress: None,
         };

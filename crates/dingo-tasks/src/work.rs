@@ -130,8 +130,14 @@ pub struct Job {
     pub label: String,
     pub items: Vec<WorkItem>,
     pub declared: Declared,
-    /// `None`: every item. `Some(n)`: any `n` of them (data-flexibility).
+    /// `None`: every item (unless `bytes_needed`). `Some(n)`: any `n` of
+    /// them (data flexibility).
     pub sets_needed: Option<u64>,
+    /// Byte-denominated data flexibility: any items whose bytes total at
+    /// least this many (rebalancing: "move at least N bytes"); the planner
+    /// picks the cheapest, the imperative walk takes them in its order.
+    /// Never together with `sets_needed`.
+    pub bytes_needed: Option<u64>,
     /// Unix milliseconds by which the work must be complete.
     pub deadline_ms: u64,
     /// Counts finished items as the job runs, for whoever shows progress.
@@ -139,9 +145,28 @@ pub struct Job {
 }
 
 impl Job {
-    /// Items the job must complete.
+    /// Items the job must complete: with `bytes_needed`, the first items in
+    /// the job's order that total that many bytes (the imperative walk's
+    /// count; the planner may pick others).
     pub fn needed(&self) -> u64 {
-        self.sets_needed.unwrap_or(self.items.len() as u64)
+        match (self.sets_needed, self.bytes_needed) {
+            (Some(sets), _) => sets,
+            (None, Some(bytes)) => {
+                let mut total = 0u64;
+                let covering = self.items.iter().take_while(|item| {
+                    let short = total < bytes;
+                    total = total.saturating_add(item.bytes);
+                    short
+                });
+                covering.count() as u64
+            }
+            (None, None) => self.items.len() as u64,
+        }
+    }
+
+    /// Whether the job needs only some of its items.
+    pub fn is_flexible(&self) -> bool {
+        self.sets_needed.is_some() || self.bytes_needed.is_some()
     }
 
     /// The action for a set key of a planner callback, if the key is valid
@@ -307,6 +332,7 @@ mod tests {
     fn job(declared: Declared) -> Job {
         let c = ChunkRef { block: BlockId(7), copy: 2 };
         Job {
+            bytes_needed: None,
             task: TaskKind::Scrubbing,
             label: "t".into(),
             items: vec![WorkItem {

@@ -67,15 +67,22 @@ pub enum ReadSets {
     AllChunks,
 }
 
-/// A request to read `read_sets` (all of them, or exactly `sets_needed` of
-/// them) before `deadline`.
+/// A request to read `read_sets` (all of them, exactly `sets_needed` of
+/// them, or any of them totalling `bytes_needed`) before `deadline`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Declaration {
     pub task: TaskKind,
     pub read_sets: ReadSets,
-    /// `None`: every set is needed. `Some(n)`: exactly `n` sets, chosen by
-    /// the planner (data-flexibility).
+    /// `None`: every set is needed (unless `bytes_needed` says otherwise).
+    /// `Some(n)`: exactly `n` sets, chosen by the planner (data flexibility).
     pub sets_needed: Option<u64>,
+    /// Byte-denominated data flexibility ("move at least `n` bytes out of
+    /// these candidates"): `Some(n)` needs any sets whose live blocks total
+    /// at least `n` bytes, chosen by the planner (the cheapest: those riding
+    /// on reads scheduled anyway first); the declaration is done once `n`
+    /// bytes were delivered and the other sets are never read. At most one
+    /// of `sets_needed` and `bytes_needed` is set.
+    pub bytes_needed: Option<u64>,
     pub deadline: Timestamp,
 }
 

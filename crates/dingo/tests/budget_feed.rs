@@ -45,7 +45,13 @@ async fn scrub(
 ) -> Vec<Read> {
     let deadline = Timestamp(dingo_daemon::now_ms() + 1500);
     let sets = (0..BLOCKS).map(|b| BlockSet::any_of([BlockId(b)])).collect();
-    let decl = Declaration { task: TaskKind::Scrubbing, read_sets: ReadSets::Sets(sets), sets_needed: None, deadline };
+    let decl = Declaration {
+        task: TaskKind::Scrubbing,
+        read_sets: ReadSets::Sets(sets),
+        sets_needed: None,
+        bytes_needed: None,
+        deadline,
+    };
     let id = planner.declare(&decl).await.unwrap().id;
     let (mut sets, mut reads) = (0, Vec::new());
     while sets < BLOCKS {

@@ -129,7 +129,13 @@ mod rust_client {
     }
 
     fn declare(task: &str, deadline_ms: u64, read_sets: pb::declare_request::ReadSets) -> pb::DeclareRequest {
-        pb::DeclareRequest { task: task.into(), deadline_ms, sets_needed: None, read_sets: Some(read_sets) }
+        pb::DeclareRequest {
+            task: task.into(),
+            deadline_ms,
+            sets_needed: None,
+            bytes_needed: None,
+            read_sets: Some(read_sets),
+        }
     }
 
     async fn next(stream: &mut CallbackStream) -> Result<Callback, PlannerClientError> {
@@ -237,6 +243,7 @@ mod rust_client {
                 TaskKind::FileScrubbing,
                 dingo_types::Timestamp(now_plus(20_000)),
                 None,
+                None,
                 vec![vec![seg("/conf/ec.bin", 0, 0)], vec![seg("/conf/small.bin", 1_500_000, 1)]],
             )
             .await
@@ -310,6 +317,7 @@ mod rust_client {
                         task: "fsck".into(),
                         deadline_ms: now_plus(60_000),
                         sets_needed: None,
+                        bytes_needed: None,
                         read_sets: None,
                     })
                     .await,
@@ -332,10 +340,14 @@ mod rust_client {
                 ),
                 Code::InvalidArgument,
             ),
-            ("no such file", code(p.declare_files(TaskKind::Fsck, deadline, None, no_file).await), Code::NotFound),
+            (
+                "no such file",
+                code(p.declare_files(TaskKind::Fsck, deadline, None, None, no_file).await),
+                Code::NotFound,
+            ),
             (
                 "segment past the end",
-                code(p.declare_files(TaskKind::Fsck, deadline, None, past_end).await),
+                code(p.declare_files(TaskKind::Fsck, deadline, None, None, past_end).await),
                 Code::InvalidArgument,
             ),
             ("another client's declaration", code(other.status(&[ok.id]).await), Code::PermissionDenied),

@@ -108,6 +108,7 @@ fn singles(task: TaskKind, blocks: &[u64], deadline: Timestamp) -> Declaration {
         task,
         read_sets: ReadSets::Sets(blocks.iter().map(|&b| BlockSet::any_of([BlockId(b)])).collect()),
         sets_needed: None,
+        bytes_needed: None,
         deadline,
     }
 }
@@ -149,7 +150,7 @@ async fn shared_reads_are_pinned_before_the_callbacks_and_declarations_finish_wh
     let deadline = in_ms(1500);
     let da = a.declare(&singles(TaskKind::Scrubbing, &blocks, deadline)).await.unwrap();
     let segments = vec![vec![FileSegment { path: "/p/shared".into(), offset: 0, length: 0 }]];
-    let db = b.declare_files(TaskKind::FileScrubbing, deadline, None, segments).await.unwrap();
+    let db = b.declare_files(TaskKind::FileScrubbing, deadline, None, None, segments).await.unwrap();
     assert_eq!((da.total_sets, db.total_sets), (6, 1));
     let before = env.node_counters().await;
     let (mut physical, mut free) = (0, 0);
@@ -246,10 +247,12 @@ async fn bad_requests_and_wrong_tokens_are_refused_and_change_nothing() {
         assert!(e.to_string().contains(needle), "{needle}: {e}");
     }
     let file = |path: &str, offset, length| vec![vec![FileSegment { path: path.into(), offset, length }]];
-    let e = a.declare_files(TaskKind::Transcoding, in_ms(60_000), None, file("/b/none", 0, 0)).await.unwrap_err();
+    let e = a.declare_files(TaskKind::Transcoding, in_ms(60_000), None, None, file("/b/none", 0, 0)).await.unwrap_err();
     assert_eq!(e.code(), Some(Code::NotFound), "{e}");
-    let e =
-        a.declare_files(TaskKind::Transcoding, in_ms(60_000), None, file("/b/file", 0, 4 * BLOCK)).await.unwrap_err();
+    let e = a
+        .declare_files(TaskKind::Transcoding, in_ms(60_000), None, None, file("/b/file", 0, 4 * BLOCK))
+        .await
+        .unwrap_err();
     assert_eq!(e.code(), Some(Code::InvalidArgument), "{e}");
     assert!(e.to_string().contains("past the end"), "{e}");
     let mut wire = dingo_planner_client::convert::declaration_to_wire(&singles(TaskKind::Fsck, &blocks, in_ms(9000)));

@@ -100,6 +100,7 @@ fn declarations(now_ms: u64) -> Vec<Declaration> {
             task: TaskKind::Scrubbing,
             read_sets: ReadSets::Sets((0..6).map(|b| BlockSet::any_of([BlockId(b), BlockId(b + 6)])).collect()),
             sets_needed: None,
+            bytes_needed: None,
             deadline,
         },
         Declaration {
@@ -109,12 +110,14 @@ fn declarations(now_ms: u64) -> Vec<Declaration> {
                 BlockRange { start: BlockId(10), len: 2 },
             ]),
             sets_needed: Some(1),
+            bytes_needed: None,
             deadline,
         },
         Declaration {
             task: TaskKind::Rebalancing,
             read_sets: ReadSets::ChunksOnDisk(DiskId(1)),
             sets_needed: None,
+            bytes_needed: None,
             deadline,
         },
     ]
@@ -188,6 +191,7 @@ impl Target for PlannerRequests {
             task: "file-scrubbing".into(),
             deadline_ms: START_MS + 60_000,
             sets_needed: None,
+            bytes_needed: None,
             sets: vec![
                 pb::SegmentSet { segments: vec![segment("/rep", 0, 0)] },
                 pb::SegmentSet { segments: vec![segment("/ec", 150_000, 100_000), segment("/rep", 99_000, 5_000)] },

@@ -17,7 +17,7 @@ impl State {
     /// Adds the members of `decl` (accepted as `id`, with scrubs resolved
     /// to their chunks), declared at `now_ms`.
     pub(super) fn bound_declared(&mut self, id: DeclarationId, decl: &Declaration, now_ms: u64) {
-        if decl.sets_needed.is_some() {
+        if decl.sets_needed.is_some() || decl.bytes_needed.is_some() {
             return;
         }
         let deadline_ms = decl.deadline.as_millis();

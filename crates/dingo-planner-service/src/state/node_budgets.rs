@@ -129,6 +129,7 @@ mod tests {
             task: TaskKind::Scrubbing,
             read_sets: ReadSets::Sets((0..8).map(|b| BlockSet::any_of([BlockId(b)])).collect()),
             sets_needed: None,
+            bytes_needed: None,
             deadline: Timestamp(T0 + 1000),
         };
         state.declare("a", &decl, T0).unwrap();

@@ -51,7 +51,7 @@ impl State {
                 planner
                     .restore(&topo, DeclarationId(id), &decl, &core, rec.missed)
                     .map_err(|e| bad(format!("cannot restore declaration {id}: {e}")))?;
-                if decl.sets_needed.is_none() {
+                if decl.sets_needed.is_none() && decl.bytes_needed.is_none() {
                     bounded.push((DeclarationId(id), rec.deadline_ms));
                 }
             }
@@ -62,6 +62,7 @@ impl State {
                 deadline_ms: rec.deadline_ms,
                 total_sets: rec.total_sets,
                 sets_needed: rec.sets_needed,
+                bytes_needed: rec.bytes_needed,
                 created_ms: rec.created_ms,
                 keys,
                 phase,

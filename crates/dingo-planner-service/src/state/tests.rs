@@ -33,6 +33,7 @@ fn singles(blocks: std::ops::Range<u64>, deadline_ms: u64) -> Declaration {
         task: TaskKind::Fsck,
         read_sets: ReadSets::Sets(blocks.map(|b| BlockSet::any_of([BlockId(b)])).collect()),
         sets_needed: None,
+        bytes_needed: None,
         deadline: Timestamp(deadline_ms),
     }
 }
@@ -195,6 +196,7 @@ fn a_restart_loses_nothing_unacknowledged_and_repeats_nothing_acknowledged() {
         task: TaskKind::Transcoding,
         read_sets: ranges,
         sets_needed: None,
+        bytes_needed: None,
         deadline: Timestamp(T0 + 4000),
     };
     let mut d = Driver::new();
@@ -428,6 +430,7 @@ fn deleted_blocks_elide_sets_and_scrubs_are_stored_as_snapshots() {
         task: TaskKind::Scrubbing,
         read_sets: ReadSets::ChunksOnDisk(DiskId(0)),
         sets_needed: None,
+        bytes_needed: None,
         deadline: Timestamp(T0 + 5000),
     };
     let id = d.declare("a", &scrub, T0).unwrap();
@@ -455,6 +458,7 @@ fn a_wire_range_past_u64_max_is_refused_as_an_unknown_block() {
         task: "transcoding".into(),
         deadline_ms: T0 + 1000,
         sets_needed: None,
+        bytes_needed: None,
         read_sets: Some(WireReadSets::Ranges(pb::BlockRanges { ranges: vec![range] })),
     };
     let decl = dingo_planner_client::convert::declaration_from_wire(&wire).unwrap();

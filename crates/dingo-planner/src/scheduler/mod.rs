@@ -11,7 +11,8 @@
 //! - only physical reads (a copy's first scheduling this quantum) count
 //!   against the budget, and no disk and no cluster total ever exceeds it;
 //! - a set is delivered at most once, and a declaration never gets more
-//!   than its `sets_needed`;
+//!   than its `sets_needed`, nor any set in a quantum after the one in
+//!   which its delivered bytes reached its `bytes_needed`;
 //! - a set whose blocks are all deleted is elided, never delivered.
 
 use crate::accounting::QuantumReport;
@@ -305,6 +306,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         let removed = d.sets.remove_all(keys);
         assert_eq!(removed, taken, "a set of {} scheduled twice", d.id);
         d.delivered += taken;
+        d.delivered_bytes += bytes;
         debug_assert!(d.sets_needed.is_none_or(|n| d.delivered <= n), "{} over-delivered", d.id);
         taken
     }
@@ -540,6 +542,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         let removed = d.sets.remove(key);
         assert!(removed, "set {key} of {} scheduled twice", d.id);
         d.delivered += 1;
+        d.delivered_bytes += self.staged.iter().map(|read| read.bytes).sum::<u64>();
         debug_assert!(d.sets_needed.is_none_or(|n| d.delivered <= n), "{} over-delivered", d.id);
         let first_read = u32::try_from(self.schedule.reads.len()).expect("over 4G reads in one quantum");
         let mut stats = std::mem::take(self.report.task_mut(d.task));

@@ -139,6 +139,7 @@ impl Job {
             task: self.task,
             read_sets: self.sets.to_read_sets(model),
             sets_needed: self.sets_needed,
+            bytes_needed: None,
             deadline: self.deadline,
         }
     }
