@@ -21,6 +21,7 @@ mod accounting;
 mod config;
 mod declaration;
 mod dispatcher;
+pub mod elision;
 mod error;
 mod explicit;
 mod lower_bound;

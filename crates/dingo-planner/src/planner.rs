@@ -4,11 +4,12 @@ use crate::accounting::QuantumReport;
 use crate::config::{Budget, PlannerConfig};
 use crate::declaration::{DeclState, DeclarationStatus};
 use crate::dispatcher::{Dispatch, dispatch};
+use crate::elision::elide_gone;
 use crate::error::{CancelError, DeclareError, RestoreError};
 use crate::scheduler::{Schedule, schedule_quantum};
 use crate::sets::Sets;
 use crate::validate::{validate, validate_owned};
-use dingo_types::{BlockState, Declaration, DeclarationId, ReadSets, Timestamp, Topology};
+use dingo_types::{Declaration, DeclarationId, MemberBitmap, ReadSets, Timestamp, Topology};
 use roaring::RoaringTreemap;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
@@ -203,13 +204,32 @@ impl Planner {
     /// Elides, right away, every outstanding set whose blocks are all
     /// deleted now that `blocks` were deleted. The topology must already
     /// show them deleted. Counted in the next quantum's report.
+    pub fn note_deleted(&mut self, topo: &(impl Topology + Sync), blocks: &RoaringTreemap) {
+        self.elide(topo, blocks, &MemberBitmap::new());
+    }
+
+    /// Anticipatory elision: a task announces `members` it is about to
+    /// delete (whole blocks as [`dingo_types::Member::Any`], single copies
+    /// as exact-copy members), and every outstanding set whose members are
+    /// all deleted or announced is elided right away, not read (see
+    /// [`crate::elision`] for what covers what). Returns the sets elided,
+    /// also counted in the next quantum's report. The announcement is not
+    /// kept: sets declared later are checked against the topology, which
+    /// shows the deletion once it is made. Announce only what will be
+    /// deleted, after the announcing task has read it.
+    pub fn note_pending_deletions(&mut self, topo: &(impl Topology + Sync), members: &MemberBitmap) -> u64 {
+        self.elide(topo, &members.blocks(), members)
+    }
+
+    /// Elides every outstanding set touching `blocks` whose members are all
+    /// deleted or in `announced`; returns how many.
     ///
     /// Declarations are independent here, so they are served by
     /// `free_pass_threads` workers at once (drawn one at a time); the
     /// counts are sums, the same in any order.
-    pub fn note_deleted(&mut self, topo: &(impl Topology + Sync), blocks: &RoaringTreemap) {
+    fn elide(&mut self, topo: &(impl Topology + Sync), blocks: &RoaringTreemap, announced: &MemberBitmap) -> u64 {
         if blocks.is_empty() {
-            return;
+            return 0;
         }
         let threads = (self.config.free_pass_threads.max(1) as usize).min(self.outstanding.len().max(1));
         let next = std::sync::Mutex::new(self.outstanding.values_mut());
@@ -217,9 +237,9 @@ impl Planner {
             let (mut keys, mut members) = (Vec::new(), Vec::new());
             let mut elided = Vec::new();
             loop {
-                let drawn = next.lock().expect("a note_deleted worker panicked").next();
+                let drawn = next.lock().expect("an eliding worker panicked").next();
                 let Some(d) = drawn else { break };
-                let (sets, bytes) = elide_deleted(d, topo, blocks, &mut keys, &mut members);
+                let (sets, bytes) = elide_gone(d, topo, blocks, announced, &mut keys, &mut members);
                 elided.push((d.task, sets, bytes));
             }
             elided
@@ -228,15 +248,18 @@ impl Planner {
             let helpers: Vec<_> = (1..threads).map(|_| s.spawn(worker)).collect();
             let mut all = worker();
             for h in helpers {
-                all.extend(h.join().expect("a note_deleted worker panicked"));
+                all.extend(h.join().expect("an eliding worker panicked"));
             }
             all
         });
+        let mut total = 0;
         for (task, sets, bytes) in elided {
             let stats = self.carried.task_mut(task);
             stats.sets_elided += sets;
             stats.elided_bytes += bytes;
+            total += sets;
         }
+        total
     }
 
     /// Replaces the set of paused declarations: quanta from now on schedule
@@ -320,40 +343,6 @@ impl Planner {
     }
 }
 
-/// Elides the outstanding sets of `d` whose blocks are all deleted now
-/// that `blocks` were; returns how many, and their bytes.
-fn elide_deleted(
-    d: &mut DeclState,
-    topo: &impl Topology,
-    blocks: &RoaringTreemap,
-    keys: &mut Vec<u64>,
-    members: &mut Vec<dingo_types::Member>,
-) -> (u64, u64) {
-    d.sets.touching(blocks, None, keys);
-    let mut elided_bytes = 0;
-    keys.retain(|&key| {
-        members.clear();
-        d.sets.members(key, members);
-        let mut bytes = 0;
-        let all_deleted = members.iter().all(|m| match topo.block(m.block()) {
-            Some(info) if info.state == BlockState::Deleted => {
-                bytes += info.size;
-                true
-            }
-            Some(_) => false,
-            None => true,
-        });
-        if all_deleted {
-            elided_bytes += bytes;
-        }
-        all_deleted
-    });
-    let elided = d.sets.remove_all(keys);
-    assert_eq!(elided, keys.len() as u64, "touching named a set of {} not outstanding", d.id);
-    d.elided += elided;
-    (elided, elided_bytes)
-}
-
 fn merge_reports(into: &mut QuantumReport, from: &QuantumReport) {
     for (mine, theirs) in into.tasks.iter_mut().zip(&from.tasks) {
         mine.add(theirs);
@@ -369,8 +358,8 @@ mod tests {
     use crate::config::{DiskBudget, LeftoverPolicy};
     use crate::table::TableTopology;
     use dingo_types::{
-        BlockId, BlockProblem, BlockRange, BlockSet, ChunkRef, DiskId, DiskModel, GroupId, Member, MemberBitmap,
-        ReadSets, TaskKind,
+        BlockId, BlockProblem, BlockRange, BlockSet, BlockState, ChunkRef, DiskId, DiskModel, GroupId, Member,
+        MemberBitmap, ReadSets, TaskKind,
     };
     use std::time::Duration;
 
@@ -730,6 +719,43 @@ mod tests {
         assert_eq!(scrub.sets_elided, 2, "block 0 at note time, block 1 during the walk");
         assert_eq!(scrub.elided_bytes, 20 * MB);
         assert!(plan.schedule.reads.iter().all(|r| r.block.0 >= 2));
+    }
+
+    #[test]
+    fn sets_covered_by_an_announced_deletion_are_elided_before_it_happens() {
+        let topo = cluster();
+        let mut p = planner();
+        let copy = |b, copy| Member::Copy(ChunkRef { block: BlockId(b), copy });
+        // A scrub of copies 0 of blocks 0..4, a file scrub of ranges 4..6
+        // and 6..8, and a set of blocks 8 and 9.
+        let scrub = ReadSets::EachMember((0..4).map(|b| copy(b, 0)).collect());
+        let s = p.declare(&topo, Timestamp(0), &decl(TaskKind::Scrubbing, scrub, 1)).unwrap();
+        let ranges =
+            ReadSets::Ranges(vec![BlockRange { start: BlockId(4), len: 2 }, BlockRange { start: BlockId(6), len: 2 }]);
+        let f = p.declare(&topo, Timestamp(0), &decl(TaskKind::FileScrubbing, ranges, 1)).unwrap();
+        let pair = ReadSets::Sets(vec![BlockSet::any_of([BlockId(8), BlockId(9)])]);
+        let g = p.declare(&topo, Timestamp(0), &decl(TaskKind::Fsck, pair, 1)).unwrap();
+        // Rebalancing will delete copy 0 of blocks 0 and 1 and copy 1 of
+        // block 2; transcoding the whole blocks 4, 5, 6 and 8.
+        let announced: MemberBitmap = [
+            copy(0, 0),
+            copy(1, 0),
+            copy(2, 1),
+            Member::Any(BlockId(4)),
+            Member::Any(BlockId(5)),
+            Member::Any(BlockId(6)),
+            Member::Any(BlockId(8)),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(p.note_pending_deletions(&topo, &announced), 3, "copies 0 of 0 and 1, the range 4..6");
+        assert_eq!((p.status(s).unwrap().elided_sets, p.status(f).unwrap().elided_sets), (2, 1));
+        assert_eq!(p.status(g).unwrap().elided_sets, 0, "block 9 stays");
+        let plan = p.plan_quantum(&topo, Timestamp(0), &Budget::UNLIMITED);
+        assert_eq!(plan.report.task(TaskKind::Scrubbing).sets_elided, 2, "reported with the next quantum");
+        assert_eq!(plan.report.task(TaskKind::Scrubbing).elided_bytes, 20 * MB);
+        let read: BTreeSet<u64> = plan.schedule.reads.iter().map(|r| r.block.0).collect();
+        assert_eq!(read, [2, 3, 6, 7, 8, 9].into_iter().collect(), "nothing announced was read alone");
     }
 
     #[test]
