@@ -151,6 +151,16 @@ impl PlannerClient {
         Ok(Declared { id: DeclarationId(r.declaration), total_sets: r.total_sets })
     }
 
+    /// Anticipatory elision: tells the planner the caller is about to
+    /// delete `members` (whole blocks as [`dingo_types::Member::Any`],
+    /// copies as exact-copy members), so every outstanding set they cover is
+    /// elided instead of read. Returns the sets elided.
+    pub async fn announce_deletions(&self, members: &[dingo_types::Member]) -> Result<u64> {
+        let members = members.iter().copied().map(crate::convert::member_to_wire).collect();
+        let r = self.grpc.clone().announce_deletions(pb::AnnounceDeletionsRequest { members }).await?.into_inner();
+        Ok(r.elided_sets)
+    }
+
     /// Opens this client's callback stream (replacing any other stream of
     /// the same client): unacknowledged callbacks first, then new ones.
     pub async fn subscribe(&self) -> Result<CallbackStream> {

@@ -32,6 +32,8 @@ pub(crate) struct Metrics {
     /// Disks whose budget the last quantum cut for slowness.
     pub(crate) slow_disks: u64,
     pub(crate) topology_errors: u64,
+    /// Sets elided by tasks' announced deletions (`AnnounceDeletions`).
+    pub(crate) announced_elided_sets: u64,
 }
 
 /// What `/metrics` shows: the counters and the two gauges read from the
@@ -63,7 +65,9 @@ impl MetricsView {
             }),
             ("dingo_planner_elided_bytes_total", "counter", "Bytes not read because deleted.", |s| s.elided_bytes),
             ("dingo_planner_sets_delivered_total", "counter", "Sets scheduled for delivery.", |s| s.sets_delivered),
-            ("dingo_planner_sets_elided_total", "counter", "Sets elided (all blocks deleted).", |s| s.sets_elided),
+            ("dingo_planner_sets_elided_total", "counter", "Sets elided (all blocks deleted or announced).", |s| {
+                s.sets_elided
+            }),
             ("dingo_planner_overloaded_sets_total", "counter", "Sets delivered flagged overloaded.", |s| {
                 s.overloaded_sets
             }),
@@ -97,7 +101,13 @@ impl MetricsView {
                 }
             }
         }
-        let scalars: [(&str, &str, &str, String); 14] = [
+        let scalars: [(&str, &str, &str, String); 15] = [
+            (
+                "dingo_planner_announced_elided_sets_total",
+                "counter",
+                "Sets elided before being read because a task announced it was about to delete their blocks.",
+                m.announced_elided_sets.to_string(),
+            ),
             ("dingo_planner_quanta_total", "counter", "Quanta planned.", m.quanta.to_string()),
             (
                 "dingo_planner_last_plan_seconds",

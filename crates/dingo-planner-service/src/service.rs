@@ -14,11 +14,11 @@ use crate::topology::{self, MetaTopology};
 use dingo_client::{Client, ClientError};
 use dingo_daemon::now_ms;
 use dingo_planner::DeclareError;
-use dingo_planner_client::convert::declaration_from_wire;
+use dingo_planner_client::convert::{declaration_from_wire, member_from_wire};
 use dingo_proto::MAX_MESSAGE_BYTES;
 use dingo_proto::planner as pb;
 use dingo_proto::planner::planner_server::{Planner, PlannerServer};
-use dingo_types::{BlockProblem, Declaration, ReadSets};
+use dingo_types::{BlockProblem, Declaration, MAX_BLOCK_ID, MemberBitmap, ReadSets};
 use futures::FutureExt;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -203,6 +203,34 @@ impl Planner for PlannerService {
         );
         Ok(Response::new(pb::SetBudgetReply {}))
     }
+
+    async fn announce_deletions(
+        &self,
+        req: Request<pb::AnnounceDeletionsRequest>,
+    ) -> Result<Response<pb::AnnounceDeletionsReply>, Status> {
+        Caller::of(&req)?;
+        let members = announced_members(&req.into_inner().members).map_err(Status::invalid_argument)?;
+        let elided_sets = self.0.step(move |s| (s.announce_deletions(&members), Ready::default())).await?;
+        Ok(Response::new(pb::AnnounceDeletionsReply { elided_sets }))
+    }
+}
+
+/// Most members one `AnnounceDeletions` may name (a few bytes each).
+const MAX_ANNOUNCED_MEMBERS: usize = 1_000_000;
+
+/// The members of an `AnnounceDeletions` request, checked.
+fn announced_members(members: &[pb::Member]) -> Result<MemberBitmap, String> {
+    if members.len() > MAX_ANNOUNCED_MEMBERS {
+        return Err(format!("{} members announced; at most {MAX_ANNOUNCED_MEMBERS} at once", members.len()));
+    }
+    let mut out = MemberBitmap::new();
+    for m in members {
+        if m.block > MAX_BLOCK_ID {
+            return Err(format!("block {} is above the largest block id {MAX_BLOCK_ID}", m.block));
+        }
+        out.insert(member_from_wire(m)?);
+    }
+    Ok(out)
 }
 
 /// Runs the planner service until `shutdown` resolves: restores the stored

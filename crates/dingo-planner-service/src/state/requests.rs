@@ -10,7 +10,7 @@ use crate::records::{Batch, DeliveryState, Phase};
 use dingo_planner::DeclareError;
 use dingo_planner_client::convert::declaration_to_wire;
 use dingo_proto::planner as pb;
-use dingo_types::{Declaration, DeclarationId, ReadSets, Timestamp, Topology};
+use dingo_types::{Declaration, DeclarationId, MemberBitmap, ReadSets, Timestamp, Topology};
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 
@@ -172,6 +172,16 @@ impl State {
         self.finish(&mut batch, id, Phase::Cancelled);
         self.apply_finished(&[id], Phase::Cancelled);
         Ok((delivered, Ready { batch, ..Ready::default() }))
+    }
+
+    /// Anticipatory elision ([`dingo_planner::Planner::note_pending_deletions`]):
+    /// a task is about to delete `members`. Returns the sets elided. Nothing
+    /// is stored: the elided sets are only never delivered, and after a
+    /// restart the deletion itself (by then made) elides them again.
+    pub(crate) fn announce_deletions(&mut self, members: &MemberBitmap) -> u64 {
+        let elided = self.planner.note_pending_deletions(&self.topo, members);
+        self.metrics.announced_elided_sets += elided;
+        elided
     }
 
     fn status_of(&self, id: u64, d: &Decl) -> pb::DeclarationStatus {

@@ -533,3 +533,24 @@ fn a_cancelled_declaration_leaves_the_read_lower_bound() {
     d.cancel(&Caller::Client("b".into()), again.0).unwrap();
     assert_eq!(d.state.read_lower_bound_bytes(), size);
 }
+
+#[test]
+fn announced_deletions_elide_covered_sets_of_every_client_before_they_are_read() {
+    use dingo_types::{ChunkRef, Member, MemberBitmap};
+    let mut d = Driver::new();
+    let scrub = d.declare("a", &singles(0..4, T0 + 2000), T0).unwrap();
+    let fsck = d.declare("b", &Declaration { task: TaskKind::Fsck, ..singles(2..6, T0 + 2000) }, T0).unwrap();
+    // Another task will delete blocks 2 and 3 and copy 0 of block 4 (its
+    // copy 1 stays, so an any-copy set of block 4 is still read).
+    let copy0 = Member::Copy(ChunkRef { block: BlockId(4), copy: 0 });
+    let announced: MemberBitmap = [Member::Any(BlockId(2)), Member::Any(BlockId(3)), copy0].into_iter().collect();
+    assert_eq!(d.state.announce_deletions(&announced), 4, "blocks 2 and 3 in both declarations");
+    assert_eq!((d.status(scrub).elided_sets, d.status(fsck).elided_sets), (2, 2));
+    assert!(d.page().contains("dingo_planner_announced_elided_sets_total 4"), "{}", d.page());
+    let (a, b) = (d.subscribe("a"), d.subscribe("b"));
+    d.plan(T0 + 1000);
+    d.dispatch_all(T0 + 60_000);
+    let read = keys(&[d.drain(a), d.drain(b)].concat());
+    assert_eq!(read, vec![0, 1, 2, 3], "a's sets 0 and 1 (blocks 0, 1), b's 2 and 3 (blocks 4, 5)");
+    assert_eq!(d.state.announce_deletions(&announced), 0, "announcing again elides nothing more");
+}
