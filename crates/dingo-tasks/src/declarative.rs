@@ -8,7 +8,7 @@
 //! already carried out is only acknowledged again.
 
 use crate::report::{CancelFlag, JobReport, Mode};
-use crate::work::{ActionError, Declared, Job, Outcome, ScheduledCopies, execute_with_retries};
+use crate::work::{ActionError, Declared, DeletionNotice, Job, Outcome, ScheduledCopies, execute_with_retries};
 use dingo_client::{Client, IoTag};
 use dingo_planner_client::wire::FileSegment;
 use dingo_planner_client::{CallbackStream, PlannerClient, PlannerClientError};
@@ -133,7 +133,8 @@ impl Agent {
     /// in its declaration, so the last callback still completes in time.
     pub fn spawn(client: Client, planner: PlannerClient, margin_ms: u64) -> Agent {
         let (agent, rx) = Agent::queue();
-        tokio::spawn(AgentLoop { client, planner, margin_ms, active: HashMap::new() }.run(rx));
+        let notice = PlannerNotice(planner.clone());
+        tokio::spawn(AgentLoop { client, planner, notice, margin_ms, active: HashMap::new() }.run(rx));
         agent
     }
 
@@ -158,6 +159,7 @@ impl Agent {
 struct AgentLoop {
     client: Client,
     planner: PlannerClient,
+    notice: PlannerNotice,
     margin_ms: u64,
     active: HashMap<u64, Active>,
 }
@@ -266,7 +268,7 @@ impl AgentLoop {
             while running.len() < PARALLEL_CALLBACKS
                 && let Some(c) = todo.next()
             {
-                running.push(carry_out(&self.client, &self.active[&c.declaration].job, c));
+                running.push(carry_out(&self.client, &self.active[&c.declaration].job, c, &self.notice));
             }
             match running.next().await {
                 Some(out) => done.push(out),
@@ -375,10 +377,10 @@ impl CarriedOut {
     }
 }
 
-async fn carry_out(client: &Client, job: &Job, callback: &pb::Callback) -> CarriedOut {
+async fn carry_out(client: &Client, job: &Job, callback: &pb::Callback, notice: &PlannerNotice) -> CarriedOut {
     let tag = IoTag::Maintenance { task: job.task, declaration: DeclarationId(callback.declaration) };
     let sets = callback.sets.clone();
-    let results = futures::stream::iter(sets.into_iter().map(|set| carry_out_set(client, job, set, tag)))
+    let results = futures::stream::iter(sets.into_iter().map(|set| carry_out_set(client, job, set, tag, notice)))
         .buffer_unordered(PARALLEL_SETS)
         .collect()
         .await;
@@ -392,12 +394,31 @@ async fn carry_out_set(
     job: &Job,
     set: pb::DeliveredSet,
     tag: IoTag,
+    notice: &PlannerNotice,
 ) -> Result<Result<Outcome, ActionError>, String> {
     let copies: ScheduledCopies = set.reads.iter().map(|r| (BlockId(r.block), r.copy)).collect();
     let Some(action) = job.action_for_key(set.key) else {
         return Err(format!("planner delivered unknown set key {} for {} {}", set.key, job.task, job.label));
     };
-    Ok(execute_with_retries(client, &action, &copies, tag).await)
+    Ok(execute_with_retries(client, &action, &copies, tag, notice).await)
+}
+
+/// Passes an action's coming deletions on to the planner
+/// (`AnnounceDeletions`: anticipatory elision) without waiting for it:
+/// best effort, as the deletion itself, once the planner sees it, elides
+/// the same sets (except those of a moved copy, which still exists).
+struct PlannerNotice(PlannerClient);
+
+impl DeletionNotice for PlannerNotice {
+    fn will_delete(&self, members: Vec<Member>) {
+        let planner = self.0.clone();
+        tokio::spawn(async move {
+            match planner.announce_deletions(&members).await {
+                Ok(elided) => tracing::debug!(members = members.len(), elided, "announced deletions"),
+                Err(e) => tracing::debug!("announcing {} deletions: {e}", members.len()),
+            }
+        });
+    }
 }
 
 #[cfg(test)]

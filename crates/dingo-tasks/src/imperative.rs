@@ -3,7 +3,7 @@
 //! linearly at a fixed rate, a balancer moving blocks one by one).
 
 use crate::report::{CancelFlag, JobReport, Mode};
-use crate::work::{Job, ScheduledCopies, execute_with_retries};
+use crate::work::{Job, NoNotice, ScheduledCopies, execute_with_retries};
 use dingo_client::{Client, IoTag};
 use dingo_types::DeclarationId;
 use futures::StreamExt;
@@ -79,7 +79,7 @@ pub async fn run(client: &Client, job: &Job, finish_by_ms: u64, cancel: &CancelF
             return report;
         }
         paced_bytes += item.bytes;
-        in_flight.push(execute_with_retries(client, &item.action, &no_copies, tag));
+        in_flight.push(execute_with_retries(client, &item.action, &no_copies, tag, &NoNotice));
     }
     while let Some(result) = in_flight.next().await {
         report.record(result);

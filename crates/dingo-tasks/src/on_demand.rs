@@ -178,6 +178,14 @@ mod tests {
     }
 
     #[test]
+    fn bytes_needed_counts_the_first_items_that_total_them() {
+        // Items of 10, 20, 30, 40, 50 bytes.
+        let needs = |bytes| Job { sets_needed: None, bytes_needed: Some(bytes), ..job(5, None) }.needed();
+        assert_eq!((needs(1), needs(10), needs(11), needs(30), needs(31), needs(150)), (1, 1, 2, 2, 3, 5));
+        assert!(Job { bytes_needed: Some(1), ..job(5, None) }.is_flexible() && !job(5, None).is_flexible());
+    }
+
+    #[test]
     fn workload_counts_only_the_items_needed() {
         let w = Workload::of(&[job(3, None), job(3, Some(2))]);
         assert_eq!(w, Workload { items: 5, bytes: 60 + 30 });

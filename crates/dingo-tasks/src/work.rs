@@ -228,6 +228,23 @@ fn is_unavailable(e: &ClientError) -> bool {
     matches!(e, ClientError::Chunk { fault: ChunkFault::Unavailable, .. })
 }
 
+/// Told, before an action deletes data, what it is about to delete: whole
+/// blocks as [`Member::Any`], single copies as exact-copy members. The
+/// declarative agent passes it on to the planner (anticipatory elision:
+/// other tasks' sets of that data are then never read). It is called once
+/// the action has read what it deletes and has decided to delete it (a
+/// moved copy: once moved), and must not block.
+pub trait DeletionNotice: Send + Sync {
+    fn will_delete(&self, members: Vec<Member>);
+}
+
+/// Tells no one (imperative runs: there is no planner to tell).
+pub struct NoNotice;
+
+impl DeletionNotice for NoNotice {
+    fn will_delete(&self, _: Vec<Member>) {}
+}
+
 /// Carries out `action`, reading with `tag`. `copies` are the copies the
 /// planner scheduled (declarative mode); empty means the task chooses.
 pub async fn execute(
@@ -236,15 +253,28 @@ pub async fn execute(
     copies: &ScheduledCopies,
     tag: IoTag,
 ) -> Result<Outcome, ActionError> {
+    execute_noting(client, action, copies, tag, &NoNotice).await
+}
+
+/// [`execute`], telling `notice` what the action is about to delete.
+pub async fn execute_noting(
+    client: &Client,
+    action: &Action,
+    copies: &ScheduledCopies,
+    tag: IoTag,
+    notice: &dyn DeletionNotice,
+) -> Result<Outcome, ActionError> {
     let wrap = |source| ActionError { action: action.to_string(), source };
     let result = match action {
         Action::Scrub { chunk, disk } => scrub(client, *chunk, *disk, tag).await,
         Action::Rebuild { lost, sources } => rebuild(client, *lost, sources, copies, tag).await,
-        Action::Move(chunk) => move_chunk(client, *chunk, tag).await,
-        Action::Transcode { from, to, redundancy } => transcode(client, from, to, *redundancy, copies, tag).await,
+        Action::Move(chunk) => move_chunk(client, *chunk, tag, notice).await,
+        Action::Transcode { from, to, redundancy } => {
+            transcode(client, (from, to), *redundancy, copies, tag, notice).await
+        }
         Action::FileScrub { path, file, blocks } => file_scrub(client, path, *file, blocks, copies, tag).await,
         Action::Fsck { path, file, first_bytes } => fsck(client, path, *file, *first_bytes, copies, tag).await,
-        Action::Collect { path, file, to, dead } => collect(client, path, *file, to, dead, copies, tag).await,
+        Action::Collect { path, file, to, dead } => collect(client, path, *file, (to, dead), copies, tag, notice).await,
         Action::Georeplicate { path, file, site } => georeplicate(client, path, *file, site, copies, tag).await,
     };
     match result {
@@ -273,10 +303,11 @@ pub async fn execute_with_retries(
     action: &Action,
     copies: &ScheduledCopies,
     tag: IoTag,
+    notice: &dyn DeletionNotice,
 ) -> Result<Outcome, ActionError> {
     let mut attempt = 1;
     loop {
-        match execute(client, action, copies, tag).await {
+        match execute_noting(client, action, copies, tag, notice).await {
             Ok(o) => return Ok(o),
             Err(e) if attempt >= ACTION_ATTEMPTS => return Err(e),
             Err(e) => {

@@ -377,3 +377,76 @@ async fn declared_file_tasks_go_through_declare_files_and_survive_files_changing
     assert_collected(&t.client, "/obj", &survivors).await;
     planner_process.check_running().unwrap();
 }
+
+/// Rebalancing declared with byte-denominated flexibility moves what its
+/// bytes need and no more, and announces each copy it moved: a waiting
+/// scrub of the old disk then skips those copies (anticipatory elision:
+/// the copies still exist, on other disks, so only the announcement can
+/// tell the planner a scrub of that disk need not read them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declared_rebalancing_moves_its_bytes_and_a_waiting_scrub_skips_the_moved_copies() {
+    use dingo_tasks::work::{Declared, Job, WorkItem, set_of};
+    let t = cluster(4).await;
+    let dir = tempfile::tempdir().unwrap();
+    let planner_process = planner(&t, dir.path(), &["scrubber", "balancer"]);
+    let admin = PlannerClient::connect(planner_process.addr(), ADMIN).unwrap();
+    t.client.put("/r/f", Redundancy::Replicated(3), BLOCK, data(6 * BLOCK, 41)).await.unwrap();
+    let file = t.client.stat("/r/f").await.unwrap();
+    let disk = file.blocks[0].chunks[0].disk;
+    let on_disk = t.client.chunks_on_disk(dingo_types::DiskId(disk)).await.unwrap();
+    assert!(on_disk.len() >= 3, "{on_disk:?}");
+
+    // A scrub of that disk, by a client with no callback stream: the
+    // planner schedules nothing for it, so only elision can touch it.
+    let scrubber = PlannerClient::connect(planner_process.addr(), "scrubber-token").unwrap();
+    let deadline = dingo_types::Timestamp(dingo_daemon::now_ms() + 120_000);
+    let scrub = dingo_types::Declaration {
+        task: TaskKind::Scrubbing,
+        read_sets: dingo_types::ReadSets::ChunksOnDisk(dingo_types::DiskId(disk)),
+        sets_needed: None,
+        bytes_needed: None,
+        deadline,
+    };
+    let scrub = scrubber.declare(&scrub).await.unwrap();
+
+    // Move at least 1.5 blocks' worth off the disk, any of its chunks.
+    let items: Vec<WorkItem> = on_disk
+        .iter()
+        .map(|&c| {
+            let action = Action::Move(c);
+            WorkItem { set: set_of(&action, &[]), action, bytes: BLOCK }
+        })
+        .collect();
+    let job = Job {
+        task: TaskKind::Rebalancing,
+        label: format!("1.5 blocks off disk {disk}"),
+        items,
+        declared: Declared::Items,
+        sets_needed: None,
+        bytes_needed: Some(3 * BLOCK / 2),
+        deadline_ms: dingo_daemon::now_ms() + 60_000,
+        progress: None,
+    };
+    let balancer = PlannerClient::connect(planner_process.addr(), "balancer-token").unwrap();
+    let agent = Agent::spawn(t.client.clone(), balancer, 0);
+    let handle = agent.submit(job, CancelFlag::default()).await;
+    admin.set_budget(Some(0), None).await.unwrap();
+    let r = report(handle).await;
+    assert!(r.complete(), "{r:?}");
+    assert_eq!((r.items_done, r.failed), (2, 0), "two blocks reach 1.5 blocks' bytes, a third is not moved: {r:?}");
+    let left = t.client.chunks_on_disk(dingo_types::DiskId(disk)).await.unwrap();
+    assert_eq!(left.len(), on_disk.len() - 2);
+
+    // The announcements are sent without waiting: allow them to land.
+    let mut status = None;
+    for _ in 0..100 {
+        let s = scrubber.status(&[scrub.id]).await.unwrap().declarations.pop().unwrap();
+        if s.elided_sets == 2 {
+            status = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let status = status.expect("the two moved copies were elided from the waiting scrub");
+    assert_eq!((status.delivered_sets, status.total_sets), (0, on_disk.len() as u64), "{status:?}");
+}

@@ -1,10 +1,10 @@
 //! Chunk-level work: scrubbing one copy, rebuilding a lost chunk from its
 //! stripe or another copy, moving a chunk off a disk.
 
-use super::{Outcome, ScheduledCopies, block_record, is_corrupt, is_gone, is_unavailable};
+use super::{DeletionNotice, Outcome, ScheduledCopies, block_record, is_corrupt, is_gone, is_unavailable};
 use dingo_client::{Client, ClientError, IoTag};
 use dingo_proto::v1::BlockRecord;
-use dingo_types::ChunkRef;
+use dingo_types::{ChunkRef, Member};
 
 pub(super) async fn scrub(client: &Client, chunk: ChunkRef, disk: u32, tag: IoTag) -> Result<Outcome, ClientError> {
     // Whether the block still places this copy on this disk, and the disk
@@ -73,15 +73,28 @@ pub(super) async fn rebuild(
     Ok(Outcome { logical_bytes: sizes.iter().skip(1).sum(), written_bytes: written, ..Outcome::default() })
 }
 
-pub(super) async fn move_chunk(client: &Client, chunk: ChunkRef, tag: IoTag) -> Result<Outcome, ClientError> {
+pub(super) async fn move_chunk(
+    client: &Client,
+    chunk: ChunkRef,
+    tag: IoTag,
+    notice: &dyn DeletionNotice,
+) -> Result<Outcome, ClientError> {
     let rec = block_record(client, chunk.block).await?;
+    // Told once moved: the copy a scrub of the old disk declared is gone
+    // from it, and reading the new copy would check nothing of that disk
+    // (the topology alone cannot tell, as the copy still exists).
+    let moved = || notice.will_delete(vec![Member::Copy(chunk)]);
     match client.move_chunk(chunk, None, tag).await {
-        Ok(_) => Ok(Outcome { logical_bytes: rec.size, written_bytes: rec.size, ..Outcome::default() }),
+        Ok(_) => {
+            moved();
+            Ok(Outcome { logical_bytes: rec.size, written_bytes: rec.size, ..Outcome::default() })
+        }
         // A damaged copy cannot be moved, and would keep a drain from
         // finishing: rebuild it from redundancy (also away from its node).
         Err(e) if is_corrupt(&e) => {
             tracing::warn!(%chunk, "a chunk to move is corrupt ({e}); rebuilding it from redundancy");
             client.rebuild_chunk(chunk, &[], tag).await?;
+            moved();
             Ok(Outcome { logical_bytes: rec.size, written_bytes: rec.size, repaired: 1, ..Outcome::default() })
         }
         Err(e) => Err(e),

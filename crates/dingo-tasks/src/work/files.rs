@@ -1,24 +1,28 @@
 //! File-level work: transcoding a file, scrubbing a file's blocks, and
 //! garbage-collecting an object-store file.
 
-use super::{MAX_RECORDS_PER_CALL, Outcome, ScheduledCopies, block_record, chunk, deleted, is_corrupt, is_sealed};
+use super::{
+    DeletionNotice, MAX_RECORDS_PER_CALL, Outcome, ScheduledCopies, block_record, chunk, deleted, is_corrupt, is_sealed,
+};
 use crate::objects::{self, Tombstones};
 use bytes::Bytes;
 use dingo_client::{ChunkFault, Client, ClientError, IoTag, Redundancy};
 use dingo_proto::v1::{BlockRecord, FileInfo};
-use dingo_types::BlockId;
+use dingo_types::{BlockId, Member};
 
 pub(super) async fn transcode(
     client: &Client,
-    from: &str,
-    to: &str,
+    (from, to): (&str, &str),
     redundancy: Redundancy,
     copies: &ScheduledCopies,
     tag: IoTag,
+    notice: &dyn DeletionNotice,
 ) -> Result<Outcome, ClientError> {
     let file = client.stat(from).await?;
     let data = read_file_with(client, &file, copies, tag).await?;
     let read = data.len() as u64;
+    // Read: the old file goes once the new one is written.
+    notice.will_delete(whole_blocks(&file));
     // Write the new encoding first: until it is sealed the old file stays.
     if client.stat(to).await.is_ok() {
         // A previous attempt finished writing but not deleting.
@@ -27,6 +31,11 @@ pub(super) async fn transcode(
     client.put(to, redundancy, file.block_size, data).await?;
     client.delete(from).await?;
     Ok(Outcome { logical_bytes: read, written_bytes: stored_bytes(redundancy, read), ..Outcome::default() })
+}
+
+/// Every block of `file`, whole (what deleting the file deletes).
+fn whole_blocks(file: &FileInfo) -> Vec<Member> {
+    file.block_ids.iter().map(|&b| Member::Any(BlockId(b))).collect()
 }
 
 /// Bytes stored for `logical` file bytes written with `redundancy`.
@@ -174,10 +183,10 @@ pub(super) async fn collect(
     client: &Client,
     path: &str,
     file_id: u64,
-    to: &str,
-    dead: &Tombstones,
+    (to, dead): (&str, &Tombstones),
     copies: &ScheduledCopies,
     tag: IoTag,
+    notice: &dyn DeletionNotice,
 ) -> Result<Outcome, ClientError> {
     let file = client.stat(path).await?;
     if file.id != file_id {
@@ -193,6 +202,9 @@ pub(super) async fn collect(
         return Ok(out);
     }
     let redundancy = Redundancy::try_from(file.redundancy.as_ref()).map_err(ClientError::Invalid)?;
+    // Read, and with dead records: the old file goes once the live ones
+    // are written.
+    notice.will_delete(whole_blocks(&file));
     if collected.live_records > 0 {
         // Live records first, sealed; only then the old file goes.
         let mut to = to.to_string();
