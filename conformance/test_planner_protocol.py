@@ -248,6 +248,22 @@ def test_refused_requests_get_the_documented_codes_and_change_nothing(pb, cluste
             P.DeclareRequest(task="fsck", deadline_ms=deadline_in(60), sets=one_set, sets_needed=0),
             metadata=auth(token)),
          grpc.StatusCode.INVALID_ARGUMENT, "sets_needed"),
+        ("bytes_needed 0", lambda: stub.Declare(
+            P.DeclareRequest(task="rebalancing", deadline_ms=deadline_in(60), sets=one_set, bytes_needed=0),
+            metadata=auth(token)),
+         grpc.StatusCode.INVALID_ARGUMENT, "bytes_needed"),
+        ("sets_needed and bytes_needed", lambda: stub.Declare(
+            P.DeclareRequest(task="rebalancing", deadline_ms=deadline_in(60), sets=one_set, sets_needed=1,
+                             bytes_needed=1),
+            metadata=auth(token)),
+         grpc.StatusCode.INVALID_ARGUMENT, "both"),
+        ("more bytes than the sets hold", lambda: stub.Declare(
+            P.DeclareRequest(task="rebalancing", deadline_ms=deadline_in(60), sets=one_set, bytes_needed=10**15),
+            metadata=auth(token)),
+         grpc.StatusCode.INVALID_ARGUMENT, "bytes_needed"),
+        ("announced block out of range", lambda: stub.AnnounceDeletions(
+            P.AnnounceDeletionsRequest(members=[P.Member(block=2**60)]), metadata=auth(token)),
+         grpc.StatusCode.INVALID_ARGUMENT, "block"),
         ("no such file", lambda: stub.DeclareFiles(
             P.DeclareFilesRequest(task="fsck", deadline_ms=deadline_in(60),
                                   sets=[P.SegmentSet(segments=[P.FileSegment(path="/conf/nope")])]),
@@ -302,6 +318,32 @@ def test_status_reports_a_cancelled_declaration_beside_live_ones(pb, cluster, pl
     reply = stub.Status(P.StatusRequest(declarations=[live.declaration, gone.declaration]), metadata=auth(token))
     assert [(d.declaration, d.cancelled) for d in reply.declarations] == [
         (live.declaration, False), (gone.declaration, True)]
+
+
+def test_bytes_needed_is_met_with_some_sets_and_announced_deletions_elide_others(pb, cluster, planner, token):
+    stub = planner_stub(pb, planner)
+    P = pb.planner
+    blocks = file_blocks(pb, cluster, "/conf/big.bin")
+    sets = P.BlockSets(sets=[P.BlockSet(members=[P.Member(block=b.id)]) for b in blocks])
+    # Any sets holding one block's bytes: one set is enough.
+    flexible = stub.Declare(
+        P.DeclareRequest(task="rebalancing", deadline_ms=deadline_in(20), sets=sets, bytes_needed=blocks[0].size),
+        metadata=auth(token))
+    # A declaration of every block, whose last block another task is about
+    # to delete (a whole block: no copy named).
+    whole = stub.Declare(P.DeclareRequest(task="fsck", deadline_ms=deadline_in(20), sets=sets), metadata=auth(token))
+    announced = stub.AnnounceDeletions(
+        P.AnnounceDeletionsRequest(members=[P.Member(block=blocks[-1].id)]), metadata=auth(token))
+    assert announced.elided_sets >= 1
+    stream = Stream(pb, stub, token)
+    got = carry_out(pb, stub, token, stream, flexible.declaration)
+    assert sum(len(cb.sets) for cb in got) == 1
+    status = status_of(pb, stub, token, flexible.declaration)
+    assert status.bytes_needed == blocks[0].size and status.delivered_sets == 1
+    got = carry_out(pb, stub, token, stream, whole.declaration)
+    stream.close()
+    assert sorted(s.key for cb in got for s in cb.sets) == list(range(len(blocks) - 1))
+    assert status_of(pb, stub, token, whole.declaration).elided_sets == 1
 
 
 def test_acks_are_idempotent(pb, cluster, planner, token):

@@ -341,6 +341,45 @@ mod rust_client {
                 Code::InvalidArgument,
             ),
             (
+                "bytes_needed 0",
+                code(
+                    p.declare_wire(pb::DeclareRequest {
+                        bytes_needed: Some(0),
+                        ..declare("rebalancing", now_plus(60_000), sets_of(&[block]))
+                    })
+                    .await,
+                ),
+                Code::InvalidArgument,
+            ),
+            (
+                "sets_needed and bytes_needed",
+                code(
+                    p.declare_wire(pb::DeclareRequest {
+                        sets_needed: Some(1),
+                        bytes_needed: Some(1),
+                        ..declare("rebalancing", now_plus(60_000), sets_of(&[block]))
+                    })
+                    .await,
+                ),
+                Code::InvalidArgument,
+            ),
+            (
+                "more bytes than the sets hold",
+                code(
+                    p.declare_wire(pb::DeclareRequest {
+                        bytes_needed: Some(1 << 50),
+                        ..declare("rebalancing", now_plus(60_000), sets_of(&[block]))
+                    })
+                    .await,
+                ),
+                Code::InvalidArgument,
+            ),
+            (
+                "announced block out of range",
+                code(p.announce_deletions(&[dingo_types::Member::Any(dingo_types::BlockId(1 << 60))]).await),
+                Code::InvalidArgument,
+            ),
+            (
                 "no such file",
                 code(p.declare_files(TaskKind::Fsck, deadline, None, None, no_file).await),
                 Code::NotFound,
