@@ -8,7 +8,8 @@
 //!
 //! let planner = PlannerClient::connect("127.0.0.1:7500", "secret-1")?;
 //! let deadline = Timestamp(dingo_daemon::now_ms() + 3_600_000);
-//! let decl = Declaration { task: TaskKind::Scrubbing, read_sets: ReadSets::ChunksOnDisk(DiskId(0)), sets_needed: None, deadline };
+//! let read_sets = ReadSets::ChunksOnDisk(DiskId(0));
+//! let decl = Declaration { task: TaskKind::Scrubbing, read_sets, sets_needed: None, bytes_needed: None, deadline };
 //! let declared = planner.declare(&decl).await?;
 //! let mut callbacks = planner.subscribe().await?;
 //! while let Some(cb) = callbacks.next().await {

@@ -37,6 +37,9 @@ impl fmt::Display for BudgetView {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct DeclarationView {
     pub acked_sets: u64,
+    /// Byte-denominated flexibility, as declared.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_needed: Option<u64>,
     pub cancelled: bool,
     /// The task client's name in the planner's config.
     pub client: String,
@@ -81,6 +84,7 @@ impl StatusView {
             .into_iter()
             .map(|d| DeclarationView {
                 acked_sets: d.acked_sets,
+                bytes_needed: d.bytes_needed,
                 cancelled: d.cancelled,
                 client: d.client,
                 deadline_ms: d.deadline_ms,
@@ -113,7 +117,11 @@ impl fmt::Display for StatusView {
         )?;
         for d in &self.declarations {
             let due_ms = d.deadline_ms as i64 - self.now_ms as i64;
-            let sets = d.sets_needed.map_or(d.total_sets.to_string(), |n| format!("{n}/{}", d.total_sets));
+            let sets = match (d.sets_needed, d.bytes_needed) {
+                (Some(n), _) => format!("{n}/{}", d.total_sets),
+                (None, Some(bytes)) => format!("{} of {}", format_bytes(bytes), d.total_sets),
+                (None, None) => d.total_sets.to_string(),
+            };
             writeln!(
                 f,
                 "{:>6} {:<16} {:<14} {:>9.0}s {:>8} {:>9} {:>6} {:>6}  {}",
@@ -175,6 +183,16 @@ mod tests {
             lines[2],
             "     4 scrubbing        scrubber              60s     5/10         3      2      0  late"
         );
+    }
+
+    #[test]
+    fn a_byte_flexible_declaration_shows_its_bytes() {
+        let mut r = reply();
+        r.declarations[0].sets_needed = None;
+        r.declarations[0].bytes_needed = Some(3_000_000);
+        let view = StatusView::new(r, 10_000);
+        assert!(view.to_string().lines().nth(2).unwrap().contains("3.00 MB of 10"), "{view}");
+        assert!(serde_json::to_string(&view).unwrap().contains(r#""bytes_needed":3000000"#));
     }
 
     #[test]
