@@ -277,20 +277,6 @@ proptest! {
         let b = run(seed, &specs, &deletions, &budget, 6);
         prop_assert_eq!(a.plans, b.plans);
     }
-}
-
-/// Members of a declaration of `shape` (all its sets' blocks, counted once
-/// per set) on an undamaged cluster.
-fn member_count(shape: &Shape, topo: &TableTopology) -> u64 {
-    match shape {
-        Shape::Sets(v) => v.iter().map(|s| s.len() as u64).sum(),
-        Shape::Ranges(v) => v.iter().map(|&(_, len)| u64::from(len)).sum(),
-        _ => set_count(shape, topo),
-    }
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
     /// Byte-denominated flexibility, beside other work that makes some of
     /// its sets free: (a) no set of it is scheduled in a quantum that
@@ -369,5 +355,15 @@ proptest! {
         if budget == Budget::UNLIMITED && deletions.is_empty() && cancel_at.is_none() {
             prop_assert!(finished.is_some_and(|q| q < deadline_quanta), "finished in quantum {:?}", finished);
         }
+    }
+}
+
+/// Members of a declaration of `shape` (all its sets' blocks, counted once
+/// per set) on an undamaged cluster.
+fn member_count(shape: &Shape, topo: &TableTopology) -> u64 {
+    match shape {
+        Shape::Sets(v) => v.iter().map(|s| s.len() as u64).sum(),
+        Shape::Ranges(v) => v.iter().map(|&(_, len)| u64::from(len)).sum(),
+        _ => set_count(shape, topo),
     }
 }
