@@ -145,10 +145,13 @@ async fn reconstruction_restores_a_dead_node_and_rebalancing_fills_a_new_one() {
     let added = t.c.add_node(1).unwrap();
     t.c.wait_alive(6, Duration::from_secs(30)).await.unwrap();
     let job = plan::rebalancing(&t.client, 0.05, 1, deadline()).await.unwrap().expect("a new empty node is skew");
-    let needed = job.sets_needed.unwrap();
+    // Declared in bytes (the deficit), not as a count of chunks.
+    let (needed_bytes, needed) = (job.bytes_needed.expect("rebalancing needs bytes"), job.needed());
+    assert!(job.sets_needed.is_none() && needed >= 1);
     let report = imperative::run(&t.client, &job, deadline(), &never).await;
     assert!(report.complete(), "{report:?}");
     assert_eq!(report.items_done, needed);
+    assert!(report.logical_bytes >= needed_bytes, "moved {} of {needed_bytes} bytes", report.logical_bytes);
     let status = t.client.cluster_status().await.unwrap();
     let new_node = status.nodes.iter().find(|n| n.addr == t.c.node_addr(added)).unwrap();
     let on_new: Vec<ChunkRef> = t.client.chunks_on_disk(dingo_types::DiskId(new_node.disks[0].id)).await.unwrap();
