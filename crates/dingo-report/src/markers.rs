@@ -36,6 +36,14 @@ pub fn label_rows(labels_px: &[(f64, f64)], max_rows: usize) -> Vec<usize> {
     rows
 }
 
+/// Where a label of `width` pixels starting at `left` goes so that it ends
+/// by `right_limit` (the legend's left edge: the legend box hides what
+/// runs under it): `left` itself if it fits, else as far left as needed
+/// (never before 0). Returns the new left edge and whether it moved.
+pub fn clear_of(left: f64, width: f64, right_limit: f64) -> (f64, bool) {
+    if left + width <= right_limit { (left, false) } else { ((right_limit - width).max(0.0), true) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,5 +77,12 @@ mod tests {
         let rows = label_rows(&[(0.0, 500.0), (10.0, 100.0), (20.0, 100.0)], 2);
         assert_eq!(rows, vec![0, 1, 1]);
         assert_eq!(label_rows(&[], 3), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn a_label_that_would_run_under_the_legend_ends_before_it() {
+        assert_eq!(clear_of(100.0, 50.0, 700.0), (100.0, false));
+        assert_eq!(clear_of(680.0, 50.0, 700.0), (650.0, true));
+        assert_eq!(clear_of(10.0, 900.0, 700.0), (0.0, true), "never left of the plot");
     }
 }

@@ -125,9 +125,8 @@ fn draw_line<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, chart: &LineChart
         .chain(chart.hline.as_ref().map(|h| h.0))
         .fold(0.0f64, f64::max);
     let label_font = ("sans-serif", 13).into_font();
-    let labels: Vec<String> = chart.markers.iter().map(|(_, label)| format!(" {label}")).collect();
-    let rows = marker_rows(&area, chart, &labels, &label_font, (x_min, x_max))?;
-    let rows_used = rows.iter().max().map_or(0, |&r| r + 1);
+    let labels = place_markers(&area, chart, &label_font, (x_min, x_max))?;
+    let rows_used = labels.iter().map(|l| l.row).max().map_or(0, |r| r + 1);
     // The data stays below the lowest row of labels.
     let headroom = if rows_used == 0 { 1.0 / 1.12 } else { label_row_top(rows_used) - 0.02 };
     let y_max = if y_top > 0.0 { y_top / headroom } else { 1.0 };
@@ -164,10 +163,10 @@ fn draw_line<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, chart: &LineChart
             .legend(move |(x, y)| legend_line(x, y, red, true));
     }
     let gray = RGBColor(90, 90, 90);
-    for (((x, _), label), row) in chart.markers.iter().zip(labels).zip(rows) {
+    for ((x, _), label) in chart.markers.iter().zip(labels) {
         ctx.draw_series(DashedLineSeries::new([(*x, 0.0), (*x, y_max)], 2, 4, gray.stroke_width(1))).map_err(err)?;
-        let y = y_max * label_row_top(row);
-        ctx.draw_series(std::iter::once(Text::new(label, (*x, y), label_font.clone().color(&gray)))).map_err(err)?;
+        let at = (label.left_x, y_max * label_row_top(label.row));
+        ctx.draw_series(std::iter::once(Text::new(label.text, at, label_font.clone().color(&gray)))).map_err(err)?;
     }
     ctx.configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
@@ -192,24 +191,59 @@ fn label_row_top(row: usize) -> f64 {
     0.985 - 0.04 * row as f64
 }
 
-/// The row of each event label ([`markers::label_rows`]), from each label's
-/// width in `font` and its marker's x on a plot of about the width the
-/// chart builder leaves (the margins and the y label area).
-fn marker_rows<DB: DrawingBackend>(
+/// An event label placed: its text, the x (in data units) it starts at
+/// and its row.
+struct PlacedLabel {
+    text: String,
+    left_x: f64,
+    row: usize,
+}
+
+/// Places each event label: starting at its marker, or, if it would run
+/// under the legend box (upper right), ending before it with an arrow
+/// pointing at its marker ([`markers::clear_of`]); then stacked in rows
+/// ([`markers::label_rows`]). Widths are measured in `font`, on a plot of
+/// about the width the chart builder leaves (margins, y label area).
+fn place_markers<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     chart: &LineChart,
-    labels: &[String],
     font: &FontDesc,
     (x_min, x_max): (f64, f64),
-) -> Result<Vec<usize>, String> {
+) -> Result<Vec<PlacedLabel>, String> {
     let plot_px = f64::from(WIDTH - 2 * LINE_MARGIN_PX - LINE_Y_LABELS_PX);
-    let mut placed = Vec::with_capacity(labels.len());
-    for ((x, _), label) in chart.markers.iter().zip(labels) {
-        let (width, _) = area.estimate_text_size(label, &TextStyle::from(font.clone())).map_err(err)?;
-        placed.push(((x - x_min) / (x_max - x_min) * plot_px, f64::from(width)));
+    let width_of = |text: &str, font: &FontDesc| {
+        area.estimate_text_size(text, &TextStyle::from(font.clone())).map(|(w, _)| f64::from(w)).map_err(err)
+    };
+    // The legend: its widest name, the sample line and padding.
+    let legend_font = ("sans-serif", 15).into_font();
+    let mut widest = 0.0f64;
+    for name in chart.series.iter().map(|s| s.name.as_str()).chain(chart.hline.iter().map(|h| h.1.as_str())) {
+        widest = widest.max(width_of(name, &legend_font)?);
     }
-    Ok(markers::label_rows(&placed, MAX_LABEL_ROWS))
+    let legend_left = plot_px - (widest + LEGEND_EXTRA_PX);
+    let (mut placed, mut spans) = (Vec::new(), Vec::new());
+    for (x, label) in &chart.markers {
+        let x_px = (x - x_min) / (x_max - x_min) * plot_px;
+        let mut text = format!(" {label}");
+        let mut width = width_of(&text, font)?;
+        let (mut left, moved) = markers::clear_of(x_px, width, legend_left);
+        if moved {
+            text = format!("{label} \u{2192}");
+            width = width_of(&text, font)?;
+            left = markers::clear_of(x_px, width, legend_left).0;
+        }
+        spans.push((left, width));
+        placed.push(PlacedLabel { text, left_x: x_min + left / plot_px * (x_max - x_min), row: 0 });
+    }
+    for (label, row) in placed.iter_mut().zip(markers::label_rows(&spans, MAX_LABEL_ROWS)) {
+        label.row = row;
+    }
+    Ok(placed)
 }
+
+/// Pixels a legend takes beside its widest name: the sample line, the
+/// gaps and the box's margin.
+const LEGEND_EXTRA_PX: f64 = 60.0;
 
 /// The path of a series: solid, or in dashes.
 type LegendSample<DB> = ComposedElement<(i32, i32), DB, PathElement<(i32, i32)>, PathElement<(i32, i32)>>;
