@@ -9,7 +9,7 @@ const GAP_PX: f64 = 6.0;
 
 /// The row (0 = top) of each label, given each label's left edge and
 /// width in pixels, in the markers' order. Invariant: two labels in the
-/// same row never overlap (nor come closer than [`GAP_PX`]) unless
+/// same row never overlap (nor come closer than a few pixels) unless
 /// `max_rows` rows are all taken at that x, in which case the label goes to
 /// the row whose last label ends first (the least overlap).
 pub fn label_rows(labels_px: &[(f64, f64)], max_rows: usize) -> Vec<usize> {
