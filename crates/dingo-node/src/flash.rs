@@ -49,10 +49,40 @@ struct PageInfo {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FlashStats {
     pub tier: TierStats,
+    /// Bytes the host asked the device to write, and bytes the device
+    /// wrote to its media (their ratio is its write amplification).
+    pub host_write_bytes: u64,
     pub device_write_bytes: u64,
     /// Pages whose slot failed its checksum on read (treated as misses).
     pub checksum_misses: u64,
     pub write_errors: u64,
+    /// The configured device-writes-per-day budget, bytes.
+    pub write_budget_bytes_per_day: u64,
+    /// The configured limit on open zones.
+    pub max_active_zones: u32,
+}
+
+impl FlashStats {
+    /// The counters as the `NodeStats` reply carries them.
+    pub fn wire(&self) -> dingo_proto::v1::FlashTierStats {
+        let t = &self.tier;
+        dingo_proto::v1::FlashTierStats {
+            evicted_written_bytes: t.evicted_written_bytes,
+            pinned_written_bytes: t.pinned_written_bytes,
+            host_written_bytes: self.host_write_bytes,
+            device_written_bytes: self.device_write_bytes,
+            refused_over_budget_bytes: t.refused_over_budget_bytes,
+            refused_no_space_bytes: t.refused_no_space_bytes,
+            hits: t.hits,
+            misses: t.misses,
+            zone_resets: t.log_zone_resets + t.pinned_zone_resets,
+            pinned_zones_reclaimed_early: t.pinned_zones_reclaimed_early,
+            max_open_zones: t.max_open_zones,
+            max_active_zones: self.max_active_zones,
+            write_budget_bytes_per_day: self.write_budget_bytes_per_day,
+            checksum_misses: self.checksum_misses,
+        }
+    }
 }
 
 pub struct NodeFlash {
@@ -153,11 +183,15 @@ impl NodeFlash {
 
     pub fn stats(&self) -> FlashStats {
         let tier = relock(&self.tier);
+        let config = tier.config();
         FlashStats {
             tier: tier.stats(),
+            host_write_bytes: tier.device_counters().host_write_bytes,
             device_write_bytes: tier.device_counters().nand_write_bytes,
             checksum_misses: self.checksum_misses.load(Relaxed),
             write_errors: self.write_errors.load(Relaxed),
+            write_budget_bytes_per_day: config.write_budget_bytes_per_day,
+            max_active_zones: config.max_active_zones,
         }
     }
 }
