@@ -43,6 +43,8 @@ pub struct FlashSample {
     pub refused_over_budget_bytes: u64,
     pub refused_no_space_bytes: u64,
     pub pinned_zones_reclaimed_early: u64,
+    /// Pages not offered to flash because its writer was behind.
+    pub dropped_queue_full_bytes: u64,
     /// Most zones open at once (since the node started: not a difference).
     pub max_open_zones: u32,
     pub max_active_zones: u32,
@@ -60,6 +62,7 @@ impl FlashSample {
             refused_over_budget_bytes: f.refused_over_budget_bytes,
             refused_no_space_bytes: f.refused_no_space_bytes,
             pinned_zones_reclaimed_early: f.pinned_zones_reclaimed_early,
+            dropped_queue_full_bytes: f.dropped_queue_full_bytes,
             max_open_zones: f.max_open_zones,
             max_active_zones: f.max_active_zones,
             write_budget_bytes_per_day: f.write_budget_bytes_per_day,
@@ -67,7 +70,7 @@ impl FlashSample {
     }
 
     /// The cumulative counters (not the peaks and settings).
-    fn counters(&mut self) -> [&mut u64; 7] {
+    fn counters(&mut self) -> [&mut u64; 8] {
         [
             &mut self.evicted_written_bytes,
             &mut self.pinned_written_bytes,
@@ -76,6 +79,7 @@ impl FlashSample {
             &mut self.refused_over_budget_bytes,
             &mut self.refused_no_space_bytes,
             &mut self.pinned_zones_reclaimed_early,
+            &mut self.dropped_queue_full_bytes,
         ]
     }
 

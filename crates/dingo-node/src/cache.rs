@@ -363,6 +363,13 @@ impl BlockCache {
 
 #[cfg(test)]
 impl BlockCache {
+    /// Waits for the flash tier's writer to write what it was offered.
+    pub(crate) fn flush_flash(&self) {
+        if let Some(flash) = &self.flash {
+            flash.flush();
+        }
+    }
+
     fn get_fg(&self, key: PageKey, now_ms: u64) -> Option<Bytes> {
         self.get(key, IoTag::Foreground, now_ms)
     }

@@ -342,6 +342,9 @@ pub fn render_metrics(store: &Store) -> String {
             }),
             ("dingo_flash_zone_resets_total", "Zones reset whole.", f.tier.log_zone_resets + f.tier.pinned_zone_resets),
             ("dingo_flash_checksum_misses_total", "Flash pages that failed their checksum.", f.checksum_misses),
+            ("dingo_flash_dropped_queue_full_bytes_total", "Bytes not offered to flash: its writer was behind.", {
+                f.dropped_queue_full_bytes
+            }),
         ] {
             m.family(name, "counter", help).sample(name, &[], v);
         }

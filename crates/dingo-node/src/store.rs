@@ -494,6 +494,7 @@ mod tests {
         let disk_bytes = || store.disks[0].counters.bytes_read.load(Relaxed);
         assert_eq!(&store.read(C, 0, data.len() as u64, scrub).unwrap().0[..], &data[..]);
         let first_read = disk_bytes();
+        store.cache.flush_flash();
         let flash_stats = store.cache.flash_stats().unwrap();
         assert_eq!(flash_stats.tier.pinned_written_bytes, 6 * SEGMENT, "six pages overflowed to flash");
         // A second task reads the pinned chunk: nothing from disk, and
