@@ -19,6 +19,7 @@ use crate::lock::relock;
 use bytes::Bytes;
 use dingo_flash::tier::{Admission, Admitted, FlashTier, Location, TierConfig, TierStats, ZonedMedia};
 use std::path::PathBuf;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -117,6 +118,10 @@ struct Shared {
     checksum_misses: AtomicU64,
     write_errors: AtomicU64,
     dropped_queue_full_bytes: AtomicU64,
+    /// Pages queued for the writer, served from memory until written (a
+    /// reader of a page just pushed out of DRAM must not go to disk
+    /// because the write is still queued); `true`: pinned overflow.
+    pending: Mutex<BTreeMap<PageKey, (Bytes, bool)>>,
 }
 
 /// A node's flash tier. Writes go through one writer thread, so a read
@@ -163,6 +168,7 @@ impl NodeFlash {
             checksum_misses: AtomicU64::new(0),
             write_errors: AtomicU64::new(0),
             dropped_queue_full_bytes: AtomicU64::new(0),
+            pending: Mutex::new(BTreeMap::new()),
         });
         let (queue, jobs) = std::sync::mpsc::sync_channel(QUEUE_PAGES);
         let writer = {
@@ -179,8 +185,12 @@ impl NodeFlash {
     /// dropped (counted) if the writer is that far behind.
     pub fn offer(&self, key: PageKey, data: &Bytes, why: Admission, now_ms: u64) {
         let Some(queue) = &self.queue else { return };
+        let pinned = matches!(why, Admission::PinnedOverflow { .. });
+        // Visible before the writer can take it, so its removal follows.
+        relock(&self.shared.pending).insert(key, (data.clone(), pinned));
         let job = Job::Write { key, data: data.clone(), why, now_ms };
-        if let Err(TrySendError::Full(_)) = queue.try_send(job) {
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = queue.try_send(job) {
+            relock(&self.shared.pending).remove(&key);
             self.shared.dropped_queue_full_bytes.fetch_add(data.len() as u64, Relaxed);
         }
     }
@@ -243,7 +253,14 @@ impl Shared {
     fn serve(&self, jobs: Receiver<Job>) {
         for job in jobs {
             match job {
-                Job::Write { key, data, why, now_ms } => self.write(key, &data, why, now_ms),
+                Job::Write { key, data, why, now_ms } => {
+                    self.write(key, &data, why, now_ms);
+                    let mut pending = relock(&self.pending);
+                    // Only this offer's entry: the page may have been offered again since.
+                    if pending.get(&key).is_some_and(|(queued, _)| queued.as_ptr() == data.as_ptr()) {
+                        pending.remove(&key);
+                    }
+                }
                 Job::Remove(chunk) => self.remove_chunk(chunk),
                 #[cfg(test)]
                 Job::Flush(done) => {
@@ -277,6 +294,11 @@ impl Shared {
     }
 
     fn get(&self, key: PageKey, for_scrubbing: bool, now_ms: u64) -> Option<Bytes> {
+        if let Some((data, pinned)) = relock(&self.pending).get(&key)
+            && (*pinned || !for_scrubbing)
+        {
+            return Some(data.clone());
+        }
         let (at, info) = relock(&self.tier).lookup(&key, now_ms)?;
         if for_scrubbing && !info.pinned {
             return None;
@@ -294,7 +316,9 @@ impl Shared {
     }
 
     fn remove_chunk(&self, chunk: dingo_types::ChunkRef) {
-        relock(&self.tier).remove_range((chunk, 0)..=(chunk, u64::MAX));
+        let range = (chunk, 0)..=(chunk, u64::MAX);
+        relock(&self.pending).retain(|k, _| !range.contains(k));
+        relock(&self.tier).remove_range(range);
     }
 }
 
@@ -338,5 +362,28 @@ mod tests {
         assert!(dropped >= 19, "{dropped} pages dropped");
         assert_eq!(written + dropped, offered, "every offer written or counted");
         assert_eq!(&flash.get(key(0), false, 1).unwrap()[..], &page[..]);
+    }
+
+    #[test]
+    fn a_queued_page_is_served_before_it_is_written_and_only_pinned_ones_to_scrubbing() {
+        let dir = tempfile::tempdir().unwrap();
+        let flash = NodeFlash::open(&settings(dir.path()), PAGE).unwrap();
+        let key = |s: u64| (ChunkRef { block: BlockId(2), copy: 0 }, s);
+        let (evicted, pinned) = (Bytes::from(vec![1u8; 500]), Bytes::from(vec![2u8; 600]));
+        {
+            // The writer stalls on the tier's lock, so both pages stay queued.
+            let _stall = relock(&flash.shared.tier);
+            flash.offer(key(0), &evicted, Admission::Evicted, 0);
+            flash.offer(key(1), &pinned, Admission::PinnedOverflow { until_ms: 5_000 }, 0);
+            assert_eq!(flash.get(key(0), false, 1).unwrap(), evicted);
+            assert_eq!(flash.get(key(1), true, 1).unwrap(), pinned);
+            assert_eq!(relock(&flash.shared.pending).len(), 2);
+        }
+        flash.flush();
+        assert!(relock(&flash.shared.pending).is_empty(), "written pages leave the queue's map");
+        assert!(flash.get(key(0), true, 2).is_none(), "an evicted page proves nothing to scrubbing");
+        assert_eq!(flash.get(key(1), true, 2).unwrap(), pinned);
+        flash.remove_chunk(key(0).0);
+        assert!(flash.get(key(1), false, 2).is_none());
     }
 }

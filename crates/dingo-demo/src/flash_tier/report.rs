@@ -270,20 +270,29 @@ impl fmt::Display for FlashTierLiveReport {
             writeln!(f, "| {what} | {dram} | {flash} |")?;
         }
         writeln!(f)?;
-        writeln!(f, "| run | arm | re-reads | fg p50 / p99 ms | flash host / device bytes | max zones | work complete | deadline misses |")?;
-        writeln!(f, "|---|---|---|---|---|---|---|---|")?;
+        writeln!(
+            f,
+            "| run | arm | re-reads | fg p50 / p99 ms | flash host / device bytes | pinned to flash | \
+             refused (budget / space) / dropped | max zones | work complete | deadline misses |"
+        )?;
+        writeln!(f, "|---|---|---|---|---|---|---|---|---|---|")?;
         for r in &self.results {
+            let l = &r.flash;
             writeln!(
                 f,
-                "| {} | {} | {} | {:.1} / {:.1} | {} / {} | {} | {} | {} |",
+                "| {} | {} | {} | {:.1} / {:.1} | {} / {} | {} | {} / {} / {} | {} | {} | {} |",
                 r.run,
                 r.arm.name(),
                 gb(r.pinned_reread_bytes as f64),
                 r.fg_p50_ms,
                 r.fg_p99_ms,
-                r.flash.host_written_bytes,
-                r.flash.device_written_bytes,
-                r.flash.max_open_zones,
+                l.host_written_bytes,
+                l.device_written_bytes,
+                gb(l.pinned_written_bytes as f64),
+                gb(l.refused_over_budget_bytes as f64),
+                gb(l.refused_no_space_bytes as f64),
+                gb(l.dropped_queue_full_bytes as f64),
+                l.max_open_zones,
                 r.work_complete,
                 r.deadline_misses
             )?;
