@@ -18,8 +18,8 @@ use crate::error::StoreError;
 use crate::lock::relock;
 use bytes::Bytes;
 use dingo_flash::tier::{Admission, Admitted, FlashTier, Location, TierConfig, TierStats, ZonedMedia};
-use std::path::PathBuf;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -101,7 +101,12 @@ const QUEUE_PAGES: usize = 256;
 
 /// What the writer thread is asked to do, in order.
 enum Job {
-    Write { key: PageKey, data: Bytes, why: Admission, now_ms: u64 },
+    Write {
+        key: PageKey,
+        data: Bytes,
+        why: Admission,
+        now_ms: u64,
+    },
     /// Forget a chunk's pages again, after any of its writes queued earlier.
     Remove(dingo_types::ChunkRef),
     /// Acknowledge once every earlier job is done.

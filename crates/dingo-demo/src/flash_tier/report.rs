@@ -41,11 +41,8 @@ pub struct ArmResult {
 impl ArmResult {
     pub fn new(arm: Arm, run: u32, r: &ModeResult, s: &ModeSummary) -> ArmResult {
         let f = r.disk.flash;
-        let write_amplification = if f.host_written_bytes == 0 {
-            1.0
-        } else {
-            f.device_written_bytes as f64 / f.host_written_bytes as f64
-        };
+        let write_amplification =
+            if f.host_written_bytes == 0 { 1.0 } else { f.device_written_bytes as f64 / f.host_written_bytes as f64 };
         let days = r.wall_seconds * 1000.0 / MS_PER_DAY;
         let budget_use = if f.write_budget_bytes_per_day == 0 || days <= 0.0 {
             0.0

@@ -23,7 +23,7 @@ pub struct FlashTierBenchArgs {
     /// With --live: repetitions of the pair (the report gives medians).
     #[arg(long, default_value_t = 1, requires = "live")]
     runs: u32,
-    /// With --live: each node's pinned region [default: 16MB, 8MB with --quick].
+    /// With --live: each node's pinned region [default: 2MB].
     #[arg(long, value_parser = crate::storage_cmd::parse_size, requires = "live")]
     pinned: Option<u64>,
     /// With --live: where the clusters' data go.
