@@ -8,9 +8,13 @@
 //! [`run`] gives both runs' measurements ([`ModeResult`]) and their typed
 //! comparison ([`DemoSummary`]); [`DemoRun::write_outputs`] saves the
 //! summary, the per-interval series and the job reports.
+//!
+//! [`flash_tier`] runs the same timeline declaratively with each node's
+//! pinned region shrunk, with and without the node flash tier.
 
 mod area;
 mod figure;
+pub mod flash_tier;
 mod foreground;
 mod meter;
 mod outputs;
@@ -22,7 +26,7 @@ mod summary;
 mod table;
 
 pub use foreground::{Foreground, ForegroundLatency};
-pub use meter::{Meter, NodeSample, kernel_read_bytes};
+pub use meter::{FlashSample, Meter, NodeSample, kernel_read_bytes};
 pub use scale::Scale;
 pub use scenario::{ModeResult, PREFIX};
 pub use summary::{DemoSummary, ModeSummary, TaskSummary};

@@ -19,6 +19,89 @@ pub struct NodeSample {
     pub pinned_hits: u64,
     /// Pinned pages evicted early because the pinned region overflowed.
     pub overflow_evictions: u64,
+    /// Bytes of pinned pages read from disk again, while pinned, after an
+    /// overflow pushed them out of DRAM (and flash did not have them).
+    pub pinned_reread_bytes: u64,
+    /// Cache pages served from the flash tier.
+    pub flash_hits: u64,
+    /// The flash tier's counters (zero without `[node.flash]`).
+    pub flash: FlashSample,
+}
+
+/// A node's flash-tier counters, or their sum over nodes (the zone count
+/// and the budget are the largest of any node).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct FlashSample {
+    pub evicted_written_bytes: u64,
+    pub pinned_written_bytes: u64,
+    /// What the host asked the flash device to write, and what its media
+    /// wrote.
+    pub host_written_bytes: u64,
+    pub device_written_bytes: u64,
+    /// The host writes of the node that wrote most (in a sum over nodes).
+    pub max_node_host_written_bytes: u64,
+    pub refused_over_budget_bytes: u64,
+    pub refused_no_space_bytes: u64,
+    pub pinned_zones_reclaimed_early: u64,
+    /// Pages not offered to flash because its writer was behind.
+    pub dropped_queue_full_bytes: u64,
+    /// Most zones open at once (since the node started: not a difference).
+    pub max_open_zones: u32,
+    pub max_active_zones: u32,
+    pub write_budget_bytes_per_day: u64,
+}
+
+impl FlashSample {
+    fn from_wire(f: &dingo_proto::v1::FlashTierStats) -> FlashSample {
+        FlashSample {
+            evicted_written_bytes: f.evicted_written_bytes,
+            pinned_written_bytes: f.pinned_written_bytes,
+            host_written_bytes: f.host_written_bytes,
+            max_node_host_written_bytes: f.host_written_bytes,
+            device_written_bytes: f.device_written_bytes,
+            refused_over_budget_bytes: f.refused_over_budget_bytes,
+            refused_no_space_bytes: f.refused_no_space_bytes,
+            pinned_zones_reclaimed_early: f.pinned_zones_reclaimed_early,
+            dropped_queue_full_bytes: f.dropped_queue_full_bytes,
+            max_open_zones: f.max_open_zones,
+            max_active_zones: f.max_active_zones,
+            write_budget_bytes_per_day: f.write_budget_bytes_per_day,
+        }
+    }
+
+    /// The cumulative counters (not the peaks and settings).
+    fn counters(&mut self) -> [&mut u64; 8] {
+        [
+            &mut self.evicted_written_bytes,
+            &mut self.pinned_written_bytes,
+            &mut self.host_written_bytes,
+            &mut self.device_written_bytes,
+            &mut self.refused_over_budget_bytes,
+            &mut self.refused_no_space_bytes,
+            &mut self.pinned_zones_reclaimed_early,
+            &mut self.dropped_queue_full_bytes,
+        ]
+    }
+
+    fn minus(&self, base: &FlashSample) -> FlashSample {
+        let (mut out, mut base) = (*self, *base);
+        for (o, b) in out.counters().into_iter().zip(base.counters()) {
+            *o = o.saturating_sub(*b);
+        }
+        out.max_node_host_written_bytes = out.host_written_bytes;
+        out
+    }
+
+    fn add(&mut self, other: &FlashSample) {
+        let mut other = *other;
+        for (o, b) in self.counters().into_iter().zip(other.counters()) {
+            *o += *b;
+        }
+        self.max_node_host_written_bytes = self.max_node_host_written_bytes.max(other.max_node_host_written_bytes);
+        self.max_open_zones = self.max_open_zones.max(other.max_open_zones);
+        self.max_active_zones = self.max_active_zones.max(other.max_active_zones);
+        self.write_budget_bytes_per_day = self.write_budget_bytes_per_day.max(other.write_budget_bytes_per_day);
+    }
 }
 
 impl NodeSample {
@@ -36,6 +119,9 @@ impl NodeSample {
             kernel_read_bytes: self.kernel_read_bytes.saturating_sub(base.kernel_read_bytes),
             pinned_hits: self.pinned_hits.saturating_sub(base.pinned_hits),
             overflow_evictions: self.overflow_evictions.saturating_sub(base.overflow_evictions),
+            pinned_reread_bytes: self.pinned_reread_bytes.saturating_sub(base.pinned_reread_bytes),
+            flash_hits: self.flash_hits.saturating_sub(base.flash_hits),
+            flash: self.flash.minus(&base.flash),
             ..NodeSample::default()
         };
         for (i, o) in out.disk_bytes_by_class.iter_mut().enumerate() {
@@ -51,6 +137,9 @@ impl NodeSample {
         self.kernel_read_bytes += other.kernel_read_bytes;
         self.pinned_hits += other.pinned_hits;
         self.overflow_evictions += other.overflow_evictions;
+        self.pinned_reread_bytes += other.pinned_reread_bytes;
+        self.flash_hits += other.flash_hits;
+        self.flash.add(&other.flash);
     }
 }
 
@@ -77,8 +166,12 @@ async fn sample_node(client: &Client, addr: &str, pid: u32) -> Result<NodeSample
             }
         }
     }
-    s.pinned_hits = stats.cache.map_or(0, |c| c.pinned_hits);
-    s.overflow_evictions = stats.cache.map_or(0, |c| c.overflow_evictions);
+    let cache = stats.cache.unwrap_or_default();
+    s.pinned_hits = cache.pinned_hits;
+    s.overflow_evictions = cache.overflow_evictions;
+    s.pinned_reread_bytes = cache.pinned_reread_bytes;
+    s.flash_hits = cache.flash_hits;
+    s.flash = stats.flash.as_ref().map(FlashSample::from_wire).unwrap_or_default();
     Ok(s)
 }
 
@@ -144,5 +237,26 @@ mod tests {
         assert_eq!(t.kernel_read_bytes, 8);
         assert_eq!(t.disk_bytes(), 8 * IoTag::CLASSES as u64);
         assert_eq!(t.maintenance_disk_bytes(), 8 * (IoTag::CLASSES as u64 - 1));
+    }
+
+    #[test]
+    fn flash_counters_subtract_and_sum_but_zone_peaks_take_the_largest() {
+        let f = |bytes: u64, zones: u32| FlashSample {
+            host_written_bytes: bytes,
+            device_written_bytes: bytes,
+            max_open_zones: zones,
+            max_active_zones: 4,
+            ..FlashSample::default()
+        };
+        let mut m = Meter::default();
+        m.last.insert("a".into(), NodeSample { flash: f(100, 1), ..NodeSample::default() });
+        m.last.insert("b".into(), NodeSample { flash: f(0, 0), ..NodeSample::default() });
+        m.reset_baseline();
+        m.last.insert("a".into(), NodeSample { flash: f(150, 3), pinned_reread_bytes: 7, ..NodeSample::default() });
+        m.last.insert("b".into(), NodeSample { flash: f(20, 2), ..NodeSample::default() });
+        let t = m.totals();
+        assert_eq!((t.flash.host_written_bytes, t.flash.device_written_bytes), (70, 70));
+        assert_eq!(t.flash.max_node_host_written_bytes, 50);
+        assert_eq!((t.flash.max_open_zones, t.flash.max_active_zones, t.pinned_reread_bytes), (3, 4, 7));
     }
 }

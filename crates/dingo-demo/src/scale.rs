@@ -36,8 +36,15 @@ pub struct Scale {
     pub transcode_rounds: u32,
     /// Rebalancing candidates: disks this far above the mean utilisation.
     pub rebalance_threshold: f64,
-    /// Pinned cache region per node.
+    /// Pinned cache region per node, as the planner plans for it (its
+    /// dispatch groups pin at most a quarter of it).
     pub pinned_bytes: u64,
+    /// The pinned region each node really has, when smaller than
+    /// `pinned_bytes` (the flash-tier experiment's shrunk DRAM).
+    pub node_pinned_bytes: Option<u64>,
+    /// Each node's `[node.flash]` table (a relative path is a file in the
+    /// node's first disk directory); none: DRAM only.
+    pub flash: Option<dingo_node::config_file::FlashSection>,
     /// The emulated disks' IO scheduler in both modes (FIFO is the
     /// baseline the classful scheduler's bars compare against).
     pub scheduler: PolicyKind,
@@ -76,6 +83,8 @@ impl Scale {
             transcode_rounds: 4,
             rebalance_threshold: 0.05,
             pinned_bytes: 256_000_000,
+            node_pinned_bytes: None,
+            flash: None,
             scheduler: PolicyKind::Classful,
             gc_files: 32,
             gc_dead_fraction: 0.3,
@@ -137,7 +146,8 @@ impl Scale {
         cfg.meta.dead_after_ms = Some(DEAD_AFTER_MS);
         cfg.node.heartbeat_ms = Some(HEARTBEAT_MS);
         cfg.node.cache = Some(ByteSize(self.general_cache_bytes()));
-        cfg.node.pinned = Some(ByteSize(self.pinned_bytes));
+        cfg.node.pinned = Some(ByteSize(self.node_pinned_bytes.unwrap_or(self.pinned_bytes)));
+        cfg.node.flash.clone_from(&self.flash);
         cfg.node.disk_capacity = Some(ByteSize(self.disk_capacity()));
         cfg.node.hdd = Some(self.hdd);
         cfg.node.io.scheduler = Some(self.scheduler.name().to_string());

@@ -8,7 +8,9 @@
 //! - **pinned**: pages of chunks under a `pin(chunk, until)` directive, filled
 //!   when such a chunk is read from disk by anyone. A pinned page stays until
 //!   its pin expires or is lifted; only if the region overflows is its least
-//!   recently used page evicted (counted in `overflow_evictions`).
+//!   recently used page evicted (counted in `overflow_evictions`); if it
+//!   is then read from disk again while its pin lasts, that re-read is
+//!   counted too (`pinned_rereads`): the disk work the overflow cost.
 //!
 //! Pages are [`SEGMENT`](crate::chunk::SEGMENT)-sized and keyed by chunk and
 //! segment index. Counters are per page looked up.
@@ -43,6 +45,12 @@ pub struct CacheStats {
     pub pinned_bytes: u64,
     /// Hits served from the flash tier (also counted in `hits`).
     pub flash_hits: u64,
+    /// Pinned pages read from disk again, while their pin lasted, after
+    /// an overflow had pushed them out of DRAM (and the flash tier, if
+    /// any, did not have them): re-reads the pin overflow caused.
+    pub pinned_rereads: u64,
+    /// Bytes of those re-reads.
+    pub pinned_reread_bytes: u64,
 }
 
 /// Byte-bounded LRU list. Invariant: `order` and `map` hold the same keys and
@@ -110,6 +118,9 @@ struct Inner {
     /// Live pins: chunk → deadline (Unix ms), and the same ordered by deadline.
     pins: HashMap<ChunkRef, u64>,
     deadlines: BTreeSet<(u64, ChunkRef)>,
+    /// Pages pushed out of the pinned region by overflow whose pin still
+    /// lasts: a disk read of one of them is a re-read the overflow caused.
+    overflowed: BTreeSet<PageKey>,
     stats: CacheStats,
     /// Pages leaving DRAM, to be offered to the flash tier once the lock
     /// is released; only collected when there is a tier.
@@ -126,6 +137,7 @@ impl Inner {
             self.deadlines.pop_first();
             self.pins.remove(&chunk);
             self.pinned.take_chunk(chunk);
+            self.forget_overflowed(chunk);
         }
     }
 
@@ -134,6 +146,15 @@ impl Inner {
             self.deadlines.remove(&(until, chunk));
         }
         self.pinned.take_chunk(chunk);
+        self.forget_overflowed(chunk);
+    }
+
+    /// `chunk`'s pin is over: a later disk read of it is no re-read.
+    fn forget_overflowed(&mut self, chunk: ChunkRef) {
+        let gone: Vec<PageKey> = self.overflowed.range((chunk, 0)..=(chunk, u64::MAX)).copied().collect();
+        for k in gone {
+            self.overflowed.remove(&k);
+        }
     }
 
     /// Only foreground reads fill the general region.
@@ -182,6 +203,7 @@ impl BlockCache {
                 pinned: Lru::default(),
                 pins: HashMap::new(),
                 deadlines: BTreeSet::new(),
+                overflowed: BTreeSet::new(),
                 stats: CacheStats::default(),
                 leaving: flash.as_ref().map(|_| Vec::new()),
             }),
@@ -263,12 +285,17 @@ impl BlockCache {
             let mut c = self.lock();
             c.expire(now_ms);
             if c.pins.contains_key(&key.0) {
+                if c.overflowed.remove(&key) {
+                    c.stats.pinned_rereads += 1;
+                    c.stats.pinned_reread_bytes += data.len() as u64;
+                }
                 // Copy out of the disk buffer so a pinned page does not keep the
                 // whole multi-megabyte read buffer alive.
                 c.pinned.insert(key, Bytes::copy_from_slice(&data));
                 while c.pinned.bytes > c.pinned_cap {
                     let Some((k, v)) = c.pinned.pop_lru() else { break };
                     c.stats.overflow_evictions += 1;
+                    c.overflowed.insert(k);
                     let until_ms = c.pins.get(&k.0).copied();
                     if let (Some(leaving), Some(until_ms)) = (&mut c.leaving, until_ms) {
                         leaving.push((k, v, Admission::PinnedOverflow { until_ms }));
@@ -336,6 +363,13 @@ impl BlockCache {
 
 #[cfg(test)]
 impl BlockCache {
+    /// Waits for the flash tier's writer to write what it was offered.
+    pub(crate) fn flush_flash(&self) {
+        if let Some(flash) = &self.flash {
+            flash.flush();
+        }
+    }
+
     fn get_fg(&self, key: PageKey, now_ms: u64) -> Option<Bytes> {
         self.get(key, IoTag::Foreground, now_ms)
     }
@@ -418,6 +452,35 @@ mod tests {
         assert_eq!((s.overflow_evictions, s.pinned_bytes), (1, 200));
         assert!(cache.get_fg(key(1, 0), 2).is_none(), "the least recently used pinned page went");
         assert!(cache.get_fg(key(3, 0), 2).is_some());
+    }
+
+    #[test]
+    fn disk_reads_of_overflowed_pinned_pages_count_as_rereads_while_the_pin_lasts() {
+        let cache = BlockCache::new(0, 150);
+        for b in 1..=2 {
+            cache.pin(key(b, 0).0, 10_000, 0);
+            cache.insert(key(b, 0), page(), SCRUB, 1);
+        }
+        assert_eq!(cache.stats().overflow_evictions, 1, "page (1, 0) was pushed out");
+        // The first disk read of a page is planned work, not a re-read.
+        assert_eq!(cache.stats().pinned_rereads, 0);
+        // The pushed-out page is read from disk again: a re-read, once.
+        assert!(cache.get_fg(key(1, 0), 2).is_none());
+        cache.insert(key(1, 0), page(), SCRUB, 2);
+        let s = cache.stats();
+        assert_eq!((s.pinned_rereads, s.pinned_reread_bytes, s.overflow_evictions), (1, 100, 2));
+        // (2, 0) went out in turn; after its pin ends, reading it is no re-read.
+        cache.insert(key(2, 0), page(), IoTag::Foreground, 10_000);
+        assert_eq!(cache.stats().pinned_rereads, 1);
+        // Nor after an unpin.
+        cache.pin(key(3, 0).0, 20_000, 10_000);
+        cache.pin(key(4, 0).0, 20_000, 10_000);
+        cache.insert(key(3, 0), page(), SCRUB, 10_001);
+        cache.insert(key(4, 0), page(), SCRUB, 10_001);
+        cache.unpin(key(3, 0).0);
+        cache.pin(key(3, 0).0, 20_000, 10_002);
+        cache.insert(key(3, 0), page(), SCRUB, 10_002);
+        assert_eq!(cache.stats().pinned_rereads, 1);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //!
 //! [node.flash]             # flash tier under the DRAM cache (off when absent)
 //! path = "/ssd/dingo-flash.img"  # emptied at start: it is a cache
+//!                          # (a relative path is inside the first --disk directory)
 //! zones = 64
 //! zone_pages = 256         # 64 KiB cache pages per zone (16 MiB zones)
 //! max_active_zones = 4
@@ -305,6 +306,19 @@ impl NodeSection {
         })
     }
 
+    /// [`Self::flash_settings`] for a node with these disks: a relative
+    /// path is taken inside the first disk's directory, so the one
+    /// configuration file of a local cluster gives each node its own file.
+    pub fn flash_settings_on(&self, disk_paths: &[PathBuf]) -> Option<crate::FlashSettings> {
+        let mut flash = self.flash_settings()?;
+        if let Some(first_disk) = disk_paths.first()
+            && flash.path.is_relative()
+        {
+            flash.path = first_disk.join(&flash.path);
+        }
+        Some(flash)
+    }
+
     pub fn heartbeat(&self) -> Duration {
         Duration::from_millis(self.heartbeat_ms.unwrap_or(DEFAULT_HEARTBEAT_MS))
     }
@@ -332,6 +346,7 @@ impl NodeSection {
         endpoints: NodeEndpoints,
     ) -> Result<crate::NodeConfig, NodeConfigError> {
         let NodeEndpoints { listen, advertise, meta, meta_access, metrics } = endpoints;
+        let flash = self.flash_settings_on(&disk_paths);
         Ok(crate::NodeConfig {
             listen,
             advertise,
@@ -344,7 +359,7 @@ impl NodeSection {
             heartbeat: self.heartbeat(),
             orphan_grace: self.orphan_grace(),
             fault_injection: self.fault_injection,
-            flash: self.flash_settings(),
+            flash,
         })
     }
 }
@@ -395,6 +410,26 @@ mod tests {
         let w = d.waiting.unwrap();
         assert_eq!((w.goal_us, w.retune_us, w.window_us, w.max_slowdown_us), (1_500, 5_000_000, 30_000_000, 50_000));
         assert_eq!(d.shares, vec![(3, 250_000)]);
+    }
+
+    #[test]
+    fn a_relative_flash_path_is_inside_the_first_disk() {
+        let flash = |path: &str| FlashSection {
+            path: path.into(),
+            zones: 4,
+            zone_pages: 2,
+            max_active_zones: 4,
+            pin_bucket_ms: 1000,
+            write_budget_per_day: ByteSize(1 << 30),
+        };
+        let disks: Vec<PathBuf> = vec!["/n3/d0".into(), "/n3/d1".into()];
+        let on = |path: &str| {
+            let section = NodeSection { flash: Some(flash(path)), ..NodeSection::default() };
+            section.flash_settings_on(&disks).unwrap().path
+        };
+        assert_eq!(on("flash.img"), PathBuf::from("/n3/d0/flash.img"));
+        assert_eq!(on("/ssd/f.img"), PathBuf::from("/ssd/f.img"));
+        assert!(NodeSection::default().flash_settings_on(&disks).is_none());
     }
 
     #[test]

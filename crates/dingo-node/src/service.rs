@@ -230,7 +230,11 @@ pub fn stats(store: &Store) -> NodeStatsReply {
             overflow_evictions: s.overflow_evictions,
             general_bytes: s.general_bytes,
             pinned_bytes: s.pinned_bytes,
+            flash_hits: s.flash_hits,
+            pinned_rereads: s.pinned_rereads,
+            pinned_reread_bytes: s.pinned_reread_bytes,
         }),
+        flash: store.cache.flash_stats().map(|f| f.wire()),
         declarations: store
             .declaration_bytes()
             .into_iter()
@@ -289,6 +293,12 @@ pub fn render_metrics(store: &Store) -> String {
             "Pinned pages evicted early on overflow.",
             c.overflow_evictions,
         ),
+        (
+            "dingo_cache_pinned_reread_bytes_total",
+            "counter",
+            "Bytes of pinned pages read from disk again, while pinned, after an overflow pushed them out.",
+            c.pinned_reread_bytes,
+        ),
         ("dingo_cache_general_bytes", "gauge", "Bytes in the general region.", c.general_bytes),
         ("dingo_cache_pinned_bytes", "gauge", "Bytes in the pinned region.", c.pinned_bytes),
         (
@@ -302,6 +312,16 @@ pub fn render_metrics(store: &Store) -> String {
     }
     if let Some(f) = store.cache.flash_stats() {
         for (name, help, v) in [
+            ("dingo_flash_max_open_zones", "Most zones open at once since the node started.", {
+                u64::from(f.tier.max_open_zones)
+            }),
+            ("dingo_flash_write_budget_bytes_per_day", "The configured device-writes-per-day budget.", {
+                f.write_budget_bytes_per_day
+            }),
+        ] {
+            m.family(name, "gauge", help).sample(name, &[], v);
+        }
+        for (name, help, v) in [
             ("dingo_flash_hits_total", "Cache pages served from the flash tier.", f.tier.hits),
             ("dingo_flash_misses_total", "DRAM misses the flash tier did not serve.", f.tier.misses),
             ("dingo_flash_evicted_written_bytes_total", "Bytes of pages evicted from DRAM written to flash.", {
@@ -309,6 +329,9 @@ pub fn render_metrics(store: &Store) -> String {
             }),
             ("dingo_flash_pinned_written_bytes_total", "Bytes of pinned overflow written to flash.", {
                 f.tier.pinned_written_bytes
+            }),
+            ("dingo_flash_host_written_bytes_total", "Bytes the tier asked the flash device to write.", {
+                f.host_write_bytes
             }),
             ("dingo_flash_device_written_bytes_total", "Bytes the flash device wrote.", f.device_write_bytes),
             ("dingo_flash_refused_over_budget_bytes_total", "Bytes refused by the writes-per-day budget.", {
@@ -319,6 +342,9 @@ pub fn render_metrics(store: &Store) -> String {
             }),
             ("dingo_flash_zone_resets_total", "Zones reset whole.", f.tier.log_zone_resets + f.tier.pinned_zone_resets),
             ("dingo_flash_checksum_misses_total", "Flash pages that failed their checksum.", f.checksum_misses),
+            ("dingo_flash_dropped_queue_full_bytes_total", "Bytes not offered to flash: its writer was behind.", {
+                f.dropped_queue_full_bytes
+            }),
         ] {
             m.family(name, "counter", help).sample(name, &[], v);
         }

@@ -494,6 +494,7 @@ mod tests {
         let disk_bytes = || store.disks[0].counters.bytes_read.load(Relaxed);
         assert_eq!(&store.read(C, 0, data.len() as u64, scrub).unwrap().0[..], &data[..]);
         let first_read = disk_bytes();
+        store.cache.flush_flash();
         let flash_stats = store.cache.flash_stats().unwrap();
         assert_eq!(flash_stats.tier.pinned_written_bytes, 6 * SEGMENT, "six pages overflowed to flash");
         // A second task reads the pinned chunk: nothing from disk, and
@@ -504,6 +505,7 @@ mod tests {
         }
         assert_eq!(disk_bytes(), first_read, "served from DRAM and flash");
         assert!(store.cache.stats().flash_hits >= 6);
+        assert_eq!(store.cache.stats().pinned_rereads, 0, "flash saved every re-read");
         // A flipped byte on flash is a checksum miss: the page comes from
         // disk, still correct.
         let file = std::fs::OpenOptions::new().write(true).open(&flash.path).unwrap();
@@ -513,6 +515,7 @@ mod tests {
         assert_eq!(&again[..], &data[..]);
         assert!(disk_bytes() > first_read);
         assert!(store.cache.flash_stats().unwrap().checksum_misses >= 1);
+        assert!(store.cache.stats().pinned_rereads >= 1, "the rotted page was read from disk again");
         // Deleting the chunk forgets its flash pages.
         store.cache.remove_chunk(C);
         assert!(store.cache.get((C, 3), rebalance, now_ms()).is_none());

@@ -77,7 +77,10 @@ enum BenchCommand {
     /// The node's flash tier replayed under a demo-like load: DRAM only, a
     /// zoned tier, and the same tier on a conventional SSD.
     ///
-    /// Two simulated hours; ten minutes with --quick.
+    /// Two simulated hours; ten minutes with --quick. With --live, the
+    /// demo's declarative timeline on real local clusters instead, each
+    /// node's pinned region shrunk, DRAM only and with `[node.flash]`:
+    /// about 10 minutes per run at default scale, 4 with --quick.
     FlashTier(bench::flash_tier::FlashTierBenchArgs),
     /// Node-level IO control experiments (issue 15): the classful disk
     /// scheduler against today's FIFO queue on a local cluster.
@@ -109,7 +112,7 @@ async fn run() -> std::process::ExitCode {
         Commands::Bench(BenchCommand::Io(a)) => bench_io::run(a).await,
         Commands::Bench(BenchCommand::Planner(a)) => bench::planner::run(&a),
         Commands::Bench(BenchCommand::Flash(a)) => bench::flash::run(&a),
-        Commands::Bench(BenchCommand::FlashTier(a)) => bench::flash_tier::run(&a),
+        Commands::Bench(BenchCommand::FlashTier(a)) => bench::flash_tier::run(&a).await,
         Commands::Bench(BenchCommand::Iocontrol(c)) => bench::iocontrol::run(c).await,
         Commands::Chaos(a) => chaos_cmd::run(a).await,
         Commands::Sim(c) => sim::run(c),
