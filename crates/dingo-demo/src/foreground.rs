@@ -83,13 +83,17 @@ impl Foreground {
                 let t = Instant::now();
                 let read = async {
                     let info = client.stat(&file.path).await?;
-                    let (_, disk) = client.read_traced(&info, offset, len, IoTag::Foreground).await?;
+                    let stat_ms = t.elapsed().as_secs_f64() * 1e3;
+                    let (_, disks) = client.read_file_traced(&info, offset, len, IoTag::Foreground).await?;
                     let ec = matches!(Redundancy::try_from(info.redundancy.as_ref()), Ok(Redundancy::Ec { .. }));
-                    Ok::<_, dingo_client::ClientError>(match (ec, disk) {
+                    let kind = match (ec, disks.contains(&None)) {
                         (false, _) => ReadKind::Replica,
-                        (true, Some(_)) => ReadKind::EcMember,
-                        (true, None) => ReadKind::EcDegraded,
-                    })
+                        (true, false) => ReadKind::EcMember,
+                        (true, true) => ReadKind::EcDegraded,
+                    };
+                    let total_ms = t.elapsed().as_secs_f64() * 1e3;
+                    tracing::debug!(kind = kind.name(), stat_ms, total_ms, pieces = disks.len(), "foreground read");
+                    Ok::<_, dingo_client::ClientError>(kind)
                 };
                 match read.await {
                     Ok(kind) => {

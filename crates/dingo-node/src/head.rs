@@ -261,7 +261,9 @@ impl Head {
         };
         self.changed.notify_all();
         // The real IO runs while the request queues, as before.
+        let io_started = Instant::now();
         let result = io();
+        let io_us = u64::try_from(io_started.elapsed().as_micros()).unwrap_or(u64::MAX);
         let mut first = true;
         let mut charged_us = 0;
         loop {
@@ -293,6 +295,17 @@ impl Head {
             std::thread::sleep(Duration::from_micros(grant.end_us.saturating_sub(now)));
             self.changed.notify_all();
             if grant.last {
+                let total_us = self.now_us().saturating_sub(enqueued);
+                if class == Class::Foreground && total_us >= cost_us + SLOW_WAIT_US {
+                    // The real IO outlasting the emulated service shows here.
+                    tracing::debug!(
+                        bytes,
+                        total_ms = total_us / 1000,
+                        cost_ms = cost_us / 1000,
+                        io_ms = io_us / 1000,
+                        "a foreground request took long"
+                    );
+                }
                 // Service as charged when enqueued against the profile's:
                 // re-positionings after interruptions are the scheduler's
                 // doing, not the device's.
