@@ -161,6 +161,41 @@ impl Client {
         }
     }
 
+    /// [`Client::read_file`], also saying which disk served each piece
+    /// (`None`: rebuilt from the rest of its EC stripe), in file order. For
+    /// experiments that tell degraded reads from direct ones.
+    pub async fn read_file_traced(
+        &self,
+        file: &FileInfo,
+        offset: u64,
+        len: u64,
+        tag: IoTag,
+    ) -> Result<(Bytes, Vec<Option<u32>>)> {
+        if offset.checked_add(len).is_none_or(|end| end > file.size) {
+            return Err(ClientError::PastEnd { path: file.path.clone(), offset, len, size: file.size });
+        }
+        let pieces: Vec<(Bytes, Option<u32>)> = self.traced_pieces(file, offset, len, tag)?.try_collect().await?;
+        let disks = pieces.iter().map(|p| p.1).collect();
+        let data: Bytes = match pieces.len() {
+            1 => pieces.into_iter().next().expect("one").0,
+            _ => pieces.iter().flat_map(|p| p.0.iter().copied()).collect::<Vec<u8>>().into(),
+        };
+        Ok((data, disks))
+    }
+
+    /// [`Client::read_pieces`] with the disk that served each piece.
+    fn traced_pieces<'a>(
+        &'a self,
+        file: &'a FileInfo,
+        offset: u64,
+        len: u64,
+        tag: IoTag,
+    ) -> Result<impl Stream<Item = Result<(Bytes, Option<u32>)>> + 'a> {
+        let extents = extents(file, offset, len)?;
+        Ok(futures::stream::iter(extents.into_iter().map(move |e| self.read_extent_from(e, tag)))
+            .buffered(READ_PARALLELISM))
+    }
+
     async fn read_extent(&self, e: Extent<'_>, tag: IoTag) -> Result<Bytes> {
         Ok(self.read_extent_from(e, tag).await?.0)
     }

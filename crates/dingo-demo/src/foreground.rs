@@ -1,9 +1,10 @@
 //! The foreground client: reads random whole blocks at a steady rate and
 //! records their latency.
 
-use dingo_client::{Client, IoTag};
+use dingo_client::{Client, IoTag, Redundancy};
 use dingo_tasks::CancelFlag;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -11,8 +12,8 @@ use std::time::{Duration, Instant};
 /// Latencies of the foreground client.
 #[derive(Clone, Default)]
 pub struct Foreground {
-    /// When each read finished, and its latency in milliseconds.
-    samples: Arc<Mutex<Vec<(Instant, f64)>>>,
+    /// When each read finished, its latency in milliseconds, and its kind.
+    samples: Arc<Mutex<Vec<(Instant, f64, ReadKind)>>>,
     failures: Arc<AtomicU64>,
 }
 
@@ -23,6 +24,28 @@ pub struct ForegroundLatency {
     pub p99_ms: f64,
     pub reads: u64,
     pub failures: u64,
+}
+
+/// How a foreground read was served: the tail of each kind has its own
+/// causes (a degraded read waits for the slowest of `k` whole members).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ReadKind {
+    /// One copy of a replicated block.
+    Replica,
+    /// The data member of an erasure-coded stripe itself.
+    EcMember,
+    /// Rebuilt from `k` other members of its stripe (the member was lost).
+    EcDegraded,
+}
+
+impl ReadKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadKind::Replica => "replica",
+            ReadKind::EcMember => "ec_member",
+            ReadKind::EcDegraded => "ec_degraded",
+        }
+    }
 }
 
 /// Largest number of foreground reads in flight; beyond it the reader
@@ -58,10 +81,24 @@ impl Foreground {
             let (client, me) = (client.clone(), self.clone());
             tokio::spawn(async move {
                 let t = Instant::now();
-                match client.read(&file.path, offset, len, IoTag::Foreground).await {
-                    Ok(_) => {
+                let read = async {
+                    let info = client.stat(&file.path).await?;
+                    let stat_ms = t.elapsed().as_secs_f64() * 1e3;
+                    let (_, disks) = client.read_file_traced(&info, offset, len, IoTag::Foreground).await?;
+                    let ec = matches!(Redundancy::try_from(info.redundancy.as_ref()), Ok(Redundancy::Ec { .. }));
+                    let kind = match (ec, disks.contains(&None)) {
+                        (false, _) => ReadKind::Replica,
+                        (true, false) => ReadKind::EcMember,
+                        (true, true) => ReadKind::EcDegraded,
+                    };
+                    let total_ms = t.elapsed().as_secs_f64() * 1e3;
+                    tracing::debug!(kind = kind.name(), stat_ms, total_ms, pieces = disks.len(), "foreground read");
+                    Ok::<_, dingo_client::ClientError>(kind)
+                };
+                match read.await {
+                    Ok(kind) => {
                         let latency_ms = t.elapsed().as_secs_f64() * 1e3;
-                        me.samples.lock().unwrap_or_else(|p| p.into_inner()).push((Instant::now(), latency_ms));
+                        me.samples.lock().unwrap_or_else(|p| p.into_inner()).push((Instant::now(), latency_ms, kind));
                     }
                     // Transcoding deleted the file since the listing: not a latency sample.
                     Err(e) if e.code() == Some(tonic::Code::NotFound) => {}
@@ -83,20 +120,29 @@ impl Foreground {
         ForegroundLatency { failures: self.failures.load(Ordering::Relaxed), ..percentiles(v) }
     }
 
+    /// Latency percentiles of each kind of read, by [`ReadKind::name`].
+    pub fn latency_by_kind(&self) -> BTreeMap<String, ForegroundLatency> {
+        let mut by_kind: BTreeMap<ReadKind, Vec<f64>> = BTreeMap::new();
+        for (_, ms, kind) in self.samples() {
+            by_kind.entry(kind).or_default().push(ms);
+        }
+        by_kind.into_iter().map(|(k, v)| (k.name().to_string(), percentiles(v))).collect()
+    }
+
     /// Latency percentiles of the reads that finished in each interval of
     /// length `every` from `origin` (intervals without a read are left
     /// out), as (seconds from `origin` to the interval's end, latency).
     pub fn intervals(&self, origin: Instant, every: Duration) -> Vec<(f64, ForegroundLatency)> {
         let every_s = every.as_secs_f64().max(1e-3);
         let mut by_interval: std::collections::BTreeMap<u64, Vec<f64>> = Default::default();
-        for (at, ms) in self.samples() {
+        for (at, ms, _) in self.samples() {
             let i = (at.saturating_duration_since(origin).as_secs_f64() / every_s) as u64;
             by_interval.entry(i).or_default().push(ms);
         }
         by_interval.into_iter().map(|(i, v)| ((i + 1) as f64 * every_s, percentiles(v))).collect()
     }
 
-    fn samples(&self) -> Vec<(Instant, f64)> {
+    fn samples(&self) -> Vec<(Instant, f64, ReadKind)> {
         self.samples.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
@@ -117,7 +163,7 @@ mod tests {
         let fg = Foreground::default();
         assert_eq!(fg.latency(), ForegroundLatency::default());
         let now = Instant::now();
-        fg.samples.lock().unwrap().extend((1..=100).rev().map(|ms| (now, f64::from(ms))));
+        fg.samples.lock().unwrap().extend((1..=100).rev().map(|ms| (now, f64::from(ms), ReadKind::Replica)));
         fg.failures.fetch_add(2, Ordering::Relaxed);
         let l = fg.latency();
         assert_eq!((l.p50_ms, l.p99_ms, l.reads, l.failures), (51.0, 99.0, 100, 2));
@@ -129,11 +175,17 @@ mod tests {
         let origin = Instant::now();
         let at = |ms: u64| origin + Duration::from_millis(ms);
         // Interval 0 (0-1 s): 1..=10 ms; interval 2 (2-3 s): one slow read.
-        fg.samples.lock().unwrap().extend((1..=10).map(|ms| (at(ms * 50), ms as f64)));
-        fg.samples.lock().unwrap().push((at(2_500), 400.0));
+        fg.samples.lock().unwrap().extend((1..=10).map(|ms| (at(ms * 50), ms as f64, ReadKind::EcMember)));
+        fg.samples.lock().unwrap().push((at(2_500), 400.0, ReadKind::EcDegraded));
         let iv = fg.intervals(origin, Duration::from_secs(1));
         assert_eq!(iv.len(), 2, "an interval without reads is left out");
         assert_eq!((iv[0].0, iv[0].1.p50_ms, iv[0].1.p99_ms, iv[0].1.reads), (1.0, 6.0, 10.0, 10));
         assert_eq!((iv[1].0, iv[1].1.p50_ms, iv[1].1.p99_ms, iv[1].1.reads), (3.0, 400.0, 400.0, 1));
+        let kinds = fg.latency_by_kind();
+        assert_eq!(kinds.keys().collect::<Vec<_>>(), ["ec_degraded", "ec_member"]);
+        assert_eq!(
+            (kinds["ec_degraded"].p99_ms, kinds["ec_member"].p99_ms, kinds["ec_member"].reads),
+            (400.0, 10.0, 10)
+        );
     }
 }

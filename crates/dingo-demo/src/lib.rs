@@ -25,7 +25,7 @@ mod scenario;
 mod summary;
 mod table;
 
-pub use foreground::{Foreground, ForegroundLatency};
+pub use foreground::{Foreground, ForegroundLatency, ReadKind};
 pub use meter::{FlashSample, Meter, NodeSample, kernel_read_bytes};
 pub use scale::Scale;
 pub use scenario::{ModeResult, PREFIX};

@@ -66,6 +66,7 @@ mod tests {
             jobs: Vec::new(),
             disk: sample,
             foreground: ForegroundLatency::default(),
+            foreground_by_kind: Default::default(),
             series: vec![(0.5, sample), (1.25, NodeSample::default())],
             events: Vec::new(),
             planned_free_bytes: None,

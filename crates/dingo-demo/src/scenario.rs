@@ -43,6 +43,9 @@ pub struct ModeResult {
     /// Disk reads since the timeline started, summed over nodes.
     pub disk: NodeSample,
     pub foreground: ForegroundLatency,
+    /// The foreground latency of each kind of read (replica, EC member,
+    /// degraded EC read).
+    pub foreground_by_kind: std::collections::BTreeMap<String, ForegroundLatency>,
     /// (seconds since start, disk bytes read per class in that interval).
     pub series: Vec<(f64, NodeSample)>,
     /// (seconds since start, what happened): the timeline's events as run.
@@ -347,6 +350,7 @@ impl Demo {
             jobs,
             disk: total,
             foreground: foreground.latency(),
+            foreground_by_kind: foreground.latency_by_kind(),
             series,
             events: events_run,
             planned_free_bytes,

@@ -2,7 +2,7 @@
 //! --json` print it. Fields are declared in alphabetical order, the order
 //! the summary has always been written in.
 
-use crate::{ModeResult, NodeSample, Scale, TASKS};
+use crate::{ForegroundLatency, ModeResult, NodeSample, Scale, TASKS};
 use dingo_client::IoTag;
 use dingo_tasks::JobReport;
 use dingo_types::{DeclarationId, TaskKind};
@@ -44,6 +44,9 @@ pub struct ModeSummary {
     pub deadline_misses: u64,
     /// Maintenance disk bytes.
     pub disk_bytes: u64,
+    /// Foreground latency per kind of read: `replica`, `ec_member`, and
+    /// `ec_degraded` (rebuilt from the rest of its stripe).
+    pub fg_by_kind: BTreeMap<String, ForegroundLatency>,
     pub fg_failures: u64,
     pub fg_p50_ms: f64,
     pub fg_p99_ms: f64,
@@ -117,6 +120,7 @@ impl ModeSummary {
             all_disk_bytes: r.disk.disk_bytes(),
             deadline_misses: r.jobs.iter().filter(|j| j.missed_deadline()).count() as u64,
             disk_bytes: maintenance,
+            fg_by_kind: r.foreground_by_kind.clone(),
             fg_failures: r.foreground.failures,
             fg_p50_ms: r.foreground.p50_ms,
             fg_p99_ms: r.foreground.p99_ms,
@@ -164,7 +168,6 @@ impl DemoSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ForegroundLatency;
     use dingo_tasks::{Declared, Job, Mode};
 
     fn result(mode: Mode, task: TaskKind, logical_bytes: u64, disk_bytes: u64) -> ModeResult {
@@ -188,6 +191,7 @@ mod tests {
             jobs: vec![report],
             disk,
             foreground: ForegroundLatency { p50_ms: 1.0, p99_ms: 4.0, reads: 3, failures: 0 },
+            foreground_by_kind: Default::default(),
             series: Vec::new(),
             events: Vec::new(),
             planned_free_bytes: (mode == Mode::Declarative).then_some(40),
@@ -239,6 +243,7 @@ mod tests {
                 "all_disk_bytes",
                 "deadline_misses",
                 "disk_bytes",
+                "fg_by_kind",
                 "fg_failures",
                 "fg_p50_ms",
                 "fg_p99_ms",

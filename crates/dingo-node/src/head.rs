@@ -85,6 +85,10 @@ pub struct Slowdown {
     pub lasting: Duration,
 }
 
+/// Foreground waits at least this long are logged (at debug level) with
+/// what they waited behind, µs.
+const SLOW_WAIT_US: u64 = 20_000;
+
 /// Upper bounds of the queue-wait histogram buckets, ms.
 pub const WAIT_BUCKETS_MS: [u64; 12] = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000];
 
@@ -96,6 +100,10 @@ pub struct ClassMetrics {
     pub wait_us_sum: AtomicU64,
     pub waits: AtomicU64,
     pub served_us: AtomicU64,
+    /// Head time this class's requests waited behind units of each class
+    /// (index: [`Class::index`]): the unit in service at their arrival
+    /// (its rest) and every unit started before theirs.
+    pub waited_behind_us: [AtomicU64; 3],
 }
 
 impl ClassMetrics {
@@ -113,6 +121,16 @@ struct Grant {
     start_us: u64,
     end_us: u64,
     last: bool,
+    /// For a request's first unit: head time it waited behind per class.
+    behind_us: Option<[u64; 3]>,
+}
+
+/// What the head had started per class when a request arrived, and the
+/// rest of the unit then in service: its wait is the difference at its
+/// first grant.
+struct Arrival {
+    started_us: [u64; 3],
+    in_service: Option<(usize, u64)>,
 }
 
 struct State {
@@ -125,6 +143,11 @@ struct State {
     /// Enqueue times of queued requests (a unit never starts before it).
     arrived_us: HashMap<u64, u64>,
     granted: HashMap<u64, Grant>,
+    /// Head time of the units started so far, per class.
+    started_us: [u64; 3],
+    /// Class of the unit in service (or the last one).
+    in_service: Option<usize>,
+    arrivals: HashMap<u64, Arrival>,
     /// Head time of completed requests against the profile: the
     /// congestion signal read replies carry.
     congestion: CongestionDetector,
@@ -178,6 +201,9 @@ impl Head {
                 retry_at_us: None,
                 arrived_us: HashMap::new(),
                 granted: HashMap::new(),
+                started_us: [0; 3],
+                in_service: None,
+                arrivals: HashMap::new(),
                 congestion: CongestionDetector::new(CongestionConfig::default()),
             }),
             changed: Condvar::new(),
@@ -224,6 +250,10 @@ impl Head {
             let id = st.next_id;
             st.next_id += 1;
             st.arrived_us.insert(id, enqueued);
+            let rest_us = st.busy_until_us.saturating_sub(enqueued);
+            let in_service = st.in_service.filter(|_| rest_us > 0).map(|c| (c, rest_us));
+            let arrival = Arrival { started_us: st.started_us, in_service };
+            st.arrivals.insert(id, arrival);
             // Ids are fresh, so the policy cannot refuse the request.
             let _ = st.policy.enqueue(enqueued, Request { id, class, cost_us });
             st.retry_at_us = None;
@@ -231,13 +261,31 @@ impl Head {
         };
         self.changed.notify_all();
         // The real IO runs while the request queues, as before.
+        let io_started = Instant::now();
         let result = io();
+        let io_us = u64::try_from(io_started.elapsed().as_micros()).unwrap_or(u64::MAX);
         let mut first = true;
         let mut charged_us = 0;
         loop {
             let grant = self.wait_for_grant(id);
             if first {
-                self.classes[class.index()].record_wait(grant.start_us.saturating_sub(enqueued));
+                let wait_us = grant.start_us.saturating_sub(enqueued);
+                let metrics = &self.classes[class.index()];
+                metrics.record_wait(wait_us);
+                let behind_us = grant.behind_us.unwrap_or_default();
+                for (total, us) in metrics.waited_behind_us.iter().zip(behind_us) {
+                    total.fetch_add(us, Relaxed);
+                }
+                if class == Class::Foreground && wait_us >= SLOW_WAIT_US {
+                    tracing::debug!(
+                        bytes,
+                        wait_ms = wait_us / 1000,
+                        behind_foreground_ms = behind_us[0] / 1000,
+                        behind_high_ms = behind_us[1] / 1000,
+                        behind_best_effort_ms = behind_us[2] / 1000,
+                        "a foreground request waited for the head"
+                    );
+                }
                 first = false;
             }
             let unit_us = grant.end_us - grant.start_us;
@@ -247,6 +295,17 @@ impl Head {
             std::thread::sleep(Duration::from_micros(grant.end_us.saturating_sub(now)));
             self.changed.notify_all();
             if grant.last {
+                let total_us = self.now_us().saturating_sub(enqueued);
+                if class == Class::Foreground && total_us >= cost_us + SLOW_WAIT_US {
+                    // The real IO outlasting the emulated service shows here.
+                    tracing::debug!(
+                        bytes,
+                        total_ms = total_us / 1000,
+                        cost_ms = cost_us / 1000,
+                        io_ms = io_us / 1000,
+                        "a foreground request took long"
+                    );
+                }
                 // Service as charged when enqueued against the profile's:
                 // re-positionings after interruptions are the scheduler's
                 // doing, not the device's.
@@ -316,7 +375,20 @@ impl Head {
                             st.arrived_us.remove(&unit.id);
                         }
                         st.busy_until_us = end_us;
-                        st.granted.insert(unit.id, Grant { start_us, end_us, last: unit.last });
+                        let behind_us = st.arrivals.remove(&unit.id).map(|a| {
+                            let mut behind = [0; 3];
+                            for (c, b) in behind.iter_mut().enumerate() {
+                                *b = st.started_us[c] - a.started_us[c];
+                            }
+                            if let Some((c, rest_us)) = a.in_service {
+                                behind[c] += rest_us;
+                            }
+                            behind
+                        });
+                        let class = unit.class.index();
+                        st.started_us[class] += unit.cost_us;
+                        st.in_service = Some(class);
+                        st.granted.insert(unit.id, Grant { start_us, end_us, last: unit.last, behind_us });
                         self.changed.notify_all();
                         continue;
                     }
@@ -382,6 +454,32 @@ mod tests {
         // One 7.6 ms segment plus a 5 ms read; generous for a loaded machine.
         let t = foreground_latency(PolicyKind::Classful);
         assert!(t < Duration::from_millis(50), "{t:?}");
+    }
+
+    #[test]
+    fn a_wait_is_attributed_to_the_classes_it_waited_behind() {
+        // FIFO: a foreground read behind a 25 ms scrub read in service and a
+        // 5 ms foreground read queued before it.
+        let head = Head::new(MODEL, &IoSettings { scheduler: PolicyKind::Fifo, ..IoSettings::default() });
+        std::thread::scope(|s| {
+            s.spawn(|| head.serve(2_000_000, SCRUB, || ()));
+            std::thread::sleep(Duration::from_millis(5));
+            s.spawn(|| head.serve(0, IoTag::Foreground, || ()));
+            std::thread::sleep(Duration::from_millis(5));
+            head.serve(0, IoTag::Foreground, || ());
+        });
+        let fg = &head.classes[Class::Foreground.index()];
+        let behind: Vec<u64> = fg.waited_behind_us.iter().map(|b| b.load(Relaxed)).collect();
+        // The first foreground read waited behind the scrub's rest (about
+        // 20 ms), the second behind its rest (about 15 ms) and the first
+        // read (5 ms); on a loaded machine the rests may be shorter.
+        assert_eq!(behind[1], 0);
+        assert_eq!(behind[0], 5_000, "{behind:?}");
+        assert!((10_000..=35_000).contains(&behind[2]), "{behind:?}");
+        let waited = fg.wait_us_sum.load(Relaxed);
+        assert!(waited.abs_diff(behind.iter().sum()) <= 2_000, "{waited} µs waited, {behind:?} attributed");
+        let be = &head.classes[Class::BestEffort { channel: 0 }.index()];
+        assert!(be.waited_behind_us.iter().all(|b| b.load(Relaxed) == 0), "the scrub found the head free");
     }
 
     #[test]

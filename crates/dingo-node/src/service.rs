@@ -405,6 +405,21 @@ fn render_head_metrics(store: &Store, s: &NodeStatsReply, m: &mut MetricsText) {
             m.sample(name, &[("disk", disk), ("class", class)], head.classes[i].served_us.load(Relaxed));
         }
     }
+    let name = "dingo_disk_queue_wait_behind_us_total";
+    m.family(
+        name,
+        "counter",
+        "Head time requests of a class waited behind units of each class (`behind`): the rest of the unit in \
+         service at their arrival and every unit started before theirs, µs.",
+    );
+    for (disk, head) in &heads {
+        for (i, class) in Class::LABELS.iter().enumerate() {
+            for (j, behind) in Class::LABELS.iter().enumerate() {
+                let us = head.classes[i].waited_behind_us[j].load(Relaxed);
+                m.sample(name, &[("disk", disk), ("class", class), ("behind", behind)], us);
+            }
+        }
+    }
     let gates: Vec<(&String, dingo_iosched::waiting::GateState)> =
         heads.iter().filter_map(|(disk, head)| Some((disk, head.gate()?))).collect();
     if !gates.is_empty() {

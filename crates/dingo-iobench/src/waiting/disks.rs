@@ -79,7 +79,7 @@ pub(super) async fn one_cluster(
         let declaration = 1 + 2 * i as u64;
         match job {
             Job::Reference => {}
-            Job::Waiting { .. } => {
+            Job::Waiting { .. } | Job::CfqLike => {
                 for k in 0..spec.scrub_outstanding {
                     let offset = k as usize;
                     tasks.spawn(backlogged(

@@ -1,7 +1,9 @@
 //! waiting (Practical scrubbing Fig. 15 / Table III analog): scrubbing
 //! through the Waiting gate, tuned online for mean-slowdown goals of 1, 2
 //! and 4 ms, against a fixed-rate scrubber on the classful scheduler without
-//! the gate, on local clusters with HDD emulation.
+//! the gate, on local clusters with HDD emulation. The paper's own baseline
+//! (CFQ-like: 64 KB requests after 10 ms of idle time) is weaker than that
+//! one and is reported beside it from the twin on the same seeds.
 //!
 //! Every disk gets the seeded foreground of the virtual-time twin
 //! ([`model`]) and one job: foreground only (the reference
@@ -63,9 +65,23 @@ pub struct FixedRateResult {
     pub twin_scrub_mb_s: f64,
 }
 
+/// Practical scrubbing's own baseline (Table III's CFQ rows: 64 KB
+/// requests after 10 ms idle), in the twin on the runs' seeds (medians).
+#[derive(Clone, Debug, Serialize)]
+pub struct CfqLikeResult {
+    pub twin_slowdown_ms: f64,
+    pub twin_scrub_mb_s: f64,
+    /// The twin's best Waiting MB/s at a slowdown no larger than the
+    /// baseline's, over the baseline's MB/s (`None`: no such point).
+    pub twin_waiting_scrub_mb_s_ratio_at_equal_slowdown: Option<f64>,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Bars {
     pub slowdown_at_most_1_25_goal: bool,
+    /// Against the paper's baseline (CFQ-like), in the twin.
+    pub twin_scrub_mb_s_at_least_3x_cfq_like_at_equal_slowdown: bool,
+    /// Against our stronger baseline, measured.
     pub scrub_mb_s_at_least_3x_fixed_rate_at_equal_slowdown: bool,
     pub achieved_free_bytes_at_least_0_9_of_planned: bool,
 }
@@ -78,6 +94,7 @@ pub struct Report {
     pub mechanism: Vec<GoalResult>,
     pub baseline: Vec<FixedRateResult>,
     pub baseline_cpu_utilisation: f64,
+    pub paper_baseline: CfqLikeResult,
     pub bars_met: Bars,
     pub head_time_bound: String,
     #[serde(skip)]
@@ -182,7 +199,7 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
                     planned.push(d.measured.planned_free_bytes as f64);
                     achieved.push(d.measured.achieved_free_bytes as f64);
                 }
-                Job::Reference | Job::FixedRate { .. } => {}
+                Job::Reference | Job::FixedRate { .. } | Job::CfqLike => {}
             }
         }
         let twin: Vec<(f64, f64, f64)> = fgs
@@ -226,8 +243,26 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
         ));
         mechanism.push(result);
     }
+    let cfq: Vec<(f64, f64)> = fgs
+        .iter()
+        .map(|fg| {
+            let r = model::simulate(&spec, fg, Job::Reference);
+            let c = model::simulate(&spec, fg, Job::CfqLike);
+            (model::mean_slowdown_ms(&spec, fg, &c, &r), c.scrub_mb_s(&spec))
+        })
+        .collect();
+    let cfq = (median(cfq.iter().map(|c| c.0).collect()), median(cfq.iter().map(|c| c.1).collect()));
+    let twin_points: Vec<(f64, f64)> = mechanism.iter().map(|g| (g.twin_slowdown_ms, g.twin_scrub_mb_s)).collect();
+    let paper_baseline = CfqLikeResult {
+        twin_slowdown_ms: cfq.0,
+        twin_scrub_mb_s: cfq.1,
+        twin_waiting_scrub_mb_s_ratio_at_equal_slowdown: model::ratio_at_baseline_slowdown(&twin_points, cfq),
+    };
     let bars_met = Bars {
         slowdown_at_most_1_25_goal: mechanism.iter().all(|g| g.slowdown_ms <= 1.25 * g.goal_ms),
+        twin_scrub_mb_s_at_least_3x_cfq_like_at_equal_slowdown: paper_baseline
+            .twin_waiting_scrub_mb_s_ratio_at_equal_slowdown
+            .is_some_and(|r| r >= 3.0),
         scrub_mb_s_at_least_3x_fixed_rate_at_equal_slowdown: mechanism
             .iter()
             .all(|g| !g.fixed_rate_extrapolated && g.scrub_mb_s >= 3.0 * g.fixed_rate_scrub_mb_s_at_equal_slowdown),
@@ -247,6 +282,7 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
         mechanism,
         baseline,
         baseline_cpu_utilisation: base_cpu,
+        paper_baseline,
         bars_met,
         series,
     })
@@ -348,6 +384,15 @@ impl fmt::Display for Report {
                 g.twin_achieved_free_bytes_ratio
             )?;
         }
+        let c = &self.paper_baseline;
+        writeln!(
+            f,
+            "the paper's baseline, CFQ-like (64 KB after 10 ms idle), twin: slowdown {:.2} ms, scrub {:.1} MB/s; \
+             Waiting (twin) at no more slowdown: {} (bar >= 3)",
+            c.twin_slowdown_ms,
+            c.twin_scrub_mb_s,
+            c.twin_waiting_scrub_mb_s_ratio_at_equal_slowdown.map_or("no point".into(), |r| format!("{r:.2} x"))
+        )?;
         write!(f, "bars met: {:?}", self.bars_met)
     }
 }
@@ -358,6 +403,7 @@ pub(crate) fn job_name(job: Job) -> String {
         Job::Waiting { goal_us } => format!("waiting-{goal_us}us"),
         Job::FixedRate { share_ppm } => format!("fixed-rate-{share_ppm}ppm"),
         Job::Groups { goal_us } => format!("groups-{goal_us}us"),
+        Job::CfqLike => "cfq-like".into(),
     }
 }
 
@@ -386,8 +432,14 @@ mod tests {
             mechanism: Vec::new(),
             baseline: Vec::new(),
             baseline_cpu_utilisation: 0.0,
+            paper_baseline: CfqLikeResult {
+                twin_slowdown_ms: 4.0,
+                twin_scrub_mb_s: 6.0,
+                twin_waiting_scrub_mb_s_ratio_at_equal_slowdown: None,
+            },
             bars_met: Bars {
                 slowdown_at_most_1_25_goal: false,
+                twin_scrub_mb_s_at_least_3x_cfq_like_at_equal_slowdown: false,
                 scrub_mb_s_at_least_3x_fixed_rate_at_equal_slowdown: false,
                 achieved_free_bytes_at_least_0_9_of_planned: false,
             },

@@ -8,6 +8,7 @@
 mod background;
 mod cluster;
 mod metrics;
+mod pending;
 mod rpc;
 mod wire;
 
@@ -37,6 +38,8 @@ pub struct MetaService {
     /// Chunks nodes reported corrupt or missing, until they are found
     /// elsewhere.
     corrupt: Mutex<HashSet<ChunkKey>>,
+    /// Copies placed for moves and rebuilds, not committed yet.
+    pending: Mutex<pending::Pending>,
     /// A node is dead after this long without a heartbeat.
     dead_after: Duration,
     lease_ttl: Duration,
@@ -114,6 +117,7 @@ impl MetaService {
             leases_recovered: AtomicU64::new(0),
             auto_dead: AtomicU64::new(0),
             corrupt: Mutex::new(HashSet::new()),
+            pending: Mutex::new(pending::Pending::default()),
             dead_after,
             lease_ttl,
             started: Instant::now(),
@@ -122,6 +126,11 @@ impl MetaService {
 
     fn cluster(&self) -> std::sync::MutexGuard<'_, Cluster> {
         self.cluster.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Locked after [`MetaService::cluster`] when both are needed.
+    fn pending(&self) -> std::sync::MutexGuard<'_, pending::Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn alive(&self, s: &Soft) -> bool {
@@ -140,9 +149,11 @@ impl MetaService {
 
     /// Nodes that may receive chunks — heartbeating, not marked dead,
     /// draining or decommissioned, not in `exclude` — with the free bytes of
-    /// their disks that take chunks.
+    /// their disks that take chunks (less what placed, uncommitted copies
+    /// will take).
     fn candidates(&self, exclude: &[u32]) -> Vec<Candidate> {
         let cluster = self.cluster();
+        let pending = self.pending();
         cluster
             .nodes
             .iter()
@@ -153,7 +164,7 @@ impl MetaService {
                     .usage
                     .values()
                     .filter(|u| cluster.takes_chunks(node, u.disk))
-                    .map(|u| (u.disk, u.capacity.saturating_sub(u.used)))
+                    .map(|u| (u.disk, u.capacity.saturating_sub(u.used).saturating_sub(pending.bytes_on(u.disk))))
                     .collect(),
             })
             .collect()

@@ -424,8 +424,15 @@ impl Meta for MetaService {
                         *held.entry(c.node).or_default() += 1;
                     }
                 }
+                // Copies of the group placed but not committed count too.
+                let group_id = group.first().map_or(block, |g| g.id);
+                for node in self.pending().nodes_in_group(group_id, (block, copy), Instant::now()) {
+                    *held.entry(node).or_default() += 1;
+                }
                 let exclude: Vec<u32> = r.exclude_nodes.iter().copied().chain([holder]).collect();
-                place_one(&self.candidates(&exclude), &held, b.size, r.emptiest)?
+                let (node, disk) = place_one(&self.candidates(&exclude), &held, b.size, r.emptiest)?;
+                self.pending().add((block, copy), group_id, node, disk, b.size, Instant::now());
+                (node, disk)
             }
         };
         let addr = self.cluster().nodes.get(&node).map(|s| s.addr.clone()).unwrap_or_default();
@@ -452,7 +459,10 @@ impl Meta for MetaService {
         let db = self.db.clone();
         let (block, copy) = (chunk.block.0, u32::from(chunk.copy));
         let old = ChunkKey::new(r.old_disk, block, copy);
-        let b = blocking(move || db.replace_chunk(old, DiskId(r.new_disk), NodeId(node))).await?;
+        let committed = blocking(move || db.replace_chunk(old, DiskId(r.new_disk), NodeId(node))).await;
+        // Committed or refused, the placement is settled either way.
+        self.pending().commit((block, copy));
+        let b = committed?;
         // Count the new copy at once, so that a burst of placements sees it
         // before the node's next heartbeat reports the disk's usage.
         if let Some(u) = self.cluster().nodes.get_mut(&node).and_then(|s| s.usage.get_mut(&r.new_disk)) {
@@ -479,6 +489,54 @@ mod tests {
             .collect();
         let r = RegisterNodeRequest { addr: format!("127.0.0.1:{}", 9000 + n), disks };
         svc.register_node(Request::new(r)).await.unwrap().into_inner().disks
+    }
+
+    #[tokio::test]
+    async fn concurrent_moves_of_one_stripes_members_do_not_pile_onto_one_node() {
+        let dir = tempfile::tempdir().unwrap();
+        let svc = MetaService::new(MetaDb::open(dir.path()).unwrap(), Duration::from_secs(60), Duration::from_secs(60))
+            .unwrap();
+        for n in 0..5 {
+            register(&svc, n).await;
+        }
+        let (path, size) = ("/e".to_string(), 1 << 16);
+        let req = CreateFileRequest {
+            path: path.clone(),
+            redundancy: Some(Redundancy::Ec { data: 3, parity: 2 }.into()),
+            block_size: size,
+        };
+        let lease = svc.create_file(Request::new(req)).await.unwrap().into_inner().lease;
+        let req = AllocateBlocksRequest { path: path.clone(), lease, chunk_bytes: size, exclude_nodes: vec![] };
+        let stripe = svc.allocate_blocks(Request::new(req)).await.unwrap().into_inner().blocks;
+        assert_eq!(stripe.len(), 5);
+        let blocks = stripe.iter().map(|b| BlockSize { block: b.id, size }).collect();
+        svc.commit_blocks(Request::new(CommitBlocksRequest { path: path.clone(), lease, blocks })).await.unwrap();
+        svc.seal_file(Request::new(SealFileRequest { path, lease })).await.unwrap();
+        // A new, empty node: the emptiest disks, holding no member.
+        register(&svc, 5).await;
+        // Three members are moved at once (one planner callback): each is
+        // placed before any is committed.
+        let mut placed = Vec::new();
+        for b in &stripe[..3] {
+            let chunk = Some(dingo_types::ChunkRef { block: dingo_types::BlockId(b.id), copy: 0 }.into());
+            let req = PlaceChunkRequest { chunk, disk: None, exclude_nodes: vec![], emptiest: true };
+            let at = svc.place_chunk(Request::new(req)).await.unwrap().into_inner();
+            placed.push((at.node, at.disk));
+        }
+        let mut disks: Vec<u32> = placed.iter().map(|p| p.1).collect();
+        disks.sort();
+        disks.dedup();
+        assert_eq!(disks.len(), 3, "two members placed on one disk: {placed:?}");
+        for node in placed.iter().map(|p| p.0) {
+            let on_node = placed.iter().filter(|p| p.0 == node).count();
+            assert!(on_node <= 2, "more members on node {node} than the stripe has parity: {placed:?}");
+        }
+        // A committed move no longer counts as pending.
+        let first = dingo_types::ChunkRef { block: dingo_types::BlockId(stripe[0].id), copy: 0 };
+        let old_disk = stripe[0].chunks[0].disk;
+        let req = ReplaceChunkRequest { chunk: Some(first.into()), old_disk, new_disk: placed[0].1 };
+        svc.replace_chunk(Request::new(req)).await.unwrap();
+        assert!(svc.pending().nodes_in_group(stripe[0].id, (stripe[3].id, 0), Instant::now()).len() == 2);
     }
 
     #[tokio::test]
