@@ -40,9 +40,10 @@ fn the_waiting_gate_against_a_fixed_rate_scrubber() {
         assert!(free >= 0.9, "free bytes");
     }
     // The paper's own baseline (Table III's CFQ rows: 64 KB requests after
-    // 10 ms of idle time, W:331-340, W:374-405), which the bar is measured
-    // against: Waiting's best throughput at a slowdown no larger than the
-    // baseline's. The paper reports 4.65-6.2 x at CFQ's 4.4-938 ms.
+    // 10 ms of idle time, W:331-340, W:374-405), the paper's comparison
+    // (issue 15's bar is against the fixed-rate scrubber, above, and is not
+    // asserted at 3 x): Waiting's best throughput at a slowdown no larger
+    // than the baseline's. The paper reports 4.65-6.2 x at CFQ's 4.4-938 ms.
     let cfq =
         (median(runs.iter().map(|t| t.cfq_like.0).collect()), median(runs.iter().map(|t| t.cfq_like.1).collect()));
     let waiting: Vec<(f64, f64)> = (0..spec.goals_us.len())
