@@ -25,7 +25,7 @@ pub mod fgtail;
 pub mod harness;
 pub mod output;
 pub mod proc;
-pub mod stats;
+pub use dingo_report::stats;
 pub mod steering;
 pub mod storage;
 pub mod twin;

@@ -8,6 +8,7 @@ pub mod markers;
 pub mod paper;
 pub mod plots;
 pub mod run;
+pub mod stats;
 pub mod sweep;
 
 use std::path::{Path, PathBuf};

@@ -4,6 +4,7 @@
 use super::{Arm, FlashTierLiveConfig};
 use crate::meter::FlashSample;
 use crate::{ModeResult, ModeSummary};
+use dingo_report::stats::median;
 use serde::Serialize;
 use std::fmt;
 
@@ -110,17 +111,6 @@ pub struct FlashTierLiveReport {
     pub dram_only: ArmMedians,
     pub flash: ArmMedians,
     pub bars: Vec<Bar>,
-}
-
-/// The median of `v` (the mean of the middle two for an even count); 0
-/// when empty.
-pub fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
 }
 
 fn medians(results: &[ArmResult], arm: Arm) -> ArmMedians {
@@ -301,17 +291,5 @@ impl fmt::Display for FlashTierLiveReport {
             writeln!(f, "| {} | {} | {} | {} |", b.claim, b.bar, b.measured, if b.met { "yes" } else { "no" })?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn medians_of_odd_even_and_empty() {
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(vec![4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert_eq!(median(Vec::new()), 0.0);
     }
 }
