@@ -3,12 +3,10 @@
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use dingo_auth::AuthSection;
 use dingo_daemon::shutdown_signal;
 use dingo_planner_client::{BudgetView, PlannerTarget, StatusView};
-use dingo_planner_service::ServiceConfig;
+use dingo_planner_service::{ServiceConfig, ServiceOverrides};
 use dingo_types::DeclarationId;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 /// The service's flags override its config file; `--secret-file` and
@@ -22,17 +20,8 @@ pub struct PlannerArgs {
     /// The service's TOML config (see docs/PLANNER_SERVICE.md).
     #[arg(long, required = true)]
     config: Option<PathBuf>,
-    /// Data directory (overrides `data` in the config).
-    #[arg(long)]
-    data: Option<PathBuf>,
-    /// gRPC listen address (overrides `listen`).
-    #[arg(long)]
-    listen: Option<SocketAddr>,
-    /// Prometheus /metrics address (overrides `metrics`).
-    #[arg(long)]
-    metrics: Option<SocketAddr>,
     #[command(flatten)]
-    storage: AuthSection,
+    overrides: ServiceOverrides,
 }
 
 #[derive(Subcommand, Debug)]
@@ -71,7 +60,7 @@ enum BudgetCommand {
     #[command(group(clap::ArgGroup::new("limit").required(true).multiple(true)))]
     Set {
         /// Bytes read from disk per quantum, cluster-wide (e.g. 500MB; 0 = unlimited).
-        #[arg(long, group = "limit", value_parser = crate::storage_cmd::parse_size)]
+        #[arg(long, group = "limit", value_parser = dingo_types::parse_bytes)]
         cluster_bytes: Option<u64>,
         /// Disk-head time per disk per quantum in milliseconds (0 = unlimited).
         #[arg(long, group = "limit")]
@@ -84,14 +73,8 @@ enum BudgetCommand {
 pub async fn run(a: PlannerArgs) -> Result<()> {
     match a.command {
         None => {
-            let mut cfg = ServiceConfig::load(&a.config.context("--config FILE is required")?)?;
-            cfg.storage = cfg.storage.overridden(&a.storage);
-            cfg.data = a.data.or(cfg.data);
-            if let Some(listen) = a.listen {
-                cfg.listen = listen.to_string();
-            }
-            cfg.metrics = a.metrics.map(|m| m.to_string()).or(cfg.metrics);
-            dingo_planner_service::run(cfg, shutdown_signal()).await?;
+            let cfg = ServiceConfig::load(&a.config.context("--config FILE is required")?)?;
+            dingo_planner_service::run(cfg.overridden(&a.overrides), shutdown_signal()).await?;
             Ok(())
         }
         Some(PlannerCommand::Budget(BudgetCommand::Set { cluster_bytes, disk_head_time_ms, target })) => {

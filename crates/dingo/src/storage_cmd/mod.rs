@@ -14,7 +14,6 @@ use dingo_auth::ServerCredentials;
 use dingo_client::DEFAULT_META_ADDR;
 use dingo_cluster::StorageConfig;
 use dingo_daemon::{keep_freed_memory, shutdown_signal};
-use dingo_types::ByteSize;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -53,17 +52,12 @@ pub struct NodeArgs {
     #[arg(long)]
     pub metrics: Option<SocketAddr>,
     /// Capacity of each disk, e.g. 10GB [default: the filesystem's size].
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = dingo_types::parse_bytes)]
     pub capacity: Option<u64>,
     #[arg(long)]
     pub config: Option<PathBuf>,
     #[command(flatten)]
     pub serve: ServerCredentials,
-}
-
-/// Parses a size such as `500MB` exactly (a clap value parser).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    s.parse::<ByteSize>().map(ByteSize::bytes).map_err(|e| e.to_string())
 }
 
 pub async fn run_meta(a: MetaArgs) -> Result<()> {
