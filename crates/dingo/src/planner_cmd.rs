@@ -4,7 +4,7 @@
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use dingo_daemon::shutdown_signal;
-use dingo_planner_client::{BudgetView, PlannerTarget, StatusView};
+use dingo_planner_client::{BudgetChange, PlannerTarget, StatusView};
 use dingo_planner_service::{ServiceConfig, ServiceOverrides};
 use dingo_types::DeclarationId;
 use std::path::PathBuf;
@@ -57,14 +57,9 @@ enum PlannerCommand {
 enum BudgetCommand {
     /// Change the budget (persisted; the diurnal curve, if any, still
     /// applies). A limit not given is kept.
-    #[command(group(clap::ArgGroup::new("limit").required(true).multiple(true)))]
     Set {
-        /// Bytes read from disk per quantum, cluster-wide (e.g. 500MB; 0 = unlimited).
-        #[arg(long, group = "limit", value_parser = dingo_types::parse_bytes)]
-        cluster_bytes: Option<u64>,
-        /// Disk-head time per disk per quantum in milliseconds (0 = unlimited).
-        #[arg(long, group = "limit")]
-        disk_head_time_ms: Option<u64>,
+        #[command(flatten)]
+        change: BudgetChange,
         #[command(flatten)]
         target: PlannerTarget,
     },
@@ -77,14 +72,9 @@ pub async fn run(a: PlannerArgs) -> Result<()> {
             dingo_planner_service::run(cfg.overridden(&a.overrides), shutdown_signal()).await?;
             Ok(())
         }
-        Some(PlannerCommand::Budget(BudgetCommand::Set { cluster_bytes, disk_head_time_ms, target })) => {
-            let client = target.connect()?;
-            let us = disk_head_time_ms
-                .map(|ms| ms.checked_mul(1000).context("--disk-head-time-ms is too large"))
-                .transpose()?;
-            client.set_budget(cluster_bytes, us).await.with_context(|| format!("planner at {}", target.addr()))?;
-            let budget = BudgetView::from(client.status(&[]).await?.budget);
-            outln!("budget: {budget} per quantum");
+        Some(PlannerCommand::Budget(BudgetCommand::Set { change, target })) => {
+            let budget = target.connect()?.change_budget(&change).await;
+            outln!("budget: {} per quantum", budget.with_context(|| format!("planner at {}", target.addr()))?);
             Ok(())
         }
         Some(PlannerCommand::Status { target, declarations, json }) => {
