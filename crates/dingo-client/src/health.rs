@@ -162,7 +162,7 @@ impl Client {
         for batch in damaged.chunks(crate::GET_BLOCKS_MAX) {
             for b in self.blocks(batch).await? {
                 let lost = b.chunks.iter().filter(|c| c.lost).count();
-                match Redundancy::try_from(b.redundancy.as_ref()) {
+                match dingo_proto::redundancy(b.redundancy.as_ref()) {
                     Ok(Redundancy::Ec { parity, .. }) => {
                         let s = stripes.entry(b.group).or_insert((parity, 0));
                         s.1 += 1;

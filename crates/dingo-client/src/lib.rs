@@ -44,7 +44,7 @@ pub use views::{BlockView, ChunkView, ClusterView, DiskView, FileState, FileView
 
 pub use dingo_iosched::steering::{ReplicaChoice, SteeringConfig};
 pub use dingo_proto::v1::{BlockRecord, ChunkLocation, DeviceState, FileInfo};
-pub use dingo_proto::{IoTag, Redundancy};
+pub use dingo_types::{IoTag, Redundancy};
 pub use error::{ChunkFault, ClientError};
 pub use read::{DataBlock, data_blocks};
 pub use write::{PutOptions, Writer, open_local};

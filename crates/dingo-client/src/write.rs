@@ -195,7 +195,7 @@ pub struct Writer<'c> {
 impl<'c> Writer<'c> {
     fn new(client: &'c Client, r: OpenFileReply) -> Result<Self> {
         let file = r.file.unwrap_or_default();
-        let redundancy = Redundancy::try_from(file.redundancy.as_ref()).map_err(ClientError::Unreadable)?;
+        let redundancy = dingo_proto::redundancy(file.redundancy.as_ref()).map_err(ClientError::Unreadable)?;
         let unit = UnitWriter {
             client: client.clone(),
             path: file.path,

@@ -192,7 +192,7 @@ pub(super) async fn collect(
     if collected.dead_records == 0 {
         return Ok(out);
     }
-    let redundancy = Redundancy::try_from(file.redundancy.as_ref()).map_err(ClientError::Invalid)?;
+    let redundancy = dingo_proto::redundancy(file.redundancy.as_ref()).map_err(ClientError::Invalid)?;
     if collected.live_records > 0 {
         // Live records first, sealed; only then the old file goes.
         let mut to = to.to_string();
