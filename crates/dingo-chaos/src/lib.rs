@@ -65,3 +65,43 @@ impl ChaosConfig {
         ChaosConfig { exe, duration, seed, data: None, nodes: 5, disks_per_node: 2 }
     }
 }
+
+/// What `dingo chaos` asks for (with the `clap` feature, its flags).
+#[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct ChaosRequest {
+    /// How long faults are injected, e.g. 10m (the heal and checks follow).
+    #[cfg_attr(feature = "clap", arg(long, default_value = "2m", value_parser = dingo_types::parse_duration))]
+    pub duration: Duration,
+    /// Seed of the faults and the workload (default: from the clock).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub seed: Option<u64>,
+    /// Directory of the cluster (default: a temporary one, removed if
+    /// every check passed).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub data: Option<PathBuf>,
+}
+
+impl ChaosRequest {
+    /// The campaign of [`ChaosConfig::new`] against `exe`'s daemons, seeded
+    /// from the clock unless a seed was given.
+    pub fn config(&self, exe: PathBuf) -> ChaosConfig {
+        let seed = self.seed.unwrap_or_else(dingo_daemon::now_ms);
+        ChaosConfig { data: self.data.clone(), ..ChaosConfig::new(exe, self.duration, seed) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_keeps_its_seed_and_data_or_seeds_from_the_clock() {
+        let given = ChaosRequest { duration: Duration::from_secs(60), seed: Some(7), data: Some("/d".into()) };
+        let config = given.config("dingo".into());
+        assert_eq!((config.seed, config.data.as_deref(), config.duration), (7, Some("/d".as_ref()), given.duration));
+        assert_eq!(config.nodes, ChaosConfig::new("dingo".into(), given.duration, 7).nodes);
+        let clock = ChaosRequest { seed: None, ..given }.config("dingo".into());
+        assert!(clock.seed > 0);
+    }
+}

@@ -46,6 +46,13 @@ pub enum ClientError {
     /// (after bounded retries): names the operation and the address once.
     #[error("{op} on the metadata service at {addr} failed: {detail}")]
     Service { op: &'static str, addr: String, code: tonic::Code, detail: String },
+    /// A put was interrupted; what it wrote was deleted, unless
+    /// `not_removed` says why it could not be.
+    #[error("{}", match not_removed {
+        None => format!("interrupted: {path} removed"),
+        Some(e) => format!("interrupted; {path} could not be removed ({e}): `dingo fs rm {path}`"),
+    })]
+    Interrupted { path: String, not_removed: Option<String> },
 }
 
 /// Why one exact chunk copy could not be read.

@@ -162,7 +162,7 @@ impl Client {
         for batch in damaged.chunks(crate::GET_BLOCKS_MAX) {
             for b in self.blocks(batch).await? {
                 let lost = b.chunks.iter().filter(|c| c.lost).count();
-                match Redundancy::try_from(b.redundancy.as_ref()) {
+                match dingo_proto::redundancy(b.redundancy.as_ref()) {
                     Ok(Redundancy::Ec { parity, .. }) => {
                         let s = stripes.entry(b.group).or_insert((parity, 0));
                         s.1 += 1;
@@ -189,6 +189,32 @@ impl Client {
 pub enum Device {
     Node(NodeId),
     Disk(DiskId),
+}
+
+/// A node or a disk as a command line names one (`--node N` or `--disk
+/// D`, with the `clap` feature). Exactly one, checked by
+/// [`DeviceFlags::device`]: as a clap group the pair could not also be
+/// flattened into a larger set of flags.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct DeviceFlags {
+    /// Node id (as `cluster status` shows it).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub node: Option<NodeId>,
+    /// Disk id.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub disk: Option<DiskId>,
+}
+
+impl DeviceFlags {
+    /// The device named, or an error unless exactly one was.
+    pub fn device(&self) -> Result<Device> {
+        match (self.node, self.disk) {
+            (Some(n), None) => Ok(Device::Node(n)),
+            (None, Some(d)) => Ok(Device::Disk(d)),
+            _ => Err(ClientError::Invalid("give either --node N or --disk D".into())),
+        }
+    }
 }
 
 impl std::fmt::Display for Device {
@@ -273,6 +299,29 @@ impl Client {
         })
     }
 
+    /// Drains `device`: marks it DRAINING and reports what is left; then,
+    /// given `wait`, polls every `wait` until it is DECOMMISSIONED (see
+    /// [`Client::wait_decommissioned`]). Returns whether it is.
+    pub async fn decommission(
+        &self,
+        device: Device,
+        wait: Option<Duration>,
+        mut report: impl FnMut(DrainEvent),
+    ) -> Result<bool, DrainError> {
+        if wait.is_some_and(|every| every.is_zero()) {
+            return Err(ClientError::Invalid("the interval between progress reports must be positive".into()).into());
+        }
+        self.set_device_state(device, DeviceState::Draining).await?;
+        let drain = self.drain_progress(device).await?;
+        if drain.state == DeviceState::Decommissioned {
+            return Ok(true);
+        }
+        report(DrainEvent::Draining(drain));
+        let Some(every) = wait else { return Ok(false) };
+        self.wait_decommissioned(device, every, report).await?;
+        Ok(true)
+    }
+
     /// Polls `device`'s drain every `every` (first after one interval) until it is DECOMMISSIONED,
     /// reporting each step to `report`; an error if the drain was
     /// cancelled or the device marked DEAD meanwhile.
@@ -337,6 +386,17 @@ mod tests {
     fn a_drain_status_says_what_is_left() {
         let d = DrainStatus { state: DeviceState::Draining, chunks_left: 3, bytes_left: 12_000_000 };
         assert_eq!(d.to_string(), format!("3 chunk(s), {} left", dingo_types::format_bytes(12_000_000)));
+    }
+
+    #[test]
+    fn device_flags_name_exactly_one_device() {
+        let node = DeviceFlags { node: Some(NodeId(2)), disk: None };
+        assert_eq!(node.device().unwrap(), Device::Node(NodeId(2)));
+        assert_eq!(DeviceFlags { node: None, disk: Some(DiskId(5)) }.device().unwrap(), Device::Disk(DiskId(5)));
+        for bad in [DeviceFlags::default(), DeviceFlags { disk: Some(DiskId(5)), ..node }] {
+            let err = bad.device().unwrap_err().to_string();
+            assert!(err.contains("--node N or --disk D"), "{err}");
+        }
     }
 
     #[test]

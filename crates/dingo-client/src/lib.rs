@@ -37,15 +37,17 @@ mod views;
 
 pub use config::{ClientConfig, DEFAULT_META_ADDR};
 pub use fault::DiskSlowdown;
-pub use health::{DRAIN_STALLED_AFTER, Device, DrainError, DrainEvent, DrainProgress, DrainStatus, Health};
+pub use health::{
+    DRAIN_STALLED_AFTER, Device, DeviceFlags, DrainError, DrainEvent, DrainProgress, DrainStatus, Health,
+};
 pub use views::{BlockView, ChunkView, ClusterView, DiskView, FileState, FileView, Listing, NodeView, state_name};
 
 pub use dingo_iosched::steering::{ReplicaChoice, SteeringConfig};
 pub use dingo_proto::v1::{BlockRecord, ChunkLocation, DeviceState, FileInfo};
-pub use dingo_proto::{IoTag, Redundancy};
+pub use dingo_types::{IoTag, Redundancy};
 pub use error::{ChunkFault, ClientError};
 pub use read::{DataBlock, data_blocks};
-pub use write::Writer;
+pub use write::{PutOptions, Writer, open_local};
 
 use dingo_iosched::steering::Steering;
 use dingo_proto::v1::meta_client::MetaClient;

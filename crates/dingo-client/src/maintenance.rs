@@ -104,7 +104,7 @@ impl Client {
     /// reads carry `tag`. Returns the new location.
     pub async fn rebuild_chunk(&self, chunk: ChunkRef, sources: &[ChunkRef], tag: IoTag) -> Result<ChunkLocation> {
         let (b, old) = self.sealed_location(chunk).await?;
-        let redundancy = Redundancy::try_from(b.redundancy.as_ref()).map_err(ClientError::Invalid)?;
+        let redundancy = dingo_proto::redundancy(b.redundancy.as_ref()).map_err(ClientError::Invalid)?;
         if sources.contains(&chunk) {
             return Err(ClientError::Invalid(format!("{chunk} cannot be a source for rebuilding itself")));
         }

@@ -303,7 +303,7 @@ impl Client {
         order: &[usize],
         tag: IoTag,
     ) -> Result<Vec<u8>> {
-        let (k, m) = match Redundancy::try_from(stripe[0].redundancy.as_ref()) {
+        let (k, m) = match dingo_proto::redundancy(stripe[0].redundancy.as_ref()) {
             Ok(Redundancy::Ec { data, parity }) if stripe.len() == usize::from(data) + usize::from(parity) => {
                 (usize::from(data), usize::from(parity))
             }
@@ -393,7 +393,7 @@ pub struct DataBlock<'f> {
 /// replicated file, the data members of each EC stripe (parity members hold
 /// no file bytes).
 pub fn data_blocks(file: &FileInfo) -> Result<Vec<DataBlock<'_>>> {
-    let redundancy = Redundancy::try_from(file.redundancy.as_ref()).map_err(ClientError::Unreadable)?;
+    let redundancy = dingo_proto::redundancy(file.redundancy.as_ref()).map_err(ClientError::Unreadable)?;
     // (block, its stripe, member index) in logical order.
     let blocks: Vec<(&BlockRecord, Option<&[BlockRecord]>, usize)> = match redundancy {
         Redundancy::Replicated(_) => file.blocks.iter().map(|b| (b, None, 0)).collect(),

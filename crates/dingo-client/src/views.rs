@@ -4,7 +4,7 @@
 //! declared in alphabetical order because that is the order the JSON has
 //! always had.
 
-use crate::{DeviceState, FileInfo, Health, Redundancy};
+use crate::{DeviceState, FileInfo, Health};
 use dingo_proto::v1::{ClusterStatusReply, DiskStatus, NodeStatus};
 use dingo_types::{BlockId, DiskId, NodeId, format_bytes};
 use serde::{Serialize, Serializer};
@@ -283,7 +283,7 @@ impl FileView {
             blocks,
             created_ms: file.created_ms,
             path: file.path.clone(),
-            redundancy: Redundancy::try_from(file.redundancy.as_ref()).map(|r| r.to_string()).unwrap_or_default(),
+            redundancy: dingo_proto::redundancy(file.redundancy.as_ref()).map(|r| r.to_string()).unwrap_or_default(),
             sealed: file.sealed,
             size_bytes: file.size,
             state: FileState::of(file, now_ms),

@@ -10,6 +10,41 @@ use dingo_proto::v1::*;
 use dingo_types::ChunkRef;
 use std::collections::VecDeque;
 
+/// What [`Client::put_from`] reads: the local file at `local`, or stdin
+/// for `-`; with the file's length when known (for a progress bar).
+pub async fn open_local(
+    local: &std::path::Path,
+) -> Result<(Box<dyn tokio::io::AsyncRead + Unpin + Send>, Option<u64>)> {
+    if local.as_os_str() == "-" {
+        return Ok((Box::new(tokio::io::stdin()), None));
+    }
+    let file = tokio::fs::File::open(local)
+        .await
+        .map_err(|e| ClientError::Local(format!("cannot read {}: {e}", local.display())))?;
+    let len = file.metadata().await.ok().map(|m| m.len());
+    Ok((Box::new(file), len))
+}
+
+/// How [`Client::put_from`] stores a file. With the `clap` feature these
+/// are also a command line's flags (`dingo fs put`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct PutOptions {
+    /// replicated:R or ec:K+M.
+    #[cfg_attr(feature = "clap", arg(long, default_value = "replicated:3", value_parser = str::parse::<Redundancy>))]
+    pub redundancy: Redundancy,
+    /// Block size, 64KB .. 1GB (e.g. 8MB).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long = "block-size", value_name = "BLOCK_SIZE", default_value = "8MB", value_parser = dingo_types::parse_bytes)
+    )]
+    pub block_size_bytes: u64,
+    /// Replace an existing file (deleted first; not atomic: between the
+    /// two, the path does not exist).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub overwrite: bool,
+}
+
 impl Client {
     /// Creates a file and returns its writer.
     pub async fn create(&self, path: &str, redundancy: Redundancy, block_size: u64) -> Result<Writer<'_>> {
@@ -41,15 +76,31 @@ impl Client {
     /// Like [`Client::put`], reading the content from `reader` in bounded
     /// memory: at most about [`STREAM_IN_FLIGHT_BYTES`] (and never fewer
     /// than one write unit) are read ahead of what the nodes have sealed.
-    /// With `overwrite`, an existing file at `path` is deleted first (not
-    /// atomic: between the two, `path` does not exist). `progress` is called
-    /// with the bytes read so far.
-    pub async fn put_from<R: tokio::io::AsyncRead + Unpin>(
+    /// `progress` is called with the bytes read so far. If `interrupt`
+    /// completes first (a shutdown signal, say), the write stops and what
+    /// it wrote is deleted: [`ClientError::Interrupted`].
+    pub async fn put_from(
         &self,
         path: &str,
-        redundancy: Redundancy,
-        block_size: u64,
-        overwrite: bool,
+        options: &PutOptions,
+        reader: impl tokio::io::AsyncRead + Unpin,
+        progress: impl FnMut(u64),
+        interrupt: impl Future<Output = ()>,
+    ) -> Result<u64> {
+        tokio::select! {
+            r = self.put_stream(path, options, reader, progress) => r,
+            () = interrupt => {
+                // Dropping the put's future stops the writer where it is.
+                let not_removed = self.delete(path).await.err().map(|e| e.to_string());
+                Err(ClientError::Interrupted { path: path.to_string(), not_removed })
+            }
+        }
+    }
+
+    async fn put_stream<R: tokio::io::AsyncRead + Unpin>(
+        &self,
+        path: &str,
+        &PutOptions { redundancy, block_size_bytes, overwrite }: &PutOptions,
         mut reader: R,
         mut progress: impl FnMut(u64),
     ) -> Result<u64> {
@@ -62,7 +113,7 @@ impl Client {
                 }
             }
         }
-        let mut w = self.create(path, redundancy, block_size).await?;
+        let mut w = self.create(path, redundancy, block_size_bytes).await?;
         let unit = w.unit_len();
         w.max_in_flight = (STREAM_IN_FLIGHT_BYTES / unit.max(1)).clamp(1, WRITES_IN_FLIGHT);
         let r = async {
@@ -144,7 +195,7 @@ pub struct Writer<'c> {
 impl<'c> Writer<'c> {
     fn new(client: &'c Client, r: OpenFileReply) -> Result<Self> {
         let file = r.file.unwrap_or_default();
-        let redundancy = Redundancy::try_from(file.redundancy.as_ref()).map_err(ClientError::Unreadable)?;
+        let redundancy = dingo_proto::redundancy(file.redundancy.as_ref()).map_err(ClientError::Unreadable)?;
         let unit = UnitWriter {
             client: client.clone(),
             path: file.path,
@@ -361,4 +412,28 @@ enum UnitError {
     Meta(ClientError),
     /// Some node writes failed: retry on other nodes.
     Nodes(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_missing_local_file_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nothing-here");
+        let err = open_local(&missing).await.err().expect("refused").to_string();
+        assert!(err.starts_with("cannot read ") && err.contains("nothing-here"), "{err}");
+        let file = dir.path().join("f");
+        std::fs::write(&file, b"12345").unwrap();
+        assert_eq!(open_local(&file).await.unwrap().1, Some(5));
+    }
+
+    #[test]
+    fn an_interrupted_put_says_whether_its_file_is_gone() {
+        let gone = ClientError::Interrupted { path: "/a".into(), not_removed: None };
+        assert_eq!(gone.to_string(), "interrupted: /a removed");
+        let left = ClientError::Interrupted { path: "/a".into(), not_removed: Some("unreachable".into()) };
+        assert_eq!(left.to_string(), "interrupted; /a could not be removed (unreachable): `dingo fs rm /a`");
+    }
 }

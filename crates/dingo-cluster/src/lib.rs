@@ -14,10 +14,12 @@
 //! SIGKILL) when dropped.
 
 pub mod config_file;
+mod daemons;
 mod planner;
 mod security;
 mod up;
 pub use config_file::StorageConfig;
+pub use daemons::{DaemonConfigError, MetaFlags, NodeFlags};
 pub use planner::{PlannerProcess, PlannerSpec};
 pub use security::Provisioned;
 pub use up::{UpRequest, UpSummary};

@@ -161,3 +161,29 @@ impl PolicyKind {
         }
     }
 }
+
+/// By [`PolicyKind::name`].
+impl std::str::FromStr for PolicyKind {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, String> {
+        [PolicyKind::Classful, PolicyKind::Fifo]
+            .into_iter()
+            .find(|k| k.name() == name)
+            .ok_or_else(|| format!("`{name}` is not a scheduler; use classful or fifo"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_policy_kind_parses_from_its_name_only() {
+        for kind in [PolicyKind::Fifo, PolicyKind::Classful] {
+            assert_eq!(kind.name().parse::<PolicyKind>(), Ok(kind));
+        }
+        let err = "cfq".parse::<PolicyKind>().unwrap_err();
+        assert!(err.contains("classful or fifo"), "{err}");
+    }
+}

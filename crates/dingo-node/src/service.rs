@@ -71,7 +71,7 @@ impl Node for NodeService {
     async fn read_chunk(&self, request: Request<ReadChunkRequest>) -> Result<Response<ReadChunkReply>, Status> {
         let r = request.into_inner();
         let chunk = chunk_ref(r.chunk.as_ref())?;
-        let tag = IoTag::try_from(r.io_class.as_ref()).map_err(Status::invalid_argument)?;
+        let tag = dingo_proto::io_tag(r.io_class.as_ref()).map_err(Status::invalid_argument)?;
         if r.len > MAX_READ {
             return Err(Status::invalid_argument(format!("read of {} bytes exceeds the {MAX_READ}-byte limit", r.len)));
         }

@@ -21,6 +21,7 @@
 //! ```
 
 use crate::convert::declaration_to_wire;
+use crate::status::{BudgetChange, BudgetView};
 use dingo_auth::BearerCredentials;
 use dingo_proto::planner as pb;
 use dingo_proto::planner::planner_client::PlannerClient as Grpc;
@@ -48,6 +49,8 @@ pub enum PlannerClientError {
     TlsFiles(#[from] dingo_tls::TlsError),
     #[error("TLS: {0}")]
     Tls(String),
+    #[error("the disk-head time of {0} ms is too large")]
+    HeadTime(u64),
 }
 
 impl PlannerClientError {
@@ -192,5 +195,13 @@ impl PlannerClient {
     pub async fn set_budget(&self, cluster_bytes: Option<u64>, disk_head_time_us: Option<u64>) -> Result<()> {
         self.grpc.clone().set_budget(pb::SetBudgetRequest { cluster_bytes, disk_head_time_us }).await?;
         Ok(())
+    }
+
+    /// Makes `change` (admin token) and returns the budget now in force.
+    pub async fn change_budget(&self, change: &BudgetChange) -> Result<BudgetView> {
+        let head_us =
+            change.disk_head_time_us().ok_or(PlannerClientError::HeadTime(change.disk_head_time_ms.unwrap_or(0)))?;
+        self.set_budget(change.cluster_bytes, head_us).await?;
+        Ok(BudgetView::from(self.status(&[]).await?.budget))
     }
 }

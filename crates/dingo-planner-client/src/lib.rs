@@ -16,7 +16,7 @@ mod target;
 
 pub use client::{CallbackStream, Declared, PlannerClient, PlannerClientError};
 pub use convert::read_chunk;
-pub use status::{BudgetView, DeclarationView, StatusView};
+pub use status::{BudgetChange, BudgetView, DeclarationView, StatusView};
 pub use target::{DEFAULT_PLANNER_ADDR, PlannerTarget};
 
 /// The planner protocol's messages, as they travel.

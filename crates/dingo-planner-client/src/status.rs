@@ -34,6 +34,29 @@ impl fmt::Display for BudgetView {
     }
 }
 
+/// A change of the per-quantum budget: the limits given replace the
+/// planner's, the others are kept; 0 means unlimited. With the `clap`
+/// feature, `dingo planner budget set`'s flags (at least one).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+#[cfg_attr(feature = "clap", command(group(clap::ArgGroup::new("limit").required(true).multiple(true))))]
+pub struct BudgetChange {
+    /// Bytes read from disk per quantum, cluster-wide (e.g. 500MB; 0 = unlimited).
+    #[cfg_attr(feature = "clap", arg(long, group = "limit", value_parser = dingo_types::parse_bytes))]
+    pub cluster_bytes: Option<u64>,
+    /// Disk-head time per disk per quantum in milliseconds (0 = unlimited).
+    #[cfg_attr(feature = "clap", arg(long, group = "limit"))]
+    pub disk_head_time_ms: Option<u64>,
+}
+
+impl BudgetChange {
+    /// The head time in microseconds, as the wire has it; `None` if it
+    /// does not fit.
+    pub fn disk_head_time_us(&self) -> Option<Option<u64>> {
+        self.disk_head_time_ms.map(|ms| ms.checked_mul(1000)).map_or(Some(None), |us| us.map(Some))
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct DeclarationView {
     pub acked_sets: u64,
@@ -143,6 +166,14 @@ impl fmt::Display for StatusView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_budget_change_converts_head_time_or_refuses_an_overflow() {
+        assert_eq!(BudgetChange::default().disk_head_time_us(), Some(None));
+        let ms = BudgetChange { disk_head_time_ms: Some(250), ..BudgetChange::default() };
+        assert_eq!(ms.disk_head_time_us(), Some(Some(250_000)));
+        assert_eq!(BudgetChange { disk_head_time_ms: Some(u64::MAX), cluster_bytes: None }.disk_head_time_us(), None);
+    }
 
     fn reply() -> wire::StatusReply {
         wire::StatusReply {

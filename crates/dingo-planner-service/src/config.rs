@@ -185,6 +185,26 @@ fn default_group_cache() -> ByteLimit {
     ByteLimit::Bytes(64_000_000)
 }
 
+/// What a command line sets over the service's config file: with the
+/// `clap` feature, `dingo planner`'s flags.
+#[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct ServiceOverrides {
+    /// Data directory (overrides `data` in the config).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub data: Option<PathBuf>,
+    /// gRPC listen address (overrides `listen`).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub listen: Option<SocketAddr>,
+    /// Prometheus /metrics address (overrides `metrics`).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub metrics: Option<SocketAddr>,
+    /// How the service calls the metadata service and the nodes
+    /// (overrides the `[storage]` table).
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub storage: dingo_auth::AuthSection,
+}
+
 impl ServiceConfig {
     /// A configuration with defaults, the given admin token and no clients.
     pub fn new(admin_token: &str) -> Self {
@@ -221,6 +241,17 @@ impl ServiceConfig {
             ConfigError::Invalid(m) => ConfigError::Invalid(format!("{}: {m}", path.display())),
             other => other,
         })
+    }
+
+    /// This configuration with what `over` sets replaced.
+    pub fn overridden(self, over: &ServiceOverrides) -> Self {
+        ServiceConfig {
+            storage: self.storage.overridden(&over.storage),
+            data: over.data.clone().or(self.data),
+            listen: over.listen.map_or(self.listen, |a| a.to_string()),
+            metrics: over.metrics.map(|a| a.to_string()).or(self.metrics),
+            ..self
+        }
     }
 
     /// The TOML text of this configuration (for tests and the demo, which
@@ -346,6 +377,24 @@ fn addr(key: &str, value: &str) -> Result<SocketAddr, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overrides_replace_only_what_they_set() {
+        let cfg = ServiceConfig { metrics: Some("127.0.0.1:9001".into()), ..ServiceConfig::new("admin") };
+        let unchanged = cfg.clone().overridden(&ServiceOverrides::default());
+        assert_eq!(
+            (unchanged.listen.as_str(), unchanged.metrics.as_deref()),
+            (cfg.listen.as_str(), Some("127.0.0.1:9001"))
+        );
+        let over = ServiceOverrides {
+            data: Some("/d".into()),
+            listen: Some("127.0.0.1:1".parse().unwrap()),
+            ..ServiceOverrides::default()
+        };
+        let changed = cfg.overridden(&over);
+        assert_eq!((changed.listen.as_str(), changed.data.as_deref()), ("127.0.0.1:1", Some(Path::new("/d"))));
+        assert_eq!(changed.metrics.as_deref(), Some("127.0.0.1:9001"));
+    }
 
     const FULL: &str = r#"
 listen = "127.0.0.1:9000"

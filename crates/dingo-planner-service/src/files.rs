@@ -97,7 +97,7 @@ pub fn declaration_from_files(
 /// Block ids holding bytes `offset .. offset + length` of a file: for a
 /// replicated file its blocks, for an erasure-coded one the data members.
 fn segment_blocks(file: &FileInfo, seg: &pb::FileSegment) -> Result<Vec<u64>, String> {
-    let redundancy = Redundancy::try_from(file.redundancy.as_ref())?;
+    let redundancy = dingo_proto::redundancy(file.redundancy.as_ref())?;
     let data: Vec<&dingo_proto::v1::BlockRecord> = match redundancy {
         Redundancy::Replicated(_) => file.blocks.iter().collect(),
         Redundancy::Ec { data, parity } => {

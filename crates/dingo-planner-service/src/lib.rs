@@ -36,7 +36,7 @@ mod state;
 mod store;
 mod topology;
 
-pub use config::{BudgetSection, ClientEntry, ConfigError, ServiceConfig};
+pub use config::{BudgetSection, ClientEntry, ConfigError, ServiceConfig, ServiceOverrides};
 pub use files::declaration_from_files;
 pub use memory_store::{MemoryStore, StoredTables};
 pub use records::RecordError;

@@ -13,17 +13,51 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
-/// What to build and how much the planner may read.
+/// What to build and how much the planner may read. With the `clap`
+/// feature these are also `dingo bench planner`'s flags.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
 pub struct PlannerBenchOptions {
-    /// Capacity, drive size, disks per node, layout; its seed seeds the load too.
-    pub cluster: ClusterSpec,
+    /// Raw capacity of the synthetic cluster (e.g. 100PB, 1EB).
+    #[cfg_attr(feature = "clap", arg(long = "capacity", value_name = "CAPACITY", default_value = "100PB", value_parser = dingo_types::parse_bytes))]
+    pub capacity_bytes: u64,
+    /// Disks per storage node (members of a stripe sit on distinct nodes).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ClusterSpec::default().disks_per_node))]
+    pub disks_per_node: u32,
+    /// Maintenance read demand in MB/s per TB.
+    #[cfg_attr(feature = "clap", arg(long = "demand", value_name = "DEMAND", default_value_t = 2.0))]
     pub demand_mb_s_per_tb: f64,
+    /// Quantum length in seconds.
+    #[cfg_attr(feature = "clap", arg(long = "quantum-secs", value_name = "QUANTUM_SECS", default_value = "3600", value_parser = seconds))]
     pub quantum: Duration,
     /// Cluster-wide budget as a multiple of the demand over one quantum.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1.5))]
     pub budget_factor: f64,
     /// Disk-head time each disk may spend on maintenance, as a fraction of the quantum.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 0.5))]
     pub disk_share: f64,
+    /// Seeds the cluster's layout and the load.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
+    pub seed: u64,
+}
+
+/// Whole seconds as a duration (a clap value parser).
+#[cfg(feature = "clap")]
+fn seconds(s: &str) -> Result<Duration, std::num::ParseIntError> {
+    s.parse().map(Duration::from_secs)
+}
+
+impl PlannerBenchOptions {
+    /// The synthetic cluster: the default layout at this capacity, disks
+    /// per node and seed.
+    pub fn cluster(&self) -> ClusterSpec {
+        ClusterSpec {
+            raw_capacity: self.capacity_bytes,
+            disks_per_node: self.disks_per_node,
+            seed: self.seed,
+            ..ClusterSpec::default()
+        }
+    }
 }
 
 #[derive(Debug, Error)]
@@ -70,11 +104,11 @@ pub fn run(options: &PlannerBenchOptions) -> Result<PlannerBenchReport, PlannerB
         return Err(PlannerBenchError::NotPositive);
     }
     let started = Instant::now();
-    let capacity_bytes = o.cluster.raw_capacity;
-    let mut model = ClusterModel::new(o.cluster.clone())?;
+    let capacity_bytes = o.capacity_bytes;
+    let mut model = ClusterModel::new(o.cluster())?;
     // Mid-month, so every periodic task has declarations of every age open.
     let now = Timestamp::from_secs(30 * 24 * 3600);
-    let load = SteadyLoad { demand_mb_s_per_tb: o.demand_mb_s_per_tb, mix: Mix::bench(), now, seed: o.cluster.seed };
+    let load = SteadyLoad { demand_mb_s_per_tb: o.demand_mb_s_per_tb, mix: Mix::bench(), now, seed: o.seed };
     let mut planner = Planner::new(PlannerConfig { quantum: o.quantum, ..PlannerConfig::default() });
     let mut sets = 0;
     load.for_each_declaration(&mut model, |model, decl| {
@@ -155,7 +189,9 @@ mod tests {
     /// A small cluster: 2 PB, two disks per node.
     fn options() -> PlannerBenchOptions {
         PlannerBenchOptions {
-            cluster: ClusterSpec { raw_capacity: 2 * PB, disks_per_node: 2, ..ClusterSpec::default() },
+            capacity_bytes: 2 * PB,
+            disks_per_node: 2,
+            seed: 1,
             demand_mb_s_per_tb: 2.0,
             quantum: Duration::from_secs(3600),
             budget_factor: 1.5,

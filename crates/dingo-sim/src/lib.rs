@@ -5,7 +5,8 @@
 //! many blocks it holds. [`workload`] turns a maintenance demand and a task
 //! mix into the declarations the eight maintenance tasks make. The planner
 //! benchmark and the datacenter simulator ([`sim`]) both run on this one
-//! model. [`scenario`] is a simulation's options, [`sweep`] varies one parameter over many runs, [`summary`] and
+//! model. [`scenario`] is a simulation's options, [`sweep`] varies one parameter over many runs,
+//! [`run`] runs either from its options with progress reports, [`summary`] and
 //! [`csv`] are what a run reports, [`bench_planner`] times one quantum of
 //! the planner at scale.
 
@@ -17,6 +18,7 @@ pub mod mix;
 pub mod model;
 pub mod paper;
 pub mod rng;
+pub mod run;
 pub mod scenario;
 pub mod sim;
 pub mod summary;

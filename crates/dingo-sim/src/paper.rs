@@ -64,6 +64,44 @@ impl PaperOptions {
     }
 }
 
+/// The scale `dingo sim paper` asks for: the full or the quick form, with
+/// its capacities and seed overridden (with the `clap` feature, the flags).
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct PaperScale {
+    /// Small clusters, a short horizon and few points per sweep (minutes; the CI form).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub quick: bool,
+    /// Capacity of the two headline runs (default 100PB; 2PB with --quick).
+    #[cfg_attr(feature = "clap", arg(long = "capacity", value_name = "CAPACITY", value_parser = dingo_types::parse_bytes))]
+    pub capacity_bytes: Option<u64>,
+    /// Capacity of the sensitivity runs (default 10PB; 2PB with --quick).
+    #[cfg_attr(feature = "clap", arg(long = "sweep-capacity", value_name = "SWEEP_CAPACITY", value_parser = dingo_types::parse_bytes))]
+    pub sweep_capacity_bytes: Option<u64>,
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
+    pub seed: u64,
+}
+
+impl Default for PaperScale {
+    /// The full form at seed 1, as `dingo sim paper` runs by default.
+    fn default() -> Self {
+        PaperScale { quick: false, capacity_bytes: None, sweep_capacity_bytes: None, seed: 1 }
+    }
+}
+
+impl PaperScale {
+    /// [`PaperOptions::full`] or [`PaperOptions::quick`] with what was given.
+    pub fn options(&self) -> PaperOptions {
+        let form = if self.quick { PaperOptions::quick() } else { PaperOptions::full() };
+        PaperOptions {
+            capacity_bytes: self.capacity_bytes.unwrap_or(form.capacity_bytes),
+            sweep_capacity_bytes: self.sweep_capacity_bytes.unwrap_or(form.sweep_capacity_bytes),
+            seed: self.seed,
+            ..form
+        }
+    }
+}
+
 /// Cluster A or B of the paper.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Cluster {
@@ -510,5 +548,14 @@ mod tests {
         assert!(full.iter().filter(|p| p.figure == "fig16").all(|p| p.config.cluster.raw_capacity == 100 * PB));
         let supply = full.iter().find(|p| p.figure == "thesis-6.15").unwrap();
         assert_eq!(supply.config.leftover, LeftoverPolicy::Fill);
+    }
+
+    #[test]
+    fn a_scale_overrides_only_what_it_gives() {
+        let quick = PaperScale { quick: true, capacity_bytes: Some(3 * PB), seed: 7, ..PaperScale::default() };
+        let options = quick.options();
+        assert!(options.quick);
+        assert_eq!((options.capacity_bytes, options.sweep_capacity_bytes, options.seed), (3 * PB, 2 * PB, 7));
+        assert_eq!(PaperScale::default().options().capacity_bytes, 100 * PB);
     }
 }

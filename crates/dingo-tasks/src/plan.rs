@@ -136,14 +136,14 @@ pub async fn reconstruction(client: &Client, label: &str, deadline_ms: u64) -> R
     let recs = records(client, lost.iter().map(|c| c.block.0)).await?;
     // Every member of every stripe that lost one.
     let stripe_ids = recs.values().filter(|r| is_ec(r)).flat_map(|r| {
-        let width = Redundancy::try_from(r.redundancy.as_ref()).ok().map_or(0, |x| x.width() as u64);
+        let width = dingo_proto::redundancy(r.redundancy.as_ref()).ok().map_or(0, |x| x.width() as u64);
         r.group..r.group + width
     });
     let stripes = records(client, stripe_ids).await?;
     let mut items = Vec::new();
     for chunk in lost {
         let Some(rec) = recs.get(&chunk.block.0) else { continue };
-        let sources: Vec<ChunkRef> = match Redundancy::try_from(rec.redundancy.as_ref()).ok() {
+        let sources: Vec<ChunkRef> = match dingo_proto::redundancy(rec.redundancy.as_ref()).ok() {
             Some(Redundancy::Ec { data, parity }) => {
                 let width = u64::from(data) + u64::from(parity);
                 (rec.group..rec.group + width)
@@ -184,7 +184,7 @@ pub async fn reconstruction(client: &Client, label: &str, deadline_ms: u64) -> R
 }
 
 fn is_ec(r: &BlockRecord) -> bool {
-    matches!(Redundancy::try_from(r.redundancy.as_ref()).ok(), Some(Redundancy::Ec { .. }))
+    matches!(dingo_proto::redundancy(r.redundancy.as_ref()).ok(), Some(Redundancy::Ec { .. }))
 }
 
 /// Moves bytes from over-full to under-full disks: every chunk on a disk
@@ -313,7 +313,7 @@ async fn pick_files(client: &Client, prefix: &str, pick: FilePick) -> Result<Vec
 /// Ids of the blocks holding a file's bytes, in file order: every block
 /// of a replicated file, the data members of an erasure-coded one.
 fn data_block_ids(file: &FileInfo) -> Vec<u64> {
-    let data_members = match Redundancy::try_from(file.redundancy.as_ref()) {
+    let data_members = match dingo_proto::redundancy(file.redundancy.as_ref()) {
         Ok(Redundancy::Ec { data, .. }) => u32::from(data),
         _ => u32::MAX,
     };

@@ -11,6 +11,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 pub struct CancelFlag(Arc<AtomicBool>);
 
 impl CancelFlag {
+    /// A flag raised once `signal` completes (a shutdown signal, say),
+    /// by a task on the current tokio runtime.
+    pub fn raised_by(signal: impl Future<Output = ()> + Send + 'static) -> CancelFlag {
+        let flag = CancelFlag::default();
+        let raise = flag.clone();
+        tokio::spawn(async move {
+            signal.await;
+            raise.cancel();
+        });
+        flag
+    }
+
     pub fn cancel(&self) {
         self.0.store(true, Ordering::Relaxed);
     }
@@ -238,6 +250,24 @@ pub fn disk_bytes_between(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_flag_is_raised_when_its_signal_completes() {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let flag = CancelFlag::raised_by(async move {
+            let _ = rx.await;
+        });
+        tokio::task::yield_now().await;
+        assert!(!flag.is_cancelled());
+        tx.send(()).unwrap();
+        for _ in 0..100 {
+            if flag.is_cancelled() {
+                return;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("the flag was not raised");
+    }
 
     #[test]
     fn disk_bytes_count_each_node_from_its_first_sample() {

@@ -21,7 +21,7 @@ pub enum TaskRequest {
     /// that exact copy; rebuild corrupt chunks from redundancy.
     #[cfg_attr(feature = "clap", command(visible_alias = "scrubbing"))]
     Scrub {
-        #[cfg_attr(feature = "clap", arg(long = "disk", value_parser = parse_disk))]
+        #[cfg_attr(feature = "clap", arg(long = "disk"))]
         disks: Vec<DiskId>,
     },
     /// Rebuild every chunk lost on dead disks or nodes.
@@ -105,11 +105,6 @@ pub enum TaskRequest {
         #[cfg_attr(feature = "clap", command(flatten))]
         pick: FilePick,
     },
-}
-
-#[cfg(feature = "clap")]
-fn parse_disk(s: &str) -> Result<DiskId, std::num::ParseIntError> {
-    s.parse().map(DiskId)
 }
 
 impl TaskRequest {

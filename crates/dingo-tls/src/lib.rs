@@ -88,13 +88,26 @@ pub struct DevCertificates {
     pub cert_pem: String,
     /// The server's private key (`key.pem`).
     pub key_pem: String,
+    /// The names the server certificate is for.
+    pub names: Vec<String>,
 }
 
-/// Where [`DevCertificates::write`] put the files.
+/// Where [`DevCertificates::write`] put the files. Its text says which
+/// file to trust and the planner's `[tls]` table that serves with the rest.
 #[derive(Clone, Debug)]
 pub struct DevCertificatePaths {
     pub ca: PathBuf,
     pub server: ServerTlsFiles,
+    /// The names the server certificate is for.
+    pub names: Vec<String>,
+}
+
+impl std::fmt::Display for DevCertificatePaths {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (cert, key) = (self.server.cert.display(), self.server.key.display());
+        writeln!(f, "wrote {} (trust this), {cert} and {key} for {}", self.ca.display(), self.names.join(", "))?;
+        write!(f, "planner config:\n[tls]\ncert = \"{cert}\"\nkey = \"{key}\"")
+    }
 }
 
 impl DevCertificates {
@@ -114,7 +127,12 @@ impl DevCertificates {
         params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
         let key = KeyPair::generate()?;
         let cert = params.signed_by(&key, &issuer)?;
-        Ok(DevCertificates { ca_pem: ca_cert.pem(), cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+        Ok(DevCertificates {
+            ca_pem: ca_cert.pem(),
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+            names: names.to_vec(),
+        })
     }
 
     /// Writes `ca.pem`, `cert.pem` and `key.pem` (mode 0600 on Unix) into
@@ -124,6 +142,7 @@ impl DevCertificates {
         let paths = DevCertificatePaths {
             ca: dir.join("ca.pem"),
             server: ServerTlsFiles { cert: dir.join("cert.pem"), key: dir.join("key.pem") },
+            names: self.names.clone(),
         };
         write_file(&paths.ca, &self.ca_pem, false)?;
         write_file(&paths.server.cert, &self.cert_pem, false)?;
@@ -158,6 +177,16 @@ mod tests {
         let paths = certs.write(dir.path()).unwrap();
         server_config(&paths.server).unwrap();
         client_config(&paths.ca).unwrap();
+        let text = paths.to_string();
+        assert!(text.contains("(trust this)") && text.contains("for 127.0.0.1, localhost"), "{text}");
+        assert!(
+            text.ends_with(&format!(
+                "[tls]\ncert = \"{}\"\nkey = \"{}\"",
+                paths.server.cert.display(),
+                paths.server.key.display()
+            )),
+            "{text}"
+        );
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;

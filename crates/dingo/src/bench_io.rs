@@ -12,7 +12,7 @@ pub struct BenchIoArgs {
     #[arg(long)]
     pub json: bool,
     /// Bytes written and read per redundancy kind and for the raw test.
-    #[arg(long, default_value = "1GB", value_parser = |s: &str| parse_bytes(s).map_err(|e| e.to_string()))]
+    #[arg(long, default_value = "1GB", value_parser = parse_bytes)]
     pub size: u64,
     /// Directory (on the filesystem to test) for the cluster's data.
     #[arg(long, default_value = ".")]

@@ -27,9 +27,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Commands {
     /// Run the metadata service.
-    Meta(storage_cmd::MetaArgs),
+    Meta(dingo_cluster::MetaFlags),
     /// Run a storage node.
-    Node(storage_cmd::NodeArgs),
+    Node(dingo_cluster::NodeFlags),
     /// Run or inspect a local cluster.
     #[command(subcommand)]
     Cluster(storage_cmd::ClusterCommand),

@@ -37,12 +37,7 @@ pub async fn run(a: MaintainArgs) -> Result<()> {
         mode = if agent.is_some() { "declarative" } else { "imperative" },
         "maintenance supervisor running"
     );
-    let cancel = CancelFlag::default();
-    let stop = cancel.clone();
-    tokio::spawn(async move {
-        shutdown_signal().await;
-        stop.cancel();
-    });
+    let cancel = CancelFlag::raised_by(shutdown_signal());
     supervisor::run(&client, agent.as_ref(), &a.supervisor, &cancel, |reason, report| {
         let mut v = serde_json::to_value(report).unwrap_or_default();
         v["reason"] = reason.into();

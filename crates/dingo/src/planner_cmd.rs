@@ -3,12 +3,10 @@
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use dingo_auth::AuthSection;
 use dingo_daemon::shutdown_signal;
-use dingo_planner_client::{BudgetView, PlannerTarget, StatusView};
-use dingo_planner_service::ServiceConfig;
+use dingo_planner_client::{BudgetChange, PlannerTarget, StatusView};
+use dingo_planner_service::{ServiceConfig, ServiceOverrides};
 use dingo_types::DeclarationId;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 
 /// The service's flags override its config file; `--secret-file` and
@@ -22,17 +20,8 @@ pub struct PlannerArgs {
     /// The service's TOML config (see docs/PLANNER_SERVICE.md).
     #[arg(long, required = true)]
     config: Option<PathBuf>,
-    /// Data directory (overrides `data` in the config).
-    #[arg(long)]
-    data: Option<PathBuf>,
-    /// gRPC listen address (overrides `listen`).
-    #[arg(long)]
-    listen: Option<SocketAddr>,
-    /// Prometheus /metrics address (overrides `metrics`).
-    #[arg(long)]
-    metrics: Option<SocketAddr>,
     #[command(flatten)]
-    storage: AuthSection,
+    overrides: ServiceOverrides,
 }
 
 #[derive(Subcommand, Debug)]
@@ -68,14 +57,9 @@ enum PlannerCommand {
 enum BudgetCommand {
     /// Change the budget (persisted; the diurnal curve, if any, still
     /// applies). A limit not given is kept.
-    #[command(group(clap::ArgGroup::new("limit").required(true).multiple(true)))]
     Set {
-        /// Bytes read from disk per quantum, cluster-wide (e.g. 500MB; 0 = unlimited).
-        #[arg(long, group = "limit", value_parser = crate::storage_cmd::parse_size)]
-        cluster_bytes: Option<u64>,
-        /// Disk-head time per disk per quantum in milliseconds (0 = unlimited).
-        #[arg(long, group = "limit")]
-        disk_head_time_ms: Option<u64>,
+        #[command(flatten)]
+        change: BudgetChange,
         #[command(flatten)]
         target: PlannerTarget,
     },
@@ -84,24 +68,13 @@ enum BudgetCommand {
 pub async fn run(a: PlannerArgs) -> Result<()> {
     match a.command {
         None => {
-            let mut cfg = ServiceConfig::load(&a.config.context("--config FILE is required")?)?;
-            cfg.storage = cfg.storage.overridden(&a.storage);
-            cfg.data = a.data.or(cfg.data);
-            if let Some(listen) = a.listen {
-                cfg.listen = listen.to_string();
-            }
-            cfg.metrics = a.metrics.map(|m| m.to_string()).or(cfg.metrics);
-            dingo_planner_service::run(cfg, shutdown_signal()).await?;
+            let cfg = ServiceConfig::load(&a.config.context("--config FILE is required")?)?;
+            dingo_planner_service::run(cfg.overridden(&a.overrides), shutdown_signal()).await?;
             Ok(())
         }
-        Some(PlannerCommand::Budget(BudgetCommand::Set { cluster_bytes, disk_head_time_ms, target })) => {
-            let client = target.connect()?;
-            let us = disk_head_time_ms
-                .map(|ms| ms.checked_mul(1000).context("--disk-head-time-ms is too large"))
-                .transpose()?;
-            client.set_budget(cluster_bytes, us).await.with_context(|| format!("planner at {}", target.addr()))?;
-            let budget = BudgetView::from(client.status(&[]).await?.budget);
-            outln!("budget: {budget} per quantum");
+        Some(PlannerCommand::Budget(BudgetCommand::Set { change, target })) => {
+            let budget = target.connect()?.change_budget(&change).await;
+            outln!("budget: {} per quantum", budget.with_context(|| format!("planner at {}", target.addr()))?);
             Ok(())
         }
         Some(PlannerCommand::Status { target, declarations, json }) => {

@@ -23,16 +23,7 @@ pub enum TlsCommand {
 pub fn run(c: TlsCommand) -> Result<()> {
     match c {
         TlsCommand::DevCerts { out, names } => {
-            let paths = DevCertificates::generate(&names)?.write(&out)?;
-            println!(
-                "wrote {} (trust this), {} and {} for {}\nplanner config:\n[tls]\ncert = \"{}\"\nkey = \"{}\"",
-                paths.ca.display(),
-                paths.server.cert.display(),
-                paths.server.key.display(),
-                names.join(", "),
-                paths.server.cert.display(),
-                paths.server.key.display()
-            );
+            outln!("{}", DevCertificates::generate(&names)?.write(&out)?);
             Ok(())
         }
     }

@@ -44,7 +44,7 @@ async fn bytes_written(client: &Client, addr: &str) -> u64 {
 /// replicated block's copies and each stripe's members on distinct nodes.
 async fn check_full_redundancy(client: &Client, path: &str, gone: u32) {
     let f = client.stat(path).await.unwrap();
-    let r = Redundancy::try_from(f.redundancy.as_ref()).unwrap();
+    let r = dingo_proto::redundancy(f.redundancy.as_ref()).unwrap();
     let mut stripe_nodes: std::collections::HashMap<u64, Vec<u32>> = Default::default();
     for b in &f.blocks {
         assert!(b.chunks.iter().all(|c| !c.lost && c.node != gone), "{path} block {}: {:?}", b.id, b.chunks);

@@ -103,7 +103,7 @@ async fn a_killed_and_restarted_job_copies_each_file_exactly_once_and_byte_ident
     // before recording it: the job must find it there, not write it again.
     let (last, content) = files.last().unwrap();
     let rec = local.client.stat(last).await.unwrap();
-    let redundancy = Redundancy::try_from(rec.redundancy.as_ref()).unwrap();
+    let redundancy = dingo_proto::redundancy(rec.redundancy.as_ref()).unwrap();
     remote.client.put(last, redundancy, BLOCK, content.clone()).await.unwrap();
 
     // Paced over about 7 s: killed once two files are recorded.

@@ -68,7 +68,7 @@ async fn scrubbing_repairs_corruption_and_transcoding_keeps_content() {
     let back = t.client.read_all("/t/rep.rs", IoTag::Foreground).await.unwrap();
     assert_eq!(back, rep);
     let info = t.client.stat("/t/rep.rs").await.unwrap();
-    assert_eq!(Redundancy::try_from(info.redundancy.as_ref()).unwrap(), Redundancy::Ec { data: 3, parity: 2 });
+    assert_eq!(dingo_proto::redundancy(info.redundancy.as_ref()).unwrap(), Redundancy::Ec { data: 3, parity: 2 });
 }
 
 /// Chunk files deleted, truncated or emptied behind a running node's back

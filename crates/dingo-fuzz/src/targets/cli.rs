@@ -67,7 +67,7 @@ impl Target for CliStrings {
             assert_eq!(r.to_string().parse::<Redundancy>(), Ok(r), "{s:?}");
             // Every accepted redundancy converts to the wire form and back.
             let wire = dingo_proto::v1::Redundancy::from(r);
-            assert_eq!(Redundancy::try_from(Some(&wire)), Ok(r), "{s:?}");
+            assert_eq!(dingo_proto::redundancy(Some(&wire)), Ok(r), "{s:?}");
         }
         if let Ok(t) = s.parse::<TaskKind>() {
             assert_eq!(t.name().parse::<TaskKind>().ok(), Some(t), "{s:?}");

@@ -150,7 +150,7 @@ impl RedundancyRecord {
     /// means the database is damaged.
     pub fn redundancy(&self) -> Result<Redundancy, MetaError> {
         let wire = dingo_proto::v1::Redundancy { replicas: self.replicas, data: self.data, parity: self.parity };
-        Redundancy::try_from(Some(&wire)).map_err(|e| MetaError::Internal(format!("stored redundancy: {e}")))
+        dingo_proto::redundancy(Some(&wire)).map_err(|e| MetaError::Internal(format!("stored redundancy: {e}")))
     }
 }
 

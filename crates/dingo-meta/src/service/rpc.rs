@@ -96,7 +96,7 @@ impl Meta for MetaService {
 
     async fn create_file(&self, request: Request<CreateFileRequest>) -> Result<Response<OpenFileReply>, Status> {
         let r = request.into_inner();
-        let redundancy = Redundancy::try_from(r.redundancy.as_ref()).map_err(Status::invalid_argument)?;
+        let redundancy = dingo_proto::redundancy(r.redundancy.as_ref()).map_err(Status::invalid_argument)?;
         let lease = new_lease(self.lease_ttl);
         let db = self.db.clone();
         let file = blocking(move || db.create_file(&r.path, redundancy, r.block_size, lease, now_ms())).await?;

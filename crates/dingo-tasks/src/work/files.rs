@@ -201,7 +201,7 @@ pub(super) async fn collect(
     if collected.dead_records == 0 {
         return Ok(out);
     }
-    let redundancy = Redundancy::try_from(file.redundancy.as_ref()).map_err(ClientError::Invalid)?;
+    let redundancy = dingo_proto::redundancy(file.redundancy.as_ref()).map_err(ClientError::Invalid)?;
     // Read, and with dead records: the old file goes once the live ones
     // are written.
     notice.will_delete(whole_blocks(&file));

@@ -15,7 +15,7 @@ pub fn check_metadata(file: &FileInfo) -> Vec<String> {
     if !file.sealed {
         note("not sealed".into());
     }
-    let redundancy = match Redundancy::try_from(file.redundancy.as_ref()) {
+    let redundancy = match dingo_proto::redundancy(file.redundancy.as_ref()) {
         Ok(r) => r,
         Err(e) => {
             note(format!("unreadable redundancy: {e}"));

@@ -6,7 +6,7 @@ use super::files::{read_file_with, stored_bytes};
 use crate::georep::RemoteSite;
 use crate::work::ScheduledCopies;
 use bytes::Bytes;
-use dingo_client::{Client, ClientError, IoTag, Redundancy};
+use dingo_client::{Client, ClientError, IoTag};
 use dingo_types::{DeclarationId, TaskKind};
 
 /// What the remote site holds at a path, compared with the local bytes.
@@ -52,7 +52,7 @@ pub(super) async fn georeplicate(
         return Ok(Outcome { skipped: true, ..Outcome::default() });
     }
     let data = read_file_with(client, &file, copies, tag).await?;
-    let redundancy = Redundancy::try_from(file.redundancy.as_ref()).map_err(ClientError::Invalid)?;
+    let redundancy = dingo_proto::redundancy(file.redundancy.as_ref()).map_err(ClientError::Invalid)?;
     let remote = &site.client;
     let mut out = Outcome { logical_bytes: data.len() as u64, ..Outcome::default() };
     match remote_copy(remote, path, &data).await? {

@@ -1,39 +1,20 @@
 //! `dingo bench planner`: `dingo_sim::bench_planner` (the paper's
-//! scalability test) from the command line.
+//! scalability test) with this process's peak memory.
 
-use clap::Args;
-use dingo_sim::ClusterSpec;
-use dingo_sim::bench_planner::{self, PlannerBenchOptions, PlannerBenchReport};
-use dingo_types::{format_bytes, parse_bytes};
-use serde::Serialize;
-use std::time::Duration;
+use dingo_sim::bench_planner::{PlannerBenchOptions, PlannerBenchReport};
+use dingo_types::format_bytes;
 
-#[derive(Args)]
+#[derive(clap::Args)]
 pub struct PlannerBenchArgs {
-    /// Raw capacity of the synthetic cluster (e.g. 100PB, 1EB).
-    #[arg(long, default_value = "100PB", value_parser = parse_bytes)]
-    capacity: u64,
-    /// Maintenance read demand in MB/s per TB.
-    #[arg(long, default_value_t = 2.0)]
-    demand: f64,
-    /// Quantum length in seconds.
-    #[arg(long, default_value_t = 3600)]
-    quantum_secs: u64,
-    /// Cluster-wide budget as a multiple of the demand over one quantum.
-    #[arg(long, default_value_t = 1.5)]
-    budget_factor: f64,
-    /// Disk-head time each disk may spend on maintenance, as a fraction of the quantum.
-    #[arg(long, default_value_t = 0.5)]
-    disk_share: f64,
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    #[command(flatten)]
+    options: PlannerBenchOptions,
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
 }
 
 /// The report and this process's peak memory.
-#[derive(Serialize)]
+#[derive(serde::Serialize)]
 struct Output {
     #[serde(flatten)]
     report: PlannerBenchReport,
@@ -41,13 +22,7 @@ struct Output {
 }
 
 pub fn run(args: &PlannerBenchArgs) -> anyhow::Result<()> {
-    let report = bench_planner::run(&PlannerBenchOptions {
-        cluster: ClusterSpec { raw_capacity: args.capacity, seed: args.seed, ..ClusterSpec::default() },
-        demand_mb_s_per_tb: args.demand,
-        quantum: Duration::from_secs(args.quantum_secs),
-        budget_factor: args.budget_factor,
-        disk_share: args.disk_share,
-    })?;
+    let report = dingo_sim::bench_planner::run(&args.options)?;
     crate::output::print(&Output { report, peak_rss_bytes: super::peak_rss_bytes() }, args.json)
 }
 

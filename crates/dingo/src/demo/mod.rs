@@ -20,15 +20,8 @@ pub struct DemoArgs {
     pub keep_data: bool,
     /// The emulated disks' IO scheduler: `classful`, or `fifo` for the
     /// baseline.
-    #[arg(long, default_value = "classful", value_parser = parse_scheduler)]
+    #[arg(long, default_value = "classful")]
     pub scheduler: PolicyKind,
-}
-
-fn parse_scheduler(name: &str) -> Result<PolicyKind, String> {
-    [PolicyKind::Classful, PolicyKind::Fifo]
-        .into_iter()
-        .find(|k| k.name() == name)
-        .ok_or_else(|| format!("`{name}` is not a scheduler; use classful or fifo"))
 }
 
 pub async fn run(a: DemoArgs) -> Result<()> {

@@ -1,12 +1,11 @@
 //! `dingo cluster ...`: a local cluster's start, status, health, and the
 //! state of its nodes and disks (mark dead or live, drain, decommission).
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use dingo_client::{Client, ClientConfig, ClusterView, Device, DeviceState, DiskSlowdown, DrainEvent, state_name};
+use dingo_client::{ClientConfig, ClusterView, DeviceFlags, DeviceState, DiskSlowdown, DrainEvent, state_name};
 use dingo_cluster::{LocalCluster, UpRequest};
 use dingo_daemon::shutdown_signal;
-use dingo_types::{DiskId, NodeId};
 use std::time::Duration;
 
 #[derive(Subcommand, Debug)]
@@ -66,17 +65,10 @@ pub struct DecommissionArgs {
     pub progress_every: Duration,
 }
 
-// Exactly one of the two, checked in `device()`: as a clap group it cannot
-// also be flattened into `DecommissionArgs` (clap then demands an unnamed
-// argument).
 #[derive(Args, Debug)]
 pub struct MarkArgs {
-    /// Node id (as `cluster status` shows it).
-    #[arg(long)]
-    pub node: Option<NodeId>,
-    /// Disk id.
-    #[arg(long)]
-    pub disk: Option<DiskId>,
+    #[command(flatten)]
+    pub device: DeviceFlags,
     #[command(flatten)]
     pub client: ClientConfig,
 }
@@ -110,50 +102,28 @@ async fn cluster_up(request: UpRequest) -> Result<()> {
     Ok(())
 }
 
-impl MarkArgs {
-    fn device(&self) -> Result<Device> {
-        match (self.node, self.disk) {
-            (Some(n), None) => Ok(Device::Node(n)),
-            (None, Some(d)) => Ok(Device::Disk(d)),
-            _ => bail!("give either --node N or --disk D"),
-        }
-    }
-}
-
-async fn set_state(client: &Client, device: Device, state: DeviceState) -> Result<()> {
-    client.set_device_state(device, state).await.with_context(|| format!("cannot mark {device} {}", state_name(state)))
-}
-
 async fn mark(m: MarkArgs, state: DeviceState) -> Result<()> {
-    let client = m.client.connect()?;
-    let device = m.device()?;
-    set_state(&client, device, state).await?;
+    let (client, device) = (m.client.connect()?, m.device.device()?);
+    let marked = client.set_device_state(device, state).await;
+    marked.with_context(|| format!("cannot mark {device} {}", state_name(state)))?;
     outln!("{device} marked {}", state_name(state));
     Ok(())
 }
 
 async fn decommission(a: DecommissionArgs) -> Result<()> {
-    anyhow::ensure!(!a.progress_every.is_zero(), "--progress-every must be positive");
-    let client = a.target.client.connect()?;
-    let device = a.target.device()?;
-    set_state(&client, device, DeviceState::Draining).await?;
-    let drain = client.drain_progress(device).await?;
-    if drain.state != DeviceState::Decommissioned {
-        outln!("{device} is DRAINING: {drain}");
-        if a.no_wait {
-            outln!("`dingo maintain` moves them; follow with `dingo cluster health`");
-            return Ok(());
-        }
-        client
-            .wait_decommissioned(device, a.progress_every, |event| match event {
-                DrainEvent::Draining(d) => outln!("{device} is DRAINING: {d}"),
-                DrainEvent::Stalled(for_) => eprintln!(
-                    "warning: no chunk left {device} for {} s; is `dingo maintain` running? (`dingo cluster health`)",
-                    for_.as_secs()
-                ),
-            })
-            .await?;
+    let (client, device) = (a.target.client.connect()?, a.target.device.device()?);
+    let wait = (!a.no_wait).then_some(a.progress_every);
+    let done = client.decommission(device, wait, |event| match event {
+        DrainEvent::Draining(d) => outln!("{device} is DRAINING: {d}"),
+        DrainEvent::Stalled(for_) => eprintln!(
+            "warning: no chunk left {device} for {} s; is `dingo maintain` running? (`dingo cluster health`)",
+            for_.as_secs()
+        ),
+    });
+    if done.await.with_context(|| format!("cannot decommission {device}"))? {
+        outln!("{device} is DECOMMISSIONED: it holds no chunk and can be stopped");
+    } else {
+        outln!("`dingo maintain` moves them; follow with `dingo cluster health`");
     }
-    outln!("{device} is DECOMMISSIONED: it holds no chunk and can be stopped");
     Ok(())
 }

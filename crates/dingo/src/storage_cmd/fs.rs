@@ -1,9 +1,8 @@
 //! `dingo fs put|get|ls|rm|stat`: file operations through the client.
 
-use super::parse_size;
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use clap::Subcommand;
-use dingo_client::{ClientConfig, FileView, Listing, Redundancy};
+use dingo_client::{ClientConfig, FileView, Listing, PutOptions};
 use dingo_daemon::{keep_freed_memory, shutdown_signal};
 use dingo_types::format_bytes;
 use indicatif::ProgressBar;
@@ -18,15 +17,8 @@ pub enum FsCommand {
         local: PathBuf,
         /// Path in the store, e.g. /data/file.
         path: String,
-        /// replicated:R or ec:K+M.
-        #[arg(long, default_value = "replicated:3", value_parser = str::parse::<Redundancy>)]
-        redundancy: Redundancy,
-        /// Block size, 64KB .. 1GB (e.g. 8MB).
-        #[arg(long, default_value = "8MB", value_parser = parse_size)]
-        block_size: u64,
-        /// Replace an existing file (deleted first; not atomic).
-        #[arg(long)]
-        overwrite: bool,
+        #[command(flatten)]
+        options: PutOptions,
         #[command(flatten)]
         client: ClientConfig,
     },
@@ -109,34 +101,14 @@ fn quiet_on_closed_pipe(e: dingo_client::ClientError) -> anyhow::Error {
 pub async fn run_fs(cmd: FsCommand) -> Result<()> {
     keep_freed_memory();
     match cmd {
-        FsCommand::Put { local, path, redundancy, block_size, overwrite, client } => {
+        FsCommand::Put { local, path, options, client } => {
             let client = client.connect()?;
-            let (reader, total): (Box<dyn tokio::io::AsyncRead + Unpin + Send>, Option<u64>) = if local.as_os_str()
-                == "-"
-            {
-                (Box::new(tokio::io::stdin()), None)
-            } else {
-                let f =
-                    tokio::fs::File::open(&local).await.with_context(|| format!("cannot read {}", local.display()))?;
-                let len = f.metadata().await.ok().map(|m| m.len());
-                (Box::new(f), len)
-            };
+            let (reader, total) = dingo_client::open_local(&local).await?;
             let bar = progress_bar(total, &path);
-            let put = client.put_from(&path, redundancy, block_size, overwrite, reader, |n| bar.set_position(n));
-            let size = tokio::select! {
-                r = put => r?,
-                _ = shutdown_signal() => {
-                    bar.abandon();
-                    // The writer stops here; what it wrote goes with the file.
-                    let gone = client.delete(&path).await;
-                    match gone {
-                        Ok(_) => bail!("interrupted: {path} removed"),
-                        Err(e) => bail!("interrupted; {path} could not be removed ({e}): `dingo fs rm {path}`"),
-                    }
-                }
-            };
+            let put = client.put_from(&path, &options, reader, |n| bar.set_position(n), shutdown_signal()).await;
+            let size = put.inspect_err(|_| bar.abandon())?;
             bar.finish_and_clear();
-            outln!("{path}: {} stored ({redundancy})", format_bytes(size));
+            outln!("{path}: {} stored ({})", format_bytes(size), options.redundancy);
         }
         FsCommand::Get { path, local, offset, len, open, client } => {
             let client = client.connect()?;

@@ -1,0 +1,183 @@
+//! What `dingo sim run` and `dingo sim sweep` do, as library calls: the
+//! options (with the `clap` feature, also their flags), the simulations
+//! with a progress callback per quantum, and their results. The command
+//! line only draws the progress and prints.
+
+use crate::scenario::{Scenario, ScenarioError};
+use crate::sim::{Mode, Modes, SimConfig, SimError, SimResult, Simulation};
+use crate::sweep::{self, SweepError, SweepKind, SweepPoint, SweepSummary};
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error(transparent)]
+    Sweep(#[from] SweepError),
+    #[error(transparent)]
+    Sim(#[from] SimError),
+}
+
+/// Where a sweep stands, reported after each simulated quantum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// The point under way, from 0, of `runs`.
+    pub run: usize,
+    pub runs: usize,
+    pub quanta_done: u64,
+    /// The horizon's quanta, or more once jobs run on to their deadlines.
+    pub quanta_expected: u64,
+}
+
+/// Simulates `config`, calling `progress(done, expected)` before the first
+/// quantum and after each.
+pub fn simulate(config: SimConfig, mut progress: impl FnMut(u64, u64)) -> Result<SimResult, SimError> {
+    let sim = Simulation::new(config)?;
+    let mut expected = u64::from(sim.expected_quanta());
+    progress(0, expected);
+    sim.run(|s| {
+        let done = u64::from(s.quanta_done());
+        expected = expected.max(done);
+        progress(done, expected);
+    })
+}
+
+/// The modes a run simulates, as a command line names them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
+pub enum ModeChoice {
+    #[default]
+    All,
+    Imperative,
+    Declarative,
+    Optimal,
+}
+
+impl From<ModeChoice> for Modes {
+    fn from(choice: ModeChoice) -> Modes {
+        match choice {
+            ModeChoice::All => Modes::ALL,
+            ModeChoice::Imperative => Modes::only(Mode::Imperative),
+            ModeChoice::Declarative => Modes::only(Mode::Declarative),
+            ModeChoice::Optimal => Modes::only(Mode::Optimal),
+        }
+    }
+}
+
+/// One cluster over the horizon in one or all modes (`dingo sim run`).
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct RunOptions {
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub scenario: Scenario,
+    /// Which modes to simulate.
+    #[cfg_attr(feature = "clap", arg(long, value_enum, default_value = "all"))]
+    pub mode: ModeChoice,
+}
+
+impl RunOptions {
+    /// The simulation these options describe.
+    pub fn config(&self) -> Result<SimConfig, ScenarioError> {
+        self.scenario.config(self.mode.into())
+    }
+}
+
+/// A series of clusters varying one parameter (`dingo sim sweep`), every
+/// mode simulated at each point.
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct SweepOptions {
+    /// The parameter to vary.
+    #[cfg_attr(feature = "clap", arg(value_enum))]
+    pub what: SweepKind,
+    /// Comma-separated values to try instead of the defaults (sizes for
+    /// cache and drive-size, e.g. 16TB,32TB).
+    #[cfg_attr(feature = "clap", arg(long, value_delimiter = ','))]
+    pub values: Vec<String>,
+    #[cfg_attr(feature = "clap", command(flatten))]
+    pub scenario: Scenario,
+}
+
+/// A sweep's points, their results (in the same order) and their summary.
+#[derive(Clone, Debug)]
+pub struct SweepRun {
+    pub points: Vec<SweepPoint>,
+    pub results: Vec<SimResult>,
+    pub summary: SweepSummary,
+}
+
+impl SweepOptions {
+    /// Simulates every point (identical points once), the values given or
+    /// else the parameter's defaults.
+    pub fn run(&self, mut progress: impl FnMut(Progress)) -> Result<SweepRun, RunError> {
+        let base = self.scenario.config(Modes::ALL)?;
+        let points = if self.values.is_empty() {
+            sweep::points(self.what, self.what.default_values(), &base)?
+        } else {
+            sweep::points(self.what, &self.values, &base)?
+        };
+        let runs = points.len();
+        let results = sweep::run_distinct(points.iter().map(|p| &p.config), |run, config| {
+            simulate(config.clone(), |quanta_done, quanta_expected| {
+                progress(Progress { run, runs, quanta_done, quanta_expected });
+            })
+        })?;
+        let summary = sweep::summarize(self.what, &base, &points, &results);
+        Ok(SweepRun { points, results, summary })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> Scenario {
+        Scenario {
+            preset: "cluster-1".into(),
+            mix: None,
+            capacity_bytes: 1_000_000_000_000_000,
+            drive_bytes: 24_000_000_000_000,
+            disks_per_node: 1,
+            days: 0.5,
+            quantum_hours: 3.0,
+            demand_mb_s_per_tb: 2.0,
+            cache_per_disk_bytes: 4_000_000_000,
+            budget_factor: 1.5,
+            supply_mb_s_per_tb: None,
+            leftover: dingo_planner::LeftoverPolicy::Unused,
+            gc_subset_fraction: 0.2,
+            disk_share: 0.5,
+            diurnal_amplitude: 0.0,
+            intensity: Vec::new(),
+            deadline_days: Vec::new(),
+            seed: 1,
+        }
+    }
+
+    #[test]
+    fn a_run_reports_every_quantum_and_simulates_only_the_chosen_mode() {
+        let options = RunOptions { scenario: small(), mode: ModeChoice::Declarative };
+        let mut seen = Vec::new();
+        let result = simulate(options.config().unwrap(), |done, expected| seen.push((done, expected))).unwrap();
+        assert_eq!(seen.first().map(|p| p.0), Some(0));
+        let &(done, expected) = seen.last().unwrap();
+        assert!(done >= 4 && done <= expected, "{seen:?}");
+        assert!(seen.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1), "{seen:?}");
+        assert!(result.modes.declarative.is_some());
+        assert!(result.modes.imperative.is_none() && result.modes.optimal.is_none());
+    }
+
+    #[test]
+    fn a_sweep_simulates_each_distinct_point_once_and_refuses_bad_values() {
+        let options =
+            SweepOptions { what: SweepKind::Demand, values: vec!["1".into(), "1.0".into()], scenario: small() };
+        let mut runs = Vec::new();
+        let sweep = options.run(|p| runs.push(p.run)).unwrap();
+        assert_eq!(sweep.points.len(), 2);
+        assert_eq!(sweep.results.len(), 2);
+        runs.dedup();
+        assert_eq!(runs, [0], "the second point equals the first");
+        let bad = SweepOptions { values: vec!["-1".into()], ..options };
+        assert!(matches!(bad.run(|_| {}), Err(RunError::Sweep(SweepError::Negative(_)))));
+    }
+}

@@ -1,0 +1,125 @@
+//! `dingo sim run|sweep|paper`: the datacenter simulator (`dingo_sim::run`,
+//! `dingo_sim::paper`) with a progress bar and what the run cost; the files
+//! of `--out` are written by `dingo_report`.
+
+use dingo_sim::paper::PaperScale;
+use dingo_sim::run::{RunOptions, SweepOptions, simulate};
+use dingo_sim::summary::RunCost;
+use dingo_types::format_bytes;
+use indicatif::ProgressBar;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(clap::Subcommand)]
+pub enum SimCommand {
+    /// Simulate one cluster over the horizon in one or all modes.
+    Run {
+        #[command(flatten)]
+        options: RunOptions,
+        /// Write summary.json, result.json, quanta.csv, tasks.csv, the figures
+        /// (SVG and PNG) and report.html into this directory.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Print one JSON summary object instead of a table (and no progress bar).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Simulate a series of clusters varying one parameter.
+    Sweep {
+        #[command(flatten)]
+        options: SweepOptions,
+        /// Write sweep.json, sweep.csv, the figures and report.html here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Print one JSON object instead of a table (and no progress bar).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Regenerate every simulator figure of the Declarative IO paper's
+    /// evaluation and the thesis' supply and cache studies, with a page
+    /// that puts each published number beside the measured one.
+    Paper {
+        #[command(flatten)]
+        scale: PaperScale,
+        /// Where to write the figures, data and pages.
+        #[arg(long, default_value = "sim-paper")]
+        out: PathBuf,
+        /// Print one JSON object (per figure, the published and measured values) instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(command: SimCommand) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let cost =
+        || RunCost { wall_seconds: started.elapsed().as_secs_f64(), peak_rss_bytes: crate::bench::peak_rss_bytes() };
+    match command {
+        SimCommand::Run { options, out, json } => {
+            let config = options.config()?;
+            let bar = progress_bar(json);
+            bar.set_message(format!("{} {}", config.mix.name, format_bytes(config.cluster.raw_capacity)));
+            let result = simulate(config, |done, expected| advance(&bar, done, expected))?;
+            bar.finish_and_clear();
+            let summary = result.summary(cost());
+            if let Some(dir) = &out {
+                dingo_report::run::write_run(dir, &result, &summary)?;
+            }
+            if json {
+                return crate::output::json(&summary);
+            }
+            print!("{}", result.table());
+            outln!("  {:.1} s, peak RSS {}", summary.cost.wall_seconds, format_bytes(summary.cost.peak_rss_bytes));
+            if let Some(dir) = &out {
+                outln!("  report: {}", dir.join("report.html").display());
+            }
+        }
+        SimCommand::Sweep { options, out, json } => {
+            let bar = progress_bar(json);
+            let sweep = options.run(|p| {
+                bar.set_message(format!("point {}/{}", p.run + 1, p.runs));
+                advance(&bar, p.quanta_done, p.quanta_expected);
+            })?;
+            bar.finish_and_clear();
+            if let Some(dir) = &out {
+                dingo_report::sweep::write_sweep(dir, options.what, &sweep.points, &sweep.results, &sweep.summary)?;
+            }
+            if json {
+                return crate::output::json(&sweep.summary);
+            }
+            print!("{}", sweep.summary.table());
+            if let Some(dir) = &out {
+                outln!("report: {}", dir.join("report.html").display());
+            }
+        }
+        SimCommand::Paper { scale, out, json } => {
+            let bar = progress_bar(json);
+            let runs = dingo_sim::paper::run(&scale.options(), |i, n, p| {
+                advance(&bar, i as u64, n as u64);
+                bar.set_message(format!("{} cluster {:?} {}={}", p.figure, p.cluster, p.parameter, p.x));
+            })?;
+            bar.finish_and_clear();
+            let summary = runs.summary(cost());
+            dingo_report::paper::write_paper(&out, &runs, &summary)?;
+            if json {
+                return crate::output::json(&summary);
+            }
+            print!("{}", runs.markdown());
+            outln!("\n{:.0} s; pages: {}", summary.cost.wall_seconds, out.join("paper.html").display());
+        }
+    }
+    Ok(())
+}
+
+/// A progress bar on stderr, hidden with `--json` (and when stderr is not a terminal).
+fn progress_bar(json: bool) -> ProgressBar {
+    if json {
+        return ProgressBar::hidden();
+    }
+    crate::output::progress_bar(Some(0), "{msg} [{bar:30}] {pos}/{len} quanta, eta {eta}")
+}
+
+fn advance(bar: &ProgressBar, done: u64, len: u64) {
+    bar.set_length(len);
+    bar.set_position(done);
+}
