@@ -462,11 +462,14 @@ fn component_order(
     components.parent.clear();
     components.parent.extend(0..n as u32);
     let max_group = schedule.reads.iter().map(|r| r.group.0).max().unwrap_or(0);
-    // Enough partitions that a group's offset in its partition fits in
-    // 32 bits (8 bytes a read bucketed, not 16).
-    let partitions = GROUP_PARTITIONS.max(usize::try_from(max_group >> 32).unwrap_or(usize::MAX / 2) + 1);
-    let partition_width = max_group / partitions as u64 + 1;
-    let partition = |group: u64| (group / partition_width) as usize;
+    // About GROUP_PARTITIONS partitions of a power of two groups each (a
+    // shift per read, not a division), at most 2^32 groups each so that a
+    // group's offset in its partition fits in 32 bits (8 bytes a read
+    // bucketed, not 16). Components do not depend on the partitioning.
+    let group_bits = u64::BITS - max_group.leading_zeros();
+    let shift = group_bits.saturating_sub(GROUP_PARTITIONS.trailing_zeros()).min(32);
+    let partitions = usize::try_from(max_group >> shift).expect("at most 2^32 partitions") + 1;
+    let partition = |group: u64| (group >> shift) as usize;
     let starts = &mut scratch.starts;
     starts.clear();
     starts.resize(partitions + 1, 0);
@@ -486,7 +489,7 @@ fn component_order(
         for r in schedule.reads_of(s) {
             let p = partition(r.group.0);
             let slot = &mut cursor[p];
-            bucketed[*slot] = ((r.group.0 - p as u64 * partition_width) as u32, s as u32);
+            bucketed[*slot] = ((r.group.0 - ((p as u64) << shift)) as u32, s as u32);
             *slot += 1;
         }
     }
