@@ -184,6 +184,9 @@ struct Packer {
     pins: Vec<CacheDirective>,
     split_loss_bytes: u64,
     free_bytes_from: [[u64; TaskKind::COUNT]; TaskKind::COUNT],
+    /// Whether lone sets skip the chunk table ([`Packer::add_alone`]);
+    /// tests turn it off to compare with the general path.
+    lone_path: bool,
 }
 
 impl Packer {
@@ -208,6 +211,10 @@ impl Packer {
     /// Ends the current component: its chunks cannot recur later.
     fn end_component(&mut self) {
         self.flush_pins();
+        if self.chunks.is_empty() {
+            // A lone set's component used no table (`add_alone`).
+            return;
+        }
         // `clear` costs the map's capacity, not its length: after a large
         // component, drop the table instead of clearing it for every one
         // of the millions of small components that follow.
@@ -231,8 +238,13 @@ impl Packer {
         self.open.pinned_bytes = 0;
     }
 
-    /// Adds the set at position `pos` of the order, with its reads, for `task`.
-    fn add(&mut self, pos: u32, reads: &[ChunkRead], task: TaskKind) {
+    /// Adds the set at position `pos` of the order, with its reads, for
+    /// `task`; `alone`: the set is a component of its own.
+    fn add(&mut self, pos: u32, reads: &[ChunkRead], task: TaskKind, alone: bool) {
+        if alone && self.lone_path && distinct_chunks(reads) {
+            self.add_alone(pos, reads, task);
+            return;
+        }
         let g = self.group_index();
         // The set pins at most all its bytes: only near the budget is it
         // worth looking its chunks up to count what it would add.
@@ -275,6 +287,37 @@ impl Packer {
     }
 }
 
+impl Packer {
+    /// [`Self::add`] for a set alone in its component that names each
+    /// chunk once (most sets of a quantum: a file, a scrubbed chunk): each
+    /// of its chunks has one reader, so nothing is pinned and the chunk
+    /// table would only record what is thrown away at the component's
+    /// end. The same effect as the general path, without a table probe
+    /// per read.
+    fn add_alone(&mut self, pos: u32, reads: &[ChunkRead], task: TaskKind) {
+        debug_assert!(self.chunks.is_empty() && self.open.chunks.is_empty(), "a component starts empty");
+        // The general path's check with no chunk already in the table:
+        // the set adds no pin, so only a group already over closes.
+        if pos > self.open.start && self.open.pinned_bytes > self.cache_budget {
+            self.close(pos);
+        }
+        for r in reads {
+            if r.physical {
+                self.open.disk_bytes += r.bytes;
+            } else {
+                self.free_bytes_from[task.index()][task.index()] += r.bytes;
+            }
+        }
+    }
+}
+
+/// Whether `reads` name each chunk at most once, judged by their being in
+/// strictly ascending chunk order (ranges and stripes are listed that way;
+/// anything else takes the general path).
+fn distinct_chunks(reads: &[ChunkRead]) -> bool {
+    reads.windows(2).all(|w| (w[0].block, w[0].copy) < (w[1].block, w[1].copy))
+}
+
 pub fn dispatch(schedule: &Schedule, config: &PlannerConfig) -> Dispatch {
     let mut out = Dispatch::default();
     dispatch_into(schedule, config, &mut DispatchScratch::default(), &mut out);
@@ -308,6 +351,17 @@ impl std::fmt::Debug for DispatchScratch {
 /// [`dispatch`] into `out` (cleared first), reusing `out`'s vectors and
 /// `scratch`: the same result, without fresh memory every quantum.
 pub fn dispatch_into(schedule: &Schedule, config: &PlannerConfig, scratch: &mut DispatchScratch, out: &mut Dispatch) {
+    dispatch_with(schedule, config, scratch, out, true);
+}
+
+/// [`dispatch_into`], with or without the lone-set path.
+fn dispatch_with(
+    schedule: &Schedule,
+    config: &PlannerConfig,
+    scratch: &mut DispatchScratch,
+    out: &mut Dispatch,
+    lone_path: bool,
+) {
     out.groups.clear();
     out.order.clear();
     out.pins.clear();
@@ -336,19 +390,23 @@ pub fn dispatch_into(schedule: &Schedule, config: &PlannerConfig, scratch: &mut 
         pins: std::mem::take(&mut out.pins),
         split_loss_bytes: 0,
         free_bytes_from: [[0; TaskKind::COUNT]; TaskKind::COUNT],
+        lone_path,
     };
     let mut next_component = component_starts.iter().copied().peekable();
+    let sets = order.len() as u32;
     for (pos, &s) in order.iter().enumerate() {
         let pos = pos as u32;
-        if next_component.next_if_eq(&pos).is_some() {
+        let starts = next_component.next_if_eq(&pos).is_some();
+        if starts {
             packer.end_component();
             // A group that has its share of the quantum closes here.
             if pos > packer.open.start && packer.open.disk_bytes >= target_bytes {
                 packer.close(pos);
             }
         }
+        let alone = starts && next_component.peek().copied().unwrap_or(sets) == pos + 1;
         let set = &schedule.sets[s as usize];
-        packer.add(pos, schedule.reads_of(s as usize), schedule.decls[set.decl as usize].task);
+        packer.add(pos, schedule.reads_of(s as usize), schedule.decls[set.decl as usize].task, alone);
     }
     packer.close(order.len() as u32);
 
@@ -404,11 +462,14 @@ fn component_order(
     components.parent.clear();
     components.parent.extend(0..n as u32);
     let max_group = schedule.reads.iter().map(|r| r.group.0).max().unwrap_or(0);
-    // Enough partitions that a group's offset in its partition fits in
-    // 32 bits (8 bytes a read bucketed, not 16).
-    let partitions = GROUP_PARTITIONS.max(usize::try_from(max_group >> 32).unwrap_or(usize::MAX / 2) + 1);
-    let partition_width = max_group / partitions as u64 + 1;
-    let partition = |group: u64| (group / partition_width) as usize;
+    // About GROUP_PARTITIONS partitions of a power of two groups each (a
+    // shift per read, not a division), at most 2^32 groups each so that a
+    // group's offset in its partition fits in 32 bits (8 bytes a read
+    // bucketed, not 16). Components do not depend on the partitioning.
+    let group_bits = u64::BITS - max_group.leading_zeros();
+    let shift = group_bits.saturating_sub(GROUP_PARTITIONS.trailing_zeros()).min(32);
+    let partitions = usize::try_from(max_group >> shift).expect("at most 2^32 partitions") + 1;
+    let partition = |group: u64| (group >> shift) as usize;
     let starts = &mut scratch.starts;
     starts.clear();
     starts.resize(partitions + 1, 0);
@@ -428,7 +489,7 @@ fn component_order(
         for r in schedule.reads_of(s) {
             let p = partition(r.group.0);
             let slot = &mut cursor[p];
-            bucketed[*slot] = ((r.group.0 - p as u64 * partition_width) as u32, s as u32);
+            bucketed[*slot] = ((r.group.0 - ((p as u64) << shift)) as u32, s as u32);
             *slot += 1;
         }
     }
@@ -470,4 +531,79 @@ fn component_order(
         *slot += 1;
     }
     scratch.parent = components.parent;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scheduler::{ScheduledDecl, ScheduledSet};
+    use dingo_types::{BlockId, GroupId};
+
+    /// A small deterministic generator (xorshift), enough to vary schedules.
+    fn next(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    /// A schedule of lone sets and shared stripes: ranges of consecutive
+    /// blocks, singletons, sets naming a chunk twice, and sets that share
+    /// groups, with physical and free reads.
+    fn schedule(seed: u64) -> Schedule {
+        let mut rng = seed | 1;
+        let decls = (0..4)
+            .map(|i| ScheduledDecl {
+                id: DeclarationId(i),
+                task: TaskKind::ALL[i as usize % TaskKind::COUNT],
+                deadline: Timestamp(1_000_000),
+                quota: 0,
+                taken: 0,
+                overloaded: false,
+            })
+            .collect();
+        let mut out = Schedule { start: Timestamp(0), decls, ..Schedule::default() };
+        for key in 0..200 {
+            out.sets.push(ScheduledSet { decl: (next(&mut rng) % 4) as u32, first_read: out.reads.len() as u32, key });
+            let start = next(&mut rng) % (100 + 400 * (seed % 5));
+            let len = 1 + next(&mut rng) % 5;
+            let twice = next(&mut rng).is_multiple_of(10);
+            for b in start..start + len {
+                let copy = (next(&mut rng) % 2) as u8;
+                let read = ChunkRead {
+                    block: BlockId(b),
+                    copy,
+                    disk: DiskId((b % 7) as u32),
+                    group: GroupId(b / 3),
+                    bytes: 10,
+                    physical: !next(&mut rng).is_multiple_of(3),
+                };
+                out.reads.push(read);
+                if twice {
+                    out.reads.push(ChunkRead { physical: false, ..read });
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn lone_sets_dispatch_exactly_as_through_the_chunk_table() {
+        for seed in 0..50 {
+            let s = schedule(seed);
+            for (rounds, cache) in [(1, u64::MAX), (4, 40), (16, 0), (3, 25)] {
+                let config =
+                    PlannerConfig { dispatch_rounds: rounds, group_cache_bytes: cache, ..PlannerConfig::default() };
+                let (mut fast, mut general) = (Dispatch::default(), Dispatch::default());
+                let mut scratch = DispatchScratch::default();
+                dispatch_with(&s, &config, &mut scratch, &mut fast, true);
+                dispatch_with(&s, &config, &mut DispatchScratch::default(), &mut general, false);
+                assert_eq!(fast, general, "seed {seed}, {rounds} rounds, cache {cache}");
+                // Reused scratch gives the same again.
+                let mut again = Dispatch::default();
+                dispatch_with(&s, &config, &mut scratch, &mut again, true);
+                assert_eq!(again, general);
+            }
+        }
+    }
 }

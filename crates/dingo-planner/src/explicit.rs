@@ -59,7 +59,10 @@ impl ExplicitSets {
             ends.push(u32::try_from(deltas.len()).expect("validated member count"));
         }
         deltas.shrink_to_fit();
-        index.sort_unstable();
+        // Entries were pushed set by set, so a stable sort by block alone
+        // orders them by (block, set); a radix sort, since a failed disk's
+        // reconstruction names millions of members.
+        radsort::sort_by_key(&mut index, |&(block, _)| block);
         index.dedup();
         let declared_blocks = RoaringTreemap::from_sorted_iter(dedup_blocks(&index)).expect("sorted and deduplicated");
         let mut index_highs: Vec<(u32, u32)> = Vec::new();

@@ -5,7 +5,7 @@
 use crate::model::{ClusterModel, Redundancy};
 use crate::rng::SplitMix64;
 use dingo_types::{
-    BlockId, BlockRange, BlockSet, ChunkRef, Declaration, DiskId, Member, ReadSets, TaskKind, Timestamp, Topology,
+    BlockId, BlockRange, BlockSet, Declaration, DiskId, Member, ReadSets, TaskKind, Timestamp, Topology,
 };
 use std::time::Duration;
 
@@ -179,51 +179,14 @@ impl SteadyLoad {
 /// The members of [`surviving_set`], appended to `out`; false (and
 /// nothing appended) if there is no such set.
 pub(crate) fn surviving_members(model: &ClusterModel, block: BlockId, out: &mut Vec<Member>) -> bool {
-    let start = out.len();
-    let Some(loc) = model.stripe_of(block) else { return false };
-    if loc.width == 1 {
-        // A replicated block: any live copy will do.
-        if !(0..loc.copies).any(|copy| model.copy_disk(ChunkRef { block, copy }).is_some()) {
-            return false;
-        }
-        out.push(Member::Any(block));
-        return true;
-    }
-    for position in 0..loc.width {
-        if out.len() - start == loc.data {
-            break;
-        }
-        let b = model.stripe_member(&loc, position);
-        if b != block && model.copy_disk(ChunkRef { block: b, copy: 0 }).is_some() {
-            out.push(Member::Any(b));
-        }
-    }
-    if out.len() - start == loc.data {
-        true
-    } else {
-        out.truncate(start);
-        false
-    }
+    model.stripe_survivors(block, out)
 }
 
 /// The set reconstruction reads to rebuild a lost chunk of `block`: any
 /// live copy of a replicated block, or `k` live members of its stripe.
 pub(crate) fn surviving_set(model: &ClusterModel, block: BlockId) -> Option<BlockSet> {
-    let info = model.block(block)?;
-    let group = model.group_blocks(block);
-    if group.len() == 1 {
-        return (0..info.copies)
-            .any(|copy| model.copy_disk(ChunkRef { block, copy }).is_some())
-            .then(|| BlockSet::any_of([block]));
-    }
-    let data = model.redundancy_of(block)?.data_per_stripe() as usize;
-    let live: Vec<Member> = group
-        .into_iter()
-        .filter(|&b| b != block && model.copy_disk(ChunkRef { block: b, copy: 0 }).is_some())
-        .take(data)
-        .map(Member::Any)
-        .collect();
-    (live.len() == data).then(|| BlockSet::new(live))
+    let mut members = Vec::new();
+    surviving_members(model, block, &mut members).then(|| BlockSet::new(members))
 }
 
 fn read_sets_len(sets: &ReadSets) -> u64 {

@@ -64,6 +64,28 @@ pub trait Topology {
         Some(info)
     }
 
+    /// [`Self::block_copies`] of each block of `blocks`, in order: the
+    /// blocks' infos in `infos` (cleared first; `None` for a block never
+    /// created) and their copies' disks in `disks` (cleared first), each
+    /// existing block's `copies` entries after the previous block's. The
+    /// planner resolves a range set (a stretch of a file) this way:
+    /// implementations that locate a block by computation or search
+    /// override it to locate the range once, not every block.
+    fn range_copies(
+        &self,
+        blocks: std::ops::Range<u64>,
+        infos: &mut Vec<Option<BlockInfo>>,
+        disks: &mut Vec<Option<DiskId>>,
+    ) {
+        infos.clear();
+        disks.clear();
+        let mut one = Vec::new();
+        for b in blocks {
+            infos.push(self.block_copies(BlockId(b), &mut one));
+            disks.extend_from_slice(&one);
+        }
+    }
+
     fn disk_count(&self) -> u32;
 
     fn disk_model(&self, disk: DiskId) -> DiskModel;

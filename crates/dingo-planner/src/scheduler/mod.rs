@@ -19,11 +19,12 @@ use crate::accounting::QuantumReport;
 use crate::config::{Budget, LeftoverPolicy, PlannerConfig};
 use crate::declaration::DeclState;
 use crate::sets::{Sets, none_in};
-use dingo_types::{BlockId, BlockState, ChunkRef, DiskId, DiskModel, Member, Timestamp, Topology};
+use dingo_types::{BlockId, BlockInfo, BlockState, ChunkRef, DiskId, DiskModel, Member, Timestamp, Topology};
 use roaring::RoaringTreemap;
 use std::ops::Deref;
 
 mod free_pass;
+mod lookup;
 mod schedule;
 
 pub use schedule::{ChunkRead, Schedule, ScheduledDecl, ScheduledSet};
@@ -116,6 +117,10 @@ struct QuantumState<'a, T: Topology> {
     copy_disks: Vec<Option<DiskId>>,
     /// For the range set being resolved: each block's scheduled copy.
     range_copies: Vec<Option<u8>>,
+    /// For the range set being resolved: each block and its copies'
+    /// disks ([`Topology::range_copies`]).
+    range_infos: Vec<Option<BlockInfo>>,
+    range_disks: Vec<Option<DiskId>>,
     staged: Vec<ChunkRead>,
     /// Head time of each staged read that goes to disk (0 for a free
     /// read), computed once while checking the budget and reused when
@@ -218,6 +223,8 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             members: Vec::new(),
             copy_disks: Vec::new(),
             range_copies: Vec::new(),
+            range_infos: Vec::new(),
+            range_disks: Vec::new(),
             staged: Vec::new(),
             staged_us: Vec::new(),
             pending_us: Vec::new(),
@@ -387,48 +394,6 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         taken
     }
 
-    /// The copy of `b` already scheduled this quantum, if any.
-    fn scheduled_copy(&self, b: BlockId) -> Option<u8> {
-        if !self.scheduled.blocks.contains(b.0) {
-            return None;
-        }
-        self.scheduled.copies.iter().position(|s| s.contains(b.0)).map(|c| c as u8)
-    }
-
-    /// Fills `range_copies` with the copy of each block of `range` already
-    /// scheduled this quantum ([`Self::scheduled_copy`] of each): one seek
-    /// per copy number instead of up to one membership test per copy and
-    /// block (a range set is a stretch of a file, tens of blocks).
-    fn find_range_copies(&mut self, range: std::ops::Range<u64>) {
-        self.range_copies.clear();
-        self.range_copies.resize((range.end - range.start) as usize, None);
-        // A range with no block scheduled yet (most walks) needs one seek.
-        if none_in(&self.scheduled.blocks, range.clone()) {
-            return;
-        }
-        // Highest copy first, so that the lowest scheduled copy wins.
-        for (copy, scheduled) in self.scheduled.copies.iter().enumerate().rev() {
-            let mut blocks = scheduled.iter();
-            blocks.advance_to(range.start);
-            for b in blocks.take_while(|&b| b < range.end) {
-                self.range_copies[(b - range.start) as usize] = Some(copy as u8);
-            }
-        }
-    }
-
-    /// For an "any copy" member not yet scheduled, whose copies' disks are
-    /// in `copy_disks`: the live copy on the disk with the most head-time
-    /// budget left (lowest copy number on ties).
-    fn pick_copy(&self) -> Option<(u8, DiskId)> {
-        (0..).zip(&self.copy_disks).filter_map(|(copy, disk)| disk.map(|disk| (copy, disk))).max_by_key(
-            |&(copy, disk)| {
-                let left =
-                    self.budget.disk_limit_us(disk.0).saturating_sub(self.scheduled.disk_used_us[disk.0 as usize]);
-                (left, std::cmp::Reverse(copy))
-            },
-        )
-    }
-
     /// Resolves set `key` of `d` to chunk reads and takes it if it fits
     /// (always, when `enforce` is false or it costs nothing).
     fn try_take(&mut self, d: &mut DeclState, decl: u32, key: u64, enforce: bool) -> Take {
@@ -437,15 +402,19 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         self.staged.clear();
         self.staged_us.clear();
         self.pending_us.clear();
+        // A range (a stretch of a file) is looked up at once, not block by block.
         let range_start = d.sets.range(key).map(|r| {
             self.find_range_copies(r.clone());
+            self.topo.range_copies(r.clone(), &mut self.range_infos, &mut self.range_disks);
             r.start
         });
+        let mut range_disks_at = 0;
         let mut new_bytes = 0u64;
         let mut deleted_bytes = 0u64;
-        for &m in &self.members {
+        for i in 0..self.members.len() {
+            let m = self.members[i];
             let b = m.block();
-            let info = match self.topo.block_copies(b, &mut self.copy_disks) {
+            let info = match self.block_copies(b, range_start, &mut range_disks_at) {
                 Some(info) if info.state != BlockState::Deleted => info,
                 deleted => {
                     deleted_bytes += deleted.map_or(0, |info| info.size);

@@ -2,7 +2,7 @@
 //! within a region, and the placement group (hence the disks) of a stripe.
 
 use super::{ClusterModel, Redundancy};
-use dingo_types::{BlockId, DiskId};
+use dingo_types::{BlockId, DiskId, Member};
 
 /// Block ids per bucket of the block → region index: `1 << INDEX_SHIFT`.
 pub(super) const INDEX_SHIFT: u32 = 16;
@@ -57,10 +57,12 @@ impl ClusterModel {
         while self.region_firsts.get(region + 1).is_some_and(|&next| next <= b) {
             region += 1;
         }
+        (b < self.regions[region].end).then(|| self.locate_in(region, b))
+    }
+
+    /// Where block `b` of region `region` sits; `b` must be in it.
+    pub(super) fn locate_in(&self, region: usize, b: u64) -> Locator {
         let r = &self.regions[region];
-        if b >= r.end {
-            return None;
-        }
         let redundancy = r.redundancy;
         let local = b - r.first;
         let (stripe, position) = if local < r.data_blocks {
@@ -73,7 +75,28 @@ impl ClusterModel {
             let p = local - r.data_blocks;
             (p / u64::from(parity), u32::from(data) + (p % u64::from(parity)) as u32)
         };
-        Some(Locator { region, stripe, position })
+        Locator { region, stripe, position }
+    }
+
+    /// The locator of block `b + 1`, given `loc`, that of block `b`, when
+    /// both are in the region: a step, where [`Self::locate_in`] divides.
+    pub(super) fn next_locator(&self, b: u64, loc: Locator) -> Locator {
+        let r = &self.regions[loc.region];
+        let next = b + 1;
+        if next == r.data_blocks + r.first {
+            // From the data blocks into the parity blocks.
+            return self.locate_in(loc.region, next);
+        }
+        let (first, width) = match r.redundancy {
+            Redundancy::Replicated { .. } => (0, 1),
+            Redundancy::ErasureCoded { data, .. } if next < r.first + r.data_blocks => (0, u32::from(data)),
+            Redundancy::ErasureCoded { data, parity } => (u32::from(data), u32::from(data) + u32::from(parity)),
+        };
+        if loc.position + 1 == width {
+            Locator { stripe: loc.stripe + 1, position: first, ..loc }
+        } else {
+            Locator { position: loc.position + 1, ..loc }
+        }
     }
 
     /// The block at member `position` of stripe `stripe` of `region`.
@@ -140,6 +163,45 @@ impl ClusterModel {
                 });
                 b += 1;
             }
+        }
+    }
+
+    /// What reconstruction reads to rebuild a lost chunk of `block`,
+    /// appended to `out`: the block itself ("any copy") if a copy of a
+    /// replicated block is on a live disk, or the first `k` other members
+    /// of an erasure-coded stripe on live disks, in position order. False
+    /// (nothing appended) if there are not enough. The stripe is located
+    /// once, where asking each member's disk located every member again.
+    pub fn stripe_survivors(&self, block: BlockId, out: &mut Vec<Member>) -> bool {
+        let start = out.len();
+        let Some(loc) = self.locate(block.0) else { return false };
+        let region = &self.regions[loc.region];
+        let placed = self.placement_disks(region, loc.stripe);
+        let live = |disk: u32| !self.failed[disk as usize];
+        let needed = match region.redundancy {
+            Redundancy::Replicated { .. } => {
+                if !placed.iter().any(|&disk| live(disk)) {
+                    return false;
+                }
+                out.push(Member::Any(block));
+                return true;
+            }
+            Redundancy::ErasureCoded { data, .. } => usize::from(data),
+        };
+        for (position, &disk) in (0..).zip(placed) {
+            if out.len() - start == needed {
+                break;
+            }
+            let b = self.member_block(region, loc.stripe, position);
+            if b != block.0 && live(disk) {
+                out.push(Member::Any(BlockId(b)));
+            }
+        }
+        if out.len() - start == needed {
+            true
+        } else {
+            out.truncate(start);
+            false
         }
     }
 

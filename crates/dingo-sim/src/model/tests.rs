@@ -93,6 +93,42 @@ fn block_copies_agrees_with_block_and_copy_disk() {
         let expected = (0..).zip(&disks).find_map(|(copy, d)| d.map(|d| (copy, d)));
         assert_eq!(*first, expected, "{b}");
     }
+    // So does the range lookup, over ranges of every kind: within a
+    // region's data or parity blocks, across the two, across regions, and
+    // past the last block, compared with the trait's block-by-block default.
+    struct OneByOne<'a>(&'a ClusterModel);
+    impl Topology for OneByOne<'_> {
+        fn block(&self, id: BlockId) -> Option<dingo_types::BlockInfo> {
+            self.0.block(id)
+        }
+        fn copy_disk(&self, chunk: ChunkRef) -> Option<DiskId> {
+            self.0.copy_disk(chunk)
+        }
+        fn disk_count(&self) -> u32 {
+            self.0.disk_count()
+        }
+        fn disk_model(&self, disk: DiskId) -> dingo_types::DiskModel {
+            self.0.disk_model(disk)
+        }
+        fn chunks_on_disk(&self, disk: DiskId) -> dingo_types::MemberBitmap {
+            self.0.chunks_on_disk(disk)
+        }
+        fn all_chunks(&self) -> dingo_types::MemberBitmap {
+            self.0.all_chunks()
+        }
+    }
+    let (mut infos, mut expected_infos, mut expected_disks) = (Vec::new(), Vec::new(), Vec::new());
+    let end = m.block_count() + 3;
+    let mut starts: Vec<u64> = m.regions.iter().flat_map(|r| [r.first, r.parity_first(), r.end]).collect();
+    starts.extend((0..end).step_by(37));
+    for start in starts {
+        for len in [1, 2, 5, 29, 31, 64, 200] {
+            let range = start.saturating_sub(len / 2)..(start + len).min(end);
+            m.range_copies(range.clone(), &mut infos, &mut disks);
+            OneByOne(&m).range_copies(range.clone(), &mut expected_infos, &mut expected_disks);
+            assert_eq!((&infos, &disks), (&expected_infos, &expected_disks), "{range:?}");
+        }
+    }
 }
 
 #[test]
@@ -150,4 +186,41 @@ fn added_files_land_in_a_new_region_of_their_scheme_and_replaced_disks_come_back
     assert_eq!(m.copy_disk(chunk), None);
     m.replace_disk(disk);
     assert_eq!(m.copy_disk(chunk), Some(disk));
+}
+
+#[test]
+fn stripe_survivors_are_the_live_members_each_lookup_finds() {
+    // The per-member definition: every other member of the stripe (the
+    // block itself if replicated) whose copy `copy_disk` finds on a live
+    // disk, the first `k` of them, or none if fewer.
+    let reference = |m: &ClusterModel, block: BlockId| -> Option<Vec<Member>> {
+        let group = m.group_blocks(block);
+        if group.len() == 1 {
+            let copies = m.block(block)?.copies;
+            return (0..copies)
+                .any(|copy| m.copy_disk(ChunkRef { block, copy }).is_some())
+                .then(|| vec![Member::Any(block)]);
+        }
+        let k = m.redundancy_of(block)?.data_per_stripe() as usize;
+        let live: Vec<Member> = group
+            .into_iter()
+            .filter(|&b| b != block && m.copy_disk(ChunkRef { block: b, copy: 0 }).is_some())
+            .take(k)
+            .map(Member::Any)
+            .collect();
+        (live.len() == k).then_some(live)
+    };
+    let mut m = small();
+    // Two disks out at once, so that some stripes lack survivors.
+    let lost = m.chunks_on_disk(DiskId(3));
+    m.fail_disk(DiskId(3));
+    m.fail_disk(DiskId(40));
+    let mut out = vec![Member::Any(BlockId(u64::MAX))];
+    let blocks = lost.iter().map(|c| c.block()).chain((0..m.block_count() + 5).step_by(89).map(BlockId));
+    for block in blocks {
+        out.truncate(1);
+        let found = m.stripe_survivors(block, &mut out);
+        assert_eq!(found.then(|| out[1..].to_vec()), reference(&m, block), "{block}");
+        assert!(found || out.len() == 1, "nothing appended when none are found");
+    }
 }

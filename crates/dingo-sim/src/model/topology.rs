@@ -20,6 +20,22 @@ impl ClusterModel {
     }
 }
 
+impl ClusterModel {
+    /// [`Topology::block_copies`] of block `id`, found at `loc`, with its
+    /// copies' disks appended to `disks`.
+    fn push_copies(&self, id: BlockId, loc: &Locator, disks: &mut Vec<Option<DiskId>>) -> BlockInfo {
+        let info = self.block_at(id, loc);
+        let region = &self.regions[loc.region];
+        let live = |disk: u32| (!self.failed[disk as usize]).then_some(DiskId(disk));
+        let placed = self.placement_disks(region, loc.stripe);
+        match region.redundancy {
+            Redundancy::Replicated { .. } => disks.extend(placed.iter().map(|&disk| live(disk))),
+            Redundancy::ErasureCoded { .. } => disks.push(live(placed[loc.position as usize])),
+        }
+        info
+    }
+}
+
 impl Topology for ClusterModel {
     fn block(&self, id: BlockId) -> Option<BlockInfo> {
         self.locate(id.0).map(|loc| self.block_at(id, &loc))
@@ -28,15 +44,36 @@ impl Topology for ClusterModel {
     fn block_copies(&self, id: BlockId, disks: &mut Vec<Option<DiskId>>) -> Option<BlockInfo> {
         disks.clear();
         let loc = self.locate(id.0)?;
-        let info = self.block_at(id, &loc);
-        let region = &self.regions[loc.region];
-        let live = |disk: u32| (!self.failed[disk as usize]).then_some(DiskId(disk));
-        let placed = self.placement_disks(region, loc.stripe);
-        match region.redundancy {
-            Redundancy::Replicated { .. } => disks.extend(placed.iter().map(|&disk| live(disk))),
-            Redundancy::ErasureCoded { .. } => disks.push(live(placed[loc.position as usize])),
+        Some(self.push_copies(id, &loc, disks))
+    }
+
+    fn range_copies(
+        &self,
+        blocks: std::ops::Range<u64>,
+        infos: &mut Vec<Option<BlockInfo>>,
+        disks: &mut Vec<Option<DiskId>>,
+    ) {
+        infos.clear();
+        disks.clear();
+        let mut b = blocks.start;
+        while b < blocks.end {
+            let Some(mut loc) = self.locate(b) else {
+                infos.push(None);
+                b += 1;
+                continue;
+            };
+            // The rest of the range in this region, one step a block.
+            let end = self.regions[loc.region].end.min(blocks.end);
+            loop {
+                infos.push(Some(self.push_copies(BlockId(b), &loc, disks)));
+                if b + 1 == end {
+                    break;
+                }
+                loc = self.next_locator(b, loc);
+                b += 1;
+            }
+            b = end;
         }
-        Some(info)
     }
 
     fn copy_disk(&self, chunk: ChunkRef) -> Option<DiskId> {

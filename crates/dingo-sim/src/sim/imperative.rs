@@ -22,37 +22,46 @@ use dingo_types::{BlockId, BlockInfo, BlockState, ChunkRef, DiskId, Member, Task
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// A plain LRU per disk: `ways` chunks each, most recent first.
+/// A plain LRU per disk: `ways` chunks each.
 #[derive(Debug)]
 struct Lru {
     ways: usize,
-    /// `disks × ways` entries of (chunk key, task that read it in); `u64::MAX` is empty.
-    lines: Vec<(u64, TaskKind)>,
+    /// `disks × ways` entries of (chunk key, task that read it in, time of
+    /// last use); `u64::MAX` is empty, with time 0. Times, not an order
+    /// kept by moving entries: a hit or a miss writes one entry instead of
+    /// shifting the line.
+    lines: Vec<(u64, TaskKind, u64)>,
+    clock: u64,
 }
 
 impl Lru {
     fn new(disks: u32, ways: usize) -> Lru {
-        Lru { ways, lines: vec![(u64::MAX, TaskKind::Reconstruction); disks as usize * ways] }
+        Lru { ways, lines: vec![(u64::MAX, TaskKind::Reconstruction, 0); disks as usize * ways], clock: 0 }
     }
 
-    /// Looks `key` up on `disk` and makes it most recent; `Some(owner)` on a hit.
+    /// Looks `key` up on `disk` and makes it most recent; `Some(owner)` on
+    /// a hit. A miss evicts the least recently used chunk (an empty entry
+    /// first).
     fn access(&mut self, disk: DiskId, key: u64, task: TaskKind) -> Option<TaskKind> {
         if self.ways == 0 {
             return None;
         }
+        self.clock += 1;
         let start = disk.0 as usize * self.ways;
         let line = &mut self.lines[start..start + self.ways];
-        match line.iter().position(|&(k, _)| k == key) {
-            Some(i) => {
-                line[..=i].rotate_right(1);
-                Some(line[0].1)
+        // (index, time of last use) of the least recent entry so far.
+        let mut oldest = (0, u64::MAX);
+        for (i, entry) in line.iter_mut().enumerate() {
+            if entry.0 == key {
+                entry.2 = self.clock;
+                return Some(entry.1);
             }
-            None => {
-                line.rotate_right(1);
-                line[0] = (key, task);
-                None
+            if entry.2 < oldest.1 {
+                oldest = (i, entry.2);
             }
         }
+        line[oldest.0] = (key, task, self.clock);
+        None
     }
 }
 
@@ -270,5 +279,35 @@ mod tests {
         assert_eq!(lru.access(d0, 2, TaskKind::Fsck), None);
         assert_eq!(lru.access(d1, 1, TaskKind::Fsck), None, "caches are per disk");
         assert_eq!(Lru::new(1, 0).access(d0, 1, TaskKind::Fsck), None);
+    }
+
+    #[test]
+    fn the_lru_answers_as_a_line_kept_in_recency_order() {
+        // The reference: each line ordered most recent first.
+        let (disks, ways) = (3, 5);
+        let mut reference: Vec<Vec<(u64, TaskKind)>> = vec![Vec::new(); disks];
+        let mut lru = Lru::new(disks as u32, ways);
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for step in 0..20_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let (disk, key) = ((state % disks as u64) as usize, (state >> 8) % 12);
+            let task = TaskKind::ALL[step % TaskKind::COUNT];
+            let line = &mut reference[disk];
+            let expected = match line.iter().position(|&(k, _)| k == key) {
+                Some(i) => {
+                    let hit = line.remove(i);
+                    line.insert(0, hit);
+                    Some(hit.1)
+                }
+                None => {
+                    line.insert(0, (key, task));
+                    line.truncate(ways);
+                    None
+                }
+            };
+            assert_eq!(lru.access(DiskId(disk as u32), key, task), expected, "step {step}");
+        }
     }
 }

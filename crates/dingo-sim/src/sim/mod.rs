@@ -346,8 +346,10 @@ impl Simulation {
             let settle = || {
                 if let (Some(opt), Some(elide)) = (optimal, optimal_elide) {
                     for job in &closed {
-                        opt.close(job, &world.model, world.model.deleted(), deleted_now);
-                        elide.close(job, &world.model, world.model.deleted(), deleted_now);
+                        let rebuilt = optimal::Rebuilt::of(job, &world.model);
+                        let deleted = world.model.deleted();
+                        opt.close_rebuilt(job, &world.model, deleted, deleted_now, rebuilt.as_ref());
+                        elide.close_rebuilt(job, &world.model, deleted, deleted_now, rebuilt.as_ref());
                     }
                 }
             };

@@ -45,6 +45,35 @@ pub struct Optimal {
     block_bytes: u64,
 }
 
+/// A reconstruction job's sets, listed once for both rules: the members
+/// of each set (`members[ends[i - 1]..ends[i]]`, block ids) and every
+/// block any of them names.
+pub struct Rebuilt {
+    members: Vec<u64>,
+    ends: Vec<u32>,
+    blocks: RoaringTreemap,
+}
+
+impl Rebuilt {
+    /// The sets of `job` if it is a reconstruction job.
+    pub fn of(job: &Job, model: &ClusterModel) -> Option<Rebuilt> {
+        let JobSets::Rebuilds { blocks: lost, .. } = &job.sets else { return None };
+        let (mut members, mut ends, mut set) = (Vec::new(), Vec::with_capacity(lost.len()), Vec::new());
+        for i in 0..lost.len() {
+            set.clear();
+            job.sets.rebuild(model, i, &mut set);
+            members.extend(set.iter().map(|m| m.block().0));
+            ends.push(u32::try_from(members.len()).expect("under 4G members in one reconstruction job"));
+        }
+        // A radix sort: a failed disk's stripes name millions of blocks.
+        let mut sorted = members.clone();
+        radsort::sort(&mut sorted);
+        sorted.dedup();
+        let blocks = RoaringTreemap::from_sorted_iter(sorted).expect("sorted and deduplicated");
+        Some(Rebuilt { members, ends, blocks })
+    }
+}
+
 /// Pending candidates below this many are not worth settling early
 /// (a few megabytes of bitmaps).
 const SETTLE_FLOOR_MEMBERS: u64 = 1 << 20;
@@ -68,6 +97,20 @@ impl Optimal {
     /// already, and deletions only add up, so this needs no copy of the
     /// cluster's deleted blocks as they were.
     pub fn close(&mut self, job: &Job, model: &ClusterModel, deleted: &RoaringTreemap, since: &RoaringTreemap) {
+        self.close_rebuilt(job, model, deleted, since, Rebuilt::of(job, model).as_ref());
+    }
+
+    /// [`Self::close`] with a reconstruction job's sets already listed
+    /// (`rebuilt`, required for one): both rules settle the same jobs, so
+    /// the survivors of a failed disk's stripes are listed once for both.
+    pub fn close_rebuilt(
+        &mut self,
+        job: &Job,
+        model: &ClusterModel,
+        deleted: &RoaringTreemap,
+        since: &RoaringTreemap,
+        rebuilt: Option<&Rebuilt>,
+    ) {
         let elide = self.rule == OptimalRule::ElideDeletedBeforeDeadline;
         let gone_by_deadline = |b: u64| elide && deleted.contains(b) && !since.contains(b);
         let bb = self.block_bytes;
@@ -82,25 +125,35 @@ impl Optimal {
                     }
                 }
             }
-            JobSets::Rebuilds { blocks: lost, .. } => {
-                let mut blocks = Vec::new();
-                let mut members = Vec::new();
-                for i in 0..lost.len() {
-                    members.clear();
-                    job.sets.rebuild(model, i, &mut members);
-                    let before = blocks.len();
-                    blocks.extend(members.iter().map(|m| m.block().0).filter(|&b| !gone_by_deadline(b)));
-                    let read = (blocks.len() - before) as u64;
-                    if read == 0 {
-                        self.recorder.elided(job.task, members.len() as u64 * bb);
+            JobSets::Rebuilds { .. } => {
+                let rebuilt = rebuilt.expect("a reconstruction job is settled with its sets listed");
+                // Blocks deleted by the deadline, if this rule may elide them.
+                let mut gone = RoaringTreemap::new();
+                if elide {
+                    gone = &rebuilt.blocks & deleted;
+                    gone -= since;
+                }
+                // A set is elided when none of its members is read.
+                let (mut read, mut elided) = (0, 0);
+                let mut from = 0;
+                for &end in &rebuilt.ends {
+                    let set = &rebuilt.members[from..end as usize];
+                    from = end as usize;
+                    let live =
+                        if gone.is_empty() { set.len() } else { set.iter().filter(|&&b| !gone.contains(b)).count() };
+                    if live == 0 {
+                        elided += set.len() as u64;
                     } else {
-                        self.recorder.logical(job.task, read * bb);
+                        read += live as u64;
                     }
                 }
-                // A radix sort: a failed disk's stripes name millions of blocks.
-                radsort::sort(&mut blocks);
-                blocks.dedup();
-                self.reads.insert_any(&RoaringTreemap::from_sorted_iter(blocks).expect("sorted and deduplicated"));
+                self.recorder.elided(job.task, elided * bb);
+                self.recorder.logical(job.task, read * bb);
+                if gone.is_empty() {
+                    self.reads.insert_any(&rebuilt.blocks);
+                } else {
+                    self.reads.insert_any(&(&rebuilt.blocks - &gone));
+                }
             }
             JobSets::Members(members) => {
                 // Copied only if some member is to be elided.
@@ -295,6 +348,49 @@ mod tests {
         assert_eq!(opt.pending[0].1, 5);
         assert_eq!(opt.pending_members, 2 * big);
         assert_eq!(opt.disk_bytes(), big + 5, "the scrub's reads plus the second job's five");
+    }
+
+    #[test]
+    fn reconstruction_counts_each_survivor_once_and_elides_only_sets_wholly_deleted() {
+        use dingo_types::Topology;
+        let mut m = model();
+        let lost = m.chunks_on_disk(dingo_types::DiskId(3));
+        m.fail_disk(dingo_types::DiskId(3));
+        let blocks: Vec<u64> = lost.iter().map(|c| c.block().0).collect();
+        let sets = JobSets::Rebuilds { blocks, members: 0 };
+        let mut listed: Vec<Vec<u64>> = Vec::new();
+        for i in 0..sets.len() as usize {
+            let mut members = Vec::new();
+            sets.rebuild(&m, i, &mut members);
+            listed.push(members.iter().map(|m| m.block().0).collect());
+        }
+        // Deleted by the deadline: every survivor of one set, one of
+        // another's; and one of a third's deleted only after (`since`).
+        let striped: Vec<usize> = (0..listed.len()).filter(|&i| listed[i].len() > 1).take(3).collect();
+        assert_eq!(striped.len(), 3, "the disk holds erasure-coded chunks");
+        listed.swap(0, striped[0]);
+        listed.swap(1, striped[1]);
+        listed.swap(2, striped[2]);
+        let mut deleted: RoaringTreemap = listed[0].iter().copied().collect();
+        deleted.insert(listed[1][0]);
+        deleted.insert(listed[2][0]);
+        let since: RoaringTreemap = [listed[2][0]].into_iter().collect();
+        let job = job(TaskKind::Reconstruction, sets, None);
+        let all: std::collections::BTreeSet<u64> = listed.iter().flatten().copied().collect();
+        let members = listed.iter().map(Vec::len).sum::<usize>() as u64;
+        for rule in [OptimalRule::EachBlockOnce, OptimalRule::ElideDeletedBeforeDeadline] {
+            let mut opt = Optimal::new(rule, Recorder::new(1, DiskModel::HDD), 1);
+            opt.close(&job, &m, &deleted, &since);
+            let totals = &opt.recorder.tasks[TaskKind::Reconstruction.index()];
+            if rule == OptimalRule::EachBlockOnce {
+                assert_eq!(opt.disk_bytes(), all.len() as u64);
+                assert_eq!((totals.logical_bytes, totals.elided_bytes), (members, 0));
+            } else {
+                let first = listed[0].len() as u64;
+                assert_eq!(opt.disk_bytes(), all.len() as u64 - first - 1, "the gone blocks are not read");
+                assert_eq!((totals.logical_bytes, totals.elided_bytes), (members - first - 1, first));
+            }
+        }
     }
 
     #[test]
