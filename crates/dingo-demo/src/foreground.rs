@@ -85,7 +85,7 @@ impl Foreground {
                     let info = client.stat(&file.path).await?;
                     let stat_ms = t.elapsed().as_secs_f64() * 1e3;
                     let (_, disks) = client.read_file_traced(&info, offset, len, IoTag::Foreground).await?;
-                    let ec = matches!(Redundancy::try_from(info.redundancy.as_ref()), Ok(Redundancy::Ec { .. }));
+                    let ec = matches!(dingo_proto::redundancy(info.redundancy.as_ref()), Ok(Redundancy::Ec { .. }));
                     let kind = match (ec, disks.contains(&None)) {
                         (false, _) => ReadKind::Replica,
                         (true, false) => ReadKind::EcMember,

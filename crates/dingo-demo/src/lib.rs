@@ -91,6 +91,39 @@ pub struct DemoConfig {
     pub keep_data: bool,
 }
 
+/// The flags of `dingo demo` besides the shared experiment ones.
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct DemoFlags {
+    /// Output folder: summary, per-interval series, plots, cluster data.
+    #[cfg_attr(feature = "clap", arg(long, default_value = "./dingo-demo"))]
+    pub out: PathBuf,
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
+    pub seed: u64,
+    /// Keep the clusters' data directories afterwards.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub keep_data: bool,
+    /// The emulated disks' IO scheduler: `classful`, or `fifo` for the
+    /// baseline.
+    #[cfg_attr(feature = "clap", arg(long, default_value = "classful"))]
+    pub scheduler: dingo_iosched::PolicyKind,
+}
+
+impl DemoConfig {
+    /// The demo at its default (or quick) scale, as `flags` say, started
+    /// with the `dingo` executable `exe`.
+    pub fn from_flags(flags: &DemoFlags, quick: bool, exe: PathBuf) -> DemoConfig {
+        let scale = if quick { Scale::quick() } else { Scale::default_run() };
+        DemoConfig {
+            exe,
+            scale: Scale { scheduler: flags.scheduler, ..scale },
+            seed: flags.seed,
+            out: flags.out.clone(),
+            keep_data: flags.keep_data,
+        }
+    }
+}
+
 /// Both runs and their comparison.
 #[derive(Clone, Debug)]
 pub struct DemoRun {

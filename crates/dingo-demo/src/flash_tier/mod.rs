@@ -87,6 +87,44 @@ impl FlashTierLiveConfig {
     }
 }
 
+/// The flags of `dingo bench flash-tier` that choose and shape the live
+/// experiment.
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct LiveFlags {
+    /// Run the demo's declarative timeline on real local clusters, each
+    /// node's pinned region shrunk, with DRAM only and with `[node.flash]`.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub live: bool,
+    /// With --live: repetitions of the pair (the report gives medians).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 1, requires = "live",
+        value_parser = clap::value_parser!(u32).range(1..)))]
+    pub runs: u32,
+    /// With --live: each node's pinned region [default: 2MB].
+    #[cfg_attr(feature = "clap", arg(long, value_parser = dingo_types::parse_bytes, requires = "live"))]
+    pub pinned: Option<u64>,
+    /// With --live: where the clusters' data go.
+    #[cfg_attr(feature = "clap", arg(long, default_value = "./dingo-flash-tier", requires = "live"))]
+    pub out: PathBuf,
+    /// With --live: keep the clusters' data directories afterwards.
+    #[cfg_attr(feature = "clap", arg(long, requires = "live"))]
+    pub keep_data: bool,
+}
+
+impl FlashTierLiveConfig {
+    /// The standard experiment (quick or not) with `flags` applied.
+    pub fn from_flags(flags: &LiveFlags, quick: bool, seed: u64, exe: PathBuf) -> FlashTierLiveConfig {
+        let standard = FlashTierLiveConfig::standard(quick, exe, flags.out.clone());
+        FlashTierLiveConfig {
+            seed,
+            runs: flags.runs,
+            keep_data: flags.keep_data,
+            node_pinned_bytes: flags.pinned.unwrap_or(standard.node_pinned_bytes),
+            ..standard
+        }
+    }
+}
+
 /// Runs both arms `config.runs` times; `starting(run, arm)` is called
 /// before each.
 pub async fn run(config: &FlashTierLiveConfig, mut starting: impl FnMut(u32, Arm)) -> Result<FlashTierLiveReport> {
