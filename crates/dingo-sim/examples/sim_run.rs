@@ -6,14 +6,13 @@
 //! `cargo run --release -p dingo-sim --features clap --example sim_run -- --capacity 10PB --disks-per-node 4 --json`
 
 use clap::Parser;
-use dingo_sim::scenario::Scenario;
-use dingo_sim::sim::{Modes, Simulation};
+use dingo_sim::run::{RunOptions, simulate};
 use dingo_sim::summary::RunCost;
 
 #[derive(Parser)]
 struct Args {
     #[command(flatten)]
-    scenario: Scenario,
+    run: RunOptions,
     /// Accepted for the CLI's spelling; the output is always JSON.
     #[arg(long)]
     json: bool,
@@ -25,15 +24,11 @@ struct Args {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let started = std::time::Instant::now();
-    let sim = Simulation::new(args.scenario.config(Modes::ALL)?)?;
-    let result = sim.run(|s| {
-        if std::env::var_os("SIM_RUN_PROGRESS").is_some() {
+    let show_progress = std::env::var_os("SIM_RUN_PROGRESS").is_some();
+    let result = simulate(args.run.config()?, |done, _| {
+        if show_progress {
             let (main, all) = (cpu_seconds("thread-self"), cpu_seconds("self"));
-            eprintln!(
-                "quantum {} wall {:.1} s cpu main {main:.1} all {all:.1}",
-                s.quanta_done(),
-                started.elapsed().as_secs_f64()
-            );
+            eprintln!("quantum {done} wall {:.1} s cpu main {main:.1} all {all:.1}", started.elapsed().as_secs_f64());
         }
     })?;
     // The main thread's CPU time is the run's critical path (the planner);
