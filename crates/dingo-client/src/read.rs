@@ -116,8 +116,7 @@ impl Client {
 
     /// Reads a range of a file already looked up with [`Client::stat`].
     pub async fn read_file(&self, file: &FileInfo, offset: u64, len: u64, tag: IoTag) -> Result<Bytes> {
-        let pieces: Vec<Bytes> = self.read_pieces(file, offset, len, tag)?.try_collect().await?;
-        Ok(if pieces.len() == 1 { pieces.into_iter().next().expect("one") } else { pieces.concat().into() })
+        Ok(self.read_file_traced(file, offset, len, tag).await?.0)
     }
 
     /// Reads a range of a file as a stream of pieces in file order (each at
@@ -132,12 +131,7 @@ impl Client {
         len: u64,
         tag: IoTag,
     ) -> Result<impl Stream<Item = Result<Bytes>> + 'a> {
-        let end = offset.checked_add(len).filter(|&e| e <= file.size);
-        if end.is_none() {
-            return Err(ClientError::PastEnd { path: file.path.clone(), offset, len, size: file.size });
-        }
-        let extents = extents(file, offset, len)?;
-        Ok(futures::stream::iter(extents.into_iter().map(move |e| self.read_extent(e, tag))).buffered(READ_PARALLELISM))
+        Ok(self.traced_pieces(file, offset, len, tag)?.map_ok(|(piece, _disk)| piece))
     }
 
     /// Reads `len` bytes at `offset` of a file already looked up, a range
@@ -171,19 +165,17 @@ impl Client {
         len: u64,
         tag: IoTag,
     ) -> Result<(Bytes, Vec<Option<u32>>)> {
-        if offset.checked_add(len).is_none_or(|end| end > file.size) {
-            return Err(ClientError::PastEnd { path: file.path.clone(), offset, len, size: file.size });
-        }
         let pieces: Vec<(Bytes, Option<u32>)> = self.traced_pieces(file, offset, len, tag)?.try_collect().await?;
         let disks = pieces.iter().map(|p| p.1).collect();
-        let data: Bytes = match pieces.len() {
+        let data = match pieces.len() {
             1 => pieces.into_iter().next().expect("one").0,
-            _ => pieces.iter().flat_map(|p| p.0.iter().copied()).collect::<Vec<u8>>().into(),
+            _ => pieces.iter().map(|p| &p.0[..]).collect::<Vec<&[u8]>>().concat().into(),
         };
         Ok((data, disks))
     }
 
-    /// [`Client::read_pieces`] with the disk that served each piece.
+    /// The pieces of a range in file order, each with the disk that served
+    /// it, several in flight.
     fn traced_pieces<'a>(
         &'a self,
         file: &'a FileInfo,
@@ -191,13 +183,12 @@ impl Client {
         len: u64,
         tag: IoTag,
     ) -> Result<impl Stream<Item = Result<(Bytes, Option<u32>)>> + 'a> {
+        if offset.checked_add(len).is_none_or(|end| end > file.size) {
+            return Err(ClientError::PastEnd { path: file.path.clone(), offset, len, size: file.size });
+        }
         let extents = extents(file, offset, len)?;
         Ok(futures::stream::iter(extents.into_iter().map(move |e| self.read_extent_from(e, tag)))
             .buffered(READ_PARALLELISM))
-    }
-
-    async fn read_extent(&self, e: Extent<'_>, tag: IoTag) -> Result<Bytes> {
-        Ok(self.read_extent_from(e, tag).await?.0)
     }
 
     /// The order in which to try the copies of `b` for a read of `len`
