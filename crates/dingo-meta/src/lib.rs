@@ -82,8 +82,7 @@ pub async fn run(
         .map_err(|source| RunError::AddrFile { path: addr_file, source })?;
     let metrics_task = match cfg.metrics {
         Some(addr) => {
-            let s = service.clone();
-            let (at, task) = dingo_daemon::metrics::serve(addr, Arc::new(move || s.render_metrics()))
+            let (at, task) = dingo_daemon::metrics::serve(addr, service.clone().metrics_registry())
                 .await
                 .map_err(|source| RunError::Listen { addr, source })?;
             tracing::info!(%at, "metrics");

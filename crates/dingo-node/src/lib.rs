@@ -15,6 +15,7 @@ mod error;
 mod flash;
 pub mod head;
 mod lock;
+pub mod metrics;
 pub mod service;
 mod single_flight;
 pub mod store;
@@ -111,8 +112,7 @@ pub async fn run(
     let advertise = cfg.advertise.clone().unwrap_or_else(|| bound.to_string());
     let _metrics = match cfg.metrics {
         Some(addr) => {
-            let s = store.clone();
-            let (at, task) = dingo_daemon::metrics::serve(addr, Arc::new(move || service::render_metrics(&s)))
+            let (at, task) = dingo_daemon::metrics::serve(addr, metrics::registry(store.clone()))
                 .await
                 .map_err(|source| NodeError::Listen { addr, source })?;
             tracing::info!(%at, "metrics");

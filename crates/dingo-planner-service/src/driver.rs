@@ -91,9 +91,10 @@ impl Shared {
         Ok(Arc::new(Shared { state, jobs, metrics, fatal, meta, meta_addr, refresh_lock: Mutex::new(()), quantum_ms }))
     }
 
-    /// The `/metrics` page as last published.
-    pub(crate) fn render_metrics(&self) -> String {
-        self.metrics.borrow().render()
+    /// The registry `GET /metrics` encodes: the figures as last published.
+    pub(crate) fn metrics_registry(self: &Arc<Self>) -> dingo_daemon::metrics::Registry {
+        let shared = self.clone();
+        dingo_daemon::metrics::registry(move |page| shared.metrics.borrow().write(page))
     }
 
     /// Resolves with the reason once the service must stop.

@@ -274,8 +274,7 @@ pub async fn run(config: ServiceConfig, shutdown: impl Future<Output = ()> + Sen
     let shared = Shared::start(state, store, meta, config.meta.clone(), config.quantum_ms).map_err(RunError::Thread)?;
     let metrics_task = match config.metrics_addr()? {
         Some(addr) => {
-            let s = shared.clone();
-            let (at, task) = dingo_daemon::metrics::serve(addr, Arc::new(move || s.render_metrics()))
+            let (at, task) = dingo_daemon::metrics::serve(addr, shared.metrics_registry())
                 .await
                 .map_err(|source| RunError::Listen { addr, source })?;
             tracing::info!(%at, "metrics");
