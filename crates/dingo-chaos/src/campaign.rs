@@ -274,24 +274,21 @@ async fn heal(
         }
     }
     for p in planted {
-        let size = match client.blocks(&[p.block]).await {
+        let (block, copy) = (p.chunk.block.0, p.chunk.copy);
+        let size = match client.blocks(&[p.chunk.block]).await {
             Ok(recs) => recs.first().map_or(0, |r| r.size),
-            Err(e) => return Err(format!("block {}: {e}", p.block)),
+            Err(e) => return Err(format!("block {block}: {e}")),
         };
-        match client.read_copy(p.block, p.copy, 0, size, IoTag::Foreground).await {
+        match client.read_copy(p.chunk, 0, size, IoTag::Foreground).await {
             Ok(data) if data.len() as u64 == size => report.repaired += 1,
             Ok(data) => report.unrepaired.push(format!(
-                "{:?} copy {} of block {}: {} bytes of {size}",
+                "{:?} copy {copy} of block {block}: {} bytes of {size}",
                 p.kind,
-                p.copy,
-                p.block,
                 data.len()
             )),
             Err(e) => report.unrepaired.push(format!(
-                "{} of copy {} of block {} ({}): {e}",
+                "{} of copy {copy} of block {block} ({}): {e}",
                 p.kind,
-                p.copy,
-                p.block,
                 p.path.display()
             )),
         }

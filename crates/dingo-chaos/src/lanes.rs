@@ -17,6 +17,7 @@ use crate::fault::{FaultCounts, FaultKind};
 use crate::workload::Oracle;
 use dingo_client::Client;
 use dingo_cluster::{LocalCluster, PlannerProcess};
+use dingo_types::ChunkRef;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
@@ -34,8 +35,7 @@ const LEAD: u64 = 5;
 #[derive(Clone, Debug, Serialize)]
 pub struct Planted {
     pub kind: FaultKind,
-    pub block: u64,
-    pub copy: u32,
+    pub chunk: ChunkRef,
     pub disk: u32,
     pub path: PathBuf,
 }
@@ -272,6 +272,7 @@ pub fn damage_lane(lanes: &Lanes, seed: u64) {
         }
         let loc = live[rng.usize(..live.len())];
         let Some((disk_dir, _)) = lanes.disks.get(&loc.disk) else { continue };
+        let Ok(chunk) = dingo_client::copy_of(block, loc.copy) else { continue };
         let path = damage::chunk_path(disk_dir, block.id, loc.copy);
         let kind = lanes.pick(&DAMAGE_KINDS, &mut rng);
         let damage = match kind {
@@ -287,13 +288,7 @@ pub fn damage_lane(lanes: &Lanes, seed: u64) {
             continue;
         }
         damaged_groups.insert(block.group);
-        lanes.planted.lock().expect("planted lock").push(Planted {
-            kind,
-            block: block.id,
-            copy: loc.copy,
-            disk: loc.disk,
-            path,
-        });
+        lanes.planted.lock().expect("planted lock").push(Planted { kind, chunk, disk: loc.disk, path });
         lanes.count(kind);
     }
     lanes.done.wait();

@@ -7,7 +7,7 @@
 
 use crate::{Client, ClientError, DeviceState, Redundancy, Result};
 use dingo_proto::v1::BlockState;
-use dingo_types::{DiskId, NodeId};
+use dingo_types::{BlockId, DiskId, NodeId};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, Instant};
@@ -140,7 +140,7 @@ impl Client {
         let mut damaged = Vec::new();
         let mut start = 0;
         loop {
-            let page = self.block_table(start, PAGE).await?;
+            let page = self.block_table(BlockId(start), PAGE).await?;
             for row in &page.rows {
                 if row.state() != BlockState::Sealed {
                     continue;
@@ -149,7 +149,7 @@ impl Client {
                 let lost = row.disks.iter().filter(|d| dead_disks.contains(d)).count() as u64;
                 if lost > 0 {
                     h.lost_chunks += lost;
-                    damaged.push(row.id);
+                    damaged.push(BlockId(row.id));
                 }
             }
             if page.rows.is_empty() || page.next >= page.end {

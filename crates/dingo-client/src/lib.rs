@@ -46,6 +46,7 @@ pub use dingo_iosched::steering::{ReplicaChoice, SteeringConfig};
 pub use dingo_proto::v1::{BlockRecord, ChunkLocation, DeviceState, FileInfo};
 pub use dingo_types::{IoTag, Redundancy};
 pub use error::{ChunkFault, ClientError};
+pub use maintenance::copy_of;
 pub use read::{DataBlock, data_blocks};
 pub use write::{PutOptions, Writer, open_local};
 
@@ -54,7 +55,7 @@ use dingo_proto::v1::meta_client::MetaClient;
 use dingo_proto::v1::node_client::NodeClient;
 use dingo_proto::v1::*;
 use dingo_proto::{CONNECTION_WINDOW, MAX_FRAME, MAX_MESSAGE_BYTES, STREAM_WINDOW};
-use dingo_types::ChunkRef;
+use dingo_types::{BlockId, ChunkRef};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -325,9 +326,9 @@ impl Client {
         meta_call!(self, Retry::Always, cluster_status, ClusterStatusRequest {}).await
     }
 
-    /// One page of the block table, from block id `start`.
-    pub async fn block_table(&self, start: u64, limit: u32) -> Result<BlockTableReply> {
-        meta_call!(self, Retry::Always, block_table, BlockTableRequest { start, limit }).await
+    /// One page of the block table, from block `start`.
+    pub async fn block_table(&self, start: BlockId, limit: u32) -> Result<BlockTableReply> {
+        meta_call!(self, Retry::Always, block_table, BlockTableRequest { start: start.0, limit }).await
     }
 
     /// Sends cache directives to the node at `addr`.

@@ -8,32 +8,35 @@ use crate::{Client, IoTag, Result, Retry, WRITE_ATTEMPTS};
 use bytes::Bytes;
 use dingo_proto::Redundancy;
 use dingo_proto::v1::*;
-use dingo_types::{ChunkRef, DiskId, NodeId};
+use dingo_types::{BlockId, ChunkRef, DiskId, NodeId};
 use std::time::Duration;
+
+/// Copy `copy` of the block `block` records, as the chunk [`Client::read_copy`]
+/// reads (the wire's copy numbers are `u32`, a chunk's a `u8`).
+pub fn copy_of(block: &BlockRecord, copy: u32) -> Result<ChunkRef> {
+    chunk_of(&ChunkId { block: block.id, copy })
+}
 
 impl Client {
     /// Block records by id (deleted ones too), in the order given, with chunk
     /// addresses and `lost` flags filled in. At most 65 536 ids per call.
-    pub async fn blocks(&self, ids: &[u64]) -> Result<Vec<BlockRecord>> {
-        Ok(meta_call!(self, Retry::Always, get_blocks, GetBlocksRequest { ids: ids.to_vec() }).await?.blocks)
+    pub async fn blocks(&self, ids: &[BlockId]) -> Result<Vec<BlockRecord>> {
+        let ids = ids.iter().map(|b| b.0).collect();
+        Ok(meta_call!(self, Retry::Always, get_blocks, GetBlocksRequest { ids }).await?.blocks)
     }
 
-    async fn block(&self, id: u64) -> Result<BlockRecord> {
-        self.blocks(&[id]).await?.pop().ok_or_else(|| ClientError::Unreadable(format!("block {id} not returned")))
+    async fn block(&self, id: BlockId) -> Result<BlockRecord> {
+        self.blocks(&[id]).await?.pop().ok_or_else(|| ClientError::Unreadable(format!("{id} not returned")))
     }
 
-    /// Reads `len` bytes at `offset` of exactly copy `copy` of `block` (for
-    /// an EC member: copy 0, the block id naming the member), tagged `tag`.
-    /// No fallback: a failure is a [`ClientError::Chunk`] whose
-    /// [`ChunkFault`] tells a damaged copy (`Corrupt`: checksum mismatch)
-    /// from a missing or unreachable one. A range past the copy's end is
-    /// an `OUT_OF_RANGE` [`ClientError::Rpc`].
-    pub async fn read_copy(&self, block: u64, copy: u32, offset: u64, len: u64, tag: IoTag) -> Result<Bytes> {
-        let b = self.block(block).await?;
-        let chunk = ChunkRef {
-            block: dingo_types::BlockId(block),
-            copy: u8::try_from(copy).map_err(|_| ClientError::Invalid(format!("copy index {copy} out of range")))?,
-        };
+    /// Reads `len` bytes at `offset` of exactly `chunk`, one copy of one
+    /// block (an EC member has copy 0, its block id naming the member),
+    /// tagged `tag`. No fallback: a failure is a [`ClientError::Chunk`]
+    /// whose [`ChunkFault`] tells a damaged copy (`Corrupt`: checksum
+    /// mismatch) from a missing or unreachable one. A range past the copy's
+    /// end is an `OUT_OF_RANGE` [`ClientError::Rpc`].
+    pub async fn read_copy(&self, chunk: ChunkRef, offset: u64, len: u64, tag: IoTag) -> Result<Bytes> {
+        let b = self.block(chunk.block).await?;
         let c = locate(&b, chunk)?;
         self.read_chunk(&c.addr, chunk, offset, len, tag).await.map_err(|e| read_fault(chunk, &c.addr, e))
     }
@@ -76,7 +79,7 @@ impl Client {
 
     /// A sealed block and the current location of `chunk` in it.
     async fn sealed_location(&self, chunk: ChunkRef) -> Result<(BlockRecord, ChunkLocation)> {
-        let b = self.block(chunk.block.0).await?;
+        let b = self.block(chunk.block).await?;
         match b.state() {
             BlockState::Sealed => {}
             BlockState::Deleted => return Err(fault(chunk, ChunkFault::Missing, "its block is deleted")),
@@ -125,8 +128,8 @@ impl Client {
                 self.read_any_copy(&b, &copies, tag).await?
             }
             Redundancy::Ec { data, parity } => {
-                let stripe =
-                    self.blocks(&(b.group..b.group + u64::from(data) + u64::from(parity)).collect::<Vec<_>>()).await?;
+                let members = b.group..b.group + u64::from(data) + u64::from(parity);
+                let stripe = self.blocks(&members.map(BlockId).collect::<Vec<_>>()).await?;
                 let want = b.ec_index as usize;
                 let order: Vec<usize> = if sources.is_empty() {
                     (0..stripe.len()).filter(|&j| j != want).collect()

@@ -53,7 +53,7 @@ pub async fn fetch(client: &Client) -> Result<Snapshot, ClientError> {
     let mut rows = Vec::new();
     let mut start = 0;
     loop {
-        let page = client.block_table(start, PAGE).await?;
+        let page = client.block_table(dingo_types::BlockId(start), PAGE).await?;
         rows.extend(page.rows);
         if page.next >= page.end || page.next <= start {
             break;

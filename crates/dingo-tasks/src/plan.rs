@@ -20,7 +20,7 @@ async fn records(
     client: &Client,
     ids: impl IntoIterator<Item = u64>,
 ) -> Result<HashMap<u64, BlockRecord>, ClientError> {
-    let ids: Vec<u64> = ids.into_iter().collect::<HashSet<_>>().into_iter().collect();
+    let ids: Vec<BlockId> = ids.into_iter().collect::<HashSet<_>>().into_iter().map(BlockId).collect();
     let mut out = HashMap::with_capacity(ids.len());
     for batch in ids.chunks(RECORD_BATCH) {
         for r in client.blocks(batch).await? {

@@ -322,7 +322,7 @@ pub async fn execute_with_retries(
 
 /// The current record of `block`, or `NotFound` if it is gone or deleted.
 async fn block_record(client: &Client, block: BlockId) -> Result<BlockRecord, ClientError> {
-    let rec = client.blocks(&[block.0]).await?.into_iter().next();
+    let rec = client.blocks(&[block]).await?.into_iter().next();
     match rec {
         Some(r) if r.state == dingo_proto::v1::BlockState::Sealed as i32 => Ok(r),
         _ => Err(ClientError::Rpc(tonic::Status::not_found(format!("block {} is deleted", block.0)))),

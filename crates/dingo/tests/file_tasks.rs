@@ -6,7 +6,7 @@
 //! task finish when declared files are deleted or replaced meanwhile.
 
 use bytes::Bytes;
-use dingo_client::{Client, IoTag, Redundancy};
+use dingo_client::{Client, IoTag, Redundancy, copy_of};
 use dingo_cluster::{LocalCluster, PlannerProcess};
 use dingo_planner_client::PlannerClient;
 use dingo_proto::v1::FileInfo;
@@ -71,7 +71,8 @@ async fn assert_every_copy(client: &Client, path: &str, content: &Bytes) {
     let file = client.stat(path).await.unwrap();
     for d in dingo_client::data_blocks(&file).unwrap() {
         for c in &d.block.chunks {
-            let got = client.read_copy(d.block.id, c.copy, 0, d.block.size, IoTag::Foreground).await.unwrap();
+            let got =
+                client.read_copy(copy_of(&d.block, c.copy).unwrap(), 0, d.block.size, IoTag::Foreground).await.unwrap();
             let want = content.slice(d.offset as usize..(d.offset + d.block.size) as usize);
             assert!(got == want, "{path} block {} copy {} differs", d.block.id, c.copy);
         }
@@ -138,7 +139,7 @@ async fn file_scrubbing_repairs_flipped_bytes_and_fsck_reports_planted_inconsist
     // Two data blocks of each of three files, read once each.
     assert_eq!(u(r, "logical_bytes"), 6 * BLOCK, "{r}");
     // Fsck reports, it does not repair: the checksum failure is still there.
-    assert!(t.client.read_copy(flip_file.blocks[0].id, 0, 0, BLOCK, IoTag::Foreground).await.is_err());
+    assert!(t.client.read_copy(copy_of(&flip_file.blocks[0], 0).unwrap(), 0, BLOCK, IoTag::Foreground).await.is_err());
 }
 
 /// A data file of `n` records with keys `<name>-<i>` and values of varied

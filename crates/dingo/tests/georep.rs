@@ -40,7 +40,7 @@ async fn site() -> Site {
 /// Block ids the site's metadata service has handed out so far: every
 /// write of a file takes new ones, so this counts writes.
 async fn blocks_allocated(client: &Client) -> u64 {
-    client.block_table(0, 1).await.unwrap().end
+    client.block_table(dingo_types::BlockId(0), 1).await.unwrap().end
 }
 
 /// Writes the files to replicate, replicated and erasure-coded, of a few

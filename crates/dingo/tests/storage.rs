@@ -2,7 +2,9 @@
 //! child process; faults are real SIGKILLs and real bytes flipped on disk.
 
 use bytes::Bytes;
-use dingo_client::{BlockRecord, ChunkFault, ChunkLocation, Client, ClientError, DeviceState, IoTag, Redundancy};
+use dingo_client::{
+    BlockRecord, ChunkFault, ChunkLocation, Client, ClientError, DeviceState, IoTag, Redundancy, copy_of,
+};
 use dingo_cluster::{ClusterSpec, LocalCluster};
 use dingo_daemon::metrics::scrape;
 use dingo_types::{BlockId, ChunkRef, DeclarationId, DiskId, NodeId, TaskKind};
@@ -210,7 +212,7 @@ async fn namespace_survives_a_metadata_service_crash() {
     // New writes work after the restart and get fresh block ids.
     client.put("/m/c", EC, MB, data(MB, 7)).await.unwrap();
     let ids: Vec<u64> = client.stat("/m/c").await.unwrap().blocks.iter().map(|b| b.id).collect();
-    let table = client.block_table(0, 1000).await.unwrap();
+    let table = client.block_table(BlockId(0), 1000).await.unwrap();
     assert_eq!(table.end, ids.last().unwrap() + 1);
     assert_eq!(table.rows.len() as u64, table.end, "block ids are dense");
 }
@@ -503,19 +505,22 @@ async fn exact_copies_are_read_rebuilt_and_moved() {
     assert_eq!((rb.len(), eb.len()), (3, 5));
 
     // Block records by id, in the order asked; unknown ids are refused.
-    assert_eq!(client.blocks(&[eb[4].id, rb[1].id]).await.unwrap(), vec![eb[4].clone(), rb[1].clone()]);
-    let e = client.blocks(&[1 << 40]).await.unwrap_err();
+    assert_eq!(
+        client.blocks(&[BlockId(eb[4].id), BlockId(rb[1].id)]).await.unwrap(),
+        vec![eb[4].clone(), rb[1].clone()]
+    );
+    let e = client.blocks(&[BlockId(1 << 40)]).await.unwrap_err();
     assert_eq!(e.code(), Some(tonic::Code::NotFound), "{e}");
 
     // Every exact copy reads back; so does an EC member (copy 0).
     let b = &rb[1];
     for c in &b.chunks {
-        let got = client.read_copy(b.id, c.copy, 10, 1000, FG).await.unwrap();
+        let got = client.read_copy(copy_of(&b, c.copy).unwrap(), 10, 1000, FG).await.unwrap();
         assert_eq!(got, rep.slice(BS as usize + 10..BS as usize + 1010));
     }
-    let parity = client.read_copy(eb[4].id, 0, 0, eb[4].size, FG).await.unwrap();
+    let parity = client.read_copy(copy_of(&eb[4], 0).unwrap(), 0, eb[4].size, FG).await.unwrap();
     assert_eq!(parity.len() as u64, eb[4].size);
-    let e = client.read_copy(b.id, 7, 0, 10, FG).await.unwrap_err();
+    let e = client.read_copy(copy_of(&b, 7).unwrap(), 0, 10, FG).await.unwrap_err();
     assert!(matches!(e, ClientError::Chunk { fault: ChunkFault::Missing, .. }), "{e}");
     let c0 = &b.chunks[0];
     assert!(client.chunks_on_disk(DiskId(c0.disk)).await.unwrap().contains(&chunk_at(b, c0)));
@@ -526,7 +531,7 @@ async fn exact_copies_are_read_rebuilt_and_moved() {
     let damaged = chunk_at(b, c0);
     let damaged_file = chunk_file(&client, c0.disk, damaged).await;
     flip_byte(&damaged_file, 150_000);
-    let e = client.read_copy(b.id, c0.copy, 150_000, 100, FG).await.unwrap_err();
+    let e = client.read_copy(copy_of(&b, c0.copy).unwrap(), 150_000, 100, FG).await.unwrap_err();
     assert!(matches!(e, ClientError::Chunk { fault: ChunkFault::Corrupt, .. }), "{e}");
     let meta_metrics = t.c.metrics_addr(None).to_string();
     eventually("the corrupt chunk is reported", || {
@@ -540,7 +545,10 @@ async fn exact_copies_are_read_rebuilt_and_moved() {
     let repair = tag(TaskKind::Reconstruction, 5);
     let new = client.rebuild_chunk(damaged, &[], repair).await.unwrap();
     assert!(b.chunks.iter().all(|c| c.node != new.node), "{new:?}");
-    assert_eq!(client.read_copy(b.id, c0.copy, 0, BS, FG).await.unwrap(), rep.slice(BS as usize..2 * BS as usize));
+    assert_eq!(
+        client.read_copy(copy_of(&b, c0.copy).unwrap(), 0, BS, FG).await.unwrap(),
+        rep.slice(BS as usize..2 * BS as usize)
+    );
     assert_eq!(declaration_bytes(&client, &t, 5).await, BS, "source reads carry the tag");
     assert!(!damaged_file.exists(), "the old copy is deleted at once");
 
@@ -548,10 +556,10 @@ async fn exact_copies_are_read_rebuilt_and_moved() {
     let sources: Vec<ChunkRef> = eb[..3].iter().map(|m| chunk(m.id, 0)).collect();
     let new = client.rebuild_chunk(chunk(eb[4].id, 0), &sources, repair).await.unwrap();
     assert_ne!(new.disk, eb[4].chunks[0].disk);
-    assert_eq!(client.read_copy(eb[4].id, 0, 0, eb[4].size, FG).await.unwrap(), parity);
+    assert_eq!(client.read_copy(copy_of(&eb[4], 0).unwrap(), 0, eb[4].size, FG).await.unwrap(), parity);
     client.rebuild_chunk(chunk(eb[1].id, 0), &[], repair).await.unwrap();
     let member1 = dingo_client::ec::member_range(ec.len(), 3, 1);
-    assert_eq!(client.read_copy(eb[1].id, 0, 0, eb[1].size, FG).await.unwrap(), ec.slice(member1));
+    assert_eq!(client.read_copy(copy_of(&eb[1], 0).unwrap(), 0, eb[1].size, FG).await.unwrap(), ec.slice(member1));
     for bad in [vec![chunk(eb[1].id, 0)], vec![chunk(rb[0].id, 0)]] {
         let e = client.rebuild_chunk(chunk(eb[1].id, 0), &bad, repair).await.unwrap_err();
         assert!(matches!(e, ClientError::Invalid(_)), "{e}");
@@ -593,7 +601,7 @@ async fn exact_copies_are_read_rebuilt_and_moved() {
 
     // Deleted blocks have no copies to read or rebuild.
     client.delete("/x/rep").await.unwrap();
-    let e = client.read_copy(rb[2].id, 0, 0, 10, FG).await.unwrap_err();
+    let e = client.read_copy(copy_of(&rb[2], 0).unwrap(), 0, 10, FG).await.unwrap_err();
     assert!(matches!(e, ClientError::Chunk { fault: ChunkFault::Missing, .. }), "{e}");
     let e = client.rebuild_chunk(chunk(rb[2].id, 0), &[], repair).await.unwrap_err();
     assert!(matches!(e, ClientError::Chunk { fault: ChunkFault::Missing, .. }), "{e}");
@@ -636,7 +644,7 @@ async fn dead_nodes_and_disks_lose_chunks_that_rebuilds_restore() {
         locations(&client, &files).await.into_iter().filter(|l| l.2 == dead).map(|l| l.0).collect();
     assert!(!expected.is_empty());
     assert_eq!(lost, expected);
-    let e = client.read_copy(lost[0].block.0, u32::from(lost[0].copy), 0, 10, FG).await.unwrap_err();
+    let e = client.read_copy(lost[0], 0, 10, FG).await.unwrap_err();
     assert!(matches!(e, ClientError::Chunk { fault: ChunkFault::Unavailable, .. }), "{e}");
 
     let repair = tag(TaskKind::Reconstruction, 9);
@@ -708,7 +716,7 @@ async fn a_dead_writers_uncommitted_chunks_are_freed() {
     })
     .await;
     eventually("its blocks are deleted and its chunks freed", || async {
-        let blocks = client.blocks(&orphans).await.unwrap();
+        let blocks = client.blocks(&orphans.map(BlockId)).await.unwrap();
         blocks.iter().all(|b| b.state() == dingo_proto::v1::BlockState::Deleted) && chunks_reported(&client).await == 6
     })
     .await;

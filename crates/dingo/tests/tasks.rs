@@ -3,7 +3,7 @@
 //! byte, transcoding re-encodes files losslessly, reconstruction restores
 //! what a dead node held, rebalancing fills a new node.
 
-use dingo_client::{ChunkFault, Client, ClientError, IoTag, Redundancy};
+use dingo_client::{ChunkFault, Client, ClientError, IoTag, Redundancy, copy_of};
 use dingo_cluster::LocalCluster;
 use dingo_tasks::work::{ScheduledCopies, execute};
 use dingo_tasks::{Action, CancelFlag, imperative, plan};
@@ -38,7 +38,7 @@ fn task(t: &TestCluster, args: &[&str]) -> Vec<serde_json::Value> {
 
 /// Path of the chunk file of `chunk`, wherever it is stored now.
 async fn current_chunk_file(client: &Client, chunk: ChunkRef) -> PathBuf {
-    let rec = client.blocks(&[chunk.block.0]).await.unwrap().pop().unwrap();
+    let rec = client.blocks(&[chunk.block]).await.unwrap().pop().unwrap();
     let disk = rec.chunks.iter().find(|c| c.copy == u32::from(chunk.copy)).unwrap().disk;
     chunk_file(client, disk, chunk).await
 }
@@ -59,7 +59,11 @@ async fn scrubbing_repairs_corruption_and_transcoding_keeps_content() {
     let scrubbed: u64 = reports.iter().map(|r| r["items_done"].as_u64().unwrap()).sum();
     assert_eq!(scrubbed, 9, "every copy of every block verified");
     // The damaged copy reads clean now, wherever it was rebuilt.
-    let fixed = t.client.read_copy(first, 1, 0, BLOCK, IoTag::Foreground).await.unwrap();
+    let fixed = t
+        .client
+        .read_copy(ChunkRef { block: dingo_types::BlockId(first), copy: 1 }, 0, BLOCK, IoTag::Foreground)
+        .await
+        .unwrap();
     assert_eq!(fixed, rep.slice(..BLOCK as usize));
 
     let reports = task(&t, &["transcode", "--prefix", "/t/", "--to", "ec:3+2", "--deadline", "2s"]);
@@ -88,7 +92,7 @@ async fn scrubbing_repairs_chunk_files_deleted_truncated_or_emptied_on_a_live_no
     let f = std::fs::OpenOptions::new().write(true).open(current_chunk_file(&t.client, damaged[2]).await).unwrap();
     f.set_len(0).unwrap();
     for (c, fault) in damaged.iter().zip([ChunkFault::Missing, ChunkFault::Corrupt, ChunkFault::Corrupt]) {
-        match t.client.read_copy(c.block.0, u32::from(c.copy), 0, BLOCK, IoTag::Foreground).await {
+        match t.client.read_copy(*c, 0, BLOCK, IoTag::Foreground).await {
             Err(ClientError::Chunk { fault: f, .. }) => assert_eq!(f, fault, "{c}"),
             other => panic!("{c}: {other:?}"),
         }
@@ -101,7 +105,7 @@ async fn scrubbing_repairs_chunk_files_deleted_truncated_or_emptied_on_a_live_no
     let failed: u64 = reports.iter().map(|r| r["failed"].as_u64().unwrap()).sum();
     assert_eq!((repaired, failed), (3, 0), "{reports:?}");
     for (i, c) in damaged.iter().enumerate() {
-        let got = t.client.read_copy(c.block.0, u32::from(c.copy), 0, BLOCK, IoTag::Foreground).await.unwrap();
+        let got = t.client.read_copy(*c, 0, BLOCK, IoTag::Foreground).await.unwrap();
         assert_eq!(got, rep.slice(i * BLOCK as usize..(i + 1) * BLOCK as usize), "{c} rebuilt");
     }
 }
@@ -126,7 +130,7 @@ async fn reconstruction_restores_a_dead_node_and_rebalancing_fills_a_new_one() {
     // Regression (a demo run): scrubbing a copy of the node killed while
     // its disk's scrub was under way failed the scrub; the copy is lost
     // and rebuilding it is reconstruction's work, so it is skipped.
-    let rec = t.client.blocks(&[lost[0].block.0]).await.unwrap().pop().unwrap();
+    let rec = t.client.blocks(&[lost[0].block]).await.unwrap().pop().unwrap();
     let disk = rec.chunks.iter().find(|c| c.copy == u32::from(lost[0].copy)).unwrap().disk;
     let tag = IoTag::Maintenance { task: dingo_types::TaskKind::Scrubbing, declaration: dingo_types::DeclarationId(0) };
     let scrub = Action::Scrub { chunk: lost[0], disk };
@@ -210,7 +214,7 @@ async fn scheduled_copies_that_became_unreadable_are_read_elsewhere() {
     let copies: ScheduledCopies = [(block, 0)].into_iter().collect();
     let out = execute(&t.client, &action, &copies, tag).await.unwrap();
     assert_eq!(out.written_bytes, BLOCK);
-    let copy2 = t.client.read_copy(first.id, 2, 0, BLOCK, IoTag::Foreground).await.unwrap();
+    let copy2 = t.client.read_copy(copy_of(&first, 2).unwrap(), 0, BLOCK, IoTag::Foreground).await.unwrap();
     assert_eq!(copy2, rep.slice(..BLOCK as usize));
 
     // Transcoding: copy 0 of the first block is on the dead node.

@@ -133,7 +133,8 @@ impl MetaDb {
     }
 
     /// Blocks with ids in `start..start + limit`, and the next id to assign.
-    pub fn blocks(&self, start: u64, limit: u32) -> Result<(Vec<BlockRecord>, u64), MetaError> {
+    pub fn blocks(&self, start: BlockId, limit: u32) -> Result<(Vec<BlockRecord>, u64), MetaError> {
+        let start = start.0;
         let tx = self.db.begin_read()?;
         let end = tx.open_table(COUNTERS)?.get("next_block")?.map_or(0, |v| v.value());
         let t = tx.open_table(BLOCKS)?;
@@ -146,25 +147,25 @@ impl MetaDb {
     }
 
     /// Blocks by id, in the order given (deleted ones too).
-    pub fn get_blocks(&self, ids: &[u64]) -> Result<Vec<BlockRecord>, MetaError> {
+    pub fn get_blocks(&self, ids: &[BlockId]) -> Result<Vec<BlockRecord>, MetaError> {
         if ids.len() > MAX_GET_BLOCKS {
             return Err(MetaError::Invalid(format!("{} blocks asked for; at most {MAX_GET_BLOCKS}", ids.len())));
         }
         let tx = self.db.begin_read()?;
         let t = tx.open_table(BLOCKS)?;
-        ids.iter().map(|&id| decode(t.get(id)?.ok_or(MetaError::NoSuchBlock(id))?.value())).collect()
+        ids.iter().map(|&BlockId(id)| decode(t.get(id)?.ok_or(MetaError::NoSuchBlock(id))?.value())).collect()
     }
 
     /// A block and every block of its redundancy group (itself if
     /// replicated; the whole stripe, in member order, if erasure-coded).
-    pub fn redundancy_group(&self, id: u64) -> Result<(BlockRecord, Vec<BlockRecord>), MetaError> {
+    pub fn redundancy_group(&self, id: BlockId) -> Result<(BlockRecord, Vec<BlockRecord>), MetaError> {
         let b = self.get_blocks(&[id])?.remove(0);
         let width = match b.redundancy()? {
             Redundancy::Replicated(_) => return Ok((b.clone(), vec![b])),
             r => r.width() as u64,
         };
         // A stripe's blocks get consecutive ids from its first one.
-        let group = self.get_blocks(&(b.group..b.group + width).collect::<Vec<_>>())?;
+        let group = self.get_blocks(&(b.group..b.group + width).map(BlockId).collect::<Vec<_>>())?;
         Ok((b, group))
     }
 

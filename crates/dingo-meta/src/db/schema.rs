@@ -200,7 +200,7 @@ mod tests {
     use crate::db::records::{ChunkPlacement, DeviceState, DiskModelRecord, DiskRecord, RedundancyRecord};
     use crate::db::{ChunkKey, MIN_BLOCK_SIZE};
     use dingo_proto::v1;
-    use dingo_types::{DiskId, NodeId};
+    use dingo_types::{BlockId, DiskId, NodeId};
     use redb::ReadableDatabase;
 
     fn disks(ids: &[u32]) -> Vec<DiskId> {
@@ -361,8 +361,8 @@ mod tests {
             block(2, 1, 0, BlockState::Deleted, 1, 1, ec, vec![placement(0, 0)]),
         ];
         assert_eq!(sealed_blocks, blocks[..1]);
-        assert_eq!(db.get_blocks(&[0, 1, 2]).unwrap(), blocks);
-        assert_eq!(db.blocks(0, 10).unwrap(), (blocks, 3));
+        assert_eq!(db.get_blocks(&[BlockId(0), BlockId(1), BlockId(2)]).unwrap(), blocks);
+        assert_eq!(db.blocks(BlockId(0), 10).unwrap(), (blocks, 3));
         let model = Some(DiskModelRecord { positioning_us: 8000, transfer_bytes_per_sec: 100_000_000 });
         let disk = |id, path: &str, capacity_bytes, used_bytes, model, uuid: &str| DiskRecord {
             id,

@@ -1,7 +1,7 @@
 use super::schema::{COUNTERS, DISK_CHUNKS, DISK_INDEX_BUILT, FILES, OPEN_BLOCKS, OPEN_INDEX_BUILT};
 use super::*;
 use dingo_proto::Redundancy;
-use dingo_types::{DiskId, NodeId};
+use dingo_types::{BlockId, DiskId, NodeId};
 use std::collections::HashMap;
 
 const R3: Redundancy = Redundancy::Replicated(3);
@@ -80,7 +80,7 @@ fn expired_leases_are_recovered_by_sealing_or_removing() {
     assert!(matches!(db.stat("/empty"), Err(MetaError::NotFound(_))));
     let (f, blocks) = db.stat("/partial").unwrap();
     assert!(f.sealed && f.size == 60 && blocks.len() == 1);
-    assert_eq!(db.get_blocks(&[uncommitted[0].id]).unwrap()[0].state(), BlockState::Deleted);
+    assert_eq!(db.get_blocks(&[BlockId(uncommitted[0].id)]).unwrap()[0].state(), BlockState::Deleted);
     // A writer whose file was recovered under it has lost its lease.
     assert!(matches!(db.commit("/partial", 2, 1002, 1000, &[]), Err(MetaError::Sealed(_))));
     // Forced recovery of a live lease (the operator knows the writer is gone).
@@ -108,7 +108,7 @@ fn deletion_queues_chunk_deletes_until_confirmed() {
     assert!(matches!(db.stat("/f"), Err(MetaError::NotFound(_))));
     let pending = db.sync_deletes(&[key(4, b2[0].id, 0)], &disks(&[4, 5])).unwrap();
     assert_eq!(pending, vec![key(4, b[0].id, 0), key(5, b[0].id, 1)]);
-    let (rows, end) = db.blocks(0, 10).unwrap();
+    let (rows, end) = db.blocks(BlockId(0), 10).unwrap();
     assert_eq!(end, 2);
     assert!(rows.iter().all(|r| r.state() == BlockState::Deleted));
 }
@@ -118,7 +118,7 @@ fn deletion_queues_chunk_deletes_until_confirmed() {
 #[test]
 fn open_blocks_of_a_gone_writer_are_dropped() {
     let dir = tempfile::tempdir().unwrap();
-    let state = |db: &MetaDb, id: u64| db.get_blocks(&[id]).unwrap()[0].state();
+    let state = |db: &MetaDb, id: u64| db.get_blocks(&[BlockId(id)]).unwrap()[0].state();
     let allocate = |db: &MetaDb, path: &str, lease: u64, now: u64, disk: u32| {
         db.allocate(path, lease, now, 1000, &[vec![loc(0, disk)]]).unwrap()[0].id
     };
@@ -221,13 +221,13 @@ fn chunks_are_indexed_by_disk_and_replaced_atomically() {
     let e = db.replace_chunk(key(4, id, 0), DiskId(8), NodeId(8)).unwrap_err();
     assert!(matches!(e, MetaError::Conflict(_)) && e.to_string().contains("moved to disk 7"), "{e}");
     assert_eq!(db.sync_deletes(&[], &disks(&[8])).unwrap(), vec![key(8, id, 0)]);
-    assert_eq!(db.get_blocks(&[id]).unwrap()[0].chunks[0].disk, 7);
+    assert_eq!(db.get_blocks(&[BlockId(id)]).unwrap()[0].chunks[0].disk, 7);
     // Once the block is deleted, nothing moves and its chunks leave the index.
     db.delete("/f").unwrap();
     assert!(matches!(db.replace_chunk(key(5, id, 1), DiskId(9), NodeId(9)), Err(MetaError::Conflict(_))));
     assert_eq!(db.sync_deletes(&[], &disks(&[9])).unwrap(), vec![key(9, id, 1)]);
     assert!(db.sealed_chunks_on(&disks(&[5, 6, 7])).unwrap().is_empty());
-    assert!(matches!(db.get_blocks(&[id, 99]), Err(MetaError::NoSuchBlock(99))));
+    assert!(matches!(db.get_blocks(&[BlockId(id), BlockId(99)]), Err(MetaError::NoSuchBlock(99))));
 }
 
 #[test]
@@ -249,7 +249,7 @@ fn the_open_block_index_is_built_for_older_databases() {
         (open, of_deleted_file)
     };
     let db = MetaDb::open(dir.path()).unwrap();
-    let state = |id| db.get_blocks(&[id]).unwrap()[0].state();
+    let state = |id| db.get_blocks(&[BlockId(id)]).unwrap()[0].state();
     assert_eq!((state(open), state(of_deleted_file)), (BlockState::Open, BlockState::Deleted));
     assert_eq!(db.drop_expired_writes(1001).unwrap(), 1);
     assert_eq!(state(open), BlockState::Deleted);
@@ -289,7 +289,7 @@ fn a_stripe_is_its_blocks_redundancy_group() {
     let ec = Redundancy::Ec { data: 2, parity: 1 };
     db.create_file("/e", ec, 1 << 16, lease(1), 0).unwrap();
     let b = db.allocate("/e", 1, 0, 1000, &[vec![loc(0, 1)], vec![loc(0, 2)], vec![loc(0, 3)]]).unwrap();
-    let (one, group) = db.redundancy_group(b[1].id).unwrap();
+    let (one, group) = db.redundancy_group(BlockId(b[1].id)).unwrap();
     assert_eq!(one.ec_index, 1);
     assert_eq!(group.iter().map(|g| g.id).collect::<Vec<_>>(), b.iter().map(|g| g.id).collect::<Vec<_>>());
 }

@@ -10,7 +10,7 @@ use dingo_daemon::now_ms;
 use dingo_proto::v1::meta_server::Meta;
 use dingo_proto::v1::*;
 use dingo_proto::{Redundancy, chunk_ref};
-use dingo_types::{DiskId, NodeId};
+use dingo_types::{BlockId, DiskId, NodeId};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Instant;
@@ -292,7 +292,7 @@ impl Meta for MetaService {
         let r = request.into_inner();
         let db = self.db.clone();
         let limit = r.limit.clamp(1, 100_000);
-        let (blocks, end) = blocking(move || db.blocks(r.start, limit)).await?;
+        let (blocks, end) = blocking(move || db.blocks(BlockId(r.start), limit)).await?;
         let next = blocks.last().map_or(end.min(r.start.saturating_add(u64::from(limit))), |b| b.id + 1);
         let rows = blocks
             .into_iter()
@@ -310,7 +310,7 @@ impl Meta for MetaService {
     }
 
     async fn get_blocks(&self, request: Request<GetBlocksRequest>) -> Result<Response<GetBlocksReply>, Status> {
-        let ids = request.into_inner().ids;
+        let ids: Vec<BlockId> = request.into_inner().ids.into_iter().map(BlockId).collect();
         let db = self.db.clone();
         let stored = blocking(move || db.get_blocks(&ids)).await?;
         let mut blocks: Vec<BlockRecord> = stored.iter().map(wire::block).collect();
@@ -405,7 +405,7 @@ impl Meta for MetaService {
         let chunk = chunk_ref(r.chunk.as_ref())?;
         let (block, copy) = (chunk.block.0, u32::from(chunk.copy));
         let db = self.db.clone();
-        let (b, group) = blocking(move || db.redundancy_group(block)).await?;
+        let (b, group) = blocking(move || db.redundancy_group(chunk.block)).await?;
         if b.state() != db::BlockState::Sealed {
             return Err(Status::failed_precondition(format!("block {block} is {}", b.state().as_str_name())));
         }

@@ -4,7 +4,7 @@
 use super::{DeletionNotice, Outcome, ScheduledCopies, block_record, is_corrupt, is_gone, is_unavailable};
 use dingo_client::{Client, ClientError, IoTag};
 use dingo_proto::v1::BlockRecord;
-use dingo_types::{ChunkRef, Member};
+use dingo_types::{BlockId, ChunkRef, Member};
 
 pub(super) async fn scrub(client: &Client, chunk: ChunkRef, disk: u32, tag: IoTag) -> Result<Outcome, ClientError> {
     // Whether the block still places this copy on this disk, and the disk
@@ -17,7 +17,7 @@ pub(super) async fn scrub(client: &Client, chunk: ChunkRef, disk: u32, tag: IoTa
     if !here(&rec) {
         return Ok(Outcome { skipped: true, ..Outcome::default() });
     }
-    match client.read_copy(chunk.block.0, u32::from(chunk.copy), 0, rec.size, tag).await {
+    match client.read_copy(chunk, 0, rec.size, tag).await {
         // The disk may have died since the record was read (a node killed
         // mid-scrub): look again before calling it a failure.
         Err(e) if is_unavailable(&e) && !here(&block_record(client, chunk.block).await?) => {
@@ -56,7 +56,7 @@ pub(super) async fn rebuild(
         .collect();
     // One metadata call for the sizes of the lost block and the sources
     // (returned in the order asked); a deleted block fails the rebuild below.
-    let ids: Vec<u64> = std::iter::once(lost.block.0).chain(sources.iter().map(|s| s.block.0)).collect();
+    let ids: Vec<BlockId> = std::iter::once(lost.block).chain(sources.iter().map(|s| s.block)).collect();
     let sizes: Vec<u64> = client.blocks(&ids).await?.iter().map(|r| r.size).collect();
     match client.rebuild_chunk(lost, &sources, tag).await {
         // A source the planner chose is unreadable (its node died since the

@@ -63,7 +63,10 @@ pub(super) async fn read_file_with(
     let mut parts = Vec::with_capacity(blocks.len());
     for d in blocks {
         let scheduled = match copies.get(&BlockId(d.block.id)) {
-            Some(&copy) => client.read_copy(d.block.id, copy, 0, d.block.size, tag).await.map_err(|e| (copy, e)),
+            Some(&copy) => match dingo_client::copy_of(d.block, copy) {
+                Ok(chunk) => client.read_copy(chunk, 0, d.block.size, tag).await.map_err(|e| (copy, e)),
+                Err(e) => Err((copy, e)),
+            },
             None => Err((0, ClientError::Invalid("not scheduled".into()))),
         };
         parts.push(match scheduled {
@@ -107,7 +110,11 @@ async fn read_any_copy(
     order.sort_unstable();
     let (mut bad, mut unavailable) = (Vec::new(), None);
     for (_, _, copy) in order {
-        match client.read_copy(rec.id, copy, 0, rec.size, tag).await {
+        let read = match dingo_client::copy_of(rec, copy) {
+            Ok(chunk) => client.read_copy(chunk, 0, rec.size, tag).await,
+            Err(e) => Err(e),
+        };
+        match read {
             Ok(_) => return Ok(GoodRead { copy, bad }),
             Err(e) if is_corrupt(&e) || matches!(e, ClientError::Chunk { fault: ChunkFault::Missing, .. }) => {
                 bad.push((copy, e))
@@ -128,7 +135,7 @@ pub(super) async fn file_scrub(
 ) -> Result<Outcome, ClientError> {
     let mut recs = Vec::with_capacity(blocks.len());
     for batch in blocks.chunks(MAX_RECORDS_PER_CALL) {
-        recs.extend(client.blocks(batch).await?);
+        recs.extend(client.blocks(&batch.iter().copied().map(BlockId).collect::<Vec<_>>()).await?);
     }
     // The file was deleted or rewritten since it was planned: its snapshot
     // is gone (the planner elides such sets; this is the race after it).

@@ -124,9 +124,10 @@ async fn fsck_block(
     let mut unavailable = None;
     for (_, _, copy) in order {
         let at = format!("{path}: block {} copy {copy}", rec.id);
-        match client.read_copy(rec.id, copy, 0, rec.size, tag).await {
+        let chunk = dingo_client::copy_of(rec, copy)?;
+        match client.read_copy(chunk, 0, rec.size, tag).await {
             Ok(_) => {
-                match client.read_copy(rec.id, copy, rec.size, 1, tag).await {
+                match client.read_copy(chunk, rec.size, 1, tag).await {
                     Ok(_) => findings.push(format!("{at} holds more than the {} bytes its record says", rec.size)),
                     Err(e) if e.code() == Some(tonic::Code::OutOfRange) => {}
                     // Unreachable since the first read: what was read matched.
