@@ -324,3 +324,23 @@ pub async fn run(config: ServiceConfig, shutdown: impl Future<Output = ()> + Sen
     closer.abort();
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: an `AnnounceDeletions` could name any number of members,
+    /// each kept in the request's bitmap; one request is now bounded, and a
+    /// block id past the largest one is refused by name.
+    #[test]
+    fn announced_members_are_bounded_and_checked() {
+        let member = |block| pb::Member { block, copy: None };
+        let ok: Vec<pb::Member> = (0..3).map(member).collect();
+        assert_eq!(announced_members(&ok).unwrap().len(), 3);
+        let too_many = vec![member(1); MAX_ANNOUNCED_MEMBERS + 1];
+        let e = announced_members(&too_many).unwrap_err();
+        assert!(e.contains("at most 1000000"), "{e}");
+        let e = announced_members(&[member(MAX_BLOCK_ID + 1)]).unwrap_err();
+        assert!(e.contains("above the largest block id"), "{e}");
+    }
+}

@@ -5,7 +5,7 @@
 //! scheduled and dispatched, and the time each step took is reported.
 
 use crate::workload::{Mix, SteadyLoad};
-use crate::{ClusterModel, ClusterSpec, ModelError};
+use crate::{ClusterModel, ModelError, ModelSpec};
 use dingo_planner::{Budget, DeclareError, DiskBudget, Planner, PlannerConfig};
 use dingo_types::{TaskKind, Timestamp, Topology, format_bytes};
 use serde::Serialize;
@@ -22,7 +22,7 @@ pub struct PlannerBenchOptions {
     #[cfg_attr(feature = "clap", arg(long = "capacity", value_name = "CAPACITY", default_value = "100PB", value_parser = dingo_types::parse_bytes))]
     pub capacity_bytes: u64,
     /// Disks per storage node (members of a stripe sit on distinct nodes).
-    #[cfg_attr(feature = "clap", arg(long, default_value_t = ClusterSpec::default().disks_per_node))]
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = ModelSpec::default().disks_per_node))]
     pub disks_per_node: u32,
     /// Maintenance read demand in MB/s per TB.
     #[cfg_attr(feature = "clap", arg(long = "demand", value_name = "DEMAND", default_value_t = 2.0))]
@@ -50,12 +50,12 @@ fn seconds(s: &str) -> Result<Duration, std::num::ParseIntError> {
 impl PlannerBenchOptions {
     /// The synthetic cluster: the default layout at this capacity, disks
     /// per node and seed.
-    pub fn cluster(&self) -> ClusterSpec {
-        ClusterSpec {
+    pub fn cluster(&self) -> ModelSpec {
+        ModelSpec {
             raw_capacity: self.capacity_bytes,
             disks_per_node: self.disks_per_node,
             seed: self.seed,
-            ..ClusterSpec::default()
+            ..ModelSpec::default()
         }
     }
 }

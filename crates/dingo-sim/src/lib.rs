@@ -25,4 +25,4 @@ pub mod summary;
 pub mod sweep;
 pub mod workload;
 
-pub use model::{ClusterModel, ClusterSpec, ModelError, Redundancy};
+pub use model::{ClusterModel, ModelError, ModelSpec, Redundancy};

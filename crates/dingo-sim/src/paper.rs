@@ -7,7 +7,7 @@
 //! Table 6.2 mixes; the paper's own Fig. 17 breakdowns are not in its text).
 //! Every run uses 48 TB drives, as the paper's Fig. 16a and 18 do.
 
-use crate::ClusterSpec;
+use crate::ModelSpec;
 use crate::mix::Mix;
 use crate::sim::{SimConfig, SimError, SimResult, Simulation};
 use crate::summary::RunCost;
@@ -136,12 +136,12 @@ pub struct PlannedRun {
 pub fn plan(options: &PaperOptions) -> Vec<PlannedRun> {
     let base = |cluster: Cluster, capacity: u64| {
         let mut config = SimConfig {
-            cluster: ClusterSpec {
+            cluster: ModelSpec {
                 raw_capacity: capacity,
                 drive_bytes: 48 * TB,
                 disks_per_node: options.disks_per_node,
                 seed: options.seed,
-                ..ClusterSpec::default()
+                ..ModelSpec::default()
             },
             mix: Mix::preset(cluster.preset()).expect("built-in preset"),
             horizon: Duration::from_secs_f64(options.days * DAY),

@@ -3,7 +3,7 @@
 //! the command line (with the `clap` feature), and what a program sets to
 //! get the same [`SimConfig`].
 
-use crate::ClusterSpec;
+use crate::ModelSpec;
 use crate::mix::{Mix, MixError};
 use crate::sim::{Modes, SimConfig};
 use dingo_planner::LeftoverPolicy;
@@ -131,12 +131,12 @@ impl Scenario {
         let quantum = Duration::try_from_secs_f64(self.quantum_hours * 3600.0).map_err(|_| ScenarioError::Horizon)?;
         let horizon = Duration::try_from_secs_f64(self.days * 86_400.0).map_err(|_| ScenarioError::Horizon)?;
         let mut config = SimConfig {
-            cluster: ClusterSpec {
+            cluster: ModelSpec {
                 raw_capacity: self.capacity_bytes,
                 drive_bytes: self.drive_bytes,
                 disks_per_node: self.disks_per_node,
                 seed: self.seed,
-                ..ClusterSpec::default()
+                ..ModelSpec::default()
             },
             mix,
             demand_mb_s_per_tb: self.demand_mb_s_per_tb,

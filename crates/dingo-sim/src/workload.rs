@@ -2,7 +2,7 @@
 //! split by a *mix*), how often it declares and with what deadline, and the
 //! declarations it makes on a [`ClusterModel`].
 
-use crate::model::{ClusterModel, Redundancy};
+use crate::model::{ClusterModel, RS_30_33, Redundancy};
 use crate::rng::SplitMix64;
 use dingo_types::{
     BlockId, BlockRange, BlockSet, Declaration, DiskId, Member, ReadSets, TaskKind, Timestamp, Topology,
@@ -96,7 +96,7 @@ impl SteadyLoad {
                     }
                     TaskKind::Transcoding => {
                         // Aged replicated and RS 6-of-9 files move up a scheme.
-                        let from = |r: Redundancy| r != Redundancy::RS_30_33;
+                        let from = |r: Redundancy| r != RS_30_33;
                         let files = (bytes / file_bytes) as u64;
                         (ReadSets::Ranges(random_files(model, files, u32::MAX, Some(&from), &mut rng)), None)
                     }
@@ -248,12 +248,12 @@ fn random_files(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ClusterSpec;
+    use crate::model::{ModelSpec, REPLICATED_3};
 
     #[test]
     fn steady_load_declares_every_task_and_matches_the_demand() {
         let spec =
-            ClusterSpec { raw_capacity: 2_000_000_000_000_000, disks_per_node: 2, seed: 3, ..ClusterSpec::default() };
+            ModelSpec { raw_capacity: 2_000_000_000_000_000, disks_per_node: 2, seed: 3, ..ModelSpec::default() };
         let mut model = ClusterModel::new(spec).unwrap();
         let load = SteadyLoad { demand_mb_s_per_tb: 2.0, mix: Mix::bench(), now: Timestamp(0), seed: 9 };
         let mut decls = Vec::new();
@@ -279,11 +279,11 @@ mod tests {
     #[test]
     fn reconstruction_stops_once_every_disk_has_failed() {
         // Eight disks on eight nodes, every file three-way replicated.
-        let spec = ClusterSpec {
+        let spec = ModelSpec {
             raw_capacity: 200_000_000_000_000,
             disks_per_node: 1,
-            layout: vec![(Redundancy::REPLICATED_3, 1.0)],
-            ..ClusterSpec::default()
+            layout: vec![(REPLICATED_3, 1.0)],
+            ..ModelSpec::default()
         };
         let mut model = ClusterModel::new(spec).unwrap();
         let load = SteadyLoad { demand_mb_s_per_tb: 1e9, mix: Mix::bench(), now: Timestamp(0), seed: 9 };

@@ -3,7 +3,7 @@
 //! modes or checks a bound, and fails if the simulator is wrong.
 
 use dingo_planner::LeftoverPolicy;
-use dingo_sim::ClusterSpec;
+use dingo_sim::ModelSpec;
 use dingo_sim::mix::Mix;
 use dingo_sim::sim::{Mode, ModeResult, Modes, SimConfig, SimResult, Simulation, io_wall_search};
 use dingo_types::TaskKind;
@@ -18,7 +18,7 @@ const DAY: u64 = 24 * 3600;
 /// into the horizon so the run does not drain for a month.
 fn config(mix: Mix, capacity: u64, days: u64, seed: u64) -> SimConfig {
     let mut config = SimConfig {
-        cluster: ClusterSpec { raw_capacity: capacity, disks_per_node: 1, seed, ..ClusterSpec::default() },
+        cluster: ModelSpec { raw_capacity: capacity, disks_per_node: 1, seed, ..ModelSpec::default() },
         mix,
         horizon: Duration::from_secs(days * DAY),
         ..SimConfig::default()
@@ -165,12 +165,12 @@ fn the_same_seed_gives_the_same_run() {
 /// mode only: what the world generates does not depend on the mode.
 fn month(mix: Mix, demand: f64) -> SimConfig {
     SimConfig {
-        cluster: ClusterSpec {
+        cluster: ModelSpec {
             raw_capacity: 2 * PB,
             drive_bytes: 4 * TB,
             disks_per_node: 4,
             seed: 3,
-            ..ClusterSpec::default()
+            ..ModelSpec::default()
         },
         mix,
         demand_mb_s_per_tb: demand,

@@ -1,11 +1,12 @@
 //! How a file is protected: the one definition every crate uses (the wire
 //! form and its conversions are `dingo-proto`'s).
 
+use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
 
 /// How a file is protected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Redundancy {
     /// `r` full copies on distinct nodes.
     Replicated(u8),

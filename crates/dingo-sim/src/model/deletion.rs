@@ -2,7 +2,7 @@
 //! chunk counts they change.
 
 use super::layout::Locator;
-use super::{ClusterModel, Redundancy};
+use super::{ClusterModel, Redundancy, StripeShape};
 use roaring::RoaringTreemap;
 
 impl ClusterModel {
@@ -22,8 +22,8 @@ impl ClusterModel {
     pub(super) fn deleted_at(&self, b: u64, loc: &Locator) -> bool {
         let r = &self.regions[loc.region];
         let data_index = match r.redundancy {
-            Redundancy::Replicated { .. } => loc.stripe,
-            Redundancy::ErasureCoded { data, .. } => loc.stripe * u64::from(data),
+            Redundancy::Replicated(_) => loc.stripe,
+            Redundancy::Ec { data, .. } => loc.stripe * u64::from(data),
         };
         self.file_dead(r.first_file + data_index / u64::from(self.spec.file_blocks))
             || (!self.loose_deleted.is_empty() && self.loose_deleted.contains(b))
@@ -45,9 +45,9 @@ impl ClusterModel {
             let redundancy = self.schemes[self.file_scheme(file)].redundancy;
             let [data, parity] = self.file_block_ranges(file);
             let stripes = (data.end - data.start) / redundancy.data_per_stripe();
-            self.live_chunks -= stripes * u64::from(redundancy.width());
+            self.live_chunks -= stripes * u64::from(redundancy.stripe_width());
             let scheme = self.file_scheme(file);
-            self.schemes[scheme].live_chunks -= stripes * u64::from(redundancy.width());
+            self.schemes[scheme].live_chunks -= stripes * u64::from(redundancy.stripe_width());
             self.mark_dead(file);
             gone.insert_range(data);
             gone.insert_range(parity);
@@ -64,8 +64,8 @@ impl ClusterModel {
             let Some(loc) = self.locate(b) else { continue };
             let scheme = &mut self.schemes[self.regions[loc.region].scheme];
             let chunks = match scheme.redundancy {
-                Redundancy::Replicated { copies } => u64::from(copies),
-                Redundancy::ErasureCoded { .. } => 1,
+                Redundancy::Replicated(copies) => u64::from(copies),
+                Redundancy::Ec { .. } => 1,
             };
             scheme.live_chunks -= chunks;
             self.live_chunks -= chunks;

@@ -1,7 +1,7 @@
 //! Where a block id sits: regions of whole files per scheme, stripes
 //! within a region, and the placement group (hence the disks) of a stripe.
 
-use super::{ClusterModel, Redundancy};
+use super::{ClusterModel, Redundancy, StripeShape};
 use dingo_types::{BlockId, DiskId, Member};
 
 /// Block ids per bucket of the block → region index: `1 << INDEX_SHIFT`.
@@ -69,9 +69,7 @@ impl ClusterModel {
             let k = redundancy.data_per_stripe();
             (local / k, (local % k) as u32)
         } else {
-            let Redundancy::ErasureCoded { data, parity } = redundancy else {
-                unreachable!("replicated has no parity")
-            };
+            let Redundancy::Ec { data, parity } = redundancy else { unreachable!("replicated has no parity") };
             let p = local - r.data_blocks;
             (p / u64::from(parity), u32::from(data) + (p % u64::from(parity)) as u32)
         };
@@ -88,9 +86,9 @@ impl ClusterModel {
             return self.locate_in(loc.region, next);
         }
         let (first, width) = match r.redundancy {
-            Redundancy::Replicated { .. } => (0, 1),
-            Redundancy::ErasureCoded { data, .. } if next < r.first + r.data_blocks => (0, u32::from(data)),
-            Redundancy::ErasureCoded { data, parity } => (u32::from(data), u32::from(data) + u32::from(parity)),
+            Redundancy::Replicated(_) => (0, 1),
+            Redundancy::Ec { data, .. } if next < r.first + r.data_blocks => (0, u32::from(data)),
+            Redundancy::Ec { data, parity } => (u32::from(data), u32::from(data) + u32::from(parity)),
         };
         if loc.position + 1 == width {
             Locator { stripe: loc.stripe + 1, position: first, ..loc }
@@ -102,8 +100,8 @@ impl ClusterModel {
     /// The block at member `position` of stripe `stripe` of `region`.
     pub(super) fn member_block(&self, region: &Region, stripe: u64, position: u32) -> u64 {
         match self.schemes[region.scheme].redundancy {
-            Redundancy::Replicated { .. } => region.first + stripe,
-            Redundancy::ErasureCoded { data, parity } => {
+            Redundancy::Replicated(_) => region.first + stripe,
+            Redundancy::Ec { data, parity } => {
                 if position < u32::from(data) {
                     region.first + stripe * u64::from(data) + u64::from(position)
                 } else {
@@ -123,7 +121,7 @@ impl ClusterModel {
     pub(super) fn placement_disks(&self, region: &Region, stripe: u64) -> &[u32] {
         let scheme = &self.schemes[region.scheme];
         let pg = (region.pg_offset + stripe) % scheme.pgs;
-        let width = region.redundancy.width() as usize;
+        let width = region.redundancy.stripe_width() as usize;
         let first = pg as usize * width;
         &scheme.pg_disks[first..first + width]
     }
@@ -145,8 +143,8 @@ impl ClusterModel {
             while b < end {
                 let local = b - region.first;
                 let (stripe, position) = match region.redundancy {
-                    Redundancy::Replicated { .. } => (local, None),
-                    Redundancy::ErasureCoded { data, parity } => {
+                    Redundancy::Replicated(_) => (local, None),
+                    Redundancy::Ec { data, parity } => {
                         if local < region.data_blocks {
                             (local / u64::from(data), Some((local % u64::from(data)) as usize))
                         } else {
@@ -179,14 +177,14 @@ impl ClusterModel {
         let placed = self.placement_disks(region, loc.stripe);
         let live = |disk: u32| !self.failed[disk as usize];
         let needed = match region.redundancy {
-            Redundancy::Replicated { .. } => {
+            Redundancy::Replicated(_) => {
                 if !placed.iter().any(|&disk| live(disk)) {
                     return false;
                 }
                 out.push(Member::Any(block));
                 return true;
             }
-            Redundancy::ErasureCoded { data, .. } => usize::from(data),
+            Redundancy::Ec { data, .. } => usize::from(data),
         };
         for (position, &disk) in (0..).zip(placed) {
             if out.len() - start == needed {
@@ -216,13 +214,13 @@ impl ClusterModel {
         let loc = self.locate(block.0)?;
         let region = &self.regions[loc.region];
         Some(match region.redundancy {
-            Redundancy::Replicated { copies } => {
+            Redundancy::Replicated(copies) => {
                 StripeLoc { region: loc.region, stripe: loc.stripe, width: 1, data: 1, copies }
             }
-            r @ Redundancy::ErasureCoded { data, .. } => StripeLoc {
+            r @ Redundancy::Ec { data, .. } => StripeLoc {
                 region: loc.region,
                 stripe: loc.stripe,
-                width: r.width(),
+                width: r.stripe_width(),
                 data: usize::from(data),
                 copies: 1,
             },
@@ -241,9 +239,9 @@ impl ClusterModel {
         let Some(loc) = self.locate(block.0) else { return Vec::new() };
         let region = &self.regions[loc.region];
         match self.schemes[region.scheme].redundancy {
-            Redundancy::Replicated { .. } => vec![block],
-            r @ Redundancy::ErasureCoded { .. } => {
-                (0..r.width()).map(|p| BlockId(self.member_block(region, loc.stripe, p))).collect()
+            Redundancy::Replicated(_) => vec![block],
+            r @ Redundancy::Ec { .. } => {
+                (0..r.stripe_width()).map(|p| BlockId(self.member_block(region, loc.stripe, p))).collect()
             }
         }
     }

@@ -17,8 +17,9 @@ mod placement;
 mod spec;
 mod topology;
 
+pub use dingo_types::Redundancy;
 pub use layout::StripeLoc;
-pub use spec::{ClusterSpec, ModelError, Redundancy};
+pub use spec::{ModelError, ModelSpec, REPLICATED_3, RS_6_9, RS_30_33, StripeShape};
 
 use crate::rng::SplitMix64;
 use dingo_types::{BlockId, BlockRange, DiskId};
@@ -41,7 +42,7 @@ struct Scheme {
 
 #[derive(Clone, Debug)]
 pub struct ClusterModel {
-    spec: ClusterSpec,
+    spec: ModelSpec,
     disks: u32,
     nodes: u32,
     schemes: Vec<Scheme>,
@@ -71,7 +72,7 @@ pub struct ClusterModel {
 }
 
 impl ClusterModel {
-    pub fn new(spec: ClusterSpec) -> Result<Self, ModelError> {
+    pub fn new(spec: ModelSpec) -> Result<Self, ModelError> {
         if spec.block_bytes == 0 || spec.drive_bytes == 0 || spec.disks_per_node == 0 || spec.file_blocks == 0 {
             return Err(ModelError::Invalid("block size, drive size, disks per node and file blocks must be positive"));
         }
@@ -86,7 +87,7 @@ impl ClusterModel {
         let mut rng = SplitMix64::new(spec.seed);
         let mut schemes = Vec::new();
         for &(redundancy, _) in &spec.layout {
-            let width = redundancy.width();
+            let width = redundancy.stripe_width();
             if width > nodes {
                 return Err(ModelError::TooFewNodes { needed: width, nodes });
             }
@@ -153,7 +154,7 @@ impl ClusterModel {
         let data_blocks = files * u64::from(self.spec.file_blocks);
         let stripes = data_blocks / redundancy.data_per_stripe();
         let parity_blocks = match redundancy {
-            Redundancy::Replicated { copies } => {
+            Redundancy::Replicated(copies) => {
                 for c in 1..copies {
                     let c = usize::from(c);
                     if self.with_copy.len() <= c {
@@ -162,18 +163,18 @@ impl ClusterModel {
                 }
                 0
             }
-            Redundancy::ErasureCoded { parity, .. } => stripes * u64::from(parity),
+            Redundancy::Ec { parity, .. } => stripes * u64::from(parity),
         };
         let first = self.block_count();
-        if let Redundancy::Replicated { copies } = redundancy {
+        if let Redundancy::Replicated(copies) = redundancy {
             for c in 1..copies {
                 self.with_copy[usize::from(c)].insert_range(first..first + data_blocks);
             }
         }
         let stripe_base = self.schemes[scheme].stripes_so_far;
         self.schemes[scheme].stripes_so_far += stripes;
-        self.live_chunks += stripes * u64::from(redundancy.width());
-        self.schemes[scheme].live_chunks += stripes * u64::from(redundancy.width());
+        self.live_chunks += stripes * u64::from(redundancy.stripe_width());
+        self.schemes[scheme].live_chunks += stripes * u64::from(redundancy.stripe_width());
         self.region_firsts.push(first);
         self.region_first_files.push(first_file);
         let end = first + data_blocks + parity_blocks;
@@ -198,7 +199,7 @@ impl ClusterModel {
         first_file..first_file + files
     }
 
-    pub fn spec(&self) -> &ClusterSpec {
+    pub fn spec(&self) -> &ModelSpec {
         &self.spec
     }
 
@@ -220,8 +221,8 @@ impl ClusterModel {
         self.regions
             .iter()
             .map(|r| match self.schemes[r.scheme].redundancy {
-                Redundancy::Replicated { copies } => r.data_blocks * u64::from(copies),
-                Redundancy::ErasureCoded { .. } => r.end - r.first,
+                Redundancy::Replicated(copies) => r.data_blocks * u64::from(copies),
+                Redundancy::Ec { .. } => r.end - r.first,
             })
             .sum()
     }
@@ -250,8 +251,8 @@ impl ClusterModel {
         let r = &self.regions[self.file_region(file)];
         let data = self.file_blocks(file);
         let parity = match self.schemes[r.scheme].redundancy {
-            Redundancy::Replicated { .. } => 0..0,
-            Redundancy::ErasureCoded { data: k, parity } => {
+            Redundancy::Replicated(_) => 0..0,
+            Redundancy::Ec { data: k, parity } => {
                 let first_stripe = (data.start.0 - r.first) / u64::from(k);
                 let stripes = u64::from(data.len) / u64::from(k);
                 let start = r.parity_first() + first_stripe * u64::from(parity);

@@ -2,7 +2,7 @@
 //! the disk's placement-group slots, and every chunk of a range of blocks.
 
 use super::layout::Locator;
-use super::{ClusterModel, Redundancy};
+use super::{ClusterModel, Redundancy, StripeShape};
 use dingo_types::{DiskId, MemberBitmap};
 use roaring::RoaringTreemap;
 
@@ -19,7 +19,7 @@ impl ClusterModel {
     pub(super) fn index_disk_slots(&mut self) {
         let mut per_disk: Vec<Vec<PgSlot>> = vec![Vec::new(); self.disks as usize];
         for (s, scheme) in self.schemes.iter().enumerate() {
-            let width = scheme.redundancy.width() as usize;
+            let width = scheme.redundancy.stripe_width() as usize;
             for (i, &disk) in scheme.pg_disks.iter().enumerate() {
                 per_disk[disk as usize].push(PgSlot {
                     scheme: s as u8,
@@ -71,8 +71,8 @@ impl ClusterModel {
             for slot in slots {
                 let scheme = &self.schemes[usize::from(slot.scheme)];
                 let copy = match scheme.redundancy {
-                    Redundancy::Replicated { .. } => slot.position,
-                    Redundancy::ErasureCoded { .. } => 0,
+                    Redundancy::Replicated(_) => slot.position,
+                    Redundancy::Ec { .. } => 0,
                 };
                 if pending.len() <= usize::from(copy) {
                     pending.resize_with(usize::from(copy) + 1, Vec::new);
@@ -114,12 +114,12 @@ impl ClusterModel {
                 continue;
             }
             match self.schemes[r.scheme].redundancy {
-                Redundancy::Replicated { copies } => {
+                Redundancy::Replicated(copies) => {
                     for c in 0..copies {
                         out.insert_copy_range(c, from..to);
                     }
                 }
-                Redundancy::ErasureCoded { .. } => out.insert_copy_range(0, from..to),
+                Redundancy::Ec { .. } => out.insert_copy_range(0, from..to),
             }
         }
         out.remove_blocks(&self.deleted);

@@ -1,47 +1,51 @@
 //! What a model cluster is built from: its redundancy schemes, its
 //! parameters, and what can be wrong with them.
 
-use dingo_types::DiskModel;
+use dingo_types::{DiskModel, Redundancy};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-/// How a scheme stores data.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Redundancy {
-    Replicated { copies: u8 },
-    ErasureCoded { data: u8, parity: u8 },
+/// Three full copies.
+pub const REPLICATED_3: Redundancy = Redundancy::Replicated(3);
+/// Reed-Solomon 6+3 (6 data, 3 parity members: 9 disks per stripe).
+pub const RS_6_9: Redundancy = Redundancy::Ec { data: 6, parity: 3 };
+/// Reed-Solomon 30+3 (33 disks per stripe).
+pub const RS_30_33: Redundancy = Redundancy::Ec { data: 30, parity: 3 };
+
+/// The arithmetic the model does on a scheme's shape, in the integer widths
+/// its block and disk counts use.
+pub trait StripeShape {
+    /// Disks one stripe (or one replicated block) spans.
+    fn stripe_width(self) -> u32;
+    /// Data blocks per stripe (1 for replication).
+    fn data_per_stripe(self) -> u64;
+    /// Raw bytes stored per logical byte.
+    fn overhead(self) -> f64;
 }
 
-impl Redundancy {
-    pub const REPLICATED_3: Redundancy = Redundancy::Replicated { copies: 3 };
-    pub const RS_6_9: Redundancy = Redundancy::ErasureCoded { data: 6, parity: 3 };
-    pub const RS_30_33: Redundancy = Redundancy::ErasureCoded { data: 30, parity: 3 };
-
-    /// Disks one stripe (or one replicated block) spans.
-    pub fn width(self) -> u32 {
+impl StripeShape for Redundancy {
+    fn stripe_width(self) -> u32 {
         match self {
-            Redundancy::Replicated { copies } => u32::from(copies),
-            Redundancy::ErasureCoded { data, parity } => u32::from(data) + u32::from(parity),
+            Redundancy::Replicated(copies) => u32::from(copies),
+            Redundancy::Ec { data, parity } => u32::from(data) + u32::from(parity),
         }
     }
 
-    /// Data blocks per stripe (1 for replication).
-    pub fn data_per_stripe(self) -> u64 {
+    fn data_per_stripe(self) -> u64 {
         match self {
-            Redundancy::Replicated { .. } => 1,
-            Redundancy::ErasureCoded { data, .. } => u64::from(data),
+            Redundancy::Replicated(_) => 1,
+            Redundancy::Ec { data, .. } => u64::from(data),
         }
     }
 
-    /// Raw bytes stored per logical byte.
-    pub fn overhead(self) -> f64 {
-        f64::from(self.width()) / self.data_per_stripe() as f64
+    fn overhead(self) -> f64 {
+        f64::from(self.stripe_width()) / self.data_per_stripe() as f64
     }
 }
 
 /// Parameters of a model cluster. Defaults follow the paper's simulator.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ClusterSpec {
+pub struct ModelSpec {
     pub raw_capacity: u64,
     pub drive_bytes: u64,
     pub disks_per_node: u32,
@@ -58,16 +62,16 @@ pub struct ClusterSpec {
     pub seed: u64,
 }
 
-impl Default for ClusterSpec {
+impl Default for ModelSpec {
     fn default() -> Self {
-        ClusterSpec {
+        ModelSpec {
             raw_capacity: 100_000_000_000_000_000,
             drive_bytes: 24_000_000_000_000,
             disks_per_node: 36,
             fill: 0.8,
             block_bytes: 256_000_000,
             file_blocks: 30,
-            layout: vec![(Redundancy::REPLICATED_3, 0.25), (Redundancy::RS_6_9, 0.375), (Redundancy::RS_30_33, 0.375)],
+            layout: vec![(REPLICATED_3, 0.25), (RS_6_9, 0.375), (RS_30_33, 0.375)],
             disk_model: DiskModel::HDD,
             pgs_per_disk: 64,
             seed: 1,

@@ -3,7 +3,7 @@ use dingo_types::{BlockId, BlockProblem, BlockState, ChunkRef, DiskId, Member, T
 
 fn small() -> ClusterModel {
     // 2 PB of 24 TB drives, 2 per node: 84 disks on 42 nodes.
-    let spec = ClusterSpec { raw_capacity: 2_000_000_000_000_000, disks_per_node: 2, ..ClusterSpec::default() };
+    let spec = ModelSpec { raw_capacity: 2_000_000_000_000_000, disks_per_node: 2, ..ModelSpec::default() };
     ClusterModel::new(spec).unwrap()
 }
 
@@ -133,7 +133,7 @@ fn block_copies_agrees_with_block_and_copy_disk() {
 
 #[test]
 fn too_few_nodes_for_a_stripe_is_a_clear_error() {
-    let spec = ClusterSpec { raw_capacity: 100_000_000_000_000, ..ClusterSpec::default() };
+    let spec = ModelSpec { raw_capacity: 100_000_000_000_000, ..ModelSpec::default() };
     let err = ClusterModel::new(spec).unwrap_err();
     assert!(err.to_string().contains("at least 3 nodes"), "{err}");
 }
@@ -152,8 +152,8 @@ fn deleting_files_removes_exactly_their_data_and_parity_chunks() {
         }
         let range = m.file_blocks(f);
         chunks += match m.scheme(m.file_scheme(f)) {
-            Redundancy::Replicated { copies } => u64::from(range.len) * u64::from(copies),
-            r => u64::from(range.len) / r.data_per_stripe() * u64::from(r.width()),
+            Redundancy::Replicated(copies) => u64::from(range.len) * u64::from(copies),
+            r => u64::from(range.len) / r.data_per_stripe() * u64::from(r.stripe_width()),
         };
     }
     let gone = m.delete_files(&files);
@@ -178,7 +178,7 @@ fn added_files_land_in_a_new_region_of_their_scheme_and_replaced_disks_come_back
     let r = m.scheme(1);
     assert_eq!(
         m.live_chunks() - before,
-        4 * u64::from(m.spec().file_blocks) / r.data_per_stripe() * u64::from(r.width())
+        4 * u64::from(m.spec().file_blocks) / r.data_per_stripe() * u64::from(r.stripe_width())
     );
     let chunk = ChunkRef { block: m.file_blocks(new.start).start, copy: 0 };
     let disk = m.copy_disk(chunk).unwrap();

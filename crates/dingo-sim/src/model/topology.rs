@@ -12,8 +12,8 @@ impl ClusterModel {
     pub(super) fn block_at(&self, id: BlockId, loc: &Locator) -> BlockInfo {
         let region = &self.regions[loc.region];
         let (copies, group) = match region.redundancy {
-            Redundancy::Replicated { copies } => (copies, GroupId(id.0)),
-            Redundancy::ErasureCoded { data, .. } => (1, GroupId(region.first + loc.stripe * u64::from(data))),
+            Redundancy::Replicated(copies) => (copies, GroupId(id.0)),
+            Redundancy::Ec { data, .. } => (1, GroupId(region.first + loc.stripe * u64::from(data))),
         };
         let state = if self.deleted_at(id.0, loc) { BlockState::Deleted } else { BlockState::Sealed };
         BlockInfo { size: self.spec.block_bytes, copies, group, state }
@@ -29,8 +29,8 @@ impl ClusterModel {
         let live = |disk: u32| (!self.failed[disk as usize]).then_some(DiskId(disk));
         let placed = self.placement_disks(region, loc.stripe);
         match region.redundancy {
-            Redundancy::Replicated { .. } => disks.extend(placed.iter().map(|&disk| live(disk))),
-            Redundancy::ErasureCoded { .. } => disks.push(live(placed[loc.position as usize])),
+            Redundancy::Replicated(_) => disks.extend(placed.iter().map(|&disk| live(disk))),
+            Redundancy::Ec { .. } => disks.push(live(placed[loc.position as usize])),
         }
         info
     }
@@ -80,8 +80,8 @@ impl Topology for ClusterModel {
         let loc = self.locate(chunk.block.0)?;
         let region = &self.regions[loc.region];
         let position = match self.schemes[region.scheme].redundancy {
-            Redundancy::Replicated { copies } if chunk.copy < copies => u32::from(chunk.copy),
-            Redundancy::ErasureCoded { .. } if chunk.copy == 0 => loc.position,
+            Redundancy::Replicated(copies) if chunk.copy < copies => u32::from(chunk.copy),
+            Redundancy::Ec { .. } if chunk.copy == 0 => loc.position,
             _ => return None,
         };
         let disk = self.placement_disk(region, loc.stripe, position);

@@ -124,10 +124,10 @@ impl ObjectFiles {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ClusterSpec;
+    use crate::model::ModelSpec;
 
     fn model() -> ClusterModel {
-        let spec = ClusterSpec { raw_capacity: 2_000_000_000_000_000, disks_per_node: 2, ..ClusterSpec::default() };
+        let spec = ModelSpec { raw_capacity: 2_000_000_000_000_000, disks_per_node: 2, ..ModelSpec::default() };
         ClusterModel::new(spec).unwrap()
     }
 

@@ -29,7 +29,7 @@ pub use stats::{Mode, ModeResult, QuantumPoint, TaskTotals, WALL_UTILIZATION, io
 pub use world::{Job, JobSets, PAPER_DEMAND_MB_S_PER_TB, World};
 
 use crate::mix::Mix;
-use crate::model::{ClusterSpec, ModelError};
+use crate::model::{ModelError, ModelSpec};
 use declarative::Declarative;
 use dingo_planner::{Budget, DeclareError, DiskBudget, LeftoverPolicy, PlannerConfig};
 use dingo_types::{TaskKind, Timestamp, Topology};
@@ -65,7 +65,7 @@ impl Modes {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SimConfig {
     /// Capacity, drive size, fill, blocks, files, layout, disk model, seed.
-    pub cluster: ClusterSpec,
+    pub cluster: ModelSpec,
     pub mix: Mix,
     /// Maintenance read demand in MB/s per TB of raw capacity.
     pub demand_mb_s_per_tb: f64,
@@ -102,7 +102,7 @@ pub struct SimConfig {
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
-            cluster: ClusterSpec::default(),
+            cluster: ModelSpec::default(),
             mix: Mix::cluster_1(),
             demand_mb_s_per_tb: 2.0,
             intensity: [1.0; TaskKind::COUNT],

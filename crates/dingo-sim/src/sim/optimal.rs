@@ -260,7 +260,7 @@ impl Optimal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ClusterSpec;
+    use crate::model::ModelSpec;
     use dingo_types::{BlockId, ChunkRef, DiskModel, Member, Timestamp};
 
     fn job(task: TaskKind, sets: JobSets, needed: Option<u64>) -> Job {
@@ -270,7 +270,7 @@ mod tests {
     /// A small cluster whose first files are replicated: file `f` is
     /// blocks `30 f..30 f + 30`.
     fn model() -> ClusterModel {
-        let spec = ClusterSpec { raw_capacity: 2_000_000_000_000_000, disks_per_node: 2, ..ClusterSpec::default() };
+        let spec = ModelSpec { raw_capacity: 2_000_000_000_000_000, disks_per_node: 2, ..ModelSpec::default() };
         let m = ClusterModel::new(spec).unwrap();
         assert_eq!(m.file_blocks(4).start, BlockId(120));
         m

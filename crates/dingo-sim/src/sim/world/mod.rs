@@ -21,7 +21,7 @@
 
 use super::SimConfig;
 use super::files::{FileCursor, ObjectFiles};
-use crate::model::{ClusterModel, ClusterSpec, ModelError};
+use crate::model::{ClusterModel, ModelError, ModelSpec, StripeShape};
 use crate::rng::SplitMix64;
 use crate::workload::surviving_members;
 use dingo_types::{BlockId, BlockRange, BlockSet, Member, MemberBitmap, ReadSets, TaskKind, Timestamp};
@@ -200,7 +200,7 @@ pub struct QuantumEvents {
 
 impl World {
     pub fn new(config: &SimConfig) -> Result<World, ModelError> {
-        let spec = ClusterSpec { layout: steady_layout(config), ..config.cluster.clone() };
+        let spec = ModelSpec { layout: steady_layout(config), ..config.cluster.clone() };
         let model = ClusterModel::new(spec)?;
         let mut chain: Vec<usize> = (0..model.scheme_count()).collect();
         chain.sort_by(|&a, &b| model.scheme(b).overhead().total_cmp(&model.scheme(a).overhead()));
@@ -380,7 +380,7 @@ impl World {
 
     fn chunks_per_file(&self, scheme: usize) -> u64 {
         let r = self.model.scheme(scheme);
-        u64::from(self.model.spec().file_blocks) / r.data_per_stripe() * u64::from(r.width())
+        u64::from(self.model.spec().file_blocks) / r.data_per_stripe() * u64::from(r.stripe_width())
     }
 
     fn file_bytes(&self) -> f64 {

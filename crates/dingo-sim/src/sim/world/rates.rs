@@ -1,7 +1,7 @@
 //! How much each task reads per second, with what period and deadline,
 //! and the layout the world keeps so that transcoding always has files.
 
-use crate::model::{ClusterModel, Redundancy};
+use crate::model::{ClusterModel, Redundancy, StripeShape};
 use crate::sim::SimConfig;
 use dingo_types::{TaskKind, Topology};
 use std::time::Duration;
@@ -125,7 +125,7 @@ pub(super) fn live_files(model: &ClusterModel) -> u64 {
     (0..model.scheme_count())
         .map(|s| {
             let r = model.scheme(s);
-            let per_file = u64::from(model.spec().file_blocks) / r.data_per_stripe() * u64::from(r.width());
+            let per_file = u64::from(model.spec().file_blocks) / r.data_per_stripe() * u64::from(r.stripe_width());
             model.scheme_live_chunks(s) / per_file
         })
         .sum()
@@ -138,8 +138,8 @@ pub(super) fn bytes_per_failure(model: &ClusterModel) -> f64 {
     let reads: f64 = (0..model.scheme_count())
         .map(|s| {
             let per_chunk = match model.scheme(s) {
-                Redundancy::Replicated { .. } => 1.0,
-                r @ Redundancy::ErasureCoded { .. } => r.data_per_stripe() as f64,
+                Redundancy::Replicated(_) => 1.0,
+                r @ Redundancy::Ec { .. } => r.data_per_stripe() as f64,
             };
             model.scheme_live_chunks(s) as f64 * per_chunk
         })
