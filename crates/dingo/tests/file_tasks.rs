@@ -72,7 +72,7 @@ async fn assert_every_copy(client: &Client, path: &str, content: &Bytes) {
     for d in dingo_client::data_blocks(&file).unwrap() {
         for c in &d.block.chunks {
             let got =
-                client.read_copy(copy_of(&d.block, c.copy).unwrap(), 0, d.block.size, IoTag::Foreground).await.unwrap();
+                client.read_copy(copy_of(d.block, c.copy).unwrap(), 0, d.block.size, IoTag::Foreground).await.unwrap();
             let want = content.slice(d.offset as usize..(d.offset + d.block.size) as usize);
             assert!(got == want, "{path} block {} copy {} differs", d.block.id, c.copy);
         }

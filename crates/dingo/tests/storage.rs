@@ -515,12 +515,12 @@ async fn exact_copies_are_read_rebuilt_and_moved() {
     // Every exact copy reads back; so does an EC member (copy 0).
     let b = &rb[1];
     for c in &b.chunks {
-        let got = client.read_copy(copy_of(&b, c.copy).unwrap(), 10, 1000, FG).await.unwrap();
+        let got = client.read_copy(copy_of(b, c.copy).unwrap(), 10, 1000, FG).await.unwrap();
         assert_eq!(got, rep.slice(BS as usize + 10..BS as usize + 1010));
     }
     let parity = client.read_copy(copy_of(&eb[4], 0).unwrap(), 0, eb[4].size, FG).await.unwrap();
     assert_eq!(parity.len() as u64, eb[4].size);
-    let e = client.read_copy(copy_of(&b, 7).unwrap(), 0, 10, FG).await.unwrap_err();
+    let e = client.read_copy(copy_of(b, 7).unwrap(), 0, 10, FG).await.unwrap_err();
     assert!(matches!(e, ClientError::Chunk { fault: ChunkFault::Missing, .. }), "{e}");
     let c0 = &b.chunks[0];
     assert!(client.chunks_on_disk(DiskId(c0.disk)).await.unwrap().contains(&chunk_at(b, c0)));
@@ -531,7 +531,7 @@ async fn exact_copies_are_read_rebuilt_and_moved() {
     let damaged = chunk_at(b, c0);
     let damaged_file = chunk_file(&client, c0.disk, damaged).await;
     flip_byte(&damaged_file, 150_000);
-    let e = client.read_copy(copy_of(&b, c0.copy).unwrap(), 150_000, 100, FG).await.unwrap_err();
+    let e = client.read_copy(copy_of(b, c0.copy).unwrap(), 150_000, 100, FG).await.unwrap_err();
     assert!(matches!(e, ClientError::Chunk { fault: ChunkFault::Corrupt, .. }), "{e}");
     let meta_metrics = t.c.metrics_addr(None).to_string();
     eventually("the corrupt chunk is reported", || {
@@ -546,7 +546,7 @@ async fn exact_copies_are_read_rebuilt_and_moved() {
     let new = client.rebuild_chunk(damaged, &[], repair).await.unwrap();
     assert!(b.chunks.iter().all(|c| c.node != new.node), "{new:?}");
     assert_eq!(
-        client.read_copy(copy_of(&b, c0.copy).unwrap(), 0, BS, FG).await.unwrap(),
+        client.read_copy(copy_of(b, c0.copy).unwrap(), 0, BS, FG).await.unwrap(),
         rep.slice(BS as usize..2 * BS as usize)
     );
     assert_eq!(declaration_bytes(&client, &t, 5).await, BS, "source reads carry the tag");

@@ -214,7 +214,7 @@ async fn scheduled_copies_that_became_unreadable_are_read_elsewhere() {
     let copies: ScheduledCopies = [(block, 0)].into_iter().collect();
     let out = execute(&t.client, &action, &copies, tag).await.unwrap();
     assert_eq!(out.written_bytes, BLOCK);
-    let copy2 = t.client.read_copy(copy_of(&first, 2).unwrap(), 0, BLOCK, IoTag::Foreground).await.unwrap();
+    let copy2 = t.client.read_copy(copy_of(first, 2).unwrap(), 0, BLOCK, IoTag::Foreground).await.unwrap();
     assert_eq!(copy2, rep.slice(..BLOCK as usize));
 
     // Transcoding: copy 0 of the first block is on the dead node.
