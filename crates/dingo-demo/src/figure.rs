@@ -19,8 +19,8 @@ const FREE: RGBColor = RGBColor(44, 160, 44);
 
 fn color(r: &ModeResult) -> RGBColor {
     match r.mode {
-        dingo_tasks::Mode::Imperative => IMPERATIVE,
-        dingo_tasks::Mode::Declarative => DECLARATIVE,
+        dingo_tasks::Scheduling::Imperative => IMPERATIVE,
+        dingo_tasks::Scheduling::Declarative => DECLARATIVE,
     }
 }
 

@@ -31,7 +31,7 @@ pub use scale::Scale;
 pub use scenario::{ModeResult, PREFIX};
 pub use summary::{DemoSummary, ModeSummary, TaskSummary};
 
-use dingo_tasks::Mode;
+use dingo_tasks::Scheduling;
 use dingo_types::TaskKind;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -68,7 +68,7 @@ pub enum DemoError {
     #[error(transparent)]
     Figure(#[from] dingo_report::ReportError),
     #[error("{mode} run: {source}")]
-    Run { mode: Mode, source: Box<DemoError> },
+    Run { mode: Scheduling, source: Box<DemoError> },
 }
 
 pub type Result<T, E = DemoError> = std::result::Result<T, E>;
@@ -134,10 +134,10 @@ pub struct DemoRun {
 
 /// Runs the timeline with imperative, then with declarative tasks; calls
 /// `starting` before each run.
-pub async fn run(config: &DemoConfig, mut starting: impl FnMut(Mode)) -> Result<DemoRun> {
+pub async fn run(config: &DemoConfig, mut starting: impl FnMut(Scheduling)) -> Result<DemoRun> {
     io(|| format!("cannot create {}", config.out.display()), std::fs::create_dir_all(&config.out))?;
     let demo = scenario::Demo { exe: config.exe.clone(), scale: config.scale.clone(), seed: config.seed };
-    let mut one = async |mode: Mode| -> Result<ModeResult> {
+    let mut one = async |mode: Scheduling| -> Result<ModeResult> {
         starting(mode);
         let data = data_dir(&config.out, mode);
         let r = demo.run(mode, &data).await.map_err(|e| DemoError::Run { mode, source: Box::new(e) })?;
@@ -146,8 +146,8 @@ pub async fn run(config: &DemoConfig, mut starting: impl FnMut(Mode)) -> Result<
         }
         Ok(r)
     };
-    let imperative = one(Mode::Imperative).await?;
-    let declarative = one(Mode::Declarative).await?;
+    let imperative = one(Scheduling::Imperative).await?;
+    let declarative = one(Scheduling::Declarative).await?;
     let summary = DemoSummary::new(&config.scale, &imperative, &declarative);
     Ok(DemoRun { imperative, declarative, summary })
 }
@@ -179,6 +179,6 @@ async fn start_cluster(
     Ok(cluster)
 }
 
-fn data_dir(out: &Path, mode: Mode) -> PathBuf {
+fn data_dir(out: &Path, mode: Scheduling) -> PathBuf {
     out.join(format!("data-{mode}"))
 }

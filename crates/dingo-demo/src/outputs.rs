@@ -55,14 +55,14 @@ pub fn series_csv(r: &ModeResult) -> String {
 mod tests {
     use super::*;
     use crate::{ForegroundLatency, NodeSample};
-    use dingo_tasks::Mode;
+    use dingo_tasks::Scheduling;
 
     #[test]
     fn one_row_per_sample_with_every_class() {
         let mut sample = NodeSample { kernel_read_bytes: 7, ..NodeSample::default() };
         sample.disk_bytes_by_class[0] = 5;
         let r = ModeResult {
-            mode: Mode::Imperative,
+            mode: Scheduling::Imperative,
             jobs: Vec::new(),
             disk: sample,
             foreground: ForegroundLatency::default(),

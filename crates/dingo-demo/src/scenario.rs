@@ -20,7 +20,7 @@ use dingo_client::{Client, Redundancy};
 
 use dingo_tasks::declarative::Agent;
 use dingo_tasks::plan::FilePick;
-use dingo_tasks::{CancelFlag, Job, JobReport, Mode, imperative, plan};
+use dingo_tasks::{CancelFlag, Job, JobReport, Scheduling, imperative, plan};
 use dingo_types::TaskKind;
 use futures::StreamExt;
 use serde::Serialize;
@@ -38,7 +38,7 @@ const LOAD_PARALLELISM: usize = 4;
 /// Everything measured in one mode.
 #[derive(Clone, Debug, Serialize)]
 pub struct ModeResult {
-    pub mode: Mode,
+    pub mode: Scheduling,
     pub jobs: Vec<JobReport>,
     /// Disk reads since the timeline started, summed over nodes.
     pub disk: NodeSample,
@@ -151,7 +151,7 @@ pub struct Demo {
 
 impl Demo {
     /// Runs the whole timeline in `mode` on a fresh cluster under `dir`.
-    pub async fn run(&self, mode: Mode, dir: &Path) -> Result<ModeResult> {
+    pub async fn run(&self, mode: Scheduling, dir: &Path) -> Result<ModeResult> {
         let scale = &self.scale;
         if dir.exists() {
             io(|| format!("cannot clear {}", dir.display()), std::fs::remove_dir_all(dir))?;
@@ -164,8 +164,8 @@ impl Demo {
         let files = scale.replicated_files + scale.ec_files + scale.gc_files + 1;
         tracing::info!(%mode, "loaded {files} files in {:.1} s", t.elapsed().as_secs_f64());
         let planner = match mode {
-            Mode::Imperative => None,
-            Mode::Declarative => Some(DemoPlanner::start(
+            Scheduling::Imperative => None,
+            Scheduling::Declarative => Some(DemoPlanner::start(
                 &self.exe,
                 dir,
                 (cluster.meta_addr(), &cluster.credentials().auth),

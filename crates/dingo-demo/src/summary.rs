@@ -168,9 +168,9 @@ impl DemoSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dingo_tasks::{Declared, Job, Mode};
+    use dingo_tasks::{Declared, Job, Scheduling};
 
-    fn result(mode: Mode, task: TaskKind, logical_bytes: u64, disk_bytes: u64) -> ModeResult {
+    fn result(mode: Scheduling, task: TaskKind, logical_bytes: u64, disk_bytes: u64) -> ModeResult {
         let job = Job {
             task,
             label: "j".into(),
@@ -194,7 +194,7 @@ mod tests {
             foreground_by_kind: Default::default(),
             series: Vec::new(),
             events: Vec::new(),
-            planned_free_bytes: (mode == Mode::Declarative).then_some(40),
+            planned_free_bytes: (mode == Scheduling::Declarative).then_some(40),
             read_lower_bound_bytes: None,
             planned_series: Vec::new(),
             fg_series: Vec::new(),
@@ -209,8 +209,8 @@ mod tests {
 
     #[test]
     fn the_summary_compares_the_modes_under_the_documented_keys() {
-        let imp = result(Mode::Imperative, TaskKind::Scrubbing, 100, 100);
-        let dec = result(Mode::Declarative, TaskKind::Scrubbing, 100, 60);
+        let imp = result(Scheduling::Imperative, TaskKind::Scrubbing, 100, 100);
+        let dec = result(Scheduling::Declarative, TaskKind::Scrubbing, 100, 60);
         let s = DemoSummary::new(&Scale::quick(), &imp, &dec);
         assert!((s.disk_ratio - 0.6).abs() < 1e-9 && (s.savings - 0.4).abs() < 1e-9);
         assert_eq!((s.declarative.achieved_free_bytes, s.declarative.planned_free_bytes), (40, Some(40)));
@@ -275,13 +275,13 @@ mod tests {
         );
         assert!(v["imperative"]["planned_free_bytes"].is_null());
         // Nothing read imperatively: the ratio is undefined, written as null.
-        let idle = result(Mode::Imperative, TaskKind::Scrubbing, 0, 0);
+        let idle = result(Scheduling::Imperative, TaskKind::Scrubbing, 0, 0);
         assert!(serde_json::to_value(DemoSummary::new(&Scale::quick(), &idle, &dec)).unwrap()["disk_ratio"].is_null());
     }
 
     #[test]
     fn work_is_complete_only_when_every_task_ran_and_nothing_failed() {
-        let mut r = result(Mode::Declarative, TaskKind::Scrubbing, 1, 1);
+        let mut r = result(Scheduling::Declarative, TaskKind::Scrubbing, 1, 1);
         let template = r.jobs[0].clone();
         for t in TASKS.into_iter().filter(|&t| t != TaskKind::Scrubbing) {
             r.jobs.push(JobReport { task: t.name().to_string(), ..template.clone() });
@@ -296,8 +296,8 @@ mod tests {
 
     #[test]
     fn the_table_lines_up_both_modes() {
-        let imp = result(Mode::Imperative, TaskKind::Scrubbing, 100, 100);
-        let dec = result(Mode::Declarative, TaskKind::Scrubbing, 100, 60);
+        let imp = result(Scheduling::Imperative, TaskKind::Scrubbing, 100, 100);
+        let dec = result(Scheduling::Declarative, TaskKind::Scrubbing, 100, 60);
         let text = DemoSummary::new(&Scale::quick(), &imp, &dec).to_string();
         let row = format!("{:<16} {:>14} {:>14} {:>14} {:>14}\n", "scrubbing", "100 B", "100 B", "100 B", "60 B");
         assert!(text.contains(&row), "{text}");

@@ -22,7 +22,7 @@ use crate::metrics::MetricsView;
 use crate::outbox::{Outbox, Sink};
 use crate::records::Batch;
 use crate::state::{DiskSlowness, DueGroup, NodeBudget, Ready, State, StreamId};
-use crate::store::{Store, StoreError};
+use crate::store::{RedbStore, StoreError};
 use crate::topology;
 use dingo_client::Client;
 use dingo_daemon::now_ms;
@@ -35,20 +35,20 @@ use tokio::sync::{Mutex, oneshot, watch};
 const PIN_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Where the persister makes each step's batch durable: redb
-/// ([`Store`]) in the service; a store that fails, in the tests of the
+/// ([`RedbStore`]) in the service; a store that fails, in the tests of the
 /// fatal path.
 pub(crate) trait Durable: Send + 'static {
     fn commit(&self, batch: &Batch) -> Result<(), StoreError>;
 }
 
-impl Durable for Store {
+impl Durable for RedbStore {
     fn commit(&self, batch: &Batch) -> Result<(), StoreError> {
-        Store::commit(self, batch)
+        RedbStore::commit(self, batch)
     }
 }
 
 /// Work for the persister thread, done in the order queued.
-pub(crate) enum Job {
+pub(crate) enum PersistJob {
     /// Commit the batch, then send the messages, then answer.
     Apply { ready: Box<Ready>, done: oneshot::Sender<Result<(), StoreError>> },
     /// A stream opened (queued before the `Ready` with its replay).
@@ -61,7 +61,7 @@ pub(crate) enum Job {
 
 pub(crate) struct Shared {
     state: Arc<Mutex<State>>,
-    jobs: mpsc::Sender<Job>,
+    jobs: mpsc::Sender<PersistJob>,
     metrics: Arc<watch::Sender<MetricsView>>,
     /// Set once, to why the service must stop.
     fatal: Arc<watch::Sender<Option<String>>>,
@@ -107,7 +107,7 @@ impl Shared {
     }
 
     /// A queue for jobs (streams opening and closing).
-    pub(crate) fn jobs(&self) -> mpsc::Sender<Job> {
+    pub(crate) fn jobs(&self) -> mpsc::Sender<PersistJob> {
         self.jobs.clone()
     }
 
@@ -129,7 +129,7 @@ impl Shared {
             let (answer, ready) = step(&mut state);
             metrics.send_replace(state.metrics_view());
             let (done, durable) = oneshot::channel();
-            let queued = jobs.send(Job::Apply { ready: Box::new(ready), done }).is_ok();
+            let queued = jobs.send(PersistJob::Apply { ready: Box::new(ready), done }).is_ok();
             (answer, durable, queued)
         })
         .await;
@@ -294,11 +294,11 @@ struct Persister {
 }
 
 impl Persister {
-    fn run(self, queue: mpsc::Receiver<Job>) {
+    fn run(self, queue: mpsc::Receiver<PersistJob>) {
         let mut outbox = Outbox::default();
         while let Ok(job) = queue.recv() {
             let ended = match job {
-                Job::Apply { ready, done } => {
+                PersistJob::Apply { ready, done } => {
                     if !ready.batch.is_empty()
                         && let Err(e) = self.store.commit(&ready.batch)
                     {
@@ -312,15 +312,15 @@ impl Persister {
                     let _ = done.send(Ok(()));
                     ended
                 }
-                Job::Open { stream, sink } => {
+                PersistJob::Open { stream, sink } => {
                     outbox.insert(stream, sink);
                     Default::default()
                 }
-                Job::Closed(stream) => {
+                PersistJob::Closed(stream) => {
                     outbox.remove(stream);
                     [(stream, Vec::new())].into()
                 }
-                Job::CloseAll => {
+                PersistJob::CloseAll => {
                     outbox.clear();
                     Default::default()
                 }

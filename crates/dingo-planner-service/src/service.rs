@@ -3,13 +3,13 @@
 
 use crate::auth::{Auth, Caller};
 use crate::config::{ConfigError, ServiceConfig};
-use crate::driver::{Job, Shared, drive};
+use crate::driver::{PersistJob, Shared, drive};
 use crate::error::ServiceError;
 use crate::files::resolve_files;
 use crate::outbox::{CallbackStream, STREAM_BUFFER_CALLBACKS};
 use crate::records::RecordError;
 use crate::state::{Ready, State};
-use crate::store::{Store, StoreError};
+use crate::store::{RedbStore, StoreError};
 use crate::topology::{self, MetaTopology};
 use dingo_client::{Client, ClientError};
 use dingo_daemon::now_ms;
@@ -137,10 +137,10 @@ impl Planner for PlannerService {
                 let replay = ready.messages.iter().filter(|m| m.stream == id).count();
                 let closed = jobs.clone();
                 let (sink, stream) = crate::outbox::open(replay + STREAM_BUFFER_CALLBACKS, move || {
-                    let _ = closed.send(Job::Closed(id));
+                    let _ = closed.send(PersistJob::Closed(id));
                 });
                 // Queued before the `Ready`, so the replay finds the stream.
-                let _ = jobs.send(Job::Open { stream: id, sink });
+                let _ = jobs.send(PersistJob::Open { stream: id, sink });
                 (stream, ready)
             })
             .await?;
@@ -241,7 +241,7 @@ pub async fn run(config: ServiceConfig, shutdown: impl Future<Output = ()> + Sen
     config.validate()?;
     let data = config.data.clone().ok_or(RunError::NoDataDir)?;
     let shutdown = shutdown.boxed().shared();
-    let store = Store::open(&data)?;
+    let store = RedbStore::open(&data)?;
     let loaded = store.load()?;
     let meta = Client::new(&config.meta, &config.storage.access()?)?;
     let mut waited = 0u32;
@@ -305,7 +305,7 @@ pub async fn run(config: ServiceConfig, shutdown: impl Future<Output = ()> + Sen
         let (jobs, shutdown) = (shared.jobs(), shutdown.clone());
         tokio::spawn(async move {
             shutdown.await;
-            let _ = jobs.send(Job::CloseAll);
+            let _ = jobs.send(PersistJob::CloseAll);
         })
     };
     let driver = tokio::spawn(drive(shared.clone()));

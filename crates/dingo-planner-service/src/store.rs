@@ -57,7 +57,7 @@ from_redb!(
     RecordError
 );
 
-pub(crate) struct Store {
+pub(crate) struct RedbStore {
     db: Database,
 }
 
@@ -74,8 +74,8 @@ fn read_all<M: Message + Default>(
     Ok(out)
 }
 
-impl Store {
-    pub(crate) fn open(dir: &Path) -> Result<Store, StoreError> {
+impl RedbStore {
+    pub(crate) fn open(dir: &Path) -> Result<RedbStore, StoreError> {
         let ctx = |e: &dyn std::fmt::Display| StoreError(format!("{}: {e}", dir.display()));
         std::fs::create_dir_all(dir).map_err(|e| ctx(&e))?;
         let db = Database::create(dir.join("planner.redb")).map_err(|e| ctx(&e))?;
@@ -89,7 +89,7 @@ impl Store {
         tx.open_table(COUNTERS)?;
         tx.open_table(SETTINGS)?;
         tx.commit()?;
-        Ok(Store { db })
+        Ok(RedbStore { db })
     }
 
     pub(crate) fn load(&self) -> Result<Loaded, StoreError> {
@@ -174,7 +174,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cb = pb::Callback { delivery: 4, declaration: 9, ..Default::default() };
         {
-            let s = Store::open(dir.path()).unwrap();
+            let s = RedbStore::open(dir.path()).unwrap();
             let mut b = Batch::default();
             b.decls.push((9, DeclRecord { owner: "a".into(), task: "fsck".into(), ..Default::default() }));
             b.requests.push((9, pb::DeclareRequest { task: "fsck".into(), ..Default::default() }));
@@ -194,7 +194,7 @@ mod tests {
             b.drop_groups.push(1);
             s.commit(&b).unwrap();
         }
-        let s = Store::open(dir.path()).unwrap();
+        let s = RedbStore::open(dir.path()).unwrap();
         let l = s.load().unwrap();
         assert_eq!(l.decls[0].1.owner, "a");
         assert_eq!(l.requests.len(), 1);

@@ -7,7 +7,7 @@
 //! the task subscribes again and gets every unacknowledged callback; one it
 //! already carried out is only acknowledged again.
 
-use crate::report::{CancelFlag, JobReport, Mode};
+use crate::report::{CancelFlag, JobReport, Scheduling};
 use crate::work::{ActionError, Declared, DeletionNotice, Job, Outcome, ScheduledCopies, execute_with_retries};
 use dingo_client::{Client, IoTag};
 use dingo_planner_client::wire::FileSegment;
@@ -218,7 +218,7 @@ impl AgentLoop {
     }
 
     async fn declare(&mut self, s: Submission) {
-        let report = JobReport::new(&s.job, Mode::Declarative, dingo_daemon::now_ms());
+        let report = JobReport::new(&s.job, Scheduling::Declarative, dingo_daemon::now_ms());
         if s.job.items.is_empty() {
             let mut report = report;
             report.finished_ms = Some(report.started_ms);

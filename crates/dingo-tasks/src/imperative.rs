@@ -2,7 +2,7 @@
 //! its own steady pace, like today's systems (a scrubber walking a disk
 //! linearly at a fixed rate, a balancer moving blocks one by one).
 
-use crate::report::{CancelFlag, JobReport, Mode};
+use crate::report::{CancelFlag, JobReport, Scheduling};
 use crate::work::{Job, NoNotice, ScheduledCopies, execute_with_retries};
 use dingo_client::{Client, IoTag};
 use dingo_types::DeclarationId;
@@ -38,7 +38,7 @@ pub const MAX_IN_FLIGHT: usize = 4;
 /// `cancel` is set.
 pub async fn run(client: &Client, job: &Job, finish_by_ms: u64, cancel: &CancelFlag) -> JobReport {
     let started = dingo_daemon::now_ms();
-    let mut report = JobReport::new(job, Mode::Imperative, started);
+    let mut report = JobReport::new(job, Scheduling::Imperative, started);
     let tag = IoTag::Maintenance { task: job.task, declaration: DeclarationId(0) };
     let needed = job.needed();
     // Bytes the paced part of the work reads: the first `needed` items.

@@ -31,6 +31,6 @@ pub mod request;
 pub mod supervisor;
 pub mod work;
 
-pub use report::{CancelFlag, JobReport, Mode, Progress};
+pub use report::{CancelFlag, JobReport, Progress, Scheduling};
 pub use request::TaskRequest;
 pub use work::{Action, Declared, Job, WorkItem};

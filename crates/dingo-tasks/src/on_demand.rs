@@ -198,7 +198,7 @@ mod tests {
     #[test]
     fn verdict_names_failures_then_inconsistencies() {
         let j = job(1, None);
-        let mut done = JobReport::new(&j, crate::Mode::Imperative, 0);
+        let mut done = JobReport::new(&j, crate::Scheduling::Imperative, 0);
         done.items_done = 1;
         done.finished_ms = Some(1);
         assert!(verdict(&[done.clone()]).is_ok());
@@ -206,7 +206,7 @@ mod tests {
         found.inconsistencies = 2;
         let e = verdict(&[done.clone(), found]).unwrap_err().to_string();
         assert_eq!(e, "fsck found 2 inconsistencies; see the reports");
-        let undone = JobReport::new(&j, crate::Mode::Imperative, 0);
+        let undone = JobReport::new(&j, crate::Scheduling::Imperative, 0);
         assert!(matches!(verdict(&[done, undone]), Err(OnDemandError::WorkFailed)));
     }
 }

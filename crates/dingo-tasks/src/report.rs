@@ -66,29 +66,32 @@ const MAX_ERRORS_KEPT: usize = 20;
 /// Inconsistencies kept per job report; later ones are only counted.
 const MAX_FINDINGS_KEPT: usize = 200;
 
+/// Who schedules a job's reads: the task itself, at its own pace
+/// (imperative), or the planner, through declarations (declarative). The
+/// simulator's `Mode` adds a modelled lower bound to these two.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Mode {
+pub enum Scheduling {
     Imperative,
     Declarative,
 }
 
-impl fmt::Display for Mode {
+impl fmt::Display for Scheduling {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            Mode::Imperative => "imperative",
-            Mode::Declarative => "declarative",
+            Scheduling::Imperative => "imperative",
+            Scheduling::Declarative => "declarative",
         })
     }
 }
 
-impl std::str::FromStr for Mode {
+impl std::str::FromStr for Scheduling {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
-            "imperative" => Ok(Mode::Imperative),
-            "declarative" => Ok(Mode::Declarative),
+            "imperative" => Ok(Scheduling::Imperative),
+            "declarative" => Ok(Scheduling::Declarative),
             _ => Err(format!("unknown mode `{s}`; expected imperative or declarative")),
         }
     }
@@ -98,7 +101,7 @@ impl std::str::FromStr for Mode {
 pub struct JobReport {
     pub task: String,
     pub label: String,
-    pub mode: Mode,
+    pub mode: Scheduling,
     /// Items the job had to complete.
     pub items_needed: u64,
     /// Items carried out.
@@ -141,7 +144,7 @@ pub struct JobReport {
 }
 
 impl JobReport {
-    pub fn new(job: &Job, mode: Mode, started_ms: u64) -> Self {
+    pub fn new(job: &Job, mode: Scheduling, started_ms: u64) -> Self {
         JobReport {
             task: job.task.name().to_string(),
             label: job.label.clone(),

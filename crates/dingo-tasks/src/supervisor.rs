@@ -268,7 +268,7 @@ mod tests {
             deadline_ms: 0,
             progress: None,
         };
-        let mut r = JobReport::new(&job, crate::Mode::Imperative, 1);
+        let mut r = JobReport::new(&job, crate::Scheduling::Imperative, 1);
         r.items_done = 3;
         for _ in 0..HISTORY + 5 {
             s.record("lost chunks", &r);

@@ -6,7 +6,7 @@ use anyhow::Result;
 use dingo_client::ClientConfig;
 use dingo_planner_client::PlannerTarget;
 use dingo_tasks::on_demand::{self, Driver, Workload};
-use dingo_tasks::{Mode, TaskRequest, imperative};
+use dingo_tasks::{Scheduling, TaskRequest, imperative};
 use dingo_types::{format_bytes, format_duration, parse_duration};
 use std::time::Duration;
 
@@ -16,7 +16,7 @@ pub struct TaskArgs {
     pub task: TaskRequest,
     /// imperative or declarative.
     #[arg(long, global = true, default_value = "imperative")]
-    pub mode: Mode,
+    pub mode: Scheduling,
     /// The storage cluster.
     #[command(flatten)]
     pub client: ClientConfig,
@@ -42,7 +42,7 @@ pub async fn run(a: TaskArgs) -> Result<()> {
     let now_ms = dingo_daemon::now_ms();
     let finish_by_ms = imperative::finish_by(now_ms, now_ms + a.deadline.as_millis() as u64);
     let driver = match a.mode {
-        Mode::Imperative => {
+        Scheduling::Imperative => {
             // Say so, since a default run takes most of an hour.
             eprintln!(
                 "{what}: imperative, paced to finish in {} ({:.0} % of --deadline {}; a shorter deadline goes faster)",
@@ -52,7 +52,7 @@ pub async fn run(a: TaskArgs) -> Result<()> {
             );
             Driver::Imperative { finish_by_ms }
         }
-        Mode::Declarative => {
+        Scheduling::Declarative => {
             eprintln!(
                 "{what}: declared to the planner at {}, due in {}",
                 a.planner.addr(),

@@ -15,7 +15,7 @@ pub use report::{ArmResult, Bar, FlashTierLiveReport};
 use crate::scenario::Demo;
 use crate::{ModeSummary, Result, Scale};
 use dingo_node::config_file::FlashSection;
-use dingo_tasks::Mode;
+use dingo_tasks::Scheduling;
 use dingo_types::ByteSize;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -142,7 +142,7 @@ pub async fn run(config: &FlashTierLiveConfig, mut starting: impl FnMut(u32, Arm
             let demo = Demo { exe: config.exe.clone(), scale, seed: config.seed };
             let data = config.out.join(format!("data-{}-{run}", arm.name()));
             let r = demo
-                .run(Mode::Declarative, &data)
+                .run(Scheduling::Declarative, &data)
                 .await
                 .map_err(|e| crate::DemoError::Timeline(format!("{} arm, run {run}: {e}", arm.name())))?;
             if !config.keep_data {

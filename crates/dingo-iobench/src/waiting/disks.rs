@@ -4,7 +4,7 @@
 
 use super::SeriesRow;
 use super::job_name;
-use super::model::{self, DiskRun, FgRead, Job, WaitSpec};
+use super::model::{self, Background, DiskRun, FgRead, WaitSpec};
 use crate::BenchError;
 use crate::cluster::{self, DiskTarget, scrub_tag, since_start_us, write_data};
 use crate::harness::Options;
@@ -25,7 +25,7 @@ const FILES_PER_DISK: u32 = 12;
 
 /// What one disk of a cluster measured.
 pub(super) struct DiskResult {
-    pub(super) job: Job,
+    pub(super) job: Background,
     pub(super) run: u32,
     pub(super) measured: DiskRun,
 }
@@ -37,7 +37,7 @@ pub(super) async fn one_cluster(
     opts: &Options,
     spec: &WaitSpec,
     goal_us: Option<u64>,
-    jobs: &[(Job, u32)],
+    jobs: &[(Background, u32)],
     fgs: &[Vec<FgRead>],
     dir: &Path,
     series: &mut Vec<SeriesRow>,
@@ -78,8 +78,8 @@ pub(super) async fn one_cluster(
         tasks.spawn(foreground(client.clone(), target.clone(), fg, spec.scrub_read_bytes, start, rec.clone(), run));
         let declaration = 1 + 2 * i as u64;
         match job {
-            Job::Reference => {}
-            Job::Waiting { .. } | Job::CfqLike => {
+            Background::Reference => {}
+            Background::Waiting { .. } | Background::CfqLike => {
                 for k in 0..spec.scrub_outstanding {
                     let offset = k as usize;
                     tasks.spawn(backlogged(
@@ -93,7 +93,7 @@ pub(super) async fn one_cluster(
                     ));
                 }
             }
-            Job::FixedRate { share_ppm } => {
+            Background::FixedRate { share_ppm } => {
                 tasks.spawn(fixed_rate(
                     client.clone(),
                     spec.clone(),
@@ -104,7 +104,7 @@ pub(super) async fn one_cluster(
                     rec.clone(),
                 ));
             }
-            Job::Groups { .. } => {
+            Background::Groups { .. } => {
                 tasks.spawn(groups(
                     client.clone(),
                     spec.clone(),
@@ -129,7 +129,7 @@ pub(super) async fn one_cluster(
     let mut out = Vec::new();
     for (i, (job, run, _, rec)) in results.into_iter().enumerate() {
         let mut measured = std::mem::take(&mut *rec.lock().unwrap_or_else(|p| p.into_inner()));
-        if matches!(job, Job::Groups { .. }) {
+        if matches!(job, Background::Groups { .. }) {
             // Read by the declarations minus read from the disk.
             let disk_bytes = scrub_after[i].saturating_sub(scrub_before[i]);
             measured.achieved_free_bytes = measured.achieved_free_bytes.saturating_sub(disk_bytes);
@@ -145,7 +145,7 @@ pub(super) fn per_second(
     fg: &[FgRead],
     m: &DiskRun,
     cluster: &str,
-    job: Job,
+    job: Background,
     run: u32,
 ) -> Vec<SeriesRow> {
     (0..spec.duration_s)

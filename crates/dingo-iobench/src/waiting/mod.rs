@@ -23,7 +23,7 @@ use crate::output::{Chart, Experiment, Tone};
 use crate::stats::median;
 use dingo_report::plots::{LineChart, Series};
 use disks::one_cluster;
-use model::{FgRead, Job, WaitSpec, interpolate_at};
+use model::{Background, FgRead, WaitSpec, interpolate_at};
 use serde::Serialize;
 use std::fmt;
 
@@ -123,9 +123,9 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
     // The baseline: per run, the reference and every fixed rate.
     let mut jobs = Vec::new();
     for run in 0..opts.runs {
-        jobs.push((Job::Reference, run));
+        jobs.push((Background::Reference, run));
         for &share_ppm in &spec.fixed_rate_shares_ppm {
-            jobs.push((Job::FixedRate { share_ppm }, run));
+            jobs.push((Background::FixedRate { share_ppm }, run));
         }
     }
     progress(&format!(
@@ -136,11 +136,12 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
     ));
     let (base, base_cpu) =
         one_cluster(opts, &spec, None, &jobs, &fgs, &work.path().join("baseline"), &mut series).await?;
-    let reference = |run: u32| base.iter().find(|d| d.job == Job::Reference && d.run == run).map(|d| &d.measured);
+    let reference =
+        |run: u32| base.iter().find(|d| d.job == Background::Reference && d.run == run).map(|d| &d.measured);
     let mut baseline = Vec::new();
     for &share_ppm in &spec.fixed_rate_shares_ppm {
         let (mut slow, mut mb) = (Vec::new(), Vec::new());
-        for d in base.iter().filter(|d| d.job == Job::FixedRate { share_ppm }) {
+        for d in base.iter().filter(|d| d.job == Background::FixedRate { share_ppm }) {
             let r = reference(d.run).ok_or_else(|| BenchError::Setup("no reference disk".into()))?;
             slow.push(model::mean_slowdown_ms(&spec, &fgs[d.run as usize], &d.measured, r));
             mb.push(d.measured.scrub_mb_s(&spec));
@@ -148,8 +149,8 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
         let twin: Vec<(f64, f64)> = fgs
             .iter()
             .map(|fg| {
-                let r = model::simulate(&spec, fg, Job::Reference);
-                let f = model::simulate(&spec, fg, Job::FixedRate { share_ppm });
+                let r = model::simulate(&spec, fg, Background::Reference);
+                let f = model::simulate(&spec, fg, Background::FixedRate { share_ppm });
                 (model::mean_slowdown_ms(&spec, fg, &f, &r), f.scrub_mb_s(&spec))
             })
             .collect();
@@ -173,8 +174,14 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
     for &goal_us in &spec.goals_us {
         // Each cluster has its own reference disks: latencies of different
         // clusters differ by more than a goal when the machine is busy.
-        let jobs: Vec<(Job, u32)> = (0..opts.runs)
-            .flat_map(|run| [(Job::Reference, run), (Job::Waiting { goal_us }, run), (Job::Groups { goal_us }, run)])
+        let jobs: Vec<(Background, u32)> = (0..opts.runs)
+            .flat_map(|run| {
+                [
+                    (Background::Reference, run),
+                    (Background::Waiting { goal_us }, run),
+                    (Background::Groups { goal_us }, run),
+                ]
+            })
             .collect();
         progress(&format!(
             "goal {} ms cluster: {} disks (reference, Waiting, pinned groups; {} runs)",
@@ -187,27 +194,27 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
         let (mut slow, mut mb) = (Vec::new(), Vec::new());
         let (mut planned, mut achieved) = (Vec::new(), Vec::new());
         let own_reference =
-            |run: u32| disks.iter().find(|d| d.job == Job::Reference && d.run == run).map(|d| &d.measured);
+            |run: u32| disks.iter().find(|d| d.job == Background::Reference && d.run == run).map(|d| &d.measured);
         for d in &disks {
             match d.job {
-                Job::Waiting { .. } => {
+                Background::Waiting { .. } => {
                     let r = own_reference(d.run).ok_or_else(|| BenchError::Setup("no reference disk".into()))?;
                     slow.push(model::mean_slowdown_ms(&spec, &fgs[d.run as usize], &d.measured, r));
                     mb.push(d.measured.scrub_mb_s(&spec));
                 }
-                Job::Groups { .. } => {
+                Background::Groups { .. } => {
                     planned.push(d.measured.planned_free_bytes as f64);
                     achieved.push(d.measured.achieved_free_bytes as f64);
                 }
-                Job::Reference | Job::FixedRate { .. } | Job::CfqLike => {}
+                Background::Reference | Background::FixedRate { .. } | Background::CfqLike => {}
             }
         }
         let twin: Vec<(f64, f64, f64)> = fgs
             .iter()
             .map(|fg| {
-                let r = model::simulate(&spec, fg, Job::Reference);
-                let w = model::simulate(&spec, fg, Job::Waiting { goal_us });
-                let g = model::simulate(&spec, fg, Job::Groups { goal_us });
+                let r = model::simulate(&spec, fg, Background::Reference);
+                let w = model::simulate(&spec, fg, Background::Waiting { goal_us });
+                let g = model::simulate(&spec, fg, Background::Groups { goal_us });
                 let free = g.achieved_free_bytes as f64 / g.planned_free_bytes.max(1) as f64;
                 (model::mean_slowdown_ms(&spec, fg, &w, &r), w.scrub_mb_s(&spec), free)
             })
@@ -246,8 +253,8 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
     let cfq: Vec<(f64, f64)> = fgs
         .iter()
         .map(|fg| {
-            let r = model::simulate(&spec, fg, Job::Reference);
-            let c = model::simulate(&spec, fg, Job::CfqLike);
+            let r = model::simulate(&spec, fg, Background::Reference);
+            let c = model::simulate(&spec, fg, Background::CfqLike);
             (model::mean_slowdown_ms(&spec, fg, &c, &r), c.scrub_mb_s(&spec))
         })
         .collect();
@@ -397,13 +404,13 @@ impl fmt::Display for Report {
     }
 }
 
-pub(crate) fn job_name(job: Job) -> String {
+pub(crate) fn job_name(job: Background) -> String {
     match job {
-        Job::Reference => "reference".into(),
-        Job::Waiting { goal_us } => format!("waiting-{goal_us}us"),
-        Job::FixedRate { share_ppm } => format!("fixed-rate-{share_ppm}ppm"),
-        Job::Groups { goal_us } => format!("groups-{goal_us}us"),
-        Job::CfqLike => "cfq-like".into(),
+        Background::Reference => "reference".into(),
+        Background::Waiting { goal_us } => format!("waiting-{goal_us}us"),
+        Background::FixedRate { share_ppm } => format!("fixed-rate-{share_ppm}ppm"),
+        Background::Groups { goal_us } => format!("groups-{goal_us}us"),
+        Background::CfqLike => "cfq-like".into(),
     }
 }
 
@@ -421,7 +428,7 @@ mod tests {
             scrub_done: vec![(1_500_000, 4 << 20)],
             ..DiskRun::default()
         };
-        let rows = disks::per_second(&spec, &fg, &m, "baseline", Job::FixedRate { share_ppm: 50_000 }, 2);
+        let rows = disks::per_second(&spec, &fg, &m, "baseline", Background::FixedRate { share_ppm: 50_000 }, 2);
         assert_eq!(rows.len() as u64, spec.duration_s);
         assert_eq!((rows[0].fg_reads, rows[0].fg_mean_ms, rows[0].scrub_bytes), (2, 20.0, 0));
         assert_eq!((rows[1].fg_reads, rows[1].scrub_bytes), (0, 4 << 20));

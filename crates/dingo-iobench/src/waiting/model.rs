@@ -6,7 +6,7 @@
 //! fixed-rate scrubber on the classful scheduler without the gate.
 //! What the real run ([`super`]) and its virtual-time twin
 //! ([`simulate`]) share: the load ([`WaitSpec`], [`foreground`]), the
-//! per-disk jobs ([`Job`]), and the statistics ([`DiskRun`],
+//! per-disk jobs ([`Background`]), and the statistics ([`DiskRun`],
 //! [`mean_slowdown_ms`], [`interpolate_at`]).
 
 use crate::twin::{Load, drive};
@@ -117,9 +117,9 @@ impl WaitSpec {
 
     /// The node's scheduler configuration for `job`'s disk: the CFQ-like
     /// baseline gets the gate with CFQ's fixed parameters.
-    pub fn classful_for(&self, job: Job) -> ClassfulConfig {
+    pub fn classful_for(&self, job: Background) -> ClassfulConfig {
         match job {
-            Job::CfqLike => ClassfulConfig {
+            Background::CfqLike => ClassfulConfig {
                 waiting: Some(WaitingConfig {
                     initial_size_bytes: CFQ_REQUEST_BYTES,
                     initial_threshold_us: CFQ_THRESHOLD_US,
@@ -196,7 +196,7 @@ pub fn foreground(spec: &WaitSpec, seed: u64) -> Vec<FgRead> {
 /// What runs on one disk besides its foreground.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Job {
+pub enum Background {
     /// Foreground only: the reference latencies.
     Reference,
     /// A scrubber that always has work, through the gate.
@@ -218,11 +218,11 @@ pub enum Job {
 pub const CFQ_REQUEST_BYTES: u64 = 64 << 10;
 pub const CFQ_THRESHOLD_US: u64 = 10_000;
 
-impl Job {
+impl Background {
     pub fn goal_us(self) -> Option<u64> {
         match self {
-            Job::Waiting { goal_us } | Job::Groups { goal_us } => Some(goal_us),
-            Job::Reference | Job::FixedRate { .. } | Job::CfqLike => None,
+            Background::Waiting { goal_us } | Background::Groups { goal_us } => Some(goal_us),
+            Background::Reference | Background::FixedRate { .. } | Background::CfqLike => None,
         }
     }
 }
@@ -326,7 +326,7 @@ struct PinState {
 struct DiskLoad<'a> {
     spec: &'a WaitSpec,
     fg: &'a [FgRead],
-    job: Job,
+    job: Background,
     run: DiskRun,
     owners: HashMap<u64, Owner>,
     next_id: u64,
@@ -416,21 +416,21 @@ impl Load for DiskLoad<'_> {
             self.next_fg += 1;
         }
         match self.job {
-            Job::Reference => {}
-            Job::Waiting { .. } | Job::CfqLike => {
+            Background::Reference => {}
+            Background::Waiting { .. } | Background::CfqLike => {
                 while self.scrub_outstanding < self.spec.scrub_outstanding {
                     self.enqueue(policy, now, Class::BestEffort { channel: 1 }, chunk, Owner::Scrub);
                     self.scrub_outstanding += 1;
                 }
             }
-            Job::FixedRate { share_ppm } => {
+            Background::FixedRate { share_ppm } => {
                 let interval = self.spec.fixed_rate_interval_us(share_ppm);
                 while self.fixed_issued * interval <= now {
                     self.enqueue(policy, now, Class::BestEffort { channel: 1 }, chunk, Owner::Scrub);
                     self.fixed_issued += 1;
                 }
             }
-            Job::Groups { .. } => self.admit_groups(policy, now),
+            Background::Groups { .. } => self.admit_groups(policy, now),
         }
     }
 
@@ -467,21 +467,23 @@ impl Load for DiskLoad<'_> {
     fn next_event_us(&self, now: u64) -> Option<u64> {
         let fg = self.fg.get(self.next_fg).map(|r| r.at_us);
         let job = match self.job {
-            Job::FixedRate { share_ppm } => Some(self.fixed_issued * self.spec.fixed_rate_interval_us(share_ppm)),
-            Job::Groups { .. } => {
+            Background::FixedRate { share_ppm } => {
+                Some(self.fixed_issued * self.spec.fixed_rate_interval_us(share_ppm))
+            }
+            Background::Groups { .. } => {
                 let release =
                     self.spec.group_released(self.groups_released).then(|| self.groups_released * self.spec.group_us);
                 let fills = self.reading.iter().flatten().filter_map(|(_, done)| *done).filter(|&d| d != u64::MAX);
                 release.into_iter().chain(fills.map(|d| d.max(now))).min()
             }
-            Job::Reference | Job::Waiting { .. } | Job::CfqLike => None,
+            Background::Reference | Background::Waiting { .. } | Background::CfqLike => None,
         };
         fg.into_iter().chain(job).min()
     }
 }
 
 /// Runs one disk with `job` in virtual time, driving the node's policy.
-pub fn simulate(spec: &WaitSpec, fg: &[FgRead], job: Job) -> DiskRun {
+pub fn simulate(spec: &WaitSpec, fg: &[FgRead], job: Background) -> DiskRun {
     let mut policy = PolicyKind::Classful.build(spec.classful_for(job));
     let end_us = spec.duration_s * 1_000_000;
     let mut load = DiskLoad {
@@ -516,13 +518,13 @@ pub struct TwinResult {
 /// The whole experiment on one seed in virtual time.
 pub fn twin(spec: &WaitSpec, seed: u64) -> TwinResult {
     let fg = foreground(spec, seed);
-    let reference = simulate(spec, &fg, Job::Reference);
+    let reference = simulate(spec, &fg, Background::Reference);
     let waiting = spec
         .goals_us
         .iter()
         .map(|&goal_us| {
-            let w = simulate(spec, &fg, Job::Waiting { goal_us });
-            let g = simulate(spec, &fg, Job::Groups { goal_us });
+            let w = simulate(spec, &fg, Background::Waiting { goal_us });
+            let g = simulate(spec, &fg, Background::Groups { goal_us });
             let free = g.achieved_free_bytes as f64 / g.planned_free_bytes.max(1) as f64;
             (goal_us, mean_slowdown_ms(spec, &fg, &w, &reference), w.scrub_mb_s(spec), free)
         })
@@ -531,11 +533,11 @@ pub fn twin(spec: &WaitSpec, seed: u64) -> TwinResult {
         .fixed_rate_shares_ppm
         .iter()
         .map(|&share_ppm| {
-            let f = simulate(spec, &fg, Job::FixedRate { share_ppm });
+            let f = simulate(spec, &fg, Background::FixedRate { share_ppm });
             (share_ppm, mean_slowdown_ms(spec, &fg, &f, &reference), f.scrub_mb_s(spec))
         })
         .collect();
-    let c = simulate(spec, &fg, Job::CfqLike);
+    let c = simulate(spec, &fg, Background::CfqLike);
     let cfq_like = (mean_slowdown_ms(spec, &fg, &c, &reference), c.scrub_mb_s(spec));
     TwinResult { waiting, fixed_rate, cfq_like }
 }
@@ -569,11 +571,11 @@ mod tests {
     #[test]
     fn the_cfq_like_baseline_fires_64_kb_requests_after_10_ms_idle_and_never_retunes() {
         let spec = WaitSpec::quick();
-        let gate = spec.classful_for(Job::CfqLike).waiting.unwrap();
+        let gate = spec.classful_for(Background::CfqLike).waiting.unwrap();
         assert_eq!((gate.initial_size_bytes, gate.initial_threshold_us, gate.retune_us), (65_536, 10_000, u64::MAX));
-        assert_eq!(spec.classful_for(Job::FixedRate { share_ppm: 1 }).waiting, None);
+        assert_eq!(spec.classful_for(Background::FixedRate { share_ppm: 1 }).waiting, None);
         let fg = foreground(&spec, 1);
-        let c = simulate(&spec, &fg, Job::CfqLike);
+        let c = simulate(&spec, &fg, Background::CfqLike);
         // 64 KB per 9.1 ms request at most: under the 7.2 MB/s a free disk gives.
         let mb_s = c.scrub_mb_s(&spec);
         assert!(mb_s > 1.0 && mb_s < 7.3, "{mb_s}");
@@ -592,10 +594,10 @@ mod tests {
     fn the_reference_has_no_scrub_and_fixed_rate_scrubs_at_its_rate() {
         let spec = WaitSpec::quick();
         let fg = foreground(&spec, 1);
-        let r = simulate(&spec, &fg, Job::Reference);
+        let r = simulate(&spec, &fg, Background::Reference);
         assert!(r.scrub_done.is_empty() && r.fg_latency_us.iter().all(Option::is_some));
         assert_eq!(mean_slowdown_ms(&spec, &fg, &r, &r), 0.0);
-        let f = simulate(&spec, &fg, Job::FixedRate { share_ppm: 100_000 });
+        let f = simulate(&spec, &fg, Background::FixedRate { share_ppm: 100_000 });
         // 10 % of the 78 ms chunk read's 53.8 MB/s.
         let want = 0.1 * spec.scrub_read_bytes as f64 / (spec.cost_us(spec.scrub_read_bytes) as f64 / 1e6) / 1e6;
         assert!((f.scrub_mb_s(&spec) - want).abs() < 0.1 * want, "{} vs {want}", f.scrub_mb_s(&spec));
