@@ -1,4 +1,4 @@
-//! The PAIO-style classful policy (SPEC §8; design study §5.2-5.3).
+//! The PAIO-style classful policy (DESIGN §6; design study §5.2-5.3).
 //!
 //! Dispatch order when the head is free:
 //! 1. **Reservation**: if maintenance is queued and has been served less

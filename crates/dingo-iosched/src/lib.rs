@@ -1,4 +1,4 @@
-//! Per-disk IO scheduling policies for DINGO's storage nodes (SPEC §8, PAIO).
+//! Per-disk IO scheduling policies for DINGO's storage nodes (DESIGN §6, PAIO).
 //!
 //! The core is pure and deterministic, like the planner core: it never does
 //! IO and never reads a clock. Time is a `u64` of microseconds passed in by

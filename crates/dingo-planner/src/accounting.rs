@@ -1,4 +1,4 @@
-//! Per-quantum, per-task accounting (SPEC §5 "Accounting").
+//! Per-quantum, per-task accounting (DESIGN §3 "Accounting").
 
 use dingo_types::TaskKind;
 use serde::{Deserialize, Serialize};

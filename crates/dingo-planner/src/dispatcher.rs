@@ -1,4 +1,4 @@
-//! The dispatcher (SPEC §5): cuts one quantum's schedule into small groups
+//! The dispatcher (DESIGN §3): cuts one quantum's schedule into small groups
 //! of sets that share redundancy groups, spaced evenly through the quantum,
 //! so the cache only has to hold one group's shared chunks at a time.
 //!

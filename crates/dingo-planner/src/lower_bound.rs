@@ -1,8 +1,8 @@
 //! An online lower bound on the disk bytes the declared work needs (the
-//! authors' HDFS prototype logs one; SPEC's optimal exists only in the
-//! simulator). A read of a block serves every declaration whose window
-//! `[declared, deadline]` contains it, so the reads one block needs are at
-//! least the fewest points stabbing all its windows.
+//! authors' HDFS prototype logs one; the optimal mode of DESIGN §5 exists
+//! only in the simulator). A read of a block serves every declaration whose
+//! window `[declared, deadline]` contains it, so the reads one block needs
+//! are at least the fewest points stabbing all its windows.
 //!
 //! Windows arrive in order of their start (declarations come in time
 //! order), and for that order the greedy rule is optimal: keep the open

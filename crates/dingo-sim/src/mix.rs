@@ -142,7 +142,7 @@ impl Mix {
     }
 
     /// The planner benchmark's mix: cluster 1 with a 4 % georeplication
-    /// share added (our choice, so all eight tasks of SPEC §6 declare),
+    /// share added (our choice, so all eight tasks of DESIGN §4 declare),
     /// renormalised.
     pub fn bench() -> Mix {
         Mix::preset("bench").expect("built-in preset parses")

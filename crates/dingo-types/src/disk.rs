@@ -1,4 +1,4 @@
-//! The disk-head time model (SPEC §3): a read costs one positioning delay
+//! The disk-head time model (DESIGN §1): a read costs one positioning delay
 //! plus its bytes at the transfer rate. Budgets and results are kept in
 //! head-time microseconds as well as bytes.
 

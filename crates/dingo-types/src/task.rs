@@ -1,4 +1,4 @@
-//! The maintenance tasks DINGO knows (SPEC §6). Accounting is kept per kind.
+//! The maintenance tasks DINGO knows (DESIGN §4). Accounting is kept per kind.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -1,4 +1,4 @@
-//! The rate-based scheduler (SPEC §5): decides which outstanding sets to
+//! The rate-based scheduler (DESIGN §3): decides which outstanding sets to
 //! serve in one quantum without exceeding its budget.
 //!
 //! Pass 1 walks declarations by priority (late first, then highest rate in

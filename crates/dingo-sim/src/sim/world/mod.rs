@@ -4,7 +4,7 @@
 //! and the clock — so the three modes see the same events and are
 //! comparable.
 //!
-//! Life cycle of data (SPEC §7, paper appendix A.2): files are transcoded
+//! Life cycle of data (DESIGN §5, paper appendix A.2): files are transcoded
 //! with age from 3-way replication to RS 6-of-9 and then RS 30-of-33
 //! (rewritten, old blocks deleted); as many new replicated files are
 //! ingested as transcoding moves on, so the layout holds; the owners delete
