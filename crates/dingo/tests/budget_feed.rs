@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{EXE, start_cluster};
+use common::{EXE, sample, start_cluster};
 
 /// HDD emulation (so every disk has a scheduler to take the budget), no
 /// general cache (so every read reaches the head), fault injection allowed.
@@ -69,11 +69,6 @@ async fn scrub(
         planner.ack(&[cb.delivery]).await.unwrap();
     }
     reads
-}
-
-/// The value of the metric sample starting with `prefix` (name and labels).
-fn sample(page: &str, prefix: &str) -> Option<f64> {
-    page.lines().find_map(|l| l.strip_prefix(prefix)?.trim().parse().ok())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ use dingo_daemon::metrics::scrape;
 use std::time::Duration;
 
 mod common;
-use common::{data, start_cluster};
+use common::{data, sample, start_cluster};
 
 const CONFIG: &str = "[node]\ncache = \"0\"\npinned = \"0\"\n\
                       hdd = { positioning_us = 4000, transfer_bytes_per_sec = 200000000 }\n";
@@ -49,8 +49,8 @@ async fn steering_avoids_a_slow_disk_that_random_choice_keeps_using() {
     // every reply from the slow disk halves its weight.
     assert!(on_slow[0] <= 8 && on_slow[1] >= 10, "reads on the slow disk (steering, random): {on_slow:?}");
     let page = scrape(c.metrics_addr(Some(third))).await.unwrap();
-    assert!(page.contains(&format!("dingo_disk_congested{{disk=\"{slow_disk}\"}} 1")), "{page}");
-    assert!(page.contains(&format!("dingo_disk_slowness_ratio{{disk=\"{slow_disk}\"}} 20")), "{page}");
+    assert_eq!(sample(&page, &format!("dingo_disk_congested{{disk=\"{slow_disk}\"}}")), Some(1.0), "{page}");
+    assert_eq!(sample(&page, &format!("dingo_disk_slowness_ratio{{disk=\"{slow_disk}\"}}")), Some(20.0), "{page}");
 }
 
 /// `dingo cluster slow-disk` slows one chosen disk of a running cluster
@@ -85,6 +85,6 @@ async fn a_disk_slowed_at_run_time_reports_its_slowness_and_others_refuse() {
         }
         let index = (0..c.node_count()).find(|&i| c.node_addr(i) == node.addr).expect("one of the cluster's nodes");
         let page = scrape(c.metrics_addr(Some(index))).await.unwrap();
-        assert!(page.contains(&format!("dingo_disk_slowness_ratio{{disk=\"{disk}\"}} 20")), "{page}");
+        assert_eq!(sample(&page, &format!("dingo_disk_slowness_ratio{{disk=\"{disk}\"}}")), Some(20.0), "{page}");
     }
 }

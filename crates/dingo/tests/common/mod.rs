@@ -146,3 +146,8 @@ pub fn write_chunk_file(path: &Path, chunk: ChunkRef, data: &[u8]) {
     std::fs::write(&tmp, &file).unwrap();
     std::fs::rename(&tmp, path).unwrap();
 }
+
+/// The value of the `/metrics` sample whose name and labels are `prefix`.
+pub fn sample(page: &str, prefix: &str) -> Option<f64> {
+    page.lines().find_map(|l| l.strip_prefix(prefix)?.strip_prefix(' ')?.trim().parse().ok())
+}
