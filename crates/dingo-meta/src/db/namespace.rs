@@ -7,6 +7,7 @@ use super::schema::{BLOCKS, FILES, OPEN_BLOCKS, OPEN_FILES};
 use super::{MetaDb, decode, next_id};
 use crate::error::MetaError;
 use dingo_proto::Redundancy;
+use dingo_types::BlockId;
 use prost::Message;
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, WriteTransaction};
 use std::collections::BTreeSet;
@@ -247,10 +248,10 @@ impl MetaDb {
     }
 
     /// Gives up open blocks whose write failed; their chunks get deleted.
-    pub fn abandon(&self, path: &str, lease: u64, now_ms: u64, ttl_ms: u64, ids: &[u64]) -> Result<(), MetaError> {
+    pub fn abandon(&self, path: &str, lease: u64, now_ms: u64, ttl_ms: u64, ids: &[BlockId]) -> Result<(), MetaError> {
         let tx = self.db.begin_write()?;
         let f = leased_file(&tx, path, lease, now_ms, ttl_ms)?;
-        for &id in ids {
+        for &BlockId(id) in ids {
             let b = open_block_of(&tx, &f, path, id)?;
             tx.open_table(OPEN_BLOCKS)?.remove((path, id))?;
             delete_block(&tx, b)?;

@@ -102,7 +102,7 @@ fn deletion_queues_chunk_deletes_until_confirmed() {
     let b = db.allocate("/f", 1, 0, 1000, &[vec![loc(0, 4), loc(1, 5)]]).unwrap();
     db.commit("/f", 1, 0, 1000, &[(b[0].id, 10)]).unwrap();
     let b2 = db.allocate("/f", 1, 0, 1000, &[vec![loc(0, 4)]]).unwrap();
-    db.abandon("/f", 1, 0, 1000, &[b2[0].id]).unwrap();
+    db.abandon("/f", 1, 0, 1000, &[BlockId(b2[0].id)]).unwrap();
     assert_eq!(db.sync_deletes(&[], &disks(&[4])).unwrap(), vec![key(4, b2[0].id, 0)]);
     assert_eq!(db.delete("/f").unwrap(), 1);
     assert!(matches!(db.stat("/f"), Err(MetaError::NotFound(_))));
@@ -166,7 +166,7 @@ fn chunks_no_block_places_are_unknown() {
     db.create_file("/f", R3, 1 << 16, lease(1), 0).unwrap();
     let open = db.allocate("/f", 1, 0, 1000, &[vec![loc(0, 1), loc(1, 2)]]).unwrap()[0].id;
     let gone = db.allocate("/f", 1, 0, 1000, &[vec![loc(0, 1)]]).unwrap()[0].id;
-    db.abandon("/f", 1, 0, 1000, &[gone]).unwrap();
+    db.abandon("/f", 1, 0, 1000, &[BlockId(gone)]).unwrap();
     let asked = [key(1, open, 0), key(2, open, 1), key(2, open, 0), key(1, gone, 0), key(1, 999, 0)];
     assert_eq!(db.unknown_chunks(&asked).unwrap(), vec![key(2, open, 0), key(1, gone, 0), key(1, 999, 0)]);
 }
@@ -365,6 +365,6 @@ fn an_open_block_holds_a_drain_until_it_is_dropped() {
     let open = db.allocate("/w", 1, 0, 1000, &[vec![loc(0, 2)]]).unwrap()[0].id;
     db.set_node_state(NodeId(1), DeviceState::Draining).unwrap();
     assert_eq!(db.drain_states().unwrap().nodes[&NodeId(1)], DeviceState::Draining);
-    db.abandon("/w", 1, 0, 1000, &[open]).unwrap();
+    db.abandon("/w", 1, 0, 1000, &[BlockId(open)]).unwrap();
     assert_eq!(db.drain_states().unwrap().nodes[&NodeId(1)], DeviceState::Decommissioned);
 }

@@ -162,7 +162,8 @@ impl Meta for MetaService {
         let r = request.into_inner();
         let db = self.db.clone();
         let ttl = self.ttl_ms();
-        blocking(move || db.abandon(&r.path, r.lease, now_ms(), ttl, &r.blocks)).await?;
+        let blocks: Vec<BlockId> = r.blocks.iter().copied().map(BlockId).collect();
+        blocking(move || db.abandon(&r.path, r.lease, now_ms(), ttl, &blocks)).await?;
         Ok(Response::new(AbandonBlocksReply {}))
     }
 
