@@ -52,6 +52,13 @@ pub(crate) struct MetricsView {
     pub(crate) lower_bound_untracked: u64,
 }
 
+/// One figure without labels, as the page shows it.
+enum Scalar {
+    Counter(u64),
+    Gauge(u64),
+    Seconds(f64),
+}
+
 impl MetricsView {
     /// Writes the service's metric families.
     pub(crate) fn write(&self, page: &mut Page<'_>) -> fmt::Result {
@@ -91,61 +98,72 @@ impl MetricsView {
             "Bytes a task (`task`) read free on disk reads another task (`paid_by`) paid for.",
             overlapped,
         )?;
-        page.counter(
-            "dingo_planner_announced_elided_sets_total",
-            "Sets elided before being read because a task announced it was about to delete their blocks.",
-            m.announced_elided_sets,
-        )?;
-        page.counter("dingo_planner_quanta_total", "Quanta planned.", m.quanta)?;
-        page.gauge("dingo_planner_last_plan_seconds", "Time to plan the last quantum.", m.last_plan_seconds)?;
-        page.gauge(
-            "dingo_planner_last_quantum_physical_bytes",
-            "Disk bytes the last quantum scheduled.",
-            m.last_physical_bytes,
-        )?;
-        page.counter(
-            "dingo_planner_split_loss_bytes_total",
-            "Re-reads caused by split dispatch groups.",
-            m.split_loss_bytes,
-        )?;
-        page.counter("dingo_planner_callbacks_dispatched_total", "Callbacks dispatched.", m.dispatched)?;
-        page.counter("dingo_planner_callbacks_redelivered_total", "Callbacks re-sent on subscription.", m.redelivered)?;
-        page.counter("dingo_planner_acks_total", "Deliveries acknowledged.", m.acked)?;
-        page.gauge(
-            "dingo_planner_paused_declarations",
-            "Declarations the last quantum did not schedule because their client had no open stream.",
-            m.paused_declarations,
-        )?;
-        page.counter("dingo_planner_pins_sent_total", "Cache directives sent to nodes.", m.pins_sent)?;
-        page.counter("dingo_planner_pin_errors_total", "Cache directives a node did not take.", m.pin_errors)?;
-        page.counter(
-            "dingo_planner_node_budgets_sent_total",
-            "Per-quantum budget messages nodes took.",
-            m.node_budgets_sent,
-        )?;
-        page.counter(
-            "dingo_planner_node_budget_errors_total",
-            "Per-quantum budget messages a node did not take in time.",
-            m.node_budget_errors,
-        )?;
-        page.gauge(
-            "dingo_planner_slow_disks",
-            "Disks whose head-time budget the last quantum cut because their node reported them slow.",
-            m.slow_disks,
-        )?;
-        page.counter("dingo_planner_topology_errors_total", "Failed topology refreshes.", m.topology_errors)?;
-        page.gauge("dingo_planner_blocks", "Blocks in the planner's topology.", self.blocks)?;
-        page.gauge("dingo_planner_subscribers", "Open callback streams.", self.subscribers)?;
-        page.gauge(
-            "dingo_planner_read_lower_bound_bytes",
-            "Disk bytes the work declared since the service started needs, at least.",
-            self.read_lower_bound_bytes,
-        )?;
-        page.counter(
-            "dingo_planner_read_lower_bound_untracked_total",
-            "Declared members the lower bound left out for lack of room.",
-            self.lower_bound_untracked,
-        )
+        use Scalar::{Counter, Gauge};
+        let scalars: [(&str, &str, Scalar); 19] = [
+            (
+                "dingo_planner_announced_elided_sets_total",
+                "Sets elided before being read because a task announced it was about to delete their blocks.",
+                Counter(m.announced_elided_sets),
+            ),
+            ("dingo_planner_quanta_total", "Quanta planned.", Counter(m.quanta)),
+            ("dingo_planner_last_plan_seconds", "Time to plan the last quantum.", Scalar::Seconds(m.last_plan_seconds)),
+            (
+                "dingo_planner_last_quantum_physical_bytes",
+                "Disk bytes the last quantum scheduled.",
+                Gauge(m.last_physical_bytes),
+            ),
+            (
+                "dingo_planner_split_loss_bytes_total",
+                "Re-reads caused by split dispatch groups.",
+                Counter(m.split_loss_bytes),
+            ),
+            ("dingo_planner_callbacks_dispatched_total", "Callbacks dispatched.", Counter(m.dispatched)),
+            ("dingo_planner_callbacks_redelivered_total", "Callbacks re-sent on subscription.", Counter(m.redelivered)),
+            ("dingo_planner_acks_total", "Deliveries acknowledged.", Counter(m.acked)),
+            (
+                "dingo_planner_paused_declarations",
+                "Declarations the last quantum did not schedule because their client had no open stream.",
+                Gauge(m.paused_declarations),
+            ),
+            ("dingo_planner_pins_sent_total", "Cache directives sent to nodes.", Counter(m.pins_sent)),
+            ("dingo_planner_pin_errors_total", "Cache directives a node did not take.", Counter(m.pin_errors)),
+            (
+                "dingo_planner_node_budgets_sent_total",
+                "Per-quantum budget messages nodes took.",
+                Counter(m.node_budgets_sent),
+            ),
+            (
+                "dingo_planner_node_budget_errors_total",
+                "Per-quantum budget messages a node did not take in time.",
+                Counter(m.node_budget_errors),
+            ),
+            (
+                "dingo_planner_slow_disks",
+                "Disks whose head-time budget the last quantum cut because their node reported them slow.",
+                Gauge(m.slow_disks),
+            ),
+            ("dingo_planner_topology_errors_total", "Failed topology refreshes.", Counter(m.topology_errors)),
+            ("dingo_planner_blocks", "Blocks in the planner's topology.", Gauge(self.blocks)),
+            ("dingo_planner_subscribers", "Open callback streams.", Gauge(self.subscribers)),
+            (
+                "dingo_planner_read_lower_bound_bytes",
+                "Disk bytes the work declared since the service started needs, at least.",
+                Gauge(self.read_lower_bound_bytes),
+            ),
+            (
+                "dingo_planner_read_lower_bound_untracked_total",
+                "Declared members the lower bound left out for lack of room.",
+                Counter(self.lower_bound_untracked),
+            ),
+        ];
+        for (name, help, value) in scalars {
+            match value {
+                Counter(v) => page.counter(name, help, v)?,
+                Gauge(v) => page.gauge(name, help, v)?,
+                Scalar::Seconds(v) => page.gauge(name, help, v)?,
+            }
+        }
+        Ok(())
     }
 
     /// The page as `GET /metrics` serves it.
