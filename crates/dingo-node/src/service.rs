@@ -309,4 +309,53 @@ mod tests {
         let (_, slowed_us) = head.serve(4096, IoTag::Foreground, || ());
         assert_eq!(slowed_us, normal_us * 5, "the head is charged five times the modelled time");
     }
+
+    /// The families on the page of a node with an emulated disk, in order,
+    /// with their types: what the hand-written encoder this replaced
+    /// served (scrapers and dashboards depend on the names).
+    #[test]
+    fn the_page_keeps_its_families_names_and_types() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = service(dir.path(), false);
+        let page = dingo_daemon::metrics::encode(&crate::metrics::registry(node.store.clone())).unwrap();
+        let families: Vec<&str> = page.lines().filter_map(|l| l.strip_prefix("# TYPE ")).collect();
+        let expected = [
+            "dingo_disk_read_bytes_total counter",
+            "dingo_disk_read_requests_total counter",
+            "dingo_disk_written_bytes_total counter",
+            "dingo_disk_write_requests_total counter",
+            "dingo_disk_head_time_us_total counter",
+            "dingo_disk_checksum_errors_total counter",
+            "dingo_disk_direct_io gauge",
+            "dingo_disk_class_read_bytes_total counter",
+            "dingo_disk_class_read_requests_total counter",
+            "dingo_disk_scheduler gauge",
+            "dingo_disk_congested gauge",
+            "dingo_disk_slowness_ratio gauge",
+            "dingo_disk_planner_budgets_total counter",
+            "dingo_disk_planner_budget_head_time_us_total counter",
+            "dingo_disk_planner_budget_left_us gauge",
+            "dingo_disk_class_head_time_us_total counter",
+            "dingo_disk_queue_wait_behind_us_total counter",
+            "dingo_disk_queue_wait_seconds histogram",
+            "dingo_cache_hits_total counter",
+            "dingo_cache_misses_total counter",
+            "dingo_cache_pinned_hits_total counter",
+            "dingo_cache_overflow_evictions_total counter",
+            "dingo_cache_pinned_reread_bytes_total counter",
+            "dingo_cache_general_bytes gauge",
+            "dingo_cache_pinned_bytes gauge",
+            "dingo_node_orphan_chunks_deleted_total counter",
+        ];
+        assert_eq!(families, expected);
+        for line in [
+            "dingo_disk_read_bytes_total{disk=\"2\"} 0",
+            "dingo_disk_slowness_ratio{disk=\"1\"} 1.0",
+            "dingo_disk_queue_wait_seconds_bucket{disk=\"1\",class=\"foreground\",le=\"0.001\"} 0",
+            "dingo_disk_queue_wait_seconds_bucket{disk=\"1\",class=\"foreground\",le=\"+Inf\"} 0",
+            "dingo_cache_pinned_bytes 0",
+        ] {
+            assert!(page.lines().any(|l| l == line), "{line} missing from\n{page}");
+        }
+    }
 }

@@ -174,3 +174,52 @@ impl MetricsView {
             .expect("a page of plain figures encodes")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The families on the page, in order, with their types: what the
+    /// hand-written encoder this replaced served (scrapers and dashboards
+    /// depend on the names).
+    #[test]
+    fn the_page_keeps_its_families_names_and_types() {
+        let page = MetricsView::default().render();
+        let families: Vec<&str> = page.lines().filter_map(|l| l.strip_prefix("# TYPE ")).collect();
+        let expected = [
+            "dingo_planner_logical_bytes_total counter",
+            "dingo_planner_disk_bytes_total counter",
+            "dingo_planner_free_bytes_total counter",
+            "dingo_planner_elided_bytes_total counter",
+            "dingo_planner_sets_delivered_total counter",
+            "dingo_planner_sets_elided_total counter",
+            "dingo_planner_overloaded_sets_total counter",
+            "dingo_planner_deadline_misses_total counter",
+            "dingo_planner_queued_sets gauge",
+            "dingo_planner_outstanding_declarations gauge",
+            "dingo_planner_overlap_bytes_total counter",
+            "dingo_planner_announced_elided_sets_total counter",
+            "dingo_planner_quanta_total counter",
+            "dingo_planner_last_plan_seconds gauge",
+            "dingo_planner_last_quantum_physical_bytes gauge",
+            "dingo_planner_split_loss_bytes_total counter",
+            "dingo_planner_callbacks_dispatched_total counter",
+            "dingo_planner_callbacks_redelivered_total counter",
+            "dingo_planner_acks_total counter",
+            "dingo_planner_paused_declarations gauge",
+            "dingo_planner_pins_sent_total counter",
+            "dingo_planner_pin_errors_total counter",
+            "dingo_planner_node_budgets_sent_total counter",
+            "dingo_planner_node_budget_errors_total counter",
+            "dingo_planner_slow_disks gauge",
+            "dingo_planner_topology_errors_total counter",
+            "dingo_planner_blocks gauge",
+            "dingo_planner_subscribers gauge",
+            "dingo_planner_read_lower_bound_bytes gauge",
+            "dingo_planner_read_lower_bound_untracked_total counter",
+        ];
+        assert_eq!(families, expected);
+        assert!(page.contains("\ndingo_planner_logical_bytes_total{task=\"scrubbing\"} 0\n"), "{page}");
+        assert!(page.contains("\ndingo_planner_last_plan_seconds 0.0\n"), "{page}");
+    }
+}
