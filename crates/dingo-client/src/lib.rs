@@ -20,7 +20,9 @@
 //! back including a checksum error reported by the node; an
 //! unreadable EC data member is rebuilt from any `k` other members of its
 //! stripe. Chunks on disks or nodes marked dead are never read. Every read
-//! carries an [`IoTag`].
+//! and every chunk write carries an [`IoTag`] (writes through
+//! [`Client::put_tagged`] or [`Writer::tagged`]; foreground by default), so
+//! the nodes schedule a maintenance task's writes in its class.
 //!
 //! Maintenance primitives: [`Client::read_copy`] reads one exact copy and
 //! reports corruption apart from unavailability ([`ClientError::Chunk`]);

@@ -104,7 +104,7 @@ impl Client {
     /// replaces the old one atomically (failing cleanly if the block was
     /// deleted or the chunk moved meanwhile, the new copy then being
     /// deleted), and the old copy is deleted if its node answers. All source
-    /// reads carry `tag`. Returns the new location.
+    /// reads and the new copy's write carry `tag`. Returns the new location.
     pub async fn rebuild_chunk(&self, chunk: ChunkRef, sources: &[ChunkRef], tag: IoTag) -> Result<ChunkLocation> {
         let (b, old) = self.sealed_location(chunk).await?;
         let redundancy = dingo_proto::redundancy(b.redundancy.as_ref()).map_err(ClientError::Invalid)?;
@@ -153,7 +153,7 @@ impl Client {
                 b.size
             )));
         }
-        self.relocate(chunk, &old, data, None, false).await
+        self.relocate(chunk, &old, data, None, false, tag).await
     }
 
     /// The whole content of the first readable copy among `copies`.
@@ -175,7 +175,7 @@ impl Client {
         Err(ClientError::Unreadable(format!("block {} has no readable source copy: {}", b.id, errors.join("; "))))
     }
 
-    /// Moves the exact copy `chunk` (read tagged `tag`) to `to_disk`, or to
+    /// Moves the exact copy `chunk` (read and written tagged `tag`) to `to_disk`, or to
     /// the disk with the most free space on a node holding no other chunk of
     /// the block or stripe (when possible); commits the new location as
     /// [`Client::rebuild_chunk`] does and deletes the old copy. A damaged
@@ -184,12 +184,13 @@ impl Client {
         let (b, old) = self.sealed_location(chunk).await?;
         let c = locate(&b, chunk)?;
         let data = self.read_chunk(&c.addr, chunk, 0, b.size, tag).await.map_err(|e| read_fault(chunk, &c.addr, e))?;
-        self.relocate(chunk, &old, data, to_disk, true).await
+        self.relocate(chunk, &old, data, to_disk, true, tag).await
     }
 
-    /// Writes `data` as a new copy of `chunk` on `to_disk` or a disk the
-    /// metadata service picks (retrying elsewhere if a node fails), replaces
-    /// the location `old` with it, then deletes the old copy (best effort).
+    /// Writes `data` as a new copy of `chunk` (tagged `tag`, like the reads
+    /// that produced it) on `to_disk` or a disk the metadata service picks
+    /// (retrying elsewhere if a node fails), replaces the location `old`
+    /// with it, then deletes the old copy (best effort).
     async fn relocate(
         &self,
         chunk: ChunkRef,
@@ -197,6 +198,7 @@ impl Client {
         data: Bytes,
         to_disk: Option<DiskId>,
         emptiest: bool,
+        tag: IoTag,
     ) -> Result<ChunkLocation> {
         let mut exclude = Vec::new();
         let mut last = String::new();
@@ -208,7 +210,7 @@ impl Client {
                 emptiest,
             };
             let new = meta_call!(self, Retry::IfNotSent, place_chunk, req).await?;
-            if let Err(e) = self.write_chunk(&new.addr, chunk, new.disk, data.clone()).await {
+            if let Err(e) = self.write_chunk(&new.addr, chunk, new.disk, data.clone(), tag).await {
                 last = format!("{chunk} on {}: {e}", new.addr);
                 tracing::warn!("writing a new copy failed: {last}");
                 if to_disk.is_some() {

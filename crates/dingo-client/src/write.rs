@@ -3,7 +3,7 @@
 //! order; one-shot and streaming puts that clean up after a failure.
 
 use crate::error::ClientError;
-use crate::{Client, Result, Retry, STREAM_IN_FLIGHT_BYTES, WRITE_ATTEMPTS, WRITE_PIECE, WRITES_IN_FLIGHT, ec};
+use crate::{Client, IoTag, Result, Retry, STREAM_IN_FLIGHT_BYTES, WRITE_ATTEMPTS, WRITE_PIECE, WRITES_IN_FLIGHT, ec};
 use bytes::{Buf, Bytes};
 use dingo_proto::Redundancy;
 use dingo_proto::v1::*;
@@ -65,7 +65,21 @@ impl Client {
     /// write fails, the partial file is deleted (best effort; otherwise its
     /// lease expires and lease recovery closes it).
     pub async fn put(&self, path: &str, redundancy: Redundancy, block_size: u64, data: Bytes) -> Result<u64> {
-        let mut w = self.create(path, redundancy, block_size).await?;
+        self.put_tagged(path, redundancy, block_size, data, IoTag::Foreground).await
+    }
+
+    /// [`Client::put`] for `tag`: the nodes schedule every chunk write in
+    /// `tag`'s class (a maintenance task's rewrite of a file waits like its
+    /// reads, behind foreground).
+    pub async fn put_tagged(
+        &self,
+        path: &str,
+        redundancy: Redundancy,
+        block_size: u64,
+        data: Bytes,
+        tag: IoTag,
+    ) -> Result<u64> {
+        let mut w = self.create(path, redundancy, block_size).await?.tagged(tag);
         let r = match w.append_bytes(data).await {
             Ok(()) => w.seal().await,
             Err(e) => Err(e),
@@ -160,8 +174,16 @@ impl Client {
         r
     }
 
-    /// Streams one chunk to a node and has it sealed.
-    pub(crate) async fn write_chunk(&self, addr: &str, chunk: ChunkRef, disk: u32, data: Bytes) -> Result<()> {
+    /// Streams one chunk to a node and has it sealed; the node schedules
+    /// its disk writes in `tag`'s class.
+    pub(crate) async fn write_chunk(
+        &self,
+        addr: &str,
+        chunk: ChunkRef,
+        disk: u32,
+        data: Bytes,
+        tag: IoTag,
+    ) -> Result<()> {
         let total_len = data.len() as u64;
         let pieces = data.len().div_ceil(WRITE_PIECE).max(1);
         let msgs: Vec<WriteChunkRequest> = (0..pieces)
@@ -171,6 +193,7 @@ impl Client {
                 data: data.slice(i * WRITE_PIECE..((i + 1) * WRITE_PIECE).min(data.len())),
                 seal: i + 1 == pieces,
                 total_len,
+                io_class: (i == 0).then(|| tag.into()),
             })
             .collect();
         self.node(addr)?.write_chunk(tokio_stream::iter(msgs)).await?;
@@ -202,6 +225,7 @@ impl<'c> Writer<'c> {
             lease: r.lease,
             redundancy,
             block_size: file.block_size,
+            tag: IoTag::Foreground,
         };
         Ok(Writer {
             client,
@@ -211,6 +235,13 @@ impl<'c> Writer<'c> {
             in_flight: VecDeque::new(),
             max_in_flight: WRITES_IN_FLIGHT,
         })
+    }
+
+    /// Has the nodes schedule this writer's chunk writes in `tag`'s class
+    /// (foreground unless set).
+    pub fn tagged(mut self, tag: IoTag) -> Self {
+        self.unit.tag = tag;
+        self
     }
 
     /// Bytes in one write unit.
@@ -334,6 +365,8 @@ struct UnitWriter {
     lease: u64,
     redundancy: Redundancy,
     block_size: u64,
+    /// Whom the chunk writes are for.
+    tag: IoTag,
 }
 
 impl UnitWriter {
@@ -387,7 +420,7 @@ impl UnitWriter {
             let chunk = ChunkRef { block: dingo_types::BlockId(b.id), copy: c.copy as u8 };
             let data = if matches!(self.redundancy, Redundancy::Replicated(_)) { &chunks[0] } else { &chunks[i] };
             async move {
-                let r = self.client.write_chunk(&c.addr, chunk, c.disk, data.clone()).await;
+                let r = self.client.write_chunk(&c.addr, chunk, c.disk, data.clone(), self.tag).await;
                 (c.node, r.map_err(|e| format!("{chunk} on {}: {e}", c.addr)))
             }
         }))

@@ -220,7 +220,7 @@ fn raw_throughput(dir: &Path, size: u64) -> Result<(f64, f64), BenchError> {
     let chunks: Vec<ChunkRef> = (0..size.div_ceil(BLOCK)).map(|i| ChunkRef { block: BlockId(i), copy: 0 }).collect();
     let t = Instant::now();
     for &c in &chunks {
-        let mut w = ChunkWriter::create(&disk, c, BLOCK)?;
+        let mut w = ChunkWriter::create(&disk, c, BLOCK, IoTag::Foreground)?;
         let mut left = BLOCK as usize;
         while left > 0 {
             let n = left.min(piece.len());

@@ -33,11 +33,11 @@ use thiserror::Error;
 /// The scheduling class of one request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Class {
-    /// Client reads and all writes: served first.
+    /// Client reads and writes: served first.
     Foreground,
-    /// Maintenance that must not wait: reconstruction.
+    /// Maintenance that must not wait: reconstruction's reads and writes.
     High,
-    /// Every other maintenance read; `channel` is its declaration (or, for
+    /// Every other maintenance read or write; `channel` is its declaration (or, for
     /// imperative tasks, one channel per task kind). Channels share the
     /// best-effort rate max-min fairly.
     BestEffort { channel: u64 },

@@ -224,12 +224,14 @@ pub struct ChunkWriter<'d> {
     file_off: u64,
     crcs: Vec<u32>,
     seg_crc: u32,
+    /// Whom the chunk is written for: every disk write queues in its class.
+    tag: IoTag,
 }
 
 impl<'d> ChunkWriter<'d> {
-    /// Starts writing `chunk` of exactly `data_len` bytes, reserving its
-    /// space on the disk.
-    pub fn create(disk: &'d Disk, chunk: ChunkRef, data_len: u64) -> Result<Self, StoreError> {
+    /// Starts writing `chunk` of exactly `data_len` bytes for `tag`,
+    /// reserving its space on the disk.
+    pub fn create(disk: &'d Disk, chunk: ChunkRef, data_len: u64, tag: IoTag) -> Result<Self, StoreError> {
         let layout = Layout::new(data_len).ok_or_else(|| {
             StoreError::Invalid(format!("{chunk}: {data_len} bytes is above the chunk limit of {MAX_DATA_LEN}"))
         })?;
@@ -254,6 +256,7 @@ impl<'d> ChunkWriter<'d> {
             file_off: layout.data_offset(),
             crcs: Vec::with_capacity(layout.segments() as usize),
             seg_crc: 0,
+            tag,
         })
     }
 
@@ -295,7 +298,9 @@ impl<'d> ChunkWriter<'d> {
         // The tail of a final partial buffer must be zero padding.
         self.buf[self.buf_fill..len].fill(0);
         let file = self.file.as_ref().expect("file open until sealed");
-        self.disk.write_at(file, &self.buf[..len], self.file_off).map_err(StoreError::io(self.tmp.display()))?;
+        self.disk
+            .write_at(file, &self.buf[..len], self.file_off, self.tag)
+            .map_err(StoreError::io(self.tmp.display()))?;
         self.file_off += len as u64;
         self.buf_fill = 0;
         Ok(())
@@ -324,10 +329,10 @@ impl<'d> ChunkWriter<'d> {
         }
         let table_crc = crc32c::crc32c(&table[..self.crcs.len() * 4]);
         if !table.is_empty() {
-            self.disk.write_at(&file, &table, HEADER).map_err(StoreError::io(self.tmp.display()))?;
+            self.disk.write_at(&file, &table, HEADER, self.tag).map_err(StoreError::io(self.tmp.display()))?;
         }
         let header = encode_header(self.chunk, self.layout, table_crc);
-        self.disk.write_at(&file, &header, 0).map_err(StoreError::io(self.tmp.display()))?;
+        self.disk.write_at(&file, &header, 0, self.tag).map_err(StoreError::io(self.tmp.display()))?;
         file.sync().map_err(err)?;
         drop(file);
         let dest = self.disk.chunk_path(self.chunk);
@@ -368,7 +373,7 @@ mod tests {
     }
 
     fn write(disk: &Disk, chunk: ChunkRef, data: &[u8], piece: usize) -> u64 {
-        let mut w = ChunkWriter::create(disk, chunk, data.len() as u64).unwrap();
+        let mut w = ChunkWriter::create(disk, chunk, data.len() as u64, IoTag::Foreground).unwrap();
         for p in data.chunks(piece.max(1)) {
             w.append(p).unwrap();
         }
@@ -446,18 +451,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (disk, _) = Disk::open(dir.path(), Some(1 << 20), None).unwrap();
         {
-            let mut w = ChunkWriter::create(&disk, chunk(1), 100).unwrap();
+            let mut w = ChunkWriter::create(&disk, chunk(1), 100, IoTag::Foreground).unwrap();
             w.append(&[1; 50]).unwrap();
             assert!(w.append(&[1; 51]).is_err());
         }
         assert_eq!(fs::read_dir(dir.path().join("tmp")).unwrap().count(), 0);
         assert!(!disk.chunk_path(chunk(1)).exists());
-        let mut w = ChunkWriter::create(&disk, chunk(1), 100).unwrap();
+        let mut w = ChunkWriter::create(&disk, chunk(1), 100, IoTag::Foreground).unwrap();
         w.append(&[1; 99]).unwrap();
         assert!(w.seal().unwrap_err().to_string().contains("99 of 100"));
         // All reservations were returned: the whole capacity is usable again.
-        assert!(ChunkWriter::create(&disk, chunk(2), (1 << 20) - 3 * 4096).is_ok());
-        assert!(matches!(ChunkWriter::create(&disk, chunk(3), 2 << 20), Err(StoreError::DiskFull { .. })));
+        assert!(ChunkWriter::create(&disk, chunk(2), (1 << 20) - 3 * 4096, IoTag::Foreground).is_ok());
+        assert!(matches!(
+            ChunkWriter::create(&disk, chunk(3), 2 << 20, IoTag::Foreground),
+            Err(StoreError::DiskFull { .. })
+        ));
     }
 
     #[test]
@@ -468,7 +476,7 @@ mod tests {
         // abort on a huge allocation in release): a node crashed by one
         // write request.
         for len in [u64::MAX, MAX_DATA_LEN + 1] {
-            let e = ChunkWriter::create(&disk, chunk(1), len).err().expect("refused");
+            let e = ChunkWriter::create(&disk, chunk(1), len, IoTag::Foreground).err().expect("refused");
             assert!(matches!(e, StoreError::Invalid(_)), "{e}");
         }
     }

@@ -224,11 +224,12 @@ impl Disk {
         Ok(())
     }
 
-    /// Writes `buf` at `offset`, counting it as real disk IO. Writes are
-    /// scheduled as foreground: a client waits for each.
-    pub fn write_at(&self, file: &DirectFile, buf: &[u8], offset: u64) -> io::Result<()> {
+    /// Writes `buf` at `offset` for `tag`, counting it as real disk IO and
+    /// queueing behind the emulated head in `tag`'s class, as reads do: a
+    /// maintenance task's write waits like its reads, a client's goes first.
+    pub fn write_at(&self, file: &DirectFile, buf: &[u8], offset: u64, tag: IoTag) -> io::Result<()> {
         let bytes = buf.len() as u64;
-        self.timed(bytes, IoTag::Foreground, || file.write_all_at(buf, offset))?;
+        self.timed(bytes, tag, || file.write_all_at(buf, offset))?;
         self.counters.bytes_written.fetch_add(bytes, Relaxed);
         self.counters.write_requests.fetch_add(1, Relaxed);
         Ok(())
@@ -357,7 +358,7 @@ mod tests {
         let t = Instant::now();
         std::thread::scope(|s| {
             for _ in 0..3 {
-                s.spawn(|| d.write_at(&f, &buf, 0).unwrap());
+                s.spawn(|| d.write_at(&f, &buf, 0, IoTag::Foreground).unwrap());
             }
         });
         // Three queued requests of ≥ 20 ms each cannot finish in under 60 ms.

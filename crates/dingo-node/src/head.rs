@@ -406,8 +406,8 @@ impl Head {
     }
 }
 
-/// The scheduling class of a tagged request (DESIGN §6): reconstruction is
-/// high priority; other maintenance is best effort, one channel per
+/// The scheduling class of a tagged read or write (DESIGN §6):
+/// reconstruction is high priority; other maintenance is best effort, one channel per
 /// declaration, or per task kind for imperative tasks (declaration 0).
 pub fn class_of(tag: IoTag) -> Class {
     match tag {

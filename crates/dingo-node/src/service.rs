@@ -36,6 +36,7 @@ impl Node for NodeService {
         let mut stream = request.into_inner();
         let first = stream.message().await?.ok_or_else(|| Status::invalid_argument("empty write stream"))?;
         let chunk = chunk_ref(first.chunk.as_ref())?;
+        let tag = dingo_proto::io_tag(first.io_class.as_ref()).map_err(Status::invalid_argument)?;
         let handle = tokio::runtime::Handle::current();
         let sealed = Cell::new(first.seal);
         let mut done = first.seal;
@@ -61,7 +62,7 @@ impl Node for NodeService {
             }
         };
         let len = block_in_place(|| {
-            self.store.write_chunk(chunk, DiskId(first.disk), first.total_len, next, || sealed.get())
+            self.store.write_chunk(chunk, DiskId(first.disk), first.total_len, tag, next, || sealed.get())
         })?;
         tracing::debug!(%chunk, len, "chunk sealed");
         Ok(Response::new(WriteChunkReply { len }))

@@ -745,6 +745,7 @@ async fn orphan_chunks_are_deleted_and_known_ones_kept() {
         data: data(1000, 5),
         seal: true,
         total_len: 1000,
+        io_class: None,
     };
     let mut node_client = client.node(&node.addr).unwrap();
     node_client.write_chunk(futures::stream::iter([stray])).await.unwrap();

@@ -45,7 +45,9 @@ impl ChunkFile {
     /// Writes `data` as `chunk` through the store; returns the file.
     fn put(&self, chunk: ChunkRef, data: &[u8]) -> Vec<u8> {
         let mut piece = Some(Bytes::copy_from_slice(data));
-        self.store.write_chunk(chunk, DISK, data.len() as u64, || Ok(piece.take()), || true).expect("a valid write");
+        self.store
+            .write_chunk(chunk, DISK, data.len() as u64, IoTag::Foreground, || Ok(piece.take()), || true)
+            .expect("a valid write");
         std::fs::read(self.path(chunk)).expect("the chunk file")
     }
 }

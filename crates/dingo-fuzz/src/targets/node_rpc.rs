@@ -10,6 +10,7 @@ use crate::Target;
 use bytes::Bytes;
 use dingo_node::service::NodeService;
 use dingo_node::{DiskSpec, IoSettings, Store};
+use dingo_proto::IoTag;
 use dingo_proto::v1::node_server::Node;
 use dingo_proto::v1::*;
 use dingo_types::{BlockId, ChunkRef, DiskId};
@@ -44,7 +45,9 @@ impl NodeRpc {
             let data = Bytes::from(vec![b as u8; 70_000]);
             let mut piece = Some(data);
             let chunk = ChunkRef { block: BlockId(b), copy: 0 };
-            store.write_chunk(chunk, DiskId(1 + (b % 2) as u32), 70_000, || Ok(piece.take()), || true).expect("writes");
+            store
+                .write_chunk(chunk, DiskId(1 + (b % 2) as u32), 70_000, IoTag::Foreground, || Ok(piece.take()), || true)
+                .expect("writes");
         }
         // The handlers read chunks in `block_in_place`: a multi-threaded runtime.
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("a runtime");
@@ -94,8 +97,16 @@ impl Target for NodeRpc {
                         data: vec![5; 1000].into(),
                         seal: false,
                         total_len: 2000,
+                        io_class: None,
                     },
-                    WriteChunkRequest { chunk: None, disk: 0, data: vec![6; 1000].into(), seal: true, total_len: 0 },
+                    WriteChunkRequest {
+                        chunk: None,
+                        disk: 0,
+                        data: vec![6; 1000].into(),
+                        seal: true,
+                        total_len: 0,
+                        io_class: None,
+                    },
                 ]),
             ),
             framed(

@@ -28,7 +28,7 @@ pub(super) async fn transcode(
         // A previous attempt finished writing but not deleting.
         client.delete(to).await?;
     }
-    client.put(to, redundancy, file.block_size, data).await?;
+    client.put_tagged(to, redundancy, file.block_size, data, tag).await?;
     client.delete(from).await?;
     Ok(Outcome { logical_bytes: read, written_bytes: stored_bytes(redundancy, read), ..Outcome::default() })
 }
@@ -218,7 +218,7 @@ pub(super) async fn collect(
         loop {
             match client.stat(&to).await {
                 Err(e) if e.code() == Some(tonic::Code::NotFound) => {
-                    client.put(&to, redundancy, file.block_size, collected.live.clone()).await?;
+                    client.put_tagged(&to, redundancy, file.block_size, collected.live.clone(), tag).await?;
                     out.written_bytes = stored_bytes(redundancy, collected.live.len() as u64);
                     break;
                 }

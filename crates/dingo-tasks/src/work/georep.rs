@@ -9,6 +9,10 @@ use bytes::Bytes;
 use dingo_client::{Client, ClientError, IoTag};
 use dingo_types::{DeclarationId, TaskKind};
 
+/// Reads and writes at the remote site are this task's maintenance there,
+/// not tied to a declaration of the local planner.
+const REMOTE_TAG: IoTag = IoTag::Maintenance { task: TaskKind::Georeplication, declaration: DeclarationId(0) };
+
 /// What the remote site holds at a path, compared with the local bytes.
 enum RemoteCopy {
     Absent,
@@ -28,10 +32,7 @@ async fn remote_copy(remote: &Client, path: &str, data: &Bytes) -> Result<Remote
     if !file.sealed || file.size != data.len() as u64 {
         return Ok(RemoteCopy::Different { sealed: file.sealed });
     }
-    // Reads at the remote site are this task's, not tied to a declaration
-    // of the local planner.
-    let tag = IoTag::Maintenance { task: TaskKind::Georeplication, declaration: DeclarationId(0) };
-    let there = remote.read_file(&file, 0, file.size, tag).await?;
+    let there = remote.read_file(&file, 0, file.size, REMOTE_TAG).await?;
     Ok(if there == *data { RemoteCopy::Identical } else { RemoteCopy::Different { sealed: true } })
 }
 
@@ -70,7 +71,7 @@ pub(super) async fn georeplicate(
                     _ => {}
                 }
             }
-            remote.put(path, redundancy, file.block_size, data.clone()).await?;
+            remote.put_tagged(path, redundancy, file.block_size, data.clone(), REMOTE_TAG).await?;
             out.written_bytes = stored_bytes(redundancy, data.len() as u64);
             if !matches!(remote_copy(remote, path, &data).await?, RemoteCopy::Identical) {
                 return Err(ClientError::Unreadable(format!(
