@@ -317,6 +317,16 @@ impl Planner {
         self.spare = Some(schedule);
     }
 
+    /// Gives back the free pass's per-worker schedules, kept from quantum
+    /// to quantum otherwise. Their reads are copied into the quantum's
+    /// schedule at the join, so when a quantum's schedule takes gigabytes
+    /// they hold a second copy of the free pass's share of it while the
+    /// schedule is replayed; a caller short of memory drops them and the
+    /// next free pass allocates fresh ones (the same schedule either way).
+    pub fn release_worker_buffers(&mut self) {
+        self.worker_spares = Vec::new();
+    }
+
     /// Cuts a schedule into dispatch groups with their cache directives.
     pub fn dispatch(&self, schedule: &Schedule) -> Dispatch {
         dispatch(schedule, &self.config)
@@ -561,12 +571,19 @@ mod tests {
         };
         let mut one = with_threads(1);
         let mut three = with_threads(3);
+        // Its workers' schedules given back after every quantum.
+        let mut releasing = with_threads(3);
         for q in 0..3 {
             let now = Timestamp(q * HOUR);
             let (expected, expected_report) = one.schedule(&topo, now, &Budget::UNLIMITED);
             let (planned, report) = three.schedule(&topo, now, &Budget::UNLIMITED);
             assert_eq!(planned, expected, "quantum {q}");
             assert_eq!(report, expected_report, "quantum {q}");
+            let (released, released_report) = releasing.schedule(&topo, now, &Budget::UNLIMITED);
+            assert_eq!(releasing.worker_spares.len(), 2, "the helpers' schedules are kept");
+            releasing.release_worker_buffers();
+            assert!(releasing.worker_spares.is_empty());
+            assert_eq!((released, released_report), (expected, expected_report), "quantum {q}, released");
             if q == 0 {
                 let gc = planned.decls.iter().find(|d| d.task == TaskKind::GarbageCollection).unwrap();
                 assert!(gc.taken > gc.quota, "the free pass took sets beyond the quota: {gc:?}");

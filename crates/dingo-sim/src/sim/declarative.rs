@@ -149,8 +149,9 @@ pub struct Declarative {
     last_schedule_bytes: usize,
 }
 
-/// Schedule memory past which one plan at a time is in flight, and the
-/// replay gives back its working memory after each quantum.
+/// Schedule memory past which one plan at a time is in flight, the
+/// replay gives back its working memory after each quantum, and the
+/// planner its free-pass workers' schedules.
 pub const ONE_PLAN_IN_FLIGHT_BYTES: usize = 1 << 30;
 
 /// Memory held by a schedule's vectors.
@@ -284,6 +285,9 @@ impl Declarative {
             scope.spawn(alongside);
             prepare(planner)?;
             let (schedule, report) = planner.schedule(topo, now, budget);
+            if schedule_bytes(&schedule) > ONE_PLAN_IN_FLIGHT_BYTES {
+                planner.release_worker_buffers();
+            }
             planner.retire_finished();
             Ok(PlannedQuantum { schedule, report, budget: budget.clone(), start_hours })
         })?;
