@@ -27,7 +27,7 @@ pub fn fifo_plus_dlwa(eu_pages: u32, total_eus: f64, user_eus: f64) -> f64 {
 /// objects flushed from the whole log into `s` sets of `w` objects each,
 /// the number per set is Poisson(λ = q/s) and every set holding at least
 /// `n` of them is rewritten, so app-level WA = 1 + w·P[X ≥ n]/λ
-/// (research/flash-cache.md §1.7; 11.9 at the thesis' L751 parameters).
+/// (the thesis' Theorem 1, ch. 4; 11.9 at the thesis' L751 parameters).
 pub fn klog_direct_alwa(lambda: f64, objects_per_set: f64, threshold: u32) -> f64 {
     assert!(lambda > 0.0 && threshold >= 1);
     let mut term = (-lambda).exp();

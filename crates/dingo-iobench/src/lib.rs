@@ -1,6 +1,6 @@
 //! The experiments that measure DINGO on a local cluster, as a library with
 //! typed results: the IO-control experiments behind `dingo bench iocontrol`
-//! (issue 15: [`fgtail`], [`steering`], [`waiting`], [`fairness`]) and the
+//! ([`fgtail`], [`steering`], [`waiting`], [`fairness`]) and the
 //! storage benchmark behind `dingo bench io` ([`storage`]).
 //!
 //! Each IO-control experiment runs a local cluster with HDD emulation under

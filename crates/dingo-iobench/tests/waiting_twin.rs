@@ -41,7 +41,7 @@ fn the_waiting_gate_against_a_fixed_rate_scrubber() {
     }
     // The paper's own baseline (Table III's CFQ rows: 64 KB requests after
     // 10 ms of idle time, W:331-340, W:374-405), the paper's comparison
-    // (issue 15's bar is against the fixed-rate scrubber, above, and is not
+    // (the bar is against the fixed-rate scrubber, above, and is not
     // asserted at 3 x): Waiting's best throughput at a slowdown no larger
     // than the baseline's. The paper reports 4.65-6.2 x at CFQ's 4.4-938 ms.
     let cfq =

@@ -82,7 +82,7 @@ enum BenchCommand {
     /// node's pinned region shrunk, DRAM only and with `[node.flash]`:
     /// about 10 minutes per run at default scale, 4 with --quick.
     FlashTier(bench::flash_tier::FlashTierBenchArgs),
-    /// Node-level IO control experiments (issue 15): the classful disk
+    /// Node-level IO control experiments (docs/IO_CONTROL.md): the classful disk
     /// scheduler against today's FIFO queue on a local cluster.
     #[command(subcommand)]
     Iocontrol(bench::iocontrol::IoControlCommand),

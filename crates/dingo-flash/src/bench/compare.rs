@@ -18,7 +18,7 @@ pub struct Comparison {
 }
 
 /// Zones on the emulated device: 256 keeps the zone count near the
-/// thesis' ~370 (400 GB / 1077 MiB; research/flash-cache.md §5.1).
+/// thesis' ~370 (400 GB / 1077 MiB zones, ch. 5).
 const ZONES: u64 = 256;
 
 /// Kangaroo and FairyWREN (with ablations) on the same flash and DRAM,

@@ -37,7 +37,7 @@ pub struct BenchOptions {
 
 /// Scale of a run. DRAM:flash is the thesis' 16 GB : 2 TB (1:125) and the
 /// device-write budget its 62.5 MB/s at 100K req/s = 625 B/request, which
-/// is invariant under the thesis' scaling (research/flash-cache.md §4).
+/// is invariant under the thesis' scaling.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Budgets {
     pub device_bytes: u64,

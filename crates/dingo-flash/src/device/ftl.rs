@@ -238,7 +238,7 @@ mod tests {
     }
 
     /// The drive's DLWA curve from the Kangaroo artifact
-    /// (`graph-scripts/parameters.py`, research/flash-cache.md §4): the model
+    /// (`graph-scripts/parameters.py`; docs/FLASH.md): the model
     /// must match it within 15 % over 50-90 % utilisation.
     #[test]
     fn dlwa_matches_the_drive_curve_within_15_percent() {

@@ -294,7 +294,7 @@ mod tests {
     }
 
     /// The simulator in whole-log-flush mode against Theorem 1's direct
-    /// balls-into-bins count (research/flash-cache.md §1.7), within 3 %.
+    /// balls-into-bins count (the thesis, ch. 4), within 3 %.
     #[test]
     fn whole_log_flush_matches_the_direct_count() {
         let object_bytes = 102u32;

@@ -1,6 +1,6 @@
 //! Seeded synthetic request traces: Zipf popularity with churn, one-hit
-//! wonders, and log-normal object sizes fitted to the study's presets
-//! (research/flash-cache.md §5.3). The real traces are not reachable here;
+//! wonders, and log-normal object sizes fitted to the published means and
+//! small-object fractions of the thesis' traces. The real traces are not reachable here;
 //! only comparisons between systems on the same trace are meaningful.
 
 mod twitter;

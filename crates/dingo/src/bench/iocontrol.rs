@@ -1,4 +1,4 @@
-//! `dingo bench iocontrol <experiment>`: the node-level IO-control experiments of issue 15 (`dingo_iobench`),
+//! `dingo bench iocontrol <experiment>`: the node-level IO-control experiments (`dingo_iobench`, docs/IO_CONTROL.md),
 //! mechanism against today's behaviour on a local cluster with HDD emulation.
 
 use crate::output::ExperimentArgs;
