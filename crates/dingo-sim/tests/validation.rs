@@ -1,4 +1,4 @@
-//! Validation of the simulator's three modes (issue 3, item 6), on small
+//! Validation of the simulator's three modes (docs/SIMULATOR.md, "Validation"), on small
 //! clusters and short horizons so the suite stays fast. Every test compares
 //! modes or checks a bound, and fails if the simulator is wrong.
 

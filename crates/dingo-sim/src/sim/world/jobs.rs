@@ -4,7 +4,6 @@
 
 use super::rates::{bytes_per_failure, live_files};
 use super::{Commit, Job, JobSets, World};
-use crate::workload::surviving_members;
 use dingo_types::{DiskId, TaskKind, Timestamp, Topology};
 use std::time::Duration;
 
@@ -167,45 +166,91 @@ impl World {
     /// now; one reconstruction job each. The count carries its fraction to
     /// the next quantum (an exact rate: Poisson counts would put a small
     /// cluster's month 15 % off its share), the disk is drawn at random.
-    /// The failed disk is replaced at once; its chunks are rebuilt from the
-    /// survivors, chosen while the disk is out.
     pub(super) fn fail_disks(&mut self, now: Timestamp, started: &mut Vec<u32>) {
         let task = TaskKind::Reconstruction;
         let bytes = self.rates.bytes_per_sec[task.index()] * self.config.quantum.as_secs_f64();
         let failures = self.units(task, bytes, bytes_per_failure(&self.model).max(1.0));
         for _ in 0..failures {
-            let disk = DiskId(self.failure_rng.below(u64::from(self.model.disk_count())) as u32);
-            let lost = self.model.placed_chunks(&[disk]);
-            self.model.fail_disk(disk);
-            let mut blocks = Vec::with_capacity(lost.len() as usize);
-            let mut total = 0;
-            let mut members = Vec::new();
-            for m in lost.iter() {
-                members.clear();
-                if surviving_members(&self.model, m.block(), &mut members) {
-                    blocks.push(m.block().0);
-                    total += members.len() as u64;
-                }
-            }
-            self.model.replace_disk(disk);
-            let sets = JobSets::Rebuilds { blocks, members: total };
-            if cfg!(debug_assertions) {
-                // The sets listed with the disk back in are the ones it left.
-                let mut again = Vec::new();
-                for (i, m) in lost.iter().enumerate() {
-                    again.clear();
-                    sets.rebuild(&self.model, i, &mut again);
-                    members.clear();
-                    self.model.fail_disk(disk);
-                    surviving_members(&self.model, m.block(), &mut members);
-                    self.model.replace_disk(disk);
-                    assert_eq!(again, members, "rebuild set of {}", m.block());
-                }
-            }
+            let sets = self.fail_a_disk(1.0);
             if let Some(id) = self.push_job(task, now, sets, None, Vec::new()) {
                 started.push(id);
             }
         }
+    }
+
+    /// Fails a random disk and lists the sets that rebuild the last `left`
+    /// fraction of its chunks (all of them at 1; less for a failure whose
+    /// rebuild is partly done). The failed disk is replaced at once; its
+    /// chunks are rebuilt from the survivors, chosen while the disk is out.
+    fn fail_a_disk(&mut self, left: f64) -> JobSets {
+        let disk = DiskId(self.failure_rng.below(u64::from(self.model.disk_count())) as u32);
+        let lost = self.model.placed_chunks(&[disk]);
+        let done = ((1.0 - left.clamp(0.0, 1.0)) * lost.len() as f64) as usize;
+        self.model.fail_disk(disk);
+        let mut blocks = Vec::with_capacity(lost.len() as usize - done);
+        let mut total = 0;
+        let mut members = Vec::new();
+        for m in lost.iter().skip(done) {
+            members.clear();
+            if self.model.stripe_survivors(m.block(), &mut members) {
+                blocks.push(m.block().0);
+                total += members.len() as u64;
+            }
+        }
+        self.model.replace_disk(disk);
+        let sets = JobSets::Rebuilds { blocks, members: total };
+        if cfg!(debug_assertions) {
+            // The sets listed with the disk back in are the ones it left.
+            let mut again = Vec::new();
+            for (i, m) in lost.iter().skip(done).enumerate() {
+                again.clear();
+                sets.rebuild(&self.model, i, &mut again);
+                members.clear();
+                self.model.fail_disk(disk);
+                self.model.stripe_survivors(m.block(), &mut members);
+                self.model.replace_disk(disk);
+                assert_eq!(again, members, "rebuild set of {}", m.block());
+            }
+        }
+        sets
+    }
+
+    /// Starts the jobs the tasks would have open at `now` in steady state,
+    /// with this run's generator (the planner benchmark's load): each
+    /// periodic task one job per period issued less than a deadline ago,
+    /// each `age` old and holding the `1 - age / deadline` of its work not
+    /// yet done; reconstruction the failures of one deadline, each with
+    /// what is left of its rebuild. The ages sit mid-period, so exactly half
+    /// of each task's work over one deadline is open: at a random phase a
+    /// task with one job open (scrubbing) would bring anything from none to
+    /// all of its pass, and the benchmark's size would be the phase's.
+    /// Returns the jobs' ids.
+    pub fn start_in_flight(&mut self, now: Timestamp) -> Vec<u32> {
+        let mut started = Vec::new();
+        for task in TaskKind::ALL {
+            let rate = self.rates.bytes_per_sec[task.index()];
+            if rate <= 0.0 {
+                continue;
+            }
+            let (period, deadline) = (self.rates.period[task.index()], self.rates.deadline[task.index()]);
+            let events = if task == TaskKind::Reconstruction {
+                let failures = self.units(task, rate * deadline.as_secs_f64(), bytes_per_failure(&self.model).max(1.0));
+                open_events(deadline.div_f64(failures.max(1) as f64), deadline)
+            } else {
+                open_events(period, deadline)
+            };
+            for (age, left) in events {
+                let arrival = Timestamp(now.0.saturating_sub(age));
+                let job = if task == TaskKind::Reconstruction {
+                    let sets = self.fail_a_disk(left);
+                    self.push_job(task, arrival, sets, None, Vec::new())
+                } else {
+                    self.make_job(task, arrival, rate * period.as_secs_f64() * left, left)
+                };
+                started.extend(job);
+            }
+        }
+        started
     }
 
     /// `n` distinct random live files (every live file if there are no
@@ -226,5 +271,38 @@ impl World {
         }
         picked.sort_unstable();
         picked
+    }
+}
+
+/// Open jobs of a periodic task at one instant: `(age in ms, unfinished
+/// fraction)` for each event issued less than one deadline ago, the
+/// youngest half a period old.
+fn open_events(period: Duration, deadline: Duration) -> Vec<(u64, f64)> {
+    let period_ms = (period.as_millis() as u64).max(1);
+    let deadline_ms = deadline.as_millis() as u64;
+    (0..)
+        .map(|k| k * period_ms + period_ms / 2)
+        .take_while(|&age| age < deadline_ms)
+        .map(|age| (age, 1.0 - age as f64 / deadline_ms as f64))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Open work is half of one deadline's: an hourly task with a 36-hour
+    /// deadline has 36 jobs open, a monthly one with a monthly deadline one
+    /// job half done.
+    #[test]
+    fn open_events_hold_half_a_deadline_of_work() {
+        let hour = Duration::from_secs(3600);
+        for (period, deadline, jobs) in [(hour, 36 * hour, 36), (720 * hour, 720 * hour, 1), (6 * hour, 36 * hour, 6)] {
+            let events = open_events(period, deadline);
+            assert_eq!(events.len(), jobs);
+            let left: f64 = events.iter().map(|&(_, left)| left).sum();
+            assert!((left - jobs as f64 / 2.0).abs() < 1e-9, "{events:?}");
+            assert!(events.iter().all(|&(age, left)| age < deadline.as_millis() as u64 && left > 0.0 && left <= 1.0));
+        }
     }
 }

@@ -23,7 +23,6 @@ use super::SimConfig;
 use super::files::{FileCursor, ObjectFiles};
 use crate::model::{ClusterModel, ModelError, ModelSpec, StripeShape};
 use crate::rng::SplitMix64;
-use crate::workload::surviving_members;
 use dingo_types::{BlockId, BlockRange, BlockSet, Member, MemberBitmap, ReadSets, TaskKind, Timestamp};
 use roaring::RoaringTreemap;
 use rustc_hash::FxHashMap;
@@ -46,7 +45,7 @@ pub enum JobSets {
     /// One set per member (exact copies: scrubbing, rebalancing candidates).
     Members(MemberBitmap),
     /// Reconstruction: one set per lost chunk, named by its block. The set
-    /// is what `surviving_members` gives for the block: any copy of a
+    /// is what `ClusterModel::stripe_survivors` gives for the block: any copy of a
     /// replicated block, or the first `k` other members of its stripe.
     /// Only one disk is ever out at a time, so those are the survivors the
     /// failure left, whenever they are listed. `members`: of all sets.
@@ -76,7 +75,7 @@ impl JobSets {
     /// Appends the members of rebuild set `i` to `out`.
     pub fn rebuild(&self, model: &ClusterModel, i: usize, out: &mut Vec<Member>) {
         let JobSets::Rebuilds { blocks, .. } = self else { panic!("not a reconstruction job") };
-        let found = surviving_members(model, BlockId(blocks[i]), out);
+        let found = model.stripe_survivors(BlockId(blocks[i]), out);
         debug_assert!(found, "a rebuild set lost its survivors");
     }
 
@@ -237,6 +236,12 @@ impl World {
 
     pub fn job(&self, id: u32) -> &Job {
         &self.jobs[&id]
+    }
+
+    /// Takes job `id` out of the world without committing anything (the
+    /// planner benchmark hands each job to the planner and keeps no copy).
+    pub fn remove_job(&mut self, id: u32) -> Option<Job> {
+        self.jobs.remove(&id)
     }
 
     /// Jobs whose window is still open.
