@@ -70,3 +70,40 @@ impl MetaService {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::db::MetaDb;
+    use crate::service::MetaService;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// The families on the page, in order, with their types: what the
+    /// hand-written encoder this replaced served (scrapers, dashboards and
+    /// the process tests depend on the names).
+    #[test]
+    fn the_page_keeps_its_families_names_and_types() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = MetaDb::open(dir.path()).unwrap();
+        let svc = Arc::new(MetaService::new(db, Duration::from_secs(60), Duration::from_secs(60)).unwrap());
+        let page = dingo_daemon::metrics::encode(&svc.metrics_registry()).expect("the page encodes");
+        let families: Vec<&str> = page.lines().filter_map(|l| l.strip_prefix("# TYPE ")).collect();
+        let expected = [
+            "dingo_meta_nodes gauge",
+            "dingo_meta_marked_dead gauge",
+            "dingo_meta_drained gauge",
+            "dingo_meta_corrupt_chunk_reports_total counter",
+            "dingo_meta_expired_open_blocks_dropped_total counter",
+            "dingo_meta_nodes_marked_dead_total counter",
+            "dingo_meta_leases_recovered_total counter",
+            "dingo_meta_disk_capacity_bytes gauge",
+            "dingo_meta_disk_used_bytes gauge",
+            "dingo_meta_disk_chunks gauge",
+            "dingo_meta_files gauge",
+            "dingo_meta_blocks gauge",
+        ];
+        assert_eq!(families, expected, "{page}");
+        assert!(page.contains("\ndingo_meta_nodes{state=\"alive\"} 0\n"), "{page}");
+        assert!(page.contains("\ndingo_meta_files 0\n"), "{page}");
+    }
+}
