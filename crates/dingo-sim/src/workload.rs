@@ -10,10 +10,6 @@ use std::time::Duration;
 
 use crate::mix::Mix;
 
-/// Candidate chunks rebalancing declares per chunk it must move (the
-/// simulator's default, `SimConfig::rebalance_candidates`).
-pub const REBALANCE_CANDIDATES_PER_MOVE: f64 = 4.0;
-
 /// A steady-state outstanding load: the jobs of the eight tasks open at
 /// `now`, as the planner sees them mid-month.
 #[derive(Clone, Debug)]

@@ -3,7 +3,7 @@
 
 use super::nodes::settle_drain;
 use super::records::{BlockRecord, BlockState, ChunkPlacement};
-use super::schema::{BLOCKS, COUNTERS, DISK_CHUNKS, PENDING_DELETES};
+use super::tables::{BLOCKS, COUNTERS, ChunkKey, DISK_CHUNKS, PENDING_DELETES};
 use super::{MetaDb, decode};
 use crate::error::MetaError;
 use dingo_proto::Redundancy;
@@ -14,36 +14,6 @@ use std::collections::HashMap;
 
 /// Most blocks one `get_blocks` call returns.
 pub const MAX_GET_BLOCKS: usize = 65_536;
-
-/// One chunk where it is stored: copy `copy` of `block` on `disk`. The key
-/// of the `disk_chunks` and `pending_deletes` tables, ordered by disk first
-/// so that a disk's chunks are one range.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ChunkKey {
-    pub disk: DiskId,
-    pub block: BlockId,
-    pub copy: u32,
-}
-
-impl ChunkKey {
-    pub fn new(disk: u32, block: u64, copy: u32) -> Self {
-        ChunkKey { disk: DiskId(disk), block: BlockId(block), copy }
-    }
-
-    /// The table key.
-    pub(super) fn tuple(self) -> (u32, u64, u32) {
-        (self.disk.0, self.block.0, self.copy)
-    }
-
-    fn from_tuple((disk, block, copy): (u32, u64, u32)) -> Self {
-        ChunkKey::new(disk, block, copy)
-    }
-
-    /// The table-key range of every chunk on `disk`.
-    fn disk_range(disk: u32) -> std::ops::RangeInclusive<(u32, u64, u32)> {
-        (disk, 0, 0)..=(disk, u64::MAX, u32::MAX)
-    }
-}
 
 /// The key of chunk `c` of block `b`.
 pub(super) fn key_of(b: &BlockRecord, c: &ChunkPlacement) -> ChunkKey {
@@ -86,11 +56,6 @@ pub(super) fn delete_block(tx: &WriteTransaction, mut b: BlockRecord) -> Result<
         settle_drain(tx, c.disk)?;
     }
     Ok(())
-}
-
-/// Whether any block record still places a chunk on `disk`.
-pub(super) fn disk_holds_chunks(tx: &WriteTransaction, disk: u32) -> Result<bool, MetaError> {
-    Ok(tx.open_table(DISK_CHUNKS)?.range(ChunkKey::disk_range(disk))?.next().is_some())
 }
 
 impl MetaDb {

@@ -37,14 +37,16 @@ mod namespace;
 mod nodes;
 pub mod records;
 pub mod schema;
+mod tables;
 
-pub use chunks::{ChunkKey, MAX_GET_BLOCKS};
+pub use chunks::MAX_GET_BLOCKS;
 pub use namespace::{Lease, MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, Recovered, check_path};
 pub use nodes::{DiskRegistration, DrainStates};
 pub use records::{
     BlockRecord, BlockState, ChunkPlacement, DeviceState, DiskModelRecord, DiskRecord, FileRecord, NodeRecord,
     RedundancyRecord,
 };
+pub use tables::ChunkKey;
 
 use crate::error::MetaError;
 use prost::Message;
@@ -59,7 +61,7 @@ fn decode<M: Message + Default>(bytes: &[u8]) -> Result<M, MetaError> {
 }
 
 fn next_id(tx: &WriteTransaction, name: &str) -> Result<u64, MetaError> {
-    let mut t = tx.open_table(schema::COUNTERS)?;
+    let mut t = tx.open_table(tables::COUNTERS)?;
     let id = t.get(name)?.map_or(0, |v| v.value());
     t.insert(name, id + 1)?;
     Ok(id)

@@ -3,7 +3,7 @@
 
 use super::chunks::{delete_block, get_block, insert_block, put_block};
 use super::records::{BlockRecord, BlockState, ChunkPlacement, FileRecord};
-use super::schema::{BLOCKS, FILES, OPEN_BLOCKS, OPEN_FILES};
+use super::tables::{BLOCKS, FILES, OPEN_BLOCKS, OPEN_FILES};
 use super::{MetaDb, decode, next_id};
 use crate::error::MetaError;
 use dingo_proto::Redundancy;

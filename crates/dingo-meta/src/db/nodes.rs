@@ -1,9 +1,10 @@
 //! Nodes and disks: registration with stable ids, and the durable
 //! administrative states (DEAD, DRAINING, DECOMMISSIONED).
 
-use super::chunks::disk_holds_chunks;
 use super::records::{DeviceState, DiskRecord, NodeRecord};
-use super::schema::{DEAD_DISKS, DEAD_NODES, DISK_UUIDS, DRAIN_DISKS, DRAIN_NODES, NODE_ADDRS, NODES};
+use super::tables::{
+    DEAD_DISKS, DEAD_NODES, DISK_UUIDS, DRAIN_DISKS, DRAIN_NODES, NODE_ADDRS, NODES, disk_holds_chunks,
+};
 use super::{MetaDb, decode, next_id};
 use crate::error::MetaError;
 use dingo_types::{DiskId, NodeId};

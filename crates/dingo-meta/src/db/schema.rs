@@ -11,28 +11,15 @@
 //! built from the records when first missing.
 
 use super::records::{BlockRecord, BlockState, FileRecord, NodeRecord};
+use super::tables::{
+    BLOCKS, COUNTERS, DEAD_DISKS, DEAD_NODES, DISK_CHUNKS, DISK_UUIDS, DRAIN_DISKS, DRAIN_NODES, FILES, NODE_ADDRS,
+    NODES, OPEN_BLOCKS, OPEN_FILES, PENDING_DELETES,
+};
 use super::{MetaDb, chunks, decode};
 use crate::error::MetaError;
 use prost::Message;
 use redb::{Database, ReadableTable, TableDefinition, TableHandle, WriteTransaction};
 use std::path::Path;
-
-pub(super) const COUNTERS: TableDefinition<&str, u64> = TableDefinition::new("counters");
-pub(super) const FILES: TableDefinition<&str, &[u8]> = TableDefinition::new("files");
-pub(super) const BLOCKS: TableDefinition<u64, &[u8]> = TableDefinition::new("blocks");
-pub(super) const NODES: TableDefinition<u32, &[u8]> = TableDefinition::new("nodes");
-pub(super) const NODE_ADDRS: TableDefinition<&str, u32> = TableDefinition::new("node_addrs");
-pub(super) const DISK_UUIDS: TableDefinition<&str, u32> = TableDefinition::new("disk_uuids");
-/// Keys are `(disk, block, copy)`, see [`super::ChunkKey`].
-pub(super) const PENDING_DELETES: TableDefinition<(u32, u64, u32), ()> = TableDefinition::new("pending_deletes");
-pub(super) const DISK_CHUNKS: TableDefinition<(u32, u64, u32), ()> = TableDefinition::new("disk_chunks");
-pub(super) const DEAD_DISKS: TableDefinition<u32, ()> = TableDefinition::new("dead_disks");
-pub(super) const DEAD_NODES: TableDefinition<u32, ()> = TableDefinition::new("dead_nodes");
-/// Values are [`super::DeviceState`] numbers: DRAINING or DECOMMISSIONED.
-pub(super) const DRAIN_DISKS: TableDefinition<u32, i32> = TableDefinition::new("drain_disks");
-pub(super) const DRAIN_NODES: TableDefinition<u32, i32> = TableDefinition::new("drain_nodes");
-pub(super) const OPEN_BLOCKS: TableDefinition<(&str, u64), ()> = TableDefinition::new("open_blocks");
-pub(super) const OPEN_FILES: TableDefinition<&str, ()> = TableDefinition::new("open_files");
 
 /// Counter holding the format version; absent in format 1.
 pub(super) const SCHEMA_VERSION: &str = "schema_version";

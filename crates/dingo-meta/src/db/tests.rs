@@ -1,4 +1,5 @@
-use super::schema::{COUNTERS, DISK_CHUNKS, DISK_INDEX_BUILT, FILES, OPEN_BLOCKS, OPEN_INDEX_BUILT};
+use super::schema::{DISK_INDEX_BUILT, OPEN_INDEX_BUILT};
+use super::tables::{COUNTERS, DISK_CHUNKS, FILES, OPEN_BLOCKS};
 use super::*;
 use dingo_proto::Redundancy;
 use dingo_types::{BlockId, DiskId, NodeId};

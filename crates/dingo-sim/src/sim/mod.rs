@@ -114,7 +114,7 @@ impl Default for SimConfig {
             leftover: LeftoverPolicy::Unused,
             disk_share: 0.5,
             diurnal_amplitude: 0.0,
-            rebalance_candidates: crate::workload::REBALANCE_CANDIDATES_PER_MOVE,
+            rebalance_candidates: 4.0,
             fsck_blocks: 2,
             gc_subset_fraction: 0.2,
             modes: Modes::ALL,
