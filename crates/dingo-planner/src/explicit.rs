@@ -10,7 +10,7 @@
 //!   block and its set (8 bytes a pair), the high bits once per run of
 //!   blocks that share them.
 
-use crate::sets::gallop;
+use crate::search::{gallop, intersection};
 use dingo_types::{BlockSet, Member};
 use roaring::RoaringTreemap;
 
@@ -105,7 +105,7 @@ impl ExplicitSets {
     pub(crate) fn sets_on(&self, blocks: &RoaringTreemap, mut found: impl FnMut(u32)) {
         let mut run = 0;
         let mut from = 0;
-        for b in crate::sets::intersection(&self.declared_blocks, blocks).iter() {
+        for b in intersection(&self.declared_blocks, blocks).iter() {
             let (high, low) = ((b >> 32) as u32, b as u32);
             if self.index_highs[run].0 != high {
                 run += self.index_highs[run..].partition_point(|&(h, _)| h < high);

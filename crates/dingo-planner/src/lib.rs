@@ -27,6 +27,7 @@ mod explicit;
 mod lower_bound;
 mod planner;
 mod scheduler;
+mod search;
 mod sets;
 pub mod table;
 mod validate;
