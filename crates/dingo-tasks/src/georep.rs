@@ -8,7 +8,7 @@
 //! reopening (that file is then found identical on the remote, recorded
 //! again and not rewritten).
 
-use crate::plan::FilePick;
+use crate::pick::FilePick;
 use dingo_auth::{AuthError, AuthSection};
 use dingo_client::{Client, ClientError};
 use serde::{Deserialize, Serialize};

@@ -25,12 +25,13 @@ pub mod georep;
 pub mod imperative;
 pub mod objects;
 pub mod on_demand;
+pub mod pick;
 pub mod plan;
 pub mod report;
 pub mod request;
 pub mod supervisor;
 pub mod work;
 
-pub use report::{CancelFlag, JobReport, Progress, Scheduling};
+pub use report::{CancelFlag, JobReport, Scheduling};
 pub use request::TaskRequest;
-pub use work::{Action, Declared, Job, WorkItem};
+pub use work::{Action, Declared, Job, Progress, WorkItem};

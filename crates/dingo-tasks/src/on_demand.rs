@@ -4,8 +4,8 @@
 
 use crate::declarative::{Agent, DeclarativeError};
 use crate::georep::{GeorepConfig, GeorepError, RemoteSite};
-use crate::report::{CancelFlag, JobReport, Progress};
-use crate::work::Job;
+use crate::report::{CancelFlag, JobReport};
+use crate::work::{Job, Progress};
 use crate::{imperative, plan, report};
 use dingo_client::{Client, ClientError, Redundancy};
 use dingo_planner_client::PlannerClient;

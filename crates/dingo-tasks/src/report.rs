@@ -1,10 +1,10 @@
 //! What a run of one job did, in the same terms for both modes.
 
-use crate::work::{ActionError, Job, Outcome};
+use crate::work::{ActionError, Job, Outcome, Progress};
 use serde::Serialize;
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Asks a running job to stop. Cheap to clone; all clones share the flag.
 #[derive(Clone, Debug, Default)]
@@ -31,35 +31,6 @@ impl CancelFlag {
         self.0.load(Ordering::Relaxed)
     }
 }
-
-/// A running job's items finished so far (done, skipped or failed) and
-/// bytes read, for a progress display. Cheap to clone; all clones share the
-/// counters. Two handles are equal when they are the same counters.
-#[derive(Clone, Debug, Default)]
-pub struct Progress(Arc<[AtomicU64; 2]>);
-
-impl Progress {
-    pub fn items(&self) -> u64 {
-        self.0[0].load(Ordering::Relaxed)
-    }
-
-    pub fn bytes(&self) -> u64 {
-        self.0[1].load(Ordering::Relaxed)
-    }
-
-    fn add(&self, items: u64, bytes: u64) {
-        self.0[0].fetch_add(items, Ordering::Relaxed);
-        self.0[1].fetch_add(bytes, Ordering::Relaxed);
-    }
-}
-
-impl PartialEq for Progress {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for Progress {}
 
 /// Errors kept per job report; later ones are only counted.
 const MAX_ERRORS_KEPT: usize = 20;

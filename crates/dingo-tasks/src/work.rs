@@ -16,7 +16,6 @@ pub use fsck::check_metadata;
 
 use crate::georep::RemoteSite;
 use crate::objects::Tombstones;
-use crate::report::Progress;
 use chunks::{move_chunk, rebuild, scrub};
 use dingo_client::{ChunkFault, Client, ClientError, IoTag, Redundancy};
 use dingo_planner_client::wire::FileSegment;
@@ -28,6 +27,7 @@ use georep::georeplicate;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// One unit of maintenance work.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -355,6 +355,35 @@ pub fn set_of(action: &Action, file_blocks: &[u64]) -> BlockSet {
         | Action::Georeplicate { .. } => BlockSet::any_of(file_blocks.iter().map(|&b| BlockId(b))),
     }
 }
+
+/// A running job's items finished so far (done, skipped or failed) and
+/// bytes read, for a progress display. Cheap to clone; all clones share the
+/// counters. Two handles are equal when they are the same counters.
+#[derive(Clone, Debug, Default)]
+pub struct Progress(Arc<[AtomicU64; 2]>);
+
+impl Progress {
+    pub fn items(&self) -> u64 {
+        self.0[0].load(Ordering::Relaxed)
+    }
+
+    pub fn bytes(&self) -> u64 {
+        self.0[1].load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn add(&self, items: u64, bytes: u64) {
+        self.0[0].fetch_add(items, Ordering::Relaxed);
+        self.0[1].fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+impl PartialEq for Progress {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Progress {}
 
 #[cfg(test)]
 mod tests {
