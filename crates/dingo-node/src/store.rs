@@ -4,7 +4,7 @@
 //! All methods block on disk IO; async callers wrap them in
 //! `block_in_place`.
 
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, verifies_device};
 use crate::chunk::{self, ChunkMeta, ChunkWriter, SEGMENT};
 use crate::disk::{Disk, ListedChunk};
 use crate::error::StoreError;
@@ -13,21 +13,35 @@ use crate::head::IoSettings;
 use crate::single_flight::SingleFlight;
 use bytes::{Bytes, BytesMut};
 use dingo_daemon::now_ms;
+use dingo_iosched::PolicyKind;
 use dingo_proto::IoTag;
 use dingo_types::{ChunkRef, DiskId, DiskModel};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::SystemTime;
 
-/// Where one sealed chunk lives. Its header and checksum table are read on
-/// first access and kept, since sealed chunks never change.
+/// Where one sealed chunk lives. Its header and checksum table are kept in
+/// memory, since sealed chunks never change: from the write for chunks this
+/// node wrote, else read on first access.
 struct Stored {
     disk: usize,
     file_len: u64,
     sealed_at: SystemTime,
     meta: OnceLock<Arc<ChunkMeta>>,
+    /// Whether the header and table on disk were read and checked. Kept
+    /// from the write they were not: the first scrub of the chunk reads
+    /// them, as a first read did before they were kept.
+    meta_checked: AtomicBool,
+}
+
+impl Stored {
+    fn new(disk: usize, file_len: u64, sealed_at: SystemTime, written: Option<ChunkMeta>) -> Stored {
+        let meta_checked = AtomicBool::new(written.is_none());
+        let meta = written.map(|m| OnceLock::from(Arc::new(m))).unwrap_or_default();
+        Stored { disk, file_len, sealed_at, meta, meta_checked }
+    }
 }
 
 /// Settings of one disk.
@@ -85,7 +99,7 @@ impl Store {
                     tracing::warn!(%chunk, disk = %spec.path.display(), "duplicate chunk ignored");
                     continue;
                 }
-                index.insert(chunk, Arc::new(Stored { disk: i, file_len, sealed_at, meta: OnceLock::new() }));
+                index.insert(chunk, Arc::new(Stored::new(i, file_len, sealed_at, None)));
             }
             if opened.iter().any(|d: &Disk| d.uuid == disk.uuid) {
                 return Err(StoreError::Invalid(format!("disk {} is listed twice", spec.path.display())));
@@ -154,8 +168,10 @@ impl Store {
         }
         // Sealing refuses to replace an existing chunk file, so two racing
         // writers of one chunk cannot both win.
-        let file_len = w.seal()?;
-        let stored = Arc::new(Stored { disk: d, file_len, sealed_at: SystemTime::now(), meta: OnceLock::new() });
+        let (file_len, meta) = w.seal_with_meta()?;
+        // The checksums just written need no disk read before the first
+        // read of the chunk (that read cost two positionings of the head).
+        let stored = Arc::new(Stored::new(d, file_len, SystemTime::now(), Some(meta)));
         self.index.write().unwrap_or_else(|p| p.into_inner()).insert(chunk, stored);
         Ok(file_len)
     }
@@ -198,7 +214,17 @@ impl Store {
         let disk = &self.disks[stored.disk];
         let path = disk.chunk_path(chunk);
         let meta = match stored.meta.get() {
-            Some(m) => m.clone(),
+            Some(m) if stored.meta_checked.load(Relaxed) || !verifies_device(tag) => m.clone(),
+            Some(m) => {
+                // A scrub checks the header and table on disk too.
+                if chunk::load_meta(disk, chunk, &path, tag)? != **m {
+                    disk.counters.checksum_errors.fetch_add(1, Relaxed);
+                    let detail = "header or checksum table differs from the one written".to_string();
+                    return Err(StoreError::Corrupt { chunk, detail });
+                }
+                stored.meta_checked.store(true, Relaxed);
+                m.clone()
+            }
             None => {
                 let m = Arc::new(chunk::load_meta(disk, chunk, &path, tag)?);
                 stored.meta.get_or_init(|| m).clone()
@@ -216,8 +242,21 @@ impl Store {
         let now = now_ms();
         let lookup = || (first..last).map(|s| self.cache.get((chunk, s), tag, now)).collect::<Vec<Option<Bytes>>>();
         let mut pages = lookup();
-        let filling =
-            (pages.iter().any(Option::is_none) && self.cache.wants(chunk, tag, now)).then(|| self.filling.enter(chunk));
+        // Under a class-ordering scheduler a foreground read does not wait
+        // for a maintenance read filling the same chunk (that read waits
+        // behind all foreground, so the foreground read would wait as long
+        // as any maintenance read): it reads for itself. Under FIFO, the
+        // fill queued first, so waiting for it is never slower.
+        let rank = u8::from(matches!(tag, IoTag::Foreground));
+        let skip_lower = disk.head.as_ref().is_some_and(|h| h.scheduler == PolicyKind::Classful);
+        let fills = pages.iter().any(Option::is_none) && self.cache.wants(chunk, tag, now);
+        let filling = if fills { self.filling.enter_ranked(chunk, rank, skip_lower) } else { None };
+        if fills && filling.is_none() {
+            // Skipped the fill: one disk read of the range, cached by the filler.
+            let data = chunk::read_segments(disk, chunk, &path, &meta, first, last, tag)?;
+            let skip = (offset - first * SEGMENT) as usize;
+            return Ok((data.slice(skip..skip + len as usize), false));
+        }
         if filling.is_some() {
             // Whoever filled before us may have filled the pages.
             pages = lookup();
