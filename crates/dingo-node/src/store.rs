@@ -688,4 +688,78 @@ mod tests {
         assert_eq!(store.take_corrupt(), vec![(Some(DiskId(5)), C)]);
         assert!(store.take_corrupt().is_empty());
     }
+
+    #[test]
+    fn a_chunk_written_here_is_read_without_its_header_and_scrubs_check_the_header_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), 0, 0);
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        put(&store, C, &data);
+        let requests = |tag: IoTag| store.disks[0].counters.class_requests[tag.class_index()].load(Relaxed);
+        let before = requests(IoTag::Foreground);
+        assert_eq!(&store.read(C, 0, 200_000, IoTag::Foreground).unwrap().0[..], &data[..]);
+        // One data read: the header and checksum table were kept from the
+        // write (before: two more requests, each a positioning of the head).
+        assert_eq!(requests(IoTag::Foreground) - before, 1, "the first read is one request");
+        // Damage the header on disk: reads still verify the data against the
+        // checksums kept, but a scrub reads the header and finds it.
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new().write(true).open(store.disks[0].chunk_path(C)).unwrap();
+        file.write_all_at(&[0xff], 20).unwrap();
+        assert_eq!(&store.read(C, 0, 200_000, IoTag::Foreground).unwrap().0[..], &data[..]);
+        let scrub = IoTag::Maintenance { task: TaskKind::Scrubbing, declaration: DeclarationId(1) };
+        let e = store.read(C, 0, 200_000, scrub).unwrap_err();
+        assert!(matches!(e, StoreError::Corrupt { .. }), "{e}");
+        assert_eq!(store.take_corrupt(), vec![(Some(DiskId(5)), C)]);
+    }
+
+    /// A foreground read of a pinned chunk `C` that a rebalancing read is
+    /// filling, with foreground reads of other chunks before and after it
+    /// on a disk of 300 ms requests. Returns its latency and whether the
+    /// cache served it.
+    fn foreground_read_during_a_fill(scheduler: PolicyKind) -> (std::time::Duration, bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let hdd = DiskModel { positioning_us: 300_000, transfer_bytes_per_sec: 1_000_000_000 };
+        let io = IoSettings { scheduler, ..IoSettings::default() };
+        let specs = vec![DiskSpec { path: dir.path().join("d0"), capacity: None, hdd: Some(hdd), io }];
+        let store = Store::open(&specs, 0, 1 << 20).unwrap();
+        store.disks[0].set_id(DiskId(5));
+        let other = |b| ChunkRef { block: BlockId(b), copy: 0 };
+        for c in [C, other(1), other(2)] {
+            put(&store, c, &[4u8; 100_000]);
+        }
+        store.cache.pin(C, now_ms() + 60_000, now_ms());
+        let rebalancing = IoTag::Maintenance { task: TaskKind::Rebalancing, declaration: DeclarationId(2) };
+        let gap = std::time::Duration::from_millis(50);
+        std::thread::scope(|s| {
+            let store = &store;
+            s.spawn(move || store.read(other(1), 0, 100_000, IoTag::Foreground).unwrap());
+            std::thread::sleep(gap);
+            s.spawn(move || store.read(C, 0, 100_000, rebalancing).unwrap());
+            std::thread::sleep(gap);
+            let reader = s.spawn(move || {
+                let started = std::time::Instant::now();
+                let (_, hit) = store.read(C, 0, 100_000, IoTag::Foreground).unwrap();
+                (started.elapsed(), hit)
+            });
+            std::thread::sleep(gap);
+            s.spawn(move || store.read(other(2), 0, 100_000, IoTag::Foreground).unwrap());
+            reader.join().unwrap()
+        })
+    }
+
+    #[test]
+    fn a_foreground_read_does_not_wait_for_a_maintenance_fill_under_classful() {
+        // Classful: it reads for itself, behind the rest of the first read
+        // (200 ms) and its own 300 ms; waiting for the fill it would also
+        // wait for the later foreground read (300 ms) and the fill's own.
+        let (classful, hit) = foreground_read_during_a_fill(PolicyKind::Classful);
+        assert!(!hit, "read from disk, not from the fill");
+        assert!(classful < std::time::Duration::from_millis(650), "classful: {classful:?}");
+        // FIFO: the fill was queued first, so waiting for it is quickest:
+        // the rest of the first read and the fill (500 ms), then a cache hit.
+        let (fifo, hit) = foreground_read_during_a_fill(PolicyKind::Fifo);
+        assert!(hit, "served by the fill");
+        assert!(fifo >= std::time::Duration::from_millis(450), "FIFO: {fifo:?}");
+    }
 }
