@@ -513,7 +513,13 @@ mod tests {
                         .unwrap();
                 });
             }
-            std::thread::sleep(std::time::Duration::from_millis(20));
+            // Until every writer has a write queued (each has one at a time),
+            // rather than a guessed sleep; bounded, so a slow start cannot hang.
+            let head = store.disks[0].head.as_ref().unwrap();
+            let give_up = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while head.queued() < 6 && std::time::Instant::now() < give_up {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
             let started = std::time::Instant::now();
             store.read(C, 0, 4096, IoTag::Foreground).unwrap();
             started.elapsed()
