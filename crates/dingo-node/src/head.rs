@@ -238,10 +238,22 @@ impl Head {
         }
     }
 
-    /// Runs `io` as one request of `bytes` for `tag`: queues for the head,
+    /// Runs `io` as one read of `bytes` for `tag`: queues for the head,
     /// occupies it for the modelled time, and returns `io`'s result then.
-    /// Returns the head time charged, µs.
+    /// Returns the head time charged, µs. Declared maintenance reads count
+    /// against the planner's budget.
     pub fn serve<T>(&self, bytes: u64, tag: IoTag, io: impl FnOnce() -> T) -> (T, u64) {
+        let planned = matches!(tag, IoTag::Maintenance { declaration, .. } if declaration.0 != 0);
+        self.serve_request(bytes, tag, planned, io)
+    }
+
+    /// [`Head::serve`] for a write: served in `tag`'s class like a read, but
+    /// never counted against the planner's budget, which plans reads only.
+    pub fn serve_write<T>(&self, bytes: u64, tag: IoTag, io: impl FnOnce() -> T) -> (T, u64) {
+        self.serve_request(bytes, tag, false, io)
+    }
+
+    fn serve_request<T>(&self, bytes: u64, tag: IoTag, planned: bool, io: impl FnOnce() -> T) -> (T, u64) {
         let class = class_of(tag);
         let enqueued = self.now_us();
         let cost_us = self.cost_us(bytes, enqueued);
@@ -255,7 +267,7 @@ impl Head {
             let arrival = Arrival { started_us: st.started_us, in_service };
             st.arrivals.insert(id, arrival);
             // Ids are fresh, so the policy cannot refuse the request.
-            let _ = st.policy.enqueue(enqueued, Request { id, class, cost_us });
+            let _ = st.policy.enqueue(enqueued, Request { id, class, cost_us, planned });
             st.retry_at_us = None;
             id
         };
@@ -349,8 +361,8 @@ impl Head {
         self.lock().policy.gate(now)
     }
 
-    /// Requests queued or in service (for tests that must know the queue
-    /// is full before they go on).
+    /// Requests queued, not counting one in its last unit of service (for
+    /// tests that must know the queue is full before they go on).
     #[cfg(test)]
     pub fn queued(&self) -> usize {
         self.lock().policy.queued()
@@ -605,6 +617,20 @@ mod tests {
         // one 15 ms unit of slack for the last.
         assert!(with + 15_000 >= planned.as_micros() as u64, "{with} µs of maintenance, {planned:?} planned");
         assert!(without < 300_000, "only the minimum share without a budget: {without} µs");
+    }
+
+    #[test]
+    fn only_declared_maintenance_reads_draw_the_planners_budget() {
+        let head = Head::new(MODEL, &IoSettings::default());
+        head.set_planned(1_000_000, Duration::from_secs(60));
+        let imperative = IoTag::Maintenance { task: TaskKind::Scrubbing, declaration: DeclarationId(0) };
+        // A maintenance write (a moved copy) and an imperative task's read:
+        // served, but the planner never counted them.
+        head.serve_write(1_000_000, SCRUB, || ());
+        head.serve(1_000_000, imperative, || ());
+        assert_eq!(head.planned_left_us(), 1_000_000);
+        let ((), charged) = head.serve(1_000_000, SCRUB, || ());
+        assert_eq!(head.planned_left_us(), 1_000_000 - charged, "a declared read is planned");
     }
 
     #[test]

@@ -513,11 +513,12 @@ mod tests {
                         .unwrap();
                 });
             }
-            // Until every writer has a write queued (each has one at a time),
-            // rather than a guessed sleep; bounded, so a slow start cannot hang.
+            // Until every writer has a write at the head (each has one at a
+            // time: one in service, five queued), rather than a guessed
+            // sleep; bounded, so a slow start cannot hang.
             let head = store.disks[0].head.as_ref().unwrap();
             let give_up = std::time::Instant::now() + std::time::Duration::from_secs(5);
-            while head.queued() < 6 && std::time::Instant::now() < give_up {
+            while head.queued() < 5 && std::time::Instant::now() < give_up {
                 std::thread::sleep(std::time::Duration::from_micros(200));
             }
             let started = std::time::Instant::now();
