@@ -89,7 +89,12 @@ impl Client {
         loop {
             let n = (offset + len - pos).min(PIECE as u64);
             let req = ReadChunkRequest { chunk: Some(chunk.into()), offset: pos, len: n, io_class: Some(tag.into()) };
+            let sent = std::time::Instant::now();
             let reply = self.node(addr)?.read_chunk(req).await?.into_inner();
+            if matches!(tag, IoTag::Foreground) {
+                let rpc_ms = sent.elapsed().as_secs_f64() * 1e3;
+                tracing::debug!(%chunk, node = addr, len = n, rpc_ms, "foreground chunk read");
+            }
             congested |= reply.congestion.is_some_and(|c| c.congested);
             if n == len {
                 return Ok((reply.data, congested));
@@ -221,7 +226,9 @@ impl Client {
         if !due {
             return;
         }
+        let asked = std::time::Instant::now();
         let status = self.cluster_status().await;
+        tracing::debug!(ms = asked.elapsed().as_secs_f64() * 1e3, "fetched disk models for steering");
         let mut st = self.steer.lock().unwrap_or_else(|p| p.into_inner());
         st.models_fetched = Some(std::time::Instant::now());
         match status {
@@ -334,9 +341,16 @@ impl Client {
                 errors.join("; ")
             )));
         }
-        let view: Vec<Option<&[u8]>> = members.iter().map(|m| m.as_deref()).collect();
         let sizes: Vec<usize> = stripe.iter().map(|b| b.size as usize).collect();
-        Ok(ec::rebuild(&view, k, m, &sizes, want)?)
+        // Decoding megabytes takes milliseconds of CPU: off the async
+        // threads, which serve every other read of this client meanwhile.
+        let rebuilt = tokio::task::spawn_blocking(move || {
+            let view: Vec<Option<&[u8]>> = members.iter().map(|m| m.as_deref()).collect();
+            ec::rebuild(&view, k, m, &sizes, want)
+        })
+        .await
+        .map_err(|e| ClientError::Unreadable(format!("decoding stopped: {e}")))?;
+        Ok(rebuilt?)
     }
 }
 

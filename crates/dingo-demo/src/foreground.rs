@@ -1,7 +1,7 @@
 //! The foreground client: reads random whole blocks at a steady rate and
 //! records their latency.
 
-use dingo_client::{Client, IoTag, Redundancy};
+use dingo_client::{Client, ClientError, IoTag, Redundancy};
 use dingo_tasks::CancelFlag;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -51,6 +51,10 @@ impl ReadKind {
 /// Largest number of foreground reads in flight; beyond it the reader
 /// waits (the disks are saturated anyway).
 const FOREGROUND_IN_FLIGHT: usize = 8;
+
+/// Worker threads of the foreground client's own runtime: one per core of
+/// the 2-core machines the demo is measured on.
+const FOREGROUND_THREADS: usize = 2;
 
 impl Foreground {
     /// Reads one random whole block of a random file under `prefix` every
@@ -112,6 +116,40 @@ impl Foreground {
         }
         // Let reads in flight finish before the cluster is stopped.
         let _ = in_flight.acquire_many(FOREGROUND_IN_FLIGHT as u32).await;
+    }
+
+    /// [`Foreground::run`] on a runtime of its own, with the client
+    /// `make_client` builds there, until `stop` is cancelled; the receiver
+    /// hears when it is done. The foreground client stands for an
+    /// application in its own process: sharing the demo's runtime, its
+    /// reads would also wait for the CPU work of the maintenance tasks the
+    /// demo runs in-process (decoding, checksums, copies), in both modes.
+    pub fn run_isolated(
+        &self,
+        make_client: impl FnOnce() -> Result<Client, ClientError> + Send + 'static,
+        prefix: String,
+        interval: Duration,
+        seed: u64,
+        stop: CancelFlag,
+    ) -> std::io::Result<tokio::sync::oneshot::Receiver<Result<(), ClientError>>> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(FOREGROUND_THREADS)
+            .thread_name("foreground")
+            .enable_all()
+            .build()?;
+        let (done, finished) = tokio::sync::oneshot::channel();
+        let me = self.clone();
+        std::thread::Builder::new().name("foreground".into()).spawn(move || {
+            // Channels are made on the runtime of their first use: here.
+            let outcome = runtime.block_on(async move {
+                let client = make_client()?;
+                me.run(client, prefix, interval, seed, stop).await;
+                Ok(())
+            });
+            runtime.shutdown_background();
+            let _ = done.send(outcome);
+        })?;
+        Ok(finished)
     }
 
     /// Latency percentiles (nearest rank) and counts so far.

@@ -194,10 +194,11 @@ impl Demo {
         let foreground = Foreground::default();
         let stop = CancelFlag::default();
         let fg_task = {
-            let (fg, c, stop) = (foreground.clone(), client.clone(), stop.clone());
-            let interval = scale.foreground_interval;
-            let seed = self.seed;
-            tokio::spawn(async move { fg.run(c, PREFIX.to_string(), interval, seed, stop).await })
+            let (meta, access) = (cluster.meta_addr().to_string(), cluster.credentials().access.clone());
+            let make_client = move || Client::new(&meta, &access);
+            let (interval, seed) = (scale.foreground_interval, self.seed);
+            let started = foreground.run_isolated(make_client, PREFIX.to_string(), interval, seed, stop.clone());
+            io(|| "cannot start the foreground client".to_string(), started)?
         };
 
         let start = Instant::now();
@@ -330,7 +331,10 @@ impl Demo {
             jobs.push(p.await.map_err(|e| DemoError::Timeline(format!("task runner panicked: {e}")))??);
         }
         stop.cancel();
-        let _ = fg_task.await;
+        match fg_task.await {
+            Ok(outcome) => outcome?,
+            Err(_) => return Err(DemoError::Timeline("the foreground client's thread stopped".into())),
+        }
         meter.sample(&client, &cluster, nodes).await?;
         let total = meter.totals();
         series.push((start.elapsed().as_secs_f64(), total.minus(&last_total)));

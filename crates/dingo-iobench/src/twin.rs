@@ -73,7 +73,7 @@ mod tests {
         fn admit(&mut self, policy: &mut dyn Policy, now_us: u64) {
             while self.admitted < 2 && self.admitted as u64 * 5 <= now_us {
                 let id = self.admitted as u64;
-                policy.enqueue(now_us, Request { id, class: Class::Foreground, cost_us: 10 }).unwrap();
+                policy.enqueue(now_us, Request { id, class: Class::Foreground, cost_us: 10, planned: true }).unwrap();
                 self.admitted += 1;
             }
         }

@@ -50,7 +50,7 @@
 //! head time it scheduled on the disk and when its quantum ends. Until then
 //! the maintenance rate is at least the pace that serves what is left of it
 //! by the end (`left / time left`, redone every loop and counting every
-//! maintenance unit served). The reservation (step 1, ahead of foreground)
+//! unit served of a request marked [`Request::planned`]). The reservation (step 1, ahead of foreground)
 //! takes that pace only once the head time foreground left in the last loop
 //! no longer covers it with a quarter to spare: before that, planned reads
 //! are served in the time foreground leaves, behind it. So neither the
@@ -80,7 +80,7 @@ use crate::bucket::{Bucket, PPM};
 use crate::waiting::{Gate, GateState, WaitingConfig};
 use crate::{Class, Decision, Policy, Request, SchedError, Unit};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// Fair-queueing weight of a best-effort channel without a configured
 /// share: the minimum share's 5 %, so shares given in head-time fractions
@@ -143,7 +143,8 @@ struct Pending {
 #[derive(Debug)]
 pub struct Classful {
     cfg: ClassfulConfig,
-    ids: HashSet<u64>,
+    /// Queued requests, and whether each is planned.
+    ids: HashMap<u64, bool>,
     fg: VecDeque<Request>,
     high: VecDeque<Pending>,
     /// Best-effort channels with queued work, by channel key, with the
@@ -211,7 +212,7 @@ impl Classful {
         };
         Classful {
             cfg,
-            ids: HashSet::new(),
+            ids: HashMap::new(),
             fg: VecDeque::new(),
             high: VecDeque::new(),
             best_effort: BTreeMap::new(),
@@ -346,7 +347,8 @@ impl Classful {
         if unit.class != Class::Foreground {
             self.maintenance.take(unit.cost_us);
             self.reserve.take(unit.cost_us);
-            if let Some(p) = &mut self.planned {
+            // Only what the planner counted draws its budget down.
+            if let (Some(p), Some(true)) = (&mut self.planned, self.ids.get(&unit.id)) {
                 p.left_us = p.left_us.saturating_sub(unit.cost_us);
             }
         }
@@ -360,9 +362,10 @@ impl Classful {
 
 impl Policy for Classful {
     fn enqueue(&mut self, now_us: u64, r: Request) -> Result<(), SchedError> {
-        if !self.ids.insert(r.id) {
+        if self.ids.contains_key(&r.id) {
             return Err(SchedError::DuplicateId(r.id));
         }
+        self.ids.insert(r.id, r.planned);
         let p = Pending { id: r.id, class: r.class, remaining_us: r.cost_us, started: false };
         if r.class != Class::Foreground && !self.maintenance_queued() {
             // The reservation is owed from now on, not for the quiet before.
@@ -486,8 +489,13 @@ mod tests {
         // More than the horizon of each, so neither queue runs dry.
         let requests = horizon_us / 10_000 + 1;
         for id in 0..requests {
-            policy.enqueue(0, Request { id, class: Class::Foreground, cost_us: 10_000 }).unwrap();
-            let be = Request { id: requests + id, class: Class::BestEffort { channel: id % 2 }, cost_us: 30_000 };
+            policy.enqueue(0, Request { id, class: Class::Foreground, cost_us: 10_000, planned: true }).unwrap();
+            let be = Request {
+                id: requests + id,
+                class: Class::BestEffort { channel: id % 2 },
+                cost_us: 30_000,
+                planned: true,
+            };
             policy.enqueue(0, be).unwrap();
         }
         let (mut now, mut served) = (0, 0);
@@ -543,11 +551,16 @@ mod tests {
         let (mut busy_until, mut retry) = (0u64, None::<u64>);
         while now < horizon_us {
             while fg < fg_at.len() && fg_at[fg] <= now {
-                policy.enqueue(now, Request { id, class: Class::Foreground, cost_us: 10_000 }).unwrap();
+                policy.enqueue(now, Request { id, class: Class::Foreground, cost_us: 10_000, planned: true }).unwrap();
                 (id, fg, fg_queued) = (id + 1, fg + 1, fg_queued + 1);
             }
             while be < be_at.len() && be_at[be] <= now {
-                policy.enqueue(now, Request { id, class: Class::BestEffort { channel: 1 }, cost_us: 30_000 }).unwrap();
+                policy
+                    .enqueue(
+                        now,
+                        Request { id, class: Class::BestEffort { channel: 1 }, cost_us: 30_000, planned: true },
+                    )
+                    .unwrap();
                 (id, be) = (id + 1, be + 1);
             }
             if busy_until <= now && retry.is_none_or(|t| t <= now) {
@@ -601,7 +614,7 @@ mod tests {
                 policy.set_planned(0, us, SECOND_US);
             }
             for id in 0..40 {
-                let be = Request { id, class: Class::BestEffort { channel: 1 }, cost_us: 30_000 };
+                let be = Request { id, class: Class::BestEffort { channel: 1 }, cost_us: 30_000, planned: true };
                 policy.enqueue(0, be).unwrap();
             }
             let (mut now, mut served) = (0, 0);
@@ -628,9 +641,11 @@ mod tests {
         // Ten quiet seconds, then two foreground reads and a scrub read.
         let t = 10 * SECOND_US;
         for id in 0..2 {
-            policy.enqueue(t, Request { id, class: Class::Foreground, cost_us: 10_000 }).unwrap();
+            policy.enqueue(t, Request { id, class: Class::Foreground, cost_us: 10_000, planned: true }).unwrap();
         }
-        policy.enqueue(t, Request { id: 2, class: Class::BestEffort { channel: 1 }, cost_us: 30_000 }).unwrap();
+        policy
+            .enqueue(t, Request { id: 2, class: Class::BestEffort { channel: 1 }, cost_us: 30_000, planned: true })
+            .unwrap();
         let order: Vec<u64> = (0..3)
             .map(|i| match policy.next(t + i * 10_000) {
                 Decision::Serve(unit) => unit.id,
@@ -644,12 +659,35 @@ mod tests {
     fn a_budget_ends_with_its_quantum_and_counts_what_was_served() {
         let mut policy = Classful::new(ClassfulConfig::default());
         policy.set_planned(0, 100_000, SECOND_US);
-        policy.enqueue(0, Request { id: 1, class: Class::BestEffort { channel: 3 }, cost_us: 40_000 }).unwrap();
+        policy
+            .enqueue(0, Request { id: 1, class: Class::BestEffort { channel: 3 }, cost_us: 40_000, planned: true })
+            .unwrap();
         while policy.queued() > 0 {
             assert!(matches!(policy.next(0), Decision::Serve(_)));
         }
         assert_eq!(policy.planned_left_us(0), Some(60_000));
         assert_eq!(policy.planned_left_us(SECOND_US), None, "the quantum is over");
         assert_eq!(policy.planned_rate_ppm(SECOND_US), 0);
+    }
+
+    #[test]
+    fn only_planned_maintenance_draws_the_budget_down() {
+        // A maintenance write or an imperative task's read on the disk is
+        // served, but the planner never counted it: the budget's pace for
+        // the planned reads must not fall because of it.
+        let mut policy = Classful::new(ClassfulConfig::default());
+        policy.set_planned(0, 100_000, SECOND_US);
+        let unplanned = Request { id: 1, class: Class::BestEffort { channel: 3 }, cost_us: 40_000, planned: false };
+        let planned = Request { id: 2, class: Class::BestEffort { channel: 3 }, cost_us: 30_000, planned: true };
+        policy.enqueue(0, unplanned).unwrap();
+        while policy.queued() > 0 {
+            assert!(matches!(policy.next(0), Decision::Serve(_)));
+        }
+        assert_eq!(policy.planned_left_us(0), Some(100_000), "the unplanned request left the budget whole");
+        policy.enqueue(0, planned).unwrap();
+        while policy.queued() > 0 {
+            assert!(matches!(policy.next(0), Decision::Serve(_)));
+        }
+        assert_eq!(policy.planned_left_us(0), Some(70_000));
     }
 }

@@ -73,6 +73,10 @@ pub struct Request {
     pub class: Class,
     /// Head time the whole request needs, µs.
     pub cost_us: u64,
+    /// Whether the planner's budget counts it ([`Policy::set_planned`]):
+    /// declared maintenance reads. Writes and imperative tasks' reads are
+    /// served as maintenance but were never in the budget.
+    pub planned: bool,
 }
 
 /// A piece of a request the head serves without interruption.

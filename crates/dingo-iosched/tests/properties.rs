@@ -37,7 +37,9 @@ fn run(policy: &mut dyn Policy, arrivals: &[Arrival]) -> Vec<(u64, Unit)> {
     loop {
         while next < arrivals.len() && arrivals[next].at_us <= now {
             let a = &arrivals[next];
-            policy.enqueue(now, Request { id: next as u64, class: a.class, cost_us: a.cost_us }).unwrap();
+            policy
+                .enqueue(now, Request { id: next as u64, class: a.class, cost_us: a.cost_us, planned: true })
+                .unwrap();
             next += 1;
             retry = None;
         }
@@ -131,7 +133,7 @@ proptest! {
         let mut id = 0u64;
         for _ in 0..50 {
             for (c, &cost) in costs.iter().enumerate() {
-                p.enqueue(0, Request { id, class: Class::BestEffort { channel: c as u64 }, cost_us: cost }).unwrap();
+                p.enqueue(0, Request { id, class: Class::BestEffort { channel: c as u64 }, cost_us: cost, planned: true }).unwrap();
                 id += 1;
             }
         }
@@ -160,14 +162,14 @@ proptest! {
         let mut p = Classful::new(cfg);
         let (mut now, mut id, mut maintenance_us) = (0u64, 0u64, 0u64);
         for _ in 0..200 {
-            p.enqueue(now, Request { id, class: Class::BestEffort { channel: 0 }, cost_us: be_cost }).unwrap();
+            p.enqueue(now, Request { id, class: Class::BestEffort { channel: 0 }, cost_us: be_cost, planned: true }).unwrap();
             id += 1;
         }
         let horizon = 20_000_000;
         while now < horizon {
             // Keep two foreground requests queued at every decision.
             while p.queued() < 202 {
-                p.enqueue(now, Request { id, class: Class::Foreground, cost_us: fg_cost }).unwrap();
+                p.enqueue(now, Request { id, class: Class::Foreground, cost_us: fg_cost, planned: true }).unwrap();
                 id += 1;
             }
             match p.next(now) {
@@ -212,12 +214,17 @@ fn gated(size_bytes: u64, threshold_us: u64, min_share_ppm: u64) -> (ClassfulCon
 /// runs out; returns the served units with their start times.
 fn run_backlogged(policy: &mut dyn Policy, fg: &[(u64, u64)], horizon_us: u64) -> Vec<(u64, Unit)> {
     policy
-        .enqueue(0, Request { id: u64::MAX, class: Class::BestEffort { channel: 0 }, cost_us: u64::MAX / 4 })
+        .enqueue(
+            0,
+            Request { id: u64::MAX, class: Class::BestEffort { channel: 0 }, cost_us: u64::MAX / 4, planned: true },
+        )
         .unwrap();
     let (mut served, mut now, mut next, mut retry) = (Vec::new(), 0u64, 0usize, None::<u64>);
     while now < horizon_us {
         while next < fg.len() && fg[next].0 <= now {
-            policy.enqueue(now, Request { id: next as u64, class: Class::Foreground, cost_us: fg[next].1 }).unwrap();
+            policy
+                .enqueue(now, Request { id: next as u64, class: Class::Foreground, cost_us: fg[next].1, planned: true })
+                .unwrap();
             next += 1;
             retry = None;
         }
@@ -309,12 +316,12 @@ proptest! {
         let mut p = Classful::new(cfg);
         let (mut now, mut id, mut maintenance_us) = (0u64, 0u64, 0u64);
         for _ in 0..200 {
-            p.enqueue(now, Request { id, class: Class::BestEffort { channel: 0 }, cost_us: be_cost }).unwrap();
+            p.enqueue(now, Request { id, class: Class::BestEffort { channel: 0 }, cost_us: be_cost, planned: true }).unwrap();
             id += 1;
         }
         while now < 20_000_000 {
             while p.queued() < 202 {
-                p.enqueue(now, Request { id, class: Class::Foreground, cost_us: fg_cost }).unwrap();
+                p.enqueue(now, Request { id, class: Class::Foreground, cost_us: fg_cost, planned: true }).unwrap();
                 id += 1;
             }
             match p.next(now) {
@@ -342,7 +349,7 @@ proptest! {
         for (c, &s) in shares.iter().enumerate() {
             p.set_channel_share(c as u64, s);
             for _ in 0..400 {
-                p.enqueue(0, Request { id, class: Class::BestEffort { channel: c as u64 }, cost_us: cost }).unwrap();
+                p.enqueue(0, Request { id, class: Class::BestEffort { channel: c as u64 }, cost_us: cost, planned: true }).unwrap();
                 id += 1;
             }
         }

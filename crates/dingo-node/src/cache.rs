@@ -183,6 +183,12 @@ impl Inner {
     }
 }
 
+/// Whether reads of class `tag` must verify the device itself (scrubbing):
+/// no cached copy of its data or of a chunk's header stands in for it.
+pub fn verifies_device(tag: IoTag) -> bool {
+    matches!(tag, IoTag::Maintenance { task: TaskKind::Scrubbing, .. })
+}
+
 pub struct BlockCache {
     inner: Mutex<Inner>,
     flash: Option<NodeFlash>,
@@ -221,7 +227,7 @@ impl BlockCache {
     /// device (and verified) for this very dispatch group. A DRAM miss
     /// looks in the flash tier, if any, under the same rule.
     pub fn get(&self, key: PageKey, tag: IoTag, now_ms: u64) -> Option<Bytes> {
-        let verifies_device = matches!(tag, IoTag::Maintenance { task: TaskKind::Scrubbing, .. });
+        let verifies_device = verifies_device(tag);
         let (found, leaving) = {
             let mut c = self.lock();
             c.expire(now_ms);

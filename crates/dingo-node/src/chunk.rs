@@ -71,6 +71,7 @@ impl Layout {
 }
 
 /// What a read needs to know about a sealed chunk: its layout and checksums.
+#[derive(Debug, PartialEq, Eq)]
 pub struct ChunkMeta {
     pub layout: Layout,
     pub crcs: Vec<u32>,
@@ -308,7 +309,13 @@ impl<'d> ChunkWriter<'d> {
 
     /// Writes the checksum table and header, makes the file durable and
     /// moves it into `chunks/`. Returns the file length.
-    pub fn seal(mut self) -> Result<u64, StoreError> {
+    pub fn seal(self) -> Result<u64, StoreError> {
+        Ok(self.seal_with_meta()?.0)
+    }
+
+    /// [`ChunkWriter::seal`], also returning the layout and checksums
+    /// written, so that the chunk's first read need not read them back.
+    pub fn seal_with_meta(mut self) -> Result<(u64, ChunkMeta), StoreError> {
         if self.received != self.layout.data_len {
             return Err(StoreError::Invalid(format!(
                 "{}: sealed after {} of {} declared bytes",
@@ -349,7 +356,7 @@ impl<'d> ChunkWriter<'d> {
         let len = self.layout.file_len();
         self.disk.release(len, Some(len));
         self.tmp = PathBuf::new();
-        Ok(len)
+        Ok((len, ChunkMeta { layout: self.layout, crcs: std::mem::take(&mut self.crcs) }))
     }
 }
 

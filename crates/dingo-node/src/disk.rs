@@ -215,7 +215,7 @@ impl Disk {
     /// `tag` and queueing behind the emulated head if any.
     pub fn read_at(&self, file: &DirectFile, buf: &mut AlignedBuf, offset: u64, tag: IoTag) -> io::Result<()> {
         let bytes = buf.len() as u64;
-        self.timed(bytes, tag, || file.read_exact_at(buf, offset))?;
+        self.timed(bytes, tag, false, || file.read_exact_at(buf, offset))?;
         let c = &self.counters;
         c.bytes_read.fetch_add(bytes, Relaxed);
         c.read_requests.fetch_add(1, Relaxed);
@@ -229,7 +229,7 @@ impl Disk {
     /// maintenance task's write waits like its reads, a client's goes first.
     pub fn write_at(&self, file: &DirectFile, buf: &[u8], offset: u64, tag: IoTag) -> io::Result<()> {
         let bytes = buf.len() as u64;
-        self.timed(bytes, tag, || file.write_all_at(buf, offset))?;
+        self.timed(bytes, tag, true, || file.write_all_at(buf, offset))?;
         self.counters.bytes_written.fetch_add(bytes, Relaxed);
         self.counters.write_requests.fetch_add(1, Relaxed);
         Ok(())
@@ -239,14 +239,14 @@ impl Disk {
     /// head in the order its scheduler picks, occupies it for positioning
     /// plus transfer time, and the caller sees that latency; without one the
     /// measured time is recorded.
-    fn timed(&self, bytes: u64, tag: IoTag, io: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
+    fn timed(&self, bytes: u64, tag: IoTag, write: bool, io: impl FnOnce() -> io::Result<()>) -> io::Result<()> {
         let Some(head) = &self.head else {
             let started = Instant::now();
             let r = io();
             self.counters.head_time_us.fetch_add(started.elapsed().as_micros() as u64, Relaxed);
             return r;
         };
-        let (r, charged_us) = head.serve(bytes, tag, io);
+        let (r, charged_us) = if write { head.serve_write(bytes, tag, io) } else { head.serve(bytes, tag, io) };
         self.counters.head_time_us.fetch_add(charged_us, Relaxed);
         r
     }

@@ -75,7 +75,14 @@ impl Node for NodeService {
         if r.len > MAX_READ {
             return Err(Status::invalid_argument(format!("read of {} bytes exceeds the {MAX_READ}-byte limit", r.len)));
         }
+        let started = std::time::Instant::now();
         let (data, cache_hit) = block_in_place(|| self.store.read(chunk, r.offset, r.len, tag))?;
+        if matches!(tag, IoTag::Foreground) {
+            // Node-side time of a foreground read (queue waits, head service,
+            // checksums), to set against the client's time for the same RPC.
+            let node_ms = started.elapsed().as_secs_f64() * 1e3;
+            tracing::debug!(%chunk, len = r.len, node_ms, cache_hit, "served foreground read");
+        }
         let congestion = self.store.congestion_of(chunk).map(wire_congestion);
         Ok(Response::new(ReadChunkReply { data, cache_hit, congestion }))
     }

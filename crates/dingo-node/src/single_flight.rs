@@ -17,8 +17,8 @@ use std::hash::Hash;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
 struct Flight {
-    /// Whether a guard for this key is held.
-    busy: Mutex<bool>,
+    /// The rank of the guard held for this key, if one is.
+    held: Mutex<Option<u8>>,
     released: Condvar,
 }
 
@@ -48,29 +48,53 @@ impl<K: Eq + Hash + Clone> Default for SingleFlight<K> {
 }
 
 impl<K: Eq + Hash + Clone> SingleFlight<K> {
-    /// Waits until no other guard for `key` is held, then holds one.
-    pub fn enter(&self, key: K) -> FlightGuard<'_, K> {
+    /// Holds a guard of `rank` for `key`, first waiting for any other one;
+    /// with `skip_lower`, returns `None` at once instead of waiting behind a
+    /// guard of lower rank (a reader that must not wait for a slower class's
+    /// fill reads for itself).
+    pub fn enter_ranked(&self, key: K, rank: u8, skip_lower: bool) -> Option<FlightGuard<'_, K>> {
         let flight = {
             let mut flights = relock(&self.flights);
             let entry = flights.entry(key.clone()).or_insert_with(|| Entry {
-                flight: Arc::new(Flight { busy: Mutex::new(false), released: Condvar::new() }),
+                flight: Arc::new(Flight { held: Mutex::new(None), released: Condvar::new() }),
                 users: 0,
             });
             entry.users += 1;
             entry.flight.clone()
         };
-        let mut busy = relock(&flight.busy);
-        while *busy {
-            busy = flight.released.wait(busy).unwrap_or_else(PoisonError::into_inner);
+        let mut held = relock(&flight.held);
+        while let Some(holder) = *held {
+            if skip_lower && holder < rank {
+                drop(held);
+                self.leave(&key);
+                return None;
+            }
+            held = flight.released.wait(held).unwrap_or_else(PoisonError::into_inner);
         }
-        *busy = true;
-        drop(busy);
-        FlightGuard { owner: self, key, flight }
+        *held = Some(rank);
+        drop(held);
+        Some(FlightGuard { owner: self, key, flight })
+    }
+
+    /// One user of `key` is gone; the last one removes its entry.
+    fn leave(&self, key: &K) {
+        let mut flights = relock(&self.flights);
+        if let Some(entry) = flights.get_mut(key) {
+            entry.users -= 1;
+            if entry.users == 0 {
+                flights.remove(key);
+            }
+        }
     }
 }
 
 #[cfg(test)]
 impl<K: Eq + Hash + Clone> SingleFlight<K> {
+    /// Waits until no other guard for `key` is held, then holds one.
+    pub fn enter(&self, key: K) -> FlightGuard<'_, K> {
+        self.enter_ranked(key, 0, false).expect("never skips")
+    }
+
     /// Keys with a guard held or awaited.
     pub fn len(&self) -> usize {
         relock(&self.flights).len()
@@ -83,15 +107,10 @@ impl<K: Eq + Hash + Clone> SingleFlight<K> {
 
 impl<K: Eq + Hash + Clone> Drop for FlightGuard<'_, K> {
     fn drop(&mut self) {
-        *relock(&self.flight.busy) = false;
-        self.flight.released.notify_one();
-        let mut flights = relock(&self.owner.flights);
-        if let Some(entry) = flights.get_mut(&self.key) {
-            entry.users -= 1;
-            if entry.users == 0 {
-                flights.remove(&self.key);
-            }
-        }
+        *relock(&self.flight.held) = None;
+        // Every waiter looks again: one of them may skip rather than hold.
+        self.flight.released.notify_all();
+        self.owner.leave(&self.key);
     }
 }
 
@@ -140,6 +159,27 @@ mod tests {
         // Joins at once although key 1 stays held.
         other.join().unwrap();
         assert_eq!(flights.len(), 1);
+    }
+
+    #[test]
+    fn a_higher_rank_skips_a_lower_holder_and_waits_for_its_own() {
+        let flights = Arc::new(SingleFlight::<u64>::default());
+        let low = flights.enter_ranked(4, 0, false).unwrap();
+        assert!(flights.enter_ranked(4, 1, true).is_none(), "does not wait behind a lower rank");
+        assert_eq!(flights.len(), 1, "the skipper left no user behind");
+        drop(low);
+        assert!(flights.is_empty());
+        // Behind an equal (or higher) rank it waits, as without skipping.
+        let high = flights.enter_ranked(4, 1, false).unwrap();
+        let waiter = {
+            let flights = flights.clone();
+            std::thread::spawn(move || flights.enter_ranked(4, 1, true).is_some())
+        };
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(!waiter.is_finished(), "waits behind an equal rank");
+        drop(high);
+        assert!(waiter.join().unwrap(), "then holds the key");
+        assert!(flights.is_empty());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! All methods block on disk IO; async callers wrap them in
 //! `block_in_place`.
 
-use crate::cache::BlockCache;
+use crate::cache::{BlockCache, verifies_device};
 use crate::chunk::{self, ChunkMeta, ChunkWriter, SEGMENT};
 use crate::disk::{Disk, ListedChunk};
 use crate::error::StoreError;
@@ -13,21 +13,35 @@ use crate::head::IoSettings;
 use crate::single_flight::SingleFlight;
 use bytes::{Bytes, BytesMut};
 use dingo_daemon::now_ms;
+use dingo_iosched::PolicyKind;
 use dingo_proto::IoTag;
 use dingo_types::{ChunkRef, DiskId, DiskModel};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::SystemTime;
 
-/// Where one sealed chunk lives. Its header and checksum table are read on
-/// first access and kept, since sealed chunks never change.
+/// Where one sealed chunk lives. Its header and checksum table are kept in
+/// memory, since sealed chunks never change: from the write for chunks this
+/// node wrote, else read on first access.
 struct Stored {
     disk: usize,
     file_len: u64,
     sealed_at: SystemTime,
     meta: OnceLock<Arc<ChunkMeta>>,
+    /// Whether the header and table on disk were read and checked. Kept
+    /// from the write they were not: the first scrub of the chunk reads
+    /// them, as a first read did before they were kept.
+    meta_checked: AtomicBool,
+}
+
+impl Stored {
+    fn new(disk: usize, file_len: u64, sealed_at: SystemTime, written: Option<ChunkMeta>) -> Stored {
+        let meta_checked = AtomicBool::new(written.is_none());
+        let meta = written.map(|m| OnceLock::from(Arc::new(m))).unwrap_or_default();
+        Stored { disk, file_len, sealed_at, meta, meta_checked }
+    }
 }
 
 /// Settings of one disk.
@@ -85,7 +99,7 @@ impl Store {
                     tracing::warn!(%chunk, disk = %spec.path.display(), "duplicate chunk ignored");
                     continue;
                 }
-                index.insert(chunk, Arc::new(Stored { disk: i, file_len, sealed_at, meta: OnceLock::new() }));
+                index.insert(chunk, Arc::new(Stored::new(i, file_len, sealed_at, None)));
             }
             if opened.iter().any(|d: &Disk| d.uuid == disk.uuid) {
                 return Err(StoreError::Invalid(format!("disk {} is listed twice", spec.path.display())));
@@ -154,8 +168,10 @@ impl Store {
         }
         // Sealing refuses to replace an existing chunk file, so two racing
         // writers of one chunk cannot both win.
-        let file_len = w.seal()?;
-        let stored = Arc::new(Stored { disk: d, file_len, sealed_at: SystemTime::now(), meta: OnceLock::new() });
+        let (file_len, meta) = w.seal_with_meta()?;
+        // The checksums just written need no disk read before the first
+        // read of the chunk (that read cost two positionings of the head).
+        let stored = Arc::new(Stored::new(d, file_len, SystemTime::now(), Some(meta)));
         self.index.write().unwrap_or_else(|p| p.into_inner()).insert(chunk, stored);
         Ok(file_len)
     }
@@ -198,7 +214,17 @@ impl Store {
         let disk = &self.disks[stored.disk];
         let path = disk.chunk_path(chunk);
         let meta = match stored.meta.get() {
-            Some(m) => m.clone(),
+            Some(m) if stored.meta_checked.load(Relaxed) || !verifies_device(tag) => m.clone(),
+            Some(m) => {
+                // A scrub checks the header and table on disk too.
+                if chunk::load_meta(disk, chunk, &path, tag)? != **m {
+                    disk.counters.checksum_errors.fetch_add(1, Relaxed);
+                    let detail = "header or checksum table differs from the one written".to_string();
+                    return Err(StoreError::Corrupt { chunk, detail });
+                }
+                stored.meta_checked.store(true, Relaxed);
+                m.clone()
+            }
             None => {
                 let m = Arc::new(chunk::load_meta(disk, chunk, &path, tag)?);
                 stored.meta.get_or_init(|| m).clone()
@@ -216,8 +242,21 @@ impl Store {
         let now = now_ms();
         let lookup = || (first..last).map(|s| self.cache.get((chunk, s), tag, now)).collect::<Vec<Option<Bytes>>>();
         let mut pages = lookup();
-        let filling =
-            (pages.iter().any(Option::is_none) && self.cache.wants(chunk, tag, now)).then(|| self.filling.enter(chunk));
+        // Under a class-ordering scheduler a foreground read does not wait
+        // for a maintenance read filling the same chunk (that read waits
+        // behind all foreground, so the foreground read would wait as long
+        // as any maintenance read): it reads for itself. Under FIFO, the
+        // fill queued first, so waiting for it is never slower.
+        let rank = u8::from(matches!(tag, IoTag::Foreground));
+        let skip_lower = disk.head.as_ref().is_some_and(|h| h.scheduler == PolicyKind::Classful);
+        let fills = pages.iter().any(Option::is_none) && self.cache.wants(chunk, tag, now);
+        let filling = if fills { self.filling.enter_ranked(chunk, rank, skip_lower) } else { None };
+        if fills && filling.is_none() {
+            // Skipped the fill: one disk read of the range, cached by the filler.
+            let data = chunk::read_segments(disk, chunk, &path, &meta, first, last, tag)?;
+            let skip = (offset - first * SEGMENT) as usize;
+            return Ok((data.slice(skip..skip + len as usize), false));
+        }
         if filling.is_some() {
             // Whoever filled before us may have filled the pages.
             pages = lookup();
@@ -474,7 +513,14 @@ mod tests {
                         .unwrap();
                 });
             }
-            std::thread::sleep(std::time::Duration::from_millis(20));
+            // Until every writer has a write at the head (each has one at a
+            // time: one in service, five queued), rather than a guessed
+            // sleep; bounded, so a slow start cannot hang.
+            let head = store.disks[0].head.as_ref().unwrap();
+            let give_up = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while head.queued() < 5 && std::time::Instant::now() < give_up {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
             let started = std::time::Instant::now();
             store.read(C, 0, 4096, IoTag::Foreground).unwrap();
             started.elapsed()
@@ -648,5 +694,79 @@ mod tests {
         }
         assert_eq!(store.take_corrupt(), vec![(Some(DiskId(5)), C)]);
         assert!(store.take_corrupt().is_empty());
+    }
+
+    #[test]
+    fn a_chunk_written_here_is_read_without_its_header_and_scrubs_check_the_header_on_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), 0, 0);
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        put(&store, C, &data);
+        let requests = |tag: IoTag| store.disks[0].counters.class_requests[tag.class_index()].load(Relaxed);
+        let before = requests(IoTag::Foreground);
+        assert_eq!(&store.read(C, 0, 200_000, IoTag::Foreground).unwrap().0[..], &data[..]);
+        // One data read: the header and checksum table were kept from the
+        // write (before: two more requests, each a positioning of the head).
+        assert_eq!(requests(IoTag::Foreground) - before, 1, "the first read is one request");
+        // Damage the header on disk: reads still verify the data against the
+        // checksums kept, but a scrub reads the header and finds it.
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new().write(true).open(store.disks[0].chunk_path(C)).unwrap();
+        file.write_all_at(&[0xff], 20).unwrap();
+        assert_eq!(&store.read(C, 0, 200_000, IoTag::Foreground).unwrap().0[..], &data[..]);
+        let scrub = IoTag::Maintenance { task: TaskKind::Scrubbing, declaration: DeclarationId(1) };
+        let e = store.read(C, 0, 200_000, scrub).unwrap_err();
+        assert!(matches!(e, StoreError::Corrupt { .. }), "{e}");
+        assert_eq!(store.take_corrupt(), vec![(Some(DiskId(5)), C)]);
+    }
+
+    /// A foreground read of a pinned chunk `C` that a rebalancing read is
+    /// filling, with foreground reads of other chunks before and after it
+    /// on a disk of 300 ms requests. Returns its latency and whether the
+    /// cache served it.
+    fn foreground_read_during_a_fill(scheduler: PolicyKind) -> (std::time::Duration, bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let hdd = DiskModel { positioning_us: 300_000, transfer_bytes_per_sec: 1_000_000_000 };
+        let io = IoSettings { scheduler, ..IoSettings::default() };
+        let specs = vec![DiskSpec { path: dir.path().join("d0"), capacity: None, hdd: Some(hdd), io }];
+        let store = Store::open(&specs, 0, 1 << 20).unwrap();
+        store.disks[0].set_id(DiskId(5));
+        let other = |b| ChunkRef { block: BlockId(b), copy: 0 };
+        for c in [C, other(1), other(2)] {
+            put(&store, c, &[4u8; 100_000]);
+        }
+        store.cache.pin(C, now_ms() + 60_000, now_ms());
+        let rebalancing = IoTag::Maintenance { task: TaskKind::Rebalancing, declaration: DeclarationId(2) };
+        let gap = std::time::Duration::from_millis(50);
+        std::thread::scope(|s| {
+            let store = &store;
+            s.spawn(move || store.read(other(1), 0, 100_000, IoTag::Foreground).unwrap());
+            std::thread::sleep(gap);
+            s.spawn(move || store.read(C, 0, 100_000, rebalancing).unwrap());
+            std::thread::sleep(gap);
+            let reader = s.spawn(move || {
+                let started = std::time::Instant::now();
+                let (_, hit) = store.read(C, 0, 100_000, IoTag::Foreground).unwrap();
+                (started.elapsed(), hit)
+            });
+            std::thread::sleep(gap);
+            s.spawn(move || store.read(other(2), 0, 100_000, IoTag::Foreground).unwrap());
+            reader.join().unwrap()
+        })
+    }
+
+    #[test]
+    fn a_foreground_read_does_not_wait_for_a_maintenance_fill_under_classful() {
+        // Classful: it reads for itself, behind the rest of the first read
+        // (200 ms) and its own 300 ms; waiting for the fill it would also
+        // wait for the later foreground read (300 ms) and the fill's own.
+        let (classful, hit) = foreground_read_during_a_fill(PolicyKind::Classful);
+        assert!(!hit, "read from disk, not from the fill");
+        assert!(classful < std::time::Duration::from_millis(650), "classful: {classful:?}");
+        // FIFO: the fill was queued first, so waiting for it is quickest:
+        // the rest of the first read and the fill (500 ms), then a cache hit.
+        let (fifo, hit) = foreground_read_during_a_fill(PolicyKind::Fifo);
+        assert!(hit, "served by the fill");
+        assert!(fifo >= std::time::Duration::from_millis(450), "FIFO: {fifo:?}");
     }
 }

@@ -149,7 +149,7 @@ impl Load for Tenants<'_> {
                 self.owner.insert(self.next_id, t);
                 let class = Class::BestEffort { channel: t as u64 + 1 };
                 // Ids are fresh, so the policy cannot refuse.
-                let _ = policy.enqueue(now, Request { id: self.next_id, class, cost_us: self.cost_us });
+                let _ = policy.enqueue(now, Request { id: self.next_id, class, cost_us: self.cost_us, planned: true });
                 self.next_id += 1;
                 *outstanding += 1;
             }

@@ -281,7 +281,7 @@ impl Load for DiskLoad<'_> {
             self.next_id += 1;
             self.jobs.insert(id, Job::Foreground { arrival_us: self.arrivals[self.next_fg] });
             // Ids are fresh, so enqueue cannot fail.
-            let _ = policy.enqueue(now, Request { id, class: Class::Foreground, cost_us });
+            let _ = policy.enqueue(now, Request { id, class: Class::Foreground, cost_us, planned: true });
             self.next_fg += 1;
         }
         for s in 0..self.issued.len() {
@@ -293,7 +293,10 @@ impl Load for DiskLoad<'_> {
                 self.next_id += 1;
                 self.jobs.insert(id, Job::Maintenance { stream: s });
                 let cost_us = spec.cost_us(spec.maintenance_read_bytes);
-                let _ = policy.enqueue(now, Request { id, class: Class::BestEffort { channel: s as u64 }, cost_us });
+                let _ = policy.enqueue(
+                    now,
+                    Request { id, class: Class::BestEffort { channel: s as u64 }, cost_us, planned: true },
+                );
                 self.issued[s] += 1;
                 self.outstanding[s] += 1;
             }

@@ -387,7 +387,7 @@ pub fn simulate(spec: &SteerSpec, choice: ReplicaChoice, seed: u64) -> SteerSumm
         let disk = &mut disks[d as usize];
         disk.queued.insert(id, (now, cost, profile_us));
         // Ids are fresh, so the policy cannot refuse the request.
-        let _ = disk.policy.enqueue(now, Request { id, class: Class::Foreground, cost_us: cost });
+        let _ = disk.policy.enqueue(now, Request { id, class: Class::Foreground, cost_us: cost, planned: true });
         id += 1;
         if disk.busy.is_none() {
             start_next(disk, now);

@@ -347,7 +347,7 @@ impl DiskLoad<'_> {
         self.next_id += 1;
         self.owners.insert(id, owner);
         // Ids are fresh, so the policy cannot refuse.
-        let _ = policy.enqueue(now, Request { id, class, cost_us: self.spec.cost_us(bytes) });
+        let _ = policy.enqueue(now, Request { id, class, cost_us: self.spec.cost_us(bytes), planned: true });
     }
 
     /// Releases the groups due by `now` and lets each reader start its
