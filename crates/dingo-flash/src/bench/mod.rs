@@ -8,7 +8,7 @@ mod report;
 
 pub use compare::Comparison;
 pub use replay::{RunResult, WriteAmplification, replay};
-pub use report::{markdown, write_report};
+pub use report::{markdown, meta_markdown, write_report};
 
 use serde::Serialize;
 
@@ -98,25 +98,33 @@ pub struct BenchReport {
 /// 3.6 keys per object the cache holds, so Kangaroo's miss ratio lands near
 /// 0.3 at both sizes (the thesis' Facebook point is 0.2-0.29, L684).
 pub fn synthetic_trace(size: BenchSize, seed: u64) -> (String, Vec<Object>) {
-    let (keys, requests) = match size {
-        BenchSize::Quick => (400_000, 2_400_000),
-        BenchSize::Full => (3_200_000, 40_000_000),
-    };
-    let config = TraceConfig::fb_like(keys, seed);
-    let name = format!("{} (Zipf {}, {} keys, seed {seed})", config.name, config.zipf_alpha, keys);
-    (name, config.generate(requests))
+    sized_trace(size, |keys| TraceConfig::fb_like(keys, seed))
 }
 
 /// The Meta-like trace of a benchmark size (FairyWREN's Fig. 5.12): the same
 /// keys and requests as [`synthetic_trace`], the published size mix.
 pub fn synthetic_meta_trace(size: BenchSize, seed: u64) -> (String, Vec<Object>) {
+    sized_trace(size, |keys| TraceConfig::meta_fw(keys, seed))
+}
+
+/// A named trace of the size's keys and requests from a preset.
+fn sized_trace(size: BenchSize, preset: impl Fn(u64) -> TraceConfig) -> (String, Vec<Object>) {
     let (keys, requests) = match size {
         BenchSize::Quick => (400_000, 2_400_000),
         BenchSize::Full => (3_200_000, 40_000_000),
     };
-    let config = TraceConfig::meta_fw(keys, seed);
-    let name = format!("{} (Zipf {}, {} keys, seed {seed})", config.name, config.zipf_alpha, keys);
+    let config = preset(keys);
+    let name = format!("{} (Zipf {}, {} keys, seed {})", config.name, config.zipf_alpha, keys, config.seed);
     (name, config.generate(requests))
+}
+
+/// Fig. 5.12's comparison alone: Kangaroo and FairyWREN, both with a
+/// large-object cache, on the size's Meta-like trace. Returns the trace's
+/// name and the two runs.
+pub fn run_meta_comparison(options: &BenchOptions) -> (String, Vec<RunResult>) {
+    let (name, trace) = synthetic_meta_trace(options.size, options.seed);
+    let budgets = Budgets::for_size(options.size, trace.len() as u64);
+    (name, compare::fairywren_meta_runs(&budgets, &trace, mean_size(&trace), options.seed))
 }
 
 /// Runs every system and configuration on the size's synthetic trace.
@@ -176,10 +184,7 @@ pub fn run_bench_on(options: &BenchOptions, trace_name: &str, trace: &[Object]) 
         .collect();
     let fairywren = compare::fairywren_runs(&budgets, trace, mean_object_bytes, seed);
     let kangaroo_ablations = ablation::kangaroo_ablations(&budgets, trace, mean_object_bytes, seed);
-    let (meta_trace, meta) = synthetic_meta_trace(options.size, seed);
-    let meta_budgets = Budgets::for_size(options.size, meta.len() as u64);
-    let fairywren_meta = compare::fairywren_meta_runs(&meta_budgets, &meta, mean_size(&meta), seed);
-    drop(meta);
+    let (meta_trace, fairywren_meta) = run_meta_comparison(options);
     let mut report = BenchReport {
         size: options.size,
         trace: trace_name.to_string(),
