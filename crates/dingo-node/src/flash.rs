@@ -387,7 +387,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let flash = NodeFlash::open(&settings(dir.path()), PAGE).unwrap();
         flash.flush();
-        let own = nice_of(&unsafe { libc::gettid() }.to_string());
+        // SAFETY: gettid takes nothing and returns the caller's thread id.
+        let tid = unsafe { libc::gettid() };
+        let own = nice_of(&tid.to_string());
         let writers: Vec<i32> = std::fs::read_dir("/proc/self/task")
             .unwrap()
             .map(|t| t.unwrap().file_name().into_string().unwrap())
