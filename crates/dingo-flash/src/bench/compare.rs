@@ -84,6 +84,31 @@ fn find<'a>(runs: &'a [RunResult], system: &str) -> Option<&'a RunResult> {
     runs.iter().find(|r| r.system == system)
 }
 
+/// Fig. 5.12's two bars for Kangaroo `k` and FairyWREN `f` on one trace:
+/// device writes per inserted byte (≥ 5× fewer) and miss ratio.
+fn fig_5_12(k: &RunResult, f: &RunResult, trace: &str) -> [Comparison; 2] {
+    let ratio = k.write_amplification.total / f.write_amplification.total;
+    [
+        Comparison {
+            claim: format!("device writes per inserted byte, {trace} trace: Kangaroo on FTL / FairyWREN on zones"),
+            published: "23 / 1.89 = 12.2× (Fig. 5.12)".into(),
+            measured: format!(
+                "{:.2} / {:.2} = {:.1}×",
+                k.write_amplification.total, f.write_amplification.total, ratio
+            ),
+            bar: "≥ 5×".into(),
+            met: ratio >= 5.0,
+        },
+        Comparison {
+            claim: format!("miss ratio, {trace} trace: FairyWREN vs Kangaroo"),
+            published: "0.575 vs 0.594".into(),
+            measured: format!("{:.4} vs {:.4}", f.miss_ratio, k.miss_ratio),
+            bar: "≤ Kangaroo + 0.01".into(),
+            met: f.miss_ratio <= k.miss_ratio + 0.01,
+        },
+    ]
+}
+
 pub fn comparisons(report: &BenchReport) -> Vec<Comparison> {
     let mut out = Vec::new();
     let best = &report.best_within_budget;
@@ -151,24 +176,7 @@ pub fn comparisons(report: &BenchReport) -> Vec<Comparison> {
     }
     let meta = &report.fairywren_meta;
     if let (Some(k), Some(f)) = (find(meta, "kangaroo"), find(meta, "fairywren")) {
-        let ratio = k.write_amplification.total / f.write_amplification.total;
-        out.push(Comparison {
-            claim: "device writes per inserted byte, Meta-like trace: Kangaroo on FTL / FairyWREN on zones".into(),
-            published: "23 / 1.89 = 12.2× (Fig. 5.12)".into(),
-            measured: format!(
-                "{:.2} / {:.2} = {:.1}×",
-                k.write_amplification.total, f.write_amplification.total, ratio
-            ),
-            bar: "≥ 5×".into(),
-            met: ratio >= 5.0,
-        });
-        out.push(Comparison {
-            claim: "miss ratio, Meta-like trace: FairyWREN vs Kangaroo".into(),
-            published: "0.575 vs 0.594".into(),
-            measured: format!("{:.4} vs {:.4}", f.miss_ratio, k.miss_ratio),
-            bar: "≤ Kangaroo + 0.01".into(),
-            met: f.miss_ratio <= k.miss_ratio + 0.01,
-        });
+        out.extend(fig_5_12(k, f, "Meta-like"));
     }
     let fw = &report.fairywren;
     if let (Some(k), Some(f), Some(nest), Some(sep)) = (
@@ -177,24 +185,7 @@ pub fn comparisons(report: &BenchReport) -> Vec<Comparison> {
         find(fw, "fairywren-no-hot-cold"),
         find(fw, "physical-separation"),
     ) {
-        let ratio = k.write_amplification.total / f.write_amplification.total;
-        out.push(Comparison {
-            claim: "device writes per inserted byte, all-small trace: Kangaroo on FTL / FairyWREN on zones".into(),
-            published: "23 / 1.89 = 12.2× (Fig. 5.12)".into(),
-            measured: format!(
-                "{:.2} / {:.2} = {:.1}×",
-                k.write_amplification.total, f.write_amplification.total, ratio
-            ),
-            bar: "≥ 5×".into(),
-            met: ratio >= 5.0,
-        });
-        out.push(Comparison {
-            claim: "miss ratio, all-small trace: FairyWREN vs Kangaroo".into(),
-            published: "0.575 vs 0.594".into(),
-            measured: format!("{:.4} vs {:.4}", f.miss_ratio, k.miss_ratio),
-            bar: "≤ Kangaroo + 0.01".into(),
-            met: f.miss_ratio <= k.miss_ratio + 0.01,
-        });
+        out.extend(fig_5_12(k, f, "all-small"));
         let nest_cut = sep.write_amplification.total / nest.write_amplification.total;
         out.push(Comparison {
             claim: "nest packing: writes of physical separation / with nest packing".into(),
