@@ -1,21 +1,31 @@
 //! Runs the flash-cache benchmark:
 //! `cargo run --release -p dingo-flash --example flash_bench -- [quick|full] [OUT_DIR] [TWITTER_CSV]`.
 //! With a Twitter cache-trace CSV the systems replay it instead of the
-//! synthetic trace (sized by `quick`/`full`).
+//! synthetic trace (sized by `quick`/`full`). `meta-quick` / `meta-full`
+//! run only Fig. 5.12's comparison on the Meta-like trace and print it.
 
 use std::io::BufReader;
 use std::path::PathBuf;
 
-use dingo_flash::bench::{BenchOptions, BenchSize, markdown, run_bench, run_bench_on, write_report};
+use dingo_flash::bench::{
+    BenchOptions, BenchSize, markdown, meta_markdown, run_bench, run_bench_on, run_meta_comparison, write_report,
+};
 use dingo_flash::trace::read_twitter_csv;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
-    let size = match args.next().as_deref() {
-        None | Some("quick") => BenchSize::Quick,
-        Some("full") => BenchSize::Full,
-        Some(other) => return Err(format!("unknown size {other}: use quick or full").into()),
+    let (size, meta_only) = match args.next().as_deref() {
+        None | Some("quick") => (BenchSize::Quick, false),
+        Some("full") => (BenchSize::Full, false),
+        Some("meta-quick") => (BenchSize::Quick, true),
+        Some("meta-full") => (BenchSize::Full, true),
+        Some(other) => return Err(format!("unknown size {other}: use quick, full, meta-quick or meta-full").into()),
     };
+    if meta_only {
+        let (trace, runs) = run_meta_comparison(&BenchOptions { size, seed: 42 });
+        println!("{}", meta_markdown(&trace, &runs));
+        return Ok(());
+    }
     let out = PathBuf::from(args.next().unwrap_or_else(|| "target/flash-bench".into()));
     let options = BenchOptions { size, seed: 42 };
     let report = match args.next() {

@@ -34,6 +34,14 @@ fn quick_bench_reports_every_system() {
     let fw = report.fairywren.iter().find(|r| r.system == "fairywren").unwrap();
     assert_eq!(fw.write_amplification.device, 1.0);
     assert!(fw.max_active_zones <= 4);
+    // Fig. 5.12 on the Meta-like trace: FairyWREN's zones never amplify,
+    // Kangaroo's LOC and sets share an FTL that does.
+    let meta = |system: &str| report.fairywren_meta.iter().find(|r| r.system == system).unwrap();
+    let (k_meta, fw_meta) = (meta("kangaroo"), meta("fairywren"));
+    assert_eq!(fw_meta.write_amplification.device, 1.0);
+    assert!(fw_meta.max_active_zones <= 4);
+    assert!(k_meta.write_amplification.device > 1.0);
+    assert!(report.comparisons.iter().any(|c| c.claim.contains("Meta-like")));
 
     let dir = tempfile::tempdir().unwrap();
     write_report(&report, dir.path()).unwrap();

@@ -32,6 +32,13 @@ fn engines() -> Vec<Box<dyn CacheEngine>> {
             seed: 1,
         })),
         Box::new(Kangaroo::new(KangarooConfig { partitions: 2, segment_pages: 4, ..KangarooConfig::new(pages, 500) })),
+        Box::new(Kangaroo::new(KangarooConfig {
+            partitions: 2,
+            segment_pages: 4,
+            loc_fraction: 0.1,
+            loc_segment_pages: 8,
+            ..KangarooConfig::new(pages, 500)
+        })),
         Box::new(FairyWren::new(FairyWrenConfig::new(pages, 32, 500))),
     ]
 }

@@ -11,6 +11,8 @@
 //! One writer thread per tier does the admitting and writing, so the read
 //! that pushed a page out of DRAM does not wait for its flash write; a
 //! page offered while the writer is far behind is dropped, and counted.
+//! The writer runs at a lower CPU priority than the node's other threads
+//! (see [`WRITER_NICE_INCREMENT`]).
 
 use crate::cache::PageKey;
 use crate::direct::{AlignedBuf, DirectFile, align_up};
@@ -99,6 +101,28 @@ impl FlashStats {
 /// dropped (counted): 16 MiB of 64 KiB pages.
 const QUEUE_PAGES: usize = 256;
 
+/// How much lower the writer thread's CPU priority is than the node's
+/// (nice steps). Flash writes are background work with a queue in front:
+/// on a busy machine the threads serving reads should run first, or the
+/// writer's copying and checksumming lengthens their tail. Block-layer IO
+/// priority is not used: it acts only under the BFQ scheduler.
+pub const WRITER_NICE_INCREMENT: i32 = 10;
+
+/// Lowers the calling thread's CPU priority by [`WRITER_NICE_INCREMENT`]
+/// (at most to 19). On Linux `setpriority` on a thread id applies to that
+/// thread alone. Best effort: a refusal leaves the priority as it was.
+fn lower_this_thread_priority() {
+    // SAFETY: gettid, getpriority and setpriority take and return plain integers.
+    unsafe {
+        let tid = libc::gettid() as libc::id_t;
+        let current = libc::getpriority(libc::PRIO_PROCESS, tid);
+        let lowered = (current + WRITER_NICE_INCREMENT).min(19);
+        if libc::setpriority(libc::PRIO_PROCESS, tid, lowered) != 0 {
+            tracing::debug!("flash writer keeps nice {current}: {}", std::io::Error::last_os_error());
+        }
+    }
+}
+
 /// What the writer thread is asked to do, in order.
 enum Job {
     Write {
@@ -180,7 +204,10 @@ impl NodeFlash {
             let shared = shared.clone();
             std::thread::Builder::new()
                 .name("flash-writer".into())
-                .spawn(move || shared.serve(jobs))
+                .spawn(move || {
+                    lower_this_thread_priority();
+                    shared.serve(jobs)
+                })
                 .map_err(StoreError::io("cannot start the flash writer thread"))?
         };
         Ok(NodeFlash { shared, queue: Some(queue), writer: Some(writer) })
@@ -343,6 +370,37 @@ mod tests {
             pin_bucket_ms: 1_000,
             write_budget_bytes_per_day: 1 << 40,
         }
+    }
+
+    /// Nice value of a thread of this process, from /proc.
+    fn nice_of(tid: &str) -> i32 {
+        let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap();
+        // Fields after the parenthesised name; nice is field 19 of the whole line.
+        let after_name = &stat[stat.rfind(')').unwrap() + 2..];
+        after_name.split(' ').nth(16).unwrap().parse().unwrap()
+    }
+
+    /// The writer thread runs `WRITER_NICE_INCREMENT` nice steps below the
+    /// thread that opened the tier, so read-serving threads run first.
+    #[test]
+    fn the_writer_thread_runs_at_a_lower_cpu_priority() {
+        let dir = tempfile::tempdir().unwrap();
+        let flash = NodeFlash::open(&settings(dir.path()), PAGE).unwrap();
+        flash.flush();
+        // SAFETY: gettid takes nothing and returns the caller's thread id.
+        let tid = unsafe { libc::gettid() };
+        let own = nice_of(&tid.to_string());
+        let writers: Vec<i32> = std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .map(|t| t.unwrap().file_name().into_string().unwrap())
+            .filter(|tid| {
+                std::fs::read_to_string(format!("/proc/self/task/{tid}/comm")).is_ok_and(|c| c.trim() == "flash-writer")
+            })
+            .map(|tid| nice_of(&tid))
+            .collect();
+        // Other tests' writers may be just starting: ours, flushed, is lowered.
+        let want = (own + WRITER_NICE_INCREMENT).min(19);
+        assert!(writers.contains(&want), "writer nice values {writers:?}, want {want}");
     }
 
     #[test]

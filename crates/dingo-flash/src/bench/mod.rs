@@ -8,7 +8,7 @@ mod report;
 
 pub use compare::Comparison;
 pub use replay::{RunResult, WriteAmplification, replay};
-pub use report::{markdown, write_report};
+pub use report::{markdown, meta_markdown, write_report};
 
 use serde::Serialize;
 
@@ -84,6 +84,10 @@ pub struct BenchReport {
     pub best_within_budget: Vec<RunResult>,
     /// Kangaroo against FairyWREN and its ablations, same flash and DRAM.
     pub fairywren: Vec<RunResult>,
+    /// The trace of Fig. 5.12's comparison (always the synthetic Meta-like one).
+    pub meta_trace: String,
+    /// Kangaroo against FairyWREN on it, both with a large-object cache.
+    pub fairywren_meta: Vec<RunResult>,
     /// Kangaroo with one parameter changed at a time (Fig. 4.14).
     pub kangaroo_ablations: Vec<RunResult>,
     /// The bars, published against measured.
@@ -94,13 +98,33 @@ pub struct BenchReport {
 /// 3.6 keys per object the cache holds, so Kangaroo's miss ratio lands near
 /// 0.3 at both sizes (the thesis' Facebook point is 0.2-0.29, L684).
 pub fn synthetic_trace(size: BenchSize, seed: u64) -> (String, Vec<Object>) {
+    sized_trace(size, |keys| TraceConfig::fb_like(keys, seed))
+}
+
+/// The Meta-like trace of a benchmark size (FairyWREN's Fig. 5.12): the same
+/// keys and requests as [`synthetic_trace`], the published size mix.
+pub fn synthetic_meta_trace(size: BenchSize, seed: u64) -> (String, Vec<Object>) {
+    sized_trace(size, |keys| TraceConfig::meta_fw(keys, seed))
+}
+
+/// A named trace of the size's keys and requests from a preset.
+fn sized_trace(size: BenchSize, preset: impl Fn(u64) -> TraceConfig) -> (String, Vec<Object>) {
     let (keys, requests) = match size {
         BenchSize::Quick => (400_000, 2_400_000),
         BenchSize::Full => (3_200_000, 40_000_000),
     };
-    let config = TraceConfig::fb_like(keys, seed);
-    let name = format!("{} (Zipf {}, {} keys, seed {seed})", config.name, config.zipf_alpha, keys);
+    let config = preset(keys);
+    let name = format!("{} (Zipf {}, {} keys, seed {})", config.name, config.zipf_alpha, keys, config.seed);
     (name, config.generate(requests))
+}
+
+/// Fig. 5.12's comparison alone: Kangaroo and FairyWREN, both with a
+/// large-object cache, on the size's Meta-like trace. Returns the trace's
+/// name and the two runs.
+pub fn run_meta_comparison(options: &BenchOptions) -> (String, Vec<RunResult>) {
+    let (name, trace) = synthetic_meta_trace(options.size, options.seed);
+    let budgets = Budgets::for_size(options.size, trace.len() as u64);
+    (name, compare::fairywren_meta_runs(&budgets, &trace, mean_size(&trace), options.seed))
 }
 
 /// Runs every system and configuration on the size's synthetic trace.
@@ -114,7 +138,7 @@ pub fn run_bench(options: &BenchOptions) -> BenchReport {
 pub fn run_bench_on(options: &BenchOptions, trace_name: &str, trace: &[Object]) -> BenchReport {
     assert!(trace.len() >= 2, "a trace needs requests to warm up and measure");
     let budgets = Budgets::for_size(options.size, trace.len() as u64);
-    let mean_object_bytes = (trace.iter().map(|o| u64::from(o.size_bytes)).sum::<u64>() / trace.len() as u64) as u32;
+    let mean_object_bytes = mean_size(trace);
     let pages = budgets.device_pages();
     let seed = options.seed;
     let mut runs = Vec::new();
@@ -160,6 +184,7 @@ pub fn run_bench_on(options: &BenchOptions, trace_name: &str, trace: &[Object]) 
         .collect();
     let fairywren = compare::fairywren_runs(&budgets, trace, mean_object_bytes, seed);
     let kangaroo_ablations = ablation::kangaroo_ablations(&budgets, trace, mean_object_bytes, seed);
+    let (meta_trace, fairywren_meta) = run_meta_comparison(options);
     let mut report = BenchReport {
         size: options.size,
         trace: trace_name.to_string(),
@@ -168,11 +193,18 @@ pub fn run_bench_on(options: &BenchOptions, trace_name: &str, trace: &[Object]) 
         runs,
         best_within_budget,
         fairywren,
+        meta_trace,
+        fairywren_meta,
         kangaroo_ablations,
         comparisons: Vec::new(),
     };
     report.comparisons = compare::comparisons(&report);
     report
+}
+
+/// Mean object size of a trace, bytes.
+fn mean_size(trace: &[Object]) -> u32 {
+    (trace.iter().map(|o| u64::from(o.size_bytes)).sum::<u64>() / trace.len().max(1) as u64) as u32
 }
 
 /// Runs one configuration at full admission and, if it breaks the

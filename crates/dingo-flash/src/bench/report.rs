@@ -21,7 +21,8 @@ fn runs_csv(report: &BenchReport) -> String {
          app_wa,device_wa,total_wa,dram_bits_per_object,flash_utilisation,flash_fill,max_active_zones,\
          bloom_false_positive_reads_per_request,within_budget\n",
     );
-    for r in report.runs.iter().chain(&report.fairywren).chain(&report.kangaroo_ablations) {
+    let all = report.runs.iter().chain(&report.fairywren).chain(&report.fairywren_meta);
+    for r in all.chain(&report.kangaroo_ablations) {
         let w = r.write_amplification;
         let _ = writeln!(
             out,
@@ -86,11 +87,34 @@ pub fn markdown(report: &BenchReport) -> String {
     table(&mut out, report.best_within_budget.iter());
     let _ = writeln!(out, "\n## Kangaroo vs FairyWREN, same flash and DRAM, no write budget\n");
     table(&mut out, report.fairywren.iter());
+    breakdown(&mut out, &report.fairywren);
+    out.push_str(&meta_markdown(&report.meta_trace, &report.fairywren_meta));
+    let _ = writeln!(out, "\n## Kangaroo ablations, admitting everything\n");
+    table(&mut out, report.kangaroo_ablations.iter());
+    let _ = writeln!(out, "\n## Every budgeted run\n");
+    table(&mut out, report.runs.iter());
+    out
+}
+
+/// The Meta-like comparison (Fig. 5.12) as a Markdown section.
+pub fn meta_markdown(trace: &str, runs: &[RunResult]) -> String {
+    let mut out = String::new();
     let _ = writeln!(
         out,
-        "\nFairyWREN's flash pages by cause (whole run), and FWLog objects each kind of set write absorbed per page:\n\n| system | log segments | FWLog flushes | GC packs | GC copies | objects per flush page | objects per GC-pack page |\n|---|---|---|---|---|---|---|"
+        "\n## Kangaroo vs FairyWREN on the Meta-like trace (Fig. 5.12), both with a 10 % LOC\n\nTrace {trace}.\n"
     );
-    for r in &report.fairywren {
+    table(&mut out, runs.iter());
+    breakdown(&mut out, runs);
+    out
+}
+
+/// FairyWREN's flash pages by cause, for the runs that have them.
+fn breakdown(out: &mut String, runs: &[RunResult]) {
+    let _ = writeln!(
+        out,
+        "\nFairyWREN's flash pages by cause (whole run; LOC segments not counted), and FWLog objects each kind of set write absorbed per page:\n\n| system | log segments | FWLog flushes | GC packs | GC copies | objects per flush page | objects per GC-pack page |\n|---|---|---|---|---|---|---|"
+    );
+    for r in runs {
         if let Some(w) = r.fairywren_writes {
             let _ = writeln!(
                 out,
@@ -105,11 +129,6 @@ pub fn markdown(report: &BenchReport) -> String {
             );
         }
     }
-    let _ = writeln!(out, "\n## Kangaroo ablations, admitting everything\n");
-    table(&mut out, report.kangaroo_ablations.iter());
-    let _ = writeln!(out, "\n## Every budgeted run\n");
-    table(&mut out, report.runs.iter());
-    out
 }
 
 fn table<'a>(out: &mut String, runs: impl Iterator<Item = &'a RunResult>) {

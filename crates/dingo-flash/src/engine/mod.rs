@@ -3,6 +3,7 @@
 
 pub mod fairywren;
 pub mod kangaroo;
+pub mod loc;
 pub mod log_structured;
 pub mod set_assoc;
 

@@ -13,11 +13,11 @@
 //! (GC copies sets unchanged); `hot_cold = false` keeps one 8 KiB subset.
 
 mod fwsets;
-mod loc;
 
 use serde::Serialize;
 
 use crate::device::{Device, PAGE_BYTES, ZonedConfig, ZonedDevice};
+use crate::engine::loc::LargeObjectLog;
 use crate::engine::{CacheEngine, EngineStats, RandomAdmission, pages_bytes, per_set_bits};
 use crate::hash::{probe_hash, set_of};
 use crate::index::tag_of;
@@ -25,7 +25,6 @@ use crate::log::{AppendError, LiveObject, SegmentLog};
 use crate::object::{MAX_SMALL_OBJECT_BYTES, Object};
 use crate::set::{Rrip, SetArray, SetDram, SetObject, fill};
 use fwsets::{SetZones, Subset};
-use loc::LargeObjectLog;
 
 /// Free SOC zones kept for GC: GC starts with at least this many.
 const RESERVE_ZONES: usize = 6;
@@ -39,7 +38,7 @@ pub const MAX_ACTIVE_ZONES: u32 = 4;
 /// Where FairyWREN's flash pages went, by cause.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct WriteBreakdown {
-    /// FWLog and LOC segments.
+    /// FWLog segments (the LOC's are not counted).
     pub log_pages: u64,
     /// Subsets written because FWLog evicted into their set.
     pub flush_pages: u64,
@@ -433,7 +432,14 @@ impl CacheEngine for FairyWren {
         }
         self.stats.admitted_bytes += u64::from(object.size_bytes);
         if object.size_bytes > MAX_SMALL_OBJECT_BYTES {
-            self.loc.insert(&mut self.device, object);
+            if let Some(write) = self.loc.insert(object) {
+                if let Some(victim) = write.evicted {
+                    self.device.reset(victim).expect("LOC zones exist");
+                }
+                self.device
+                    .append(write.segment, self.config.zone_pages)
+                    .expect("an empty LOC zone takes a whole segment");
+            }
             return;
         }
         let (set, tag) = self.place(object.key);
