@@ -19,16 +19,13 @@
 //! pinned pages pushed out while their pin lasts go to flash, and a DRAM
 //! miss looks there next. Flash IO runs after the cache lock is released.
 
-use crate::flash::{FlashStats, NodeFlash};
+use crate::flash::{FlashStats, NodeFlash, PageKey};
 use bytes::Bytes;
 use dingo_flash::tier::Admission;
 use dingo_proto::IoTag;
 use dingo_types::{ChunkRef, TaskKind};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
-
-/// A cache page: segment `.1` of chunk `.0`.
-pub type PageKey = (ChunkRef, u64);
 
 /// Share of the general region reserved for protected (re-used) pages.
 const PROTECTED_SHARE: f64 = 0.8;

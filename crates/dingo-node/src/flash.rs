@@ -14,7 +14,6 @@
 //! The writer runs at a lower CPU priority than the node's other threads
 //! (see [`WRITER_NICE_INCREMENT`]).
 
-use crate::cache::PageKey;
 use crate::direct::{AlignedBuf, DirectFile, align_up};
 use crate::error::StoreError;
 use crate::lock::relock;
@@ -25,6 +24,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
+
+/// A page of a chunk, the unit the DRAM cache and the flash tier hold:
+/// segment `.1` of chunk `.0`.
+pub type PageKey = (dingo_types::ChunkRef, u64);
 
 /// How a node's flash tier is laid out.
 #[derive(Clone, Debug)]
