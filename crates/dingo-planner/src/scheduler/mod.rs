@@ -26,6 +26,7 @@ use std::ops::Deref;
 mod block_bytes;
 mod free_pass;
 mod lookup;
+mod pending;
 mod schedule;
 
 pub use block_bytes::BlockBytes;
@@ -130,7 +131,7 @@ struct QuantumState<'a, T: Topology> {
     /// read), computed once while checking the budget and reused when
     /// committing.
     staged_us: Vec<u64>,
-    pending_us: Vec<(DiskId, u64)>,
+    pending_us: pending::PendingHeadTime,
     keys: Vec<u64>,
     /// The last disk model and request size asked for, and their head
     /// time: nearly every read of a cluster has the same two.
@@ -230,7 +231,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             staged: Vec::new(),
             staged_bytes: Vec::new(),
             staged_us: Vec::new(),
-            pending_us: Vec::new(),
+            pending_us: pending::PendingHeadTime::default(),
             keys: Vec::new(),
             head_memo: (DiskModel::HDD, 0, DiskModel::HDD.head_time_us(0)),
         }
@@ -449,10 +450,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             if !free {
                 new_bytes += info.size;
                 us = head_time_us(&mut self.head_memo, self.topo.disk_model(disk), info.size);
-                match self.pending_us.iter_mut().find(|(d, _)| *d == disk) {
-                    Some((_, total)) => *total += us,
-                    None => self.pending_us.push((disk, us)),
-                }
+                self.pending_us.add(disk, us);
             }
             self.staged_us.push(us);
             self.staged.push(ChunkRead { block: b, copy, disk, group: info.group, physical: !free });
@@ -473,7 +471,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             if new_bytes > self.task_left[d.task.index()] {
                 return Take::OverTaskCap;
             }
-            let over_disk = self.pending_us.iter().any(|&(disk, us)| {
+            let over_disk = self.pending_us.iter().any(|(disk, us)| {
                 self.scheduled.disk_used_us[disk.0 as usize].saturating_add(us) > self.budget.disk_limit_us(disk.0)
             });
             if over_disk {
