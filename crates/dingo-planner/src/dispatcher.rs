@@ -18,8 +18,8 @@
 //! quantum would miss the CPU cache on every probe.
 
 use crate::config::PlannerConfig;
-use crate::scheduler::{ChunkRead, Schedule};
-use dingo_types::{ChunkRef, DeclarationId, DiskId, Member, TaskKind, Timestamp};
+use crate::scheduler::{BlockBytes, ChunkRead, Schedule};
+use dingo_types::{BlockId, ChunkRef, DeclarationId, DiskId, GroupId, Member, TaskKind, Timestamp};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
@@ -78,7 +78,26 @@ pub struct Callback {
 pub struct DeliveredSet {
     /// The set's key within its declaration.
     pub key: u64,
-    pub reads: Vec<ChunkRead>,
+    pub reads: Vec<DeliveredRead>,
+}
+
+/// One read of a delivered set: a [`ChunkRead`] with its size, which the
+/// schedule keeps apart ([`Schedule::read_bytes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveredRead {
+    pub block: BlockId,
+    pub copy: u8,
+    pub disk: DiskId,
+    pub group: GroupId,
+    pub bytes: u64,
+    /// False when another set's read of the chunk pays for it.
+    pub physical: bool,
+}
+
+impl DeliveredRead {
+    pub fn chunk(&self) -> ChunkRef {
+        ChunkRef { block: self.block, copy: self.copy }
+    }
 }
 
 impl Dispatch {
@@ -91,7 +110,15 @@ impl Dispatch {
         for s in set_indexes {
             let set = &schedule.sets[s as usize];
             let decl = &schedule.decls[set.decl as usize];
-            let delivered = DeliveredSet { key: set.key, reads: schedule.reads_of(s as usize).to_vec() };
+            let reads = schedule.reads_of(s as usize).iter().map(|r| DeliveredRead {
+                block: r.block,
+                copy: r.copy,
+                disk: r.disk,
+                group: r.group,
+                bytes: schedule.read_bytes(r),
+                physical: r.physical,
+            });
+            let delivered = DeliveredSet { key: set.key, reads: reads.collect() };
             match callbacks.last_mut() {
                 Some(cb) if cb.declaration == decl.id => cb.sets.push(delivered),
                 _ => callbacks.push(Callback {
@@ -238,24 +265,25 @@ impl Packer {
         self.open.pinned_bytes = 0;
     }
 
-    /// Adds the set at position `pos` of the order, with its reads, for
-    /// `task`; `alone`: the set is a component of its own.
-    fn add(&mut self, pos: u32, reads: &[ChunkRead], task: TaskKind, alone: bool) {
+    /// Adds the set at position `pos` of the order, with its reads (their
+    /// blocks' sizes in `sizes`), for `task`; `alone`: the set is a
+    /// component of its own.
+    fn add(&mut self, pos: u32, reads: &[ChunkRead], sizes: &BlockBytes, task: TaskKind, alone: bool) {
         if alone && self.lone_path && distinct_chunks(reads) {
-            self.add_alone(pos, reads, task);
+            self.add_alone(pos, reads, sizes, task);
             return;
         }
         let g = self.group_index();
         // The set pins at most all its bytes: only near the budget is it
         // worth looking its chunks up to count what it would add.
-        let at_most: u64 = reads.iter().map(|r| r.bytes).sum();
+        let at_most: u64 = reads.iter().map(|r| sizes.of(r.block)).sum();
         if pos > self.open.start && self.open.pinned_bytes + at_most > self.cache_budget {
             let added_pins: u64 = reads
                 .iter()
                 .filter(|r| {
                     self.chunks.get(&Member::Copy(r.chunk()).key()).is_some_and(|u| u.group == g && u.readers == 1)
                 })
-                .map(|r| r.bytes)
+                .map(|r| sizes.of(r.block))
                 .sum();
             if self.open.pinned_bytes + added_pins > self.cache_budget {
                 self.close(pos);
@@ -263,25 +291,26 @@ impl Packer {
         }
         let g = self.group_index();
         for r in reads {
+            let bytes = sizes.of(r.block);
             let key = Member::Copy(r.chunk()).key();
-            let first_use = ChunkUse { group: g, readers: 0, disk: r.disk, bytes: r.bytes, payer: task };
+            let first_use = ChunkUse { group: g, readers: 0, disk: r.disk, bytes, payer: task };
             let entry = self.chunks.entry(key).or_insert(first_use);
             if entry.group != g {
                 // Read in an earlier group of a split component: its pin has
                 // lapsed by now, so this group reads the chunk again.
-                self.split_loss_bytes += r.bytes;
-                self.open.disk_bytes += r.bytes;
-                *entry = ChunkUse { group: g, readers: 0, disk: r.disk, bytes: r.bytes, payer: task };
+                self.split_loss_bytes += bytes;
+                self.open.disk_bytes += bytes;
+                *entry = ChunkUse { group: g, readers: 0, disk: r.disk, bytes, payer: task };
             } else if r.physical {
-                self.open.disk_bytes += r.bytes;
+                self.open.disk_bytes += bytes;
             } else {
-                self.free_bytes_from[task.index()][entry.payer.index()] += r.bytes;
+                self.free_bytes_from[task.index()][entry.payer.index()] += bytes;
             }
             entry.readers += 1;
             if entry.readers == 1 {
                 self.open.chunks.push(key);
             } else if entry.readers == 2 {
-                self.open.pinned_bytes += r.bytes;
+                self.open.pinned_bytes += bytes;
             }
         }
     }
@@ -294,7 +323,7 @@ impl Packer {
     /// table would only record what is thrown away at the component's
     /// end. The same effect as the general path, without a table probe
     /// per read.
-    fn add_alone(&mut self, pos: u32, reads: &[ChunkRead], task: TaskKind) {
+    fn add_alone(&mut self, pos: u32, reads: &[ChunkRead], sizes: &BlockBytes, task: TaskKind) {
         debug_assert!(self.chunks.is_empty() && self.open.chunks.is_empty(), "a component starts empty");
         // The general path's check with no chunk already in the table:
         // the set adds no pin, so only a group already over closes.
@@ -303,9 +332,9 @@ impl Packer {
         }
         for r in reads {
             if r.physical {
-                self.open.disk_bytes += r.bytes;
+                self.open.disk_bytes += sizes.of(r.block);
             } else {
-                self.free_bytes_from[task.index()][task.index()] += r.bytes;
+                self.free_bytes_from[task.index()][task.index()] += sizes.of(r.block);
             }
         }
     }
@@ -406,7 +435,8 @@ fn dispatch_with(
         }
         let alone = starts && next_component.peek().copied().unwrap_or(sets) == pos + 1;
         let set = &schedule.sets[s as usize];
-        packer.add(pos, schedule.reads_of(s as usize), schedule.decls[set.decl as usize].task, alone);
+        let task = schedule.decls[set.decl as usize].task;
+        packer.add(pos, schedule.reads_of(s as usize), &schedule.block_bytes, task, alone);
     }
     packer.close(order.len() as u32);
 
@@ -575,9 +605,10 @@ mod tests {
                     copy,
                     disk: DiskId((b % 7) as u32),
                     group: GroupId(b / 3),
-                    bytes: 10,
                     physical: !next(&mut rng).is_multiple_of(3),
                 };
+                // Blocks of three sizes, so the sizes kept apart are used.
+                out.block_bytes.record(BlockId(b), 10 + b % 3);
                 out.reads.push(read);
                 if twice {
                     out.reads.push(ChunkRead { physical: false, ..read });

@@ -36,9 +36,10 @@ pub use accounting::{QuantumReport, TaskStats};
 pub use config::{Budget, DiskBudget, LeftoverPolicy, Limits, PlannerConfig, TaskCaps};
 pub use declaration::DeclarationStatus;
 pub use dispatcher::{
-    CacheDirective, Callback, DeliveredSet, Dispatch, DispatchGroup, DispatchScratch, dispatch, dispatch_into,
+    CacheDirective, Callback, DeliveredRead, DeliveredSet, Dispatch, DispatchGroup, DispatchScratch, dispatch,
+    dispatch_into,
 };
 pub use error::{CancelError, DeclareError, RestoreError};
 pub use lower_bound::ReadLowerBound;
 pub use planner::{Planner, PreparedDeclaration, QuantumPlan};
-pub use scheduler::{ChunkRead, Schedule, ScheduledDecl, ScheduledSet};
+pub use scheduler::{BlockBytes, ChunkRead, Schedule, ScheduledDecl, ScheduledSet};

@@ -185,7 +185,9 @@ proptest! {
             let mut per_disk = vec![0u64; DISKS as usize];
             let mut seen_chunks = BTreeSet::new();
             for read in plan.schedule.reads.iter().filter(|r| r.physical) {
-                per_disk[read.disk.0 as usize] += topo.disk_model(read.disk).head_time_us(read.bytes);
+                let bytes = plan.schedule.read_bytes(read);
+                prop_assert_eq!(Some(bytes), topo.block(read.block).map(|info| info.size), "the schedule's size of a block");
+                per_disk[read.disk.0 as usize] += topo.disk_model(read.disk).head_time_us(bytes);
                 prop_assert!(seen_chunks.insert(read.chunk()), "chunk read from disk twice in one quantum");
             }
             for (d, used) in per_disk.iter().enumerate() {
@@ -337,7 +339,7 @@ proptest! {
             for (s, set) in plan.schedule.sets.iter().enumerate() {
                 if plan.schedule.decls[set.decl as usize].id == id {
                     prop_assert!(before < needed, "quantum {}: a set after {} of {} bytes", q, before, needed);
-                    delivered += plan.schedule.reads_of(s).iter().map(|r| r.bytes).sum::<u64>();
+                    delivered += plan.schedule.reads_of(s).iter().map(|r| plan.schedule.read_bytes(r)).sum::<u64>();
                 }
             }
             if let Some(status) = planner.status(id) {

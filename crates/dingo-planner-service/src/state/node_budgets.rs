@@ -41,9 +41,10 @@ impl State {
         for r in schedule.reads.iter().filter(|r| r.physical) {
             let b =
                 per_disk.entry(r.disk.0).or_insert_with(|| DiskQuantumBudget { disk: r.disk.0, ..Default::default() });
-            b.bytes += r.bytes;
+            let bytes = schedule.read_bytes(r);
+            b.bytes += bytes;
             b.reads += 1;
-            b.head_time_us += self.topo.disk_model(r.disk).head_time_us(r.bytes);
+            b.head_time_us += self.topo.disk_model(r.disk).head_time_us(bytes);
         }
         self.topo
             .live_disks_by_node()

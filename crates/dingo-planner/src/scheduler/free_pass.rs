@@ -48,8 +48,7 @@ impl<T: Topology> QuantumState<'_, T> {
         let (topo, budget) = (self.topo, self.budget);
         let helper = || {
             let mut buffer = buffers.lock().expect("a free-pass worker panicked").pop().unwrap_or_default();
-            buffer.sets.clear();
-            buffer.reads.clear();
+            buffer.clear();
             let mut worker = QuantumState::new(topo, budget, SharedScheduled::Borrowed(&scheduled), buffer);
             let mut done = Vec::new();
             loop {
@@ -93,6 +92,7 @@ impl<T: Topology> QuantumState<'_, T> {
                 first_read: u32::try_from(base + s.first_read as usize).expect("over 4G reads in one quantum"),
                 ..*s
             }));
+            self.schedule.block_bytes.absorb(&schedule.block_bytes, &schedule.reads[reads.clone()]);
             self.schedule.reads.extend_from_slice(&schedule.reads[reads]);
         }
         for (_, report, _) in &workers {

@@ -23,10 +23,13 @@ use dingo_types::{BlockId, BlockInfo, BlockState, ChunkRef, DiskId, DiskModel, M
 use roaring::RoaringTreemap;
 use std::ops::Deref;
 
+mod block_bytes;
 mod free_pass;
 mod lookup;
+mod pending;
 mod schedule;
 
+pub use block_bytes::BlockBytes;
 pub use schedule::{ChunkRead, Schedule, ScheduledDecl, ScheduledSet};
 
 /// A walk through one declaration gives up after this many sets in a row
@@ -122,11 +125,13 @@ struct QuantumState<'a, T: Topology> {
     range_infos: Vec<Option<BlockInfo>>,
     range_disks: Vec<Option<DiskId>>,
     staged: Vec<ChunkRead>,
+    /// The size of each staged read's block.
+    staged_bytes: Vec<u64>,
     /// Head time of each staged read that goes to disk (0 for a free
     /// read), computed once while checking the budget and reused when
     /// committing.
     staged_us: Vec<u64>,
-    pending_us: Vec<(DiskId, u64)>,
+    pending_us: pending::PendingHeadTime,
     keys: Vec<u64>,
     /// The last disk model and request size asked for, and their head
     /// time: nearly every read of a cluster has the same two.
@@ -148,9 +153,7 @@ pub(crate) fn schedule_quantum<T: Topology + Sync>(
 ) -> (Schedule, QuantumReport) {
     let mut schedule = buffers;
     schedule.start = now;
-    schedule.decls.clear();
-    schedule.sets.clear();
-    schedule.reads.clear();
+    schedule.clear();
     let scheduled = Scheduled { disk_used_us: vec![0; topo.disk_count() as usize], ..Scheduled::default() };
     let mut q = QuantumState::new(topo, budget, SharedScheduled::Owned(scheduled), schedule);
     q.task_left = config.task_caps.per_quantum(config.quantum);
@@ -226,8 +229,9 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             range_infos: Vec::new(),
             range_disks: Vec::new(),
             staged: Vec::new(),
+            staged_bytes: Vec::new(),
             staged_us: Vec::new(),
-            pending_us: Vec::new(),
+            pending_us: pending::PendingHeadTime::default(),
             keys: Vec::new(),
             head_memo: (DiskModel::HDD, 0, DiskModel::HDD.head_time_us(0)),
         }
@@ -299,9 +303,9 @@ impl<'a, T: Topology> QuantumState<'a, T> {
                 copy: chunk.copy,
                 disk,
                 group: info.group,
-                bytes: info.size,
                 physical: false,
             });
+            self.schedule.block_bytes.record(chunk.block, info.size);
             self.schedule.sets.push(ScheduledSet { decl, first_read, key });
             bytes += info.size;
         }
@@ -400,6 +404,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         self.members.clear();
         d.sets.members(key, &mut self.members);
         self.staged.clear();
+        self.staged_bytes.clear();
         self.staged_us.clear();
         self.pending_us.clear();
         // A range (a stretch of a file) is looked up at once, not block by block.
@@ -445,13 +450,11 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             if !free {
                 new_bytes += info.size;
                 us = head_time_us(&mut self.head_memo, self.topo.disk_model(disk), info.size);
-                match self.pending_us.iter_mut().find(|(d, _)| *d == disk) {
-                    Some((_, total)) => *total += us,
-                    None => self.pending_us.push((disk, us)),
-                }
+                self.pending_us.add(disk, us);
             }
             self.staged_us.push(us);
-            self.staged.push(ChunkRead { block: b, copy, disk, group: info.group, bytes: info.size, physical: !free });
+            self.staged.push(ChunkRead { block: b, copy, disk, group: info.group, physical: !free });
+            self.staged_bytes.push(info.size);
         }
         if self.staged.is_empty() {
             d.sets.remove(key);
@@ -468,7 +471,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             if new_bytes > self.task_left[d.task.index()] {
                 return Take::OverTaskCap;
             }
-            let over_disk = self.pending_us.iter().any(|&(disk, us)| {
+            let over_disk = self.pending_us.iter().any(|(disk, us)| {
                 self.scheduled.disk_used_us[disk.0 as usize].saturating_add(us) > self.budget.disk_limit_us(disk.0)
             });
             if over_disk {
@@ -511,7 +514,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         let removed = d.sets.remove(key);
         assert!(removed, "set {key} of {} scheduled twice", d.id);
         d.delivered += 1;
-        d.delivered_bytes += self.staged.iter().map(|read| read.bytes).sum::<u64>();
+        d.delivered_bytes += self.staged_bytes.iter().sum::<u64>();
         debug_assert!(d.sets_needed.is_none_or(|n| d.delivered <= n), "{} over-delivered", d.id);
         let first_read = u32::try_from(self.schedule.reads.len()).expect("over 4G reads in one quantum");
         let mut stats = std::mem::take(self.report.task_mut(d.task));
@@ -532,15 +535,18 @@ impl<'a, T: Topology> QuantumState<'a, T> {
                 }
             }
             self.record_physical(&mut staged[i..end], distinct);
-            for (read, &us) in staged[i..end].iter().zip(&self.staged_us[i..end]) {
-                stats.logical_bytes += read.bytes;
+            for ((read, &us), &bytes) in
+                staged[i..end].iter().zip(&self.staged_us[i..end]).zip(&self.staged_bytes[i..end])
+            {
+                stats.logical_bytes += bytes;
+                self.schedule.block_bytes.record(read.block, bytes);
                 if read.physical {
                     self.scheduled.owned().disk_used_us[read.disk.0 as usize] += us;
-                    self.cluster_left = self.cluster_left.saturating_sub(read.bytes);
-                    self.task_left[d.task.index()] = self.task_left[d.task.index()].saturating_sub(read.bytes);
-                    stats.disk_bytes += read.bytes;
+                    self.cluster_left = self.cluster_left.saturating_sub(bytes);
+                    self.task_left[d.task.index()] = self.task_left[d.task.index()].saturating_sub(bytes);
+                    stats.disk_bytes += bytes;
                 } else {
-                    stats.free_bytes += read.bytes;
+                    stats.free_bytes += bytes;
                 }
             }
             i = end;

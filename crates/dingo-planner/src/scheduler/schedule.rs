@@ -1,26 +1,29 @@
 //! What the scheduler hands out for one quantum: the declarations it
 //! served, the sets it chose and their chunk reads.
 
+use super::BlockBytes;
 use dingo_types::{BlockId, ChunkRef, DeclarationId, DiskId, GroupId, TaskKind, Timestamp};
 use serde::{Deserialize, Serialize};
 
-/// One physical or free read of one chunk, as delivered to a task.
+/// One physical or free read of one chunk, as scheduled. Its size is
+/// kept by the schedule ([`Schedule::read_bytes`]), not by the read.
 ///
 /// The chunk is held as its two fields rather than a [`ChunkRef`], whose
-/// seven bytes of padding would make this 40 bytes instead of 32: a
-/// quantum of a 100 PB cluster holds millions of reads, two schedules at
-/// a time.
+/// seven bytes of padding would make this 32 bytes instead of 24: a
+/// quantum of a 1 EB cluster holds hundreds of millions of reads, two
+/// schedules at a time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChunkRead {
     pub block: BlockId,
     pub copy: u8,
     pub disk: DiskId,
     pub group: GroupId,
-    pub bytes: u64,
     /// True for the one read per chunk that goes to disk this quantum;
     /// false when another set already scheduled the chunk (a free read).
     pub physical: bool,
 }
+
+const _: () = assert!(std::mem::size_of::<ChunkRead>() <= 24, "a schedule holds millions of reads");
 
 /// A declaration as scheduled in one quantum.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +58,8 @@ pub struct Schedule {
     pub decls: Vec<ScheduledDecl>,
     pub sets: Vec<ScheduledSet>,
     pub reads: Vec<ChunkRead>,
+    /// The size of each block `reads` names.
+    pub block_bytes: BlockBytes,
 }
 
 impl ChunkRead {
@@ -70,12 +75,25 @@ impl Schedule {
         &self.reads[self.sets[set].first_read as usize..end]
     }
 
+    /// The bytes `read` (one of `reads`) reads.
+    pub fn read_bytes(&self, read: &ChunkRead) -> u64 {
+        self.block_bytes.of(read.block)
+    }
+
     pub fn physical_bytes(&self) -> u64 {
-        self.reads.iter().filter(|r| r.physical).map(|r| r.bytes).sum()
+        self.reads.iter().filter(|r| r.physical).map(|r| self.read_bytes(r)).sum()
     }
 
     pub fn free_bytes(&self) -> u64 {
-        self.reads.iter().filter(|r| !r.physical).map(|r| r.bytes).sum()
+        self.reads.iter().filter(|r| !r.physical).map(|r| self.read_bytes(r)).sum()
+    }
+
+    /// Empties the schedule, keeping its vectors' memory for reuse.
+    pub fn clear(&mut self) {
+        self.decls.clear();
+        self.sets.clear();
+        self.reads.clear();
+        self.block_bytes.clear();
     }
 }
 
@@ -85,14 +103,13 @@ mod tests {
 
     #[test]
     fn schedule_records_are_compact_and_sets_find_their_reads() {
-        assert_eq!(std::mem::size_of::<ChunkRead>(), 32);
+        assert_eq!(std::mem::size_of::<ChunkRead>(), 24);
         assert_eq!(std::mem::size_of::<ScheduledSet>(), 16);
         let read = |block: u64, copy: u8| ChunkRead {
             block: BlockId(block),
             copy,
             disk: DiskId(0),
             group: GroupId(block),
-            bytes: 1,
             physical: true,
         };
         let schedule = Schedule {

@@ -350,7 +350,7 @@ impl Replay {
                         Some(owner) => Source::Cache(owner),
                         None => Source::Disk(read.disk),
                     };
-                    self.recorder.read(task, read.bytes, source);
+                    self.recorder.read(task, schedule.read_bytes(read), source);
                 }
             }
         }
@@ -373,7 +373,7 @@ impl Replay {
         used.clear();
         used.resize(self.recorder.disk_count(), 0);
         for r in schedule.reads.iter().filter(|r| r.physical) {
-            used[r.disk.0 as usize] += self.recorder.head_time_us(r.bytes);
+            used[r.disk.0 as usize] += self.recorder.head_time_us(schedule.read_bytes(r));
         }
         let over = used.iter().enumerate().any(|(d, &us)| us > budget.disk_limit_us(d as u32));
         self.disk_used = used;
