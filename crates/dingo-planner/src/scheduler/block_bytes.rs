@@ -87,7 +87,7 @@ mod tests {
         // Pieces of one schedule made apart, then joined in order, against
         // the same reads recorded one by one.
         let sizes_of = |block: u64| {
-            if block % 7 == 0 {
+            if block.is_multiple_of(7) {
                 10 + block
             } else if block < 20 {
                 64
