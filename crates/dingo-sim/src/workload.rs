@@ -3,12 +3,11 @@
 //! the simulator's own job generator ([`World::start_in_flight`]).
 
 use crate::ModelError;
+use crate::mix::Mix;
 use crate::model::{ClusterModel, ModelSpec};
 use crate::sim::{SimConfig, World};
 use dingo_types::{Declaration, Timestamp};
 use std::time::Duration;
-
-use crate::mix::Mix;
 
 /// A steady-state outstanding load: the jobs of the eight tasks open at
 /// `now`, as the planner sees them mid-month.
@@ -35,10 +34,10 @@ impl SteadyLoad {
     }
 
     /// Builds the world of `cluster`, starts the jobs open at `now` and
-    /// hands each one's declaration to `declare` as soon as it is built,
-    /// dropping the world's copy: at 1 EB the read sets of every
-    /// declaration take gigabytes, so a caller that declares them to a
-    /// planner holds one declaration's sets twice, not all of them.
+    /// hands each one's declaration to `declare`, dropping the world's job
+    /// as it goes: at 1 EB the read sets take gigabytes, and a caller that
+    /// declares them to a planner then holds each set about once (in the
+    /// world's job or in the planner), plus the declaration handed over.
     /// Stops at `declare`'s first error; returns the world (its model is
     /// what the planner plans on).
     pub fn for_each_declaration<E: From<ModelError>>(
