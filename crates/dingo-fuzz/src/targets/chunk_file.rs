@@ -10,7 +10,7 @@ use crate::Target;
 use bytes::Bytes;
 use dingo_node::{DiskSpec, IoSettings, Store};
 use dingo_proto::IoTag;
-use dingo_types::{BlockId, ChunkRef, DiskId};
+use dingo_types::{BlockId, ChunkRef, DeclarationId, DiskId, TaskKind};
 use std::path::PathBuf;
 
 const ALIGN: usize = 4096;
@@ -149,11 +149,16 @@ impl Target for ChunkFile {
         let _ = self.store.delete(chunk, None);
         self.put(chunk, &vec![0u8; len as usize]);
         std::fs::write(self.path(chunk), input).expect("replace the chunk file");
-        if let Ok((data, _)) = self.store.read(chunk, 0, len, IoTag::Foreground) {
+        // The node keeps the header and checksums of a chunk it wrote, so a
+        // foreground read never parses the replaced file's header; a scrub
+        // reads it from disk (until it is seen equal to the kept one), so
+        // scrub reads are what puts the parser in front of the input.
+        let scrub = IoTag::Maintenance { task: TaskKind::Scrubbing, declaration: DeclarationId(1) };
+        if let Ok((data, _)) = self.store.read(chunk, 0, len, scrub) {
             check_read(input, chunk, len, 0, &data);
         }
         if len > 2
-            && let Ok((data, _)) = self.store.read(chunk, len / 3, len / 2, IoTag::Foreground)
+            && let Ok((data, _)) = self.store.read(chunk, len / 3, len / 2, scrub)
         {
             check_read(input, chunk, len, (len / 3) as usize, &data);
         }
