@@ -143,7 +143,7 @@ impl Client {
                         })
                         .collect::<Result<_>>()?
                 };
-                self.rebuild_stripe_member(&stripe, want, &order, tag).await?.into()
+                self.rebuild_stripe_member(&stripe, want, &order, 0, tag).await?.into()
             }
         };
         if data.len() as u64 != b.size {

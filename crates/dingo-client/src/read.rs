@@ -10,6 +10,13 @@ use dingo_proto::v1::*;
 use dingo_types::{ChunkRef, DiskModel};
 use futures::{Stream, StreamExt, TryStreamExt};
 
+/// Stripe members a foreground degraded read asks for beyond the `k` it
+/// needs, so that one slow or hung member does not hold the read (the
+/// spare costs one member read, `1/k` more disk bytes, on the rare
+/// degraded read). Maintenance reads ask for exactly `k`: they are not
+/// waited on by a user, and their disk bytes are what the planner saves.
+const FOREGROUND_SPARE_MEMBERS: usize = 1;
+
 impl Client {
     /// Reads a range of the file at `path` (see [`Client::stat_complete`]
     /// for `allow_open`) into the local file `local`, atomically: the data
@@ -285,20 +292,26 @@ impl Client {
     }
 
     /// Degraded read: rebuilds data member `want` of a stripe from any `k`
-    /// other members.
+    /// other members. A foreground read asks for
+    /// [`FOREGROUND_SPARE_MEMBERS`] more than it needs and decodes from the
+    /// first `k` to arrive.
     async fn rebuild_member(&self, stripe: &[BlockRecord], want: usize, tag: IoTag) -> Result<Bytes> {
         let order: Vec<usize> = (0..stripe.len()).filter(|&j| j != want).collect();
-        Ok(self.rebuild_stripe_member(stripe, want, &order, tag).await?.into())
+        let spare = if matches!(tag, IoTag::Foreground) { FOREGROUND_SPARE_MEMBERS } else { 0 };
+        Ok(self.rebuild_stripe_member(stripe, want, &order, spare, tag).await?.into())
     }
 
     /// Rebuilds member `want` (data or parity) of a stripe, reading whole
-    /// members in the order `order` (member indexes) until `k` are in hand,
-    /// `k` reads at a time.
+    /// members in the order `order` (member indexes) until `k` are in hand:
+    /// `k + spare` reads in flight at a time, a failed read replaced by the
+    /// next member at once, the reads still in flight dropped once `k`
+    /// have arrived.
     pub(crate) async fn rebuild_stripe_member(
         &self,
         stripe: &[BlockRecord],
         want: usize,
         order: &[usize],
+        spare: usize,
         tag: IoTag,
     ) -> Result<Vec<u8>> {
         let (k, m) = match dingo_proto::redundancy(stripe[0].redundancy.as_ref()) {
@@ -307,34 +320,37 @@ impl Client {
             }
             _ => return Err(ClientError::Unreadable(format!("block {} is not in a complete stripe", stripe[0].id))),
         };
+        let read_member = |j: usize| async move {
+            let b = &stripe[j];
+            let chunk = ChunkRef { block: dingo_types::BlockId(b.id), copy: 0 };
+            let r = match locate(b, chunk) {
+                Ok(c) => {
+                    self.read_chunk(&c.addr, chunk, 0, b.size, tag).await.map_err(|e| read_fault(chunk, &c.addr, e))
+                }
+                Err(e) => Err(e),
+            };
+            (j, r)
+        };
         let mut members: Vec<Option<Bytes>> = vec![None; k + m];
         let (mut have, mut next) = (0, 0);
         let mut errors = Vec::new();
-        while have < k && next < order.len() {
-            let batch = &order[next..(next + k - have).min(order.len())];
-            next += batch.len();
-            let reads = futures::future::join_all(batch.iter().map(|&j| async move {
-                let b = &stripe[j];
-                let chunk = ChunkRef { block: dingo_types::BlockId(b.id), copy: 0 };
-                let r = match locate(b, chunk) {
-                    Ok(c) => {
-                        self.read_chunk(&c.addr, chunk, 0, b.size, tag).await.map_err(|e| read_fault(chunk, &c.addr, e))
-                    }
-                    Err(e) => Err(e),
-                };
-                (j, r)
-            }))
-            .await;
-            for (j, r) in reads {
-                match r {
-                    Ok(d) => {
-                        members[j] = Some(d);
-                        have += 1;
-                    }
-                    Err(e) => errors.push(e.to_string()),
+        let mut in_flight = futures::stream::FuturesUnordered::new();
+        while have < k {
+            while in_flight.len() < k - have + spare && next < order.len() {
+                in_flight.push(read_member(order[next]));
+                next += 1;
+            }
+            let Some((j, r)) = in_flight.next().await else { break };
+            match r {
+                Ok(d) => {
+                    members[j] = Some(d);
+                    have += 1;
                 }
+                Err(e) => errors.push(e.to_string()),
             }
         }
+        // A spare still in flight is not needed: dropping it cancels the call.
+        drop(in_flight);
         if have < k {
             return Err(ClientError::Unreadable(format!(
                 "only {have} of the {k} members needed are readable: {}",

@@ -756,3 +756,35 @@ async fn orphan_chunks_are_deleted_and_known_ones_kept() {
     assert_eq!(chunks_reported(&client).await, 9);
     assert_eq!(read_all(&client, "/kept").await, kept);
 }
+
+/// A foreground degraded read asks for one stripe member more than it
+/// needs and decodes from the first `k` to arrive, so a member on a hung
+/// node (stopped, its port open) does not hold the read for the client's
+/// 60 s call timeout. Before, it read exactly `k` members, in order, and
+/// waited for each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_degraded_foreground_read_does_not_wait_for_a_hung_member() {
+    let mut t = cluster(4, &[]).await;
+    let client = t.c.client().unwrap();
+    let ec = data(2 * MB, 31);
+    client.put("/h/ec", Redundancy::Ec { data: 2, parity: 2 }, MB, ec.clone()).await.unwrap();
+    let f = client.stat("/h/ec").await.unwrap();
+    // One stripe: data members 0 and 1, parity 2 and 3, each on its own node.
+    let nodes: Vec<usize> = f
+        .blocks
+        .iter()
+        .map(|b| (0..4).find(|&i| t.c.node_addr(i) == b.chunks[0].addr).expect("a cluster node"))
+        .collect();
+    assert_eq!(
+        nodes.iter().collect::<std::collections::BTreeSet<_>>().len(),
+        4,
+        "members on distinct nodes: {nodes:?}"
+    );
+    // Member 0's node dies (its read is degraded); member 1's node hangs.
+    t.c.kill_node(nodes[0]);
+    t.c.signal_node(nodes[1], libc::SIGSTOP);
+    let got = tokio::time::timeout(Duration::from_secs(30), client.read("/h/ec", 0, MB, IoTag::Foreground)).await;
+    t.c.signal_node(nodes[1], libc::SIGCONT);
+    let got = got.expect("the degraded read waited 30 s for the hung member").unwrap();
+    assert_eq!(got, ec.slice(..MB as usize));
+}
