@@ -121,7 +121,9 @@ fn one_seed(spec: &WaitSpec, seed: u64) -> Seed {
 /// The curve of medians per rate.
 fn curve(runs: &[Seed], pick: impl Fn(&Seed) -> &Vec<(f64, f64)>) -> Vec<(f64, f64)> {
     (0..pick(&runs[0]).len())
-        .map(|i| (median(runs.iter().map(|r| pick(r)[i].0).collect()), median(runs.iter().map(|r| pick(r)[i].1).collect())))
+        .map(|i| {
+            (median(runs.iter().map(|r| pick(r)[i].0).collect()), median(runs.iter().map(|r| pick(r)[i].1).collect()))
+        })
         .collect()
 }
 

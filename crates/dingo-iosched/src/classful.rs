@@ -184,12 +184,12 @@ const PLANNED_SPARE: (u128, u128) = (5, 4);
 
 /// With the Waiting gate, best effort served through it counts against
 /// the reservation for this long, µs. 60 s: at a 1 ms goal the tuned gate
-/// fires in one idle period of 10-20 s, and with 10 s the reservation
-/// served best effort ahead of foreground in between, a fixed-rate
-/// scrubber of up to the minimum share: in the waiting twin's half-hour
-/// runs (docs/IO_CONTROL.md, "Long runs") the 1 ms goal measured 1.41 ms
-/// with 10 s and 0.65 ms with 60 s (medians of 9 seeds). A planned budget
-/// at risk does not wait out this debt (`apply_rates`).
+/// waits 1.5-2.6 s and so fires only in the longest idle periods, and with
+/// 10 s the reservation served best effort ahead of foreground in between,
+/// a fixed-rate scrubber of up to the minimum share: in the waiting twin's
+/// half-hour runs (docs/IO_CONTROL.md, "Long runs") the 1 ms goal measured
+/// 1.41 ms with 10 s and 0.65 ms with 60 s (medians of 9 seeds). A planned
+/// budget at risk does not wait out this debt (`apply_rates`).
 pub const GATE_RESERVE_WINDOW_US: u64 = 60_000_000;
 
 /// How a maintenance request is cut into units.
@@ -624,8 +624,11 @@ mod tests {
         let planned_us = SECOND_US;
         policy.set_planned(now, planned_us, start + 3 * SECOND_US);
         for i in 0..400 {
-            policy.enqueue(now, Request { id: 10_000 + i, class: Class::Foreground, cost_us: 10_000, planned: true }).unwrap();
-            let be = Request { id: 20_000 + i, class: Class::BestEffort { channel: 2 }, cost_us: 30_000, planned: true };
+            policy
+                .enqueue(now, Request { id: 10_000 + i, class: Class::Foreground, cost_us: 10_000, planned: true })
+                .unwrap();
+            let be =
+                Request { id: 20_000 + i, class: Class::BestEffort { channel: 2 }, cost_us: 30_000, planned: true };
             policy.enqueue(now, be).unwrap();
         }
         let mut served = 0;

@@ -93,13 +93,7 @@ impl WaitSpec {
     /// trace, retuned every 300 s): the figures start once the window is
     /// full and the gate has tuned twice.
     pub fn long() -> Self {
-        WaitSpec {
-            duration_s: 1800,
-            warmup_s: 600,
-            window_us: 600_000_000,
-            retune_us: 300_000_000,
-            ..Self::full()
-        }
+        WaitSpec { duration_s: 1800, warmup_s: 600, window_us: 600_000_000, retune_us: 300_000_000, ..Self::full() }
     }
 
     pub fn cost_us(&self, bytes: u64) -> u64 {
