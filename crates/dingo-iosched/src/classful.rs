@@ -508,17 +508,23 @@ mod tests {
             };
             policy.enqueue(0, be).unwrap();
         }
-        let (mut now, mut served) = (0, 0);
-        while now < horizon_us {
-            match policy.next(now) {
+        serve_until(&mut policy, &mut 0, horizon_us)
+    }
+
+    /// Serves a backlogged `policy` from `now_us` until `until_us`, unit by
+    /// unit; returns the maintenance head time served.
+    fn serve_until(policy: &mut Classful, now_us: &mut u64, until_us: u64) -> u64 {
+        let mut served = 0;
+        while *now_us < until_us {
+            match policy.next(*now_us) {
                 Decision::Serve(unit) => {
                     if unit.class != Class::Foreground {
                         served += unit.cost_us;
                     }
-                    now += unit.cost_us;
+                    *now_us += unit.cost_us;
                 }
-                Decision::Wait { until_us } => now = until_us,
-                Decision::Idle => panic!("both queues are backlogged"),
+                Decision::Wait { until_us } => *now_us = until_us,
+                Decision::Idle => panic!("the queues are backlogged"),
             }
         }
         served
@@ -610,13 +616,7 @@ mod tests {
             policy.enqueue(0, r).unwrap();
         }
         let mut now = 0;
-        while now < 20 * SECOND_US {
-            match policy.next(now) {
-                Decision::Serve(unit) => now += unit.cost_us,
-                Decision::Wait { until_us } => now = until_us,
-                Decision::Idle => panic!("best effort is backlogged"),
-            }
-        }
+        serve_until(&mut policy, &mut now, 20 * SECOND_US);
         assert!(policy.reserve.tokens_us() < -(SECOND_US as i64), "the gate prepaid {}", policy.reserve.tokens_us());
         // Then foreground never lets up, and the planner schedules 1 s of
         // reads for the next 3 s.
@@ -631,19 +631,7 @@ mod tests {
                 Request { id: 20_000 + i, class: Class::BestEffort { channel: 2 }, cost_us: 30_000, planned: true };
             policy.enqueue(now, be).unwrap();
         }
-        let mut served = 0;
-        while now < start + 3 * SECOND_US {
-            match policy.next(now) {
-                Decision::Serve(unit) => {
-                    if unit.class != Class::Foreground {
-                        served += unit.cost_us;
-                    }
-                    now += unit.cost_us;
-                }
-                Decision::Wait { until_us } => now = until_us,
-                Decision::Idle => panic!("both queues are backlogged"),
-            }
-        }
+        let served = serve_until(&mut policy, &mut now, start + 3 * SECOND_US);
         assert!(served + 2 * unit_us >= planned_us, "{served} µs of maintenance served of {planned_us} planned");
     }
 
