@@ -81,6 +81,12 @@ impl Bucket {
         }
     }
 
+    /// Forgives debt beyond `max_debt_us` accrued up to `now_us`.
+    pub fn cap_debt(&mut self, now_us: u64, max_debt_us: u64) {
+        self.refill(now_us);
+        self.tokens_us = self.tokens_us.max(-i64::try_from(max_debt_us).unwrap_or(i64::MAX));
+    }
+
     pub fn share_ppm(&self) -> u64 {
         self.share_ppm
     }
@@ -138,5 +144,16 @@ mod tests {
         b.take(400);
         b.forget_credit(1_000);
         assert_eq!(b.tokens_us(), -200, "debt stays");
+    }
+
+    #[test]
+    fn capping_debt_forgives_only_the_excess() {
+        let mut b = Bucket::new(100_000, 500, 1_000, 0);
+        b.take(2_000);
+        assert_eq!(b.tokens_us(), -1_000);
+        b.cap_debt(0, 300);
+        assert_eq!(b.tokens_us(), -300);
+        b.cap_debt(1_000, 300);
+        assert_eq!(b.tokens_us(), -200, "refilled first, nothing more forgiven");
     }
 }

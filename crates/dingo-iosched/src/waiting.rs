@@ -225,6 +225,10 @@ pub struct Gate {
     retunes: u64,
     /// End of the last foreground request dispatched.
     fg_free_at_us: u64,
+    /// Arrival of the last request dropped from a full trace: the trace is
+    /// complete only after it, so a replay must not start earlier (it would
+    /// count the dropped requests' time as idle).
+    trace_dropped_at_us: Option<u64>,
 }
 
 impl Gate {
@@ -237,6 +241,7 @@ impl Gate {
             tuned_at_us: 0,
             retunes: 0,
             fg_free_at_us: 0,
+            trace_dropped_at_us: None,
         }
     }
 
@@ -247,8 +252,10 @@ impl Gate {
     /// A foreground request arrived.
     pub fn record(&mut self, arrival_us: u64, cost_us: u64) {
         self.trace.push_back((arrival_us, cost_us));
-        if self.trace.len() > MAX_TRACE {
-            self.trace.pop_front();
+        if self.trace.len() > MAX_TRACE
+            && let Some((dropped_at, _)) = self.trace.pop_front()
+        {
+            self.trace_dropped_at_us = Some(dropped_at);
         }
     }
 
@@ -273,7 +280,7 @@ impl Gate {
         if now_us < self.tuned_at_us.saturating_add(self.cfg.retune_us) {
             return;
         }
-        let start_us = now_us.saturating_sub(self.cfg.window_us);
+        let start_us = now_us.saturating_sub(self.cfg.window_us).max(self.trace_dropped_at_us.unwrap_or(0));
         while self.trace.front().is_some_and(|&(at, _)| at < start_us) {
             self.trace.pop_front();
         }
@@ -364,5 +371,27 @@ mod tests {
         // Trace older than the window is dropped at the next tune.
         g.maybe_retune(3_000_000);
         assert!(g.trace.is_empty());
+    }
+
+    #[test]
+    fn a_full_trace_is_replayed_only_from_its_oldest_request() {
+        // A 9 ms read every 10 ms for 200 s: more reads than the trace
+        // holds, all inside the 600 s window. Replaying the whole window
+        // would count the first 118 s, whose reads were dropped, as idle.
+        let c = WaitingConfig { goal_us: 1_000, retune_us: 200_000_000, ..cfg() };
+        let mut g = Gate::new(c);
+        for i in 0..20_000u64 {
+            g.record(i * 10_000, 9_000);
+        }
+        assert_eq!(g.trace.len(), MAX_TRACE);
+        g.maybe_retune(200_000_000);
+        let kept: Vec<(u64, u64)> = g.trace.iter().copied().collect();
+        let from = g.trace_dropped_at_us.unwrap();
+        assert_eq!(g.state(200_000_000, false).params, tune(&kept, from, 200_000_000, &c).0);
+        // No idle gap is longer than 1 ms, the least threshold, so the gate
+        // must predict (almost) no scrubbing; from time 0 it would predict
+        // 118 s of free head time.
+        let p = g.state(200_000_000, false).prediction.unwrap();
+        assert!(p.scrub_bytes_per_sec < 1e6, "{p:?}");
     }
 }

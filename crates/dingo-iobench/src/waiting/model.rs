@@ -10,7 +10,7 @@
 //! [`mean_slowdown_ms`], [`interpolate_at`]).
 
 use crate::twin::{Load, drive};
-use dingo_iosched::waiting::WaitingConfig;
+use dingo_iosched::waiting::{GateParams, WaitingConfig};
 use dingo_iosched::{Class, ClassfulConfig, Policy, PolicyKind, Request};
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
@@ -87,6 +87,13 @@ impl WaitSpec {
     /// Half as long, the same shape.
     pub fn quick() -> Self {
         WaitSpec { duration_s: 40, warmup_s: 12, window_us: 20_000_000, retune_us: 4_000_000, ..Self::full() }
+    }
+
+    /// Half an hour of the same load with the node's tuner timing (600 s of
+    /// trace, retuned every 300 s): the figures start once the window is
+    /// full and the gate has tuned twice.
+    pub fn long() -> Self {
+        WaitSpec { duration_s: 1800, warmup_s: 600, window_us: 600_000_000, retune_us: 300_000_000, ..Self::full() }
     }
 
     pub fn cost_us(&self, bytes: u64) -> u64 {
@@ -237,6 +244,9 @@ pub struct DiskRun {
     /// Groups: bytes the pins made free by plan, and bytes read from memory.
     pub planned_free_bytes: u64,
     pub achieved_free_bytes: u64,
+    /// The gate's `(s, t)` at the end of the run (the twin only: the real
+    /// run cannot read it back).
+    pub gate: Option<GateParams>,
 }
 
 impl DiskRun {
@@ -484,7 +494,12 @@ impl Load for DiskLoad<'_> {
 
 /// Runs one disk with `job` in virtual time, driving the node's policy.
 pub fn simulate(spec: &WaitSpec, fg: &[FgRead], job: Background) -> DiskRun {
-    let mut policy = PolicyKind::Classful.build(spec.classful_for(job));
+    simulate_on(spec, fg, job, PolicyKind::Classful)
+}
+
+/// [`simulate`] on the scheduler `kind` (FIFO: the node before issue 15).
+pub fn simulate_on(spec: &WaitSpec, fg: &[FgRead], job: Background, kind: PolicyKind) -> DiskRun {
+    let mut policy = kind.build(spec.classful_for(job));
     let end_us = spec.duration_s * 1_000_000;
     let mut load = DiskLoad {
         spec,
@@ -502,6 +517,7 @@ pub fn simulate(spec: &WaitSpec, fg: &[FgRead], job: Background) -> DiskRun {
         groups_released: 0,
     };
     drive(policy.as_mut(), &mut load, end_us);
+    load.run.gate = policy.gate(end_us).map(|g| g.params);
     load.run
 }
 
