@@ -2,7 +2,7 @@
 //! within a region, and the placement group (hence the disks) of a stripe.
 
 use super::{ClusterModel, Redundancy, StripeShape};
-use dingo_types::{BlockId, DiskId, Member};
+use dingo_types::{BlockId, ChunkRef, DiskId, Member};
 
 /// Block ids per bucket of the block → region index: `1 << INDEX_SHIFT`.
 pub(super) const INDEX_SHIFT: u32 = 16;
@@ -129,37 +129,40 @@ impl ClusterModel {
     /// For each block of `blocks`, in `out` (cleared first): its first live
     /// copy and that copy's disk, as `Topology::block_copies` lists them;
     /// `None` if the block does not exist or every copy is lost. One
-    /// region lookup per region the range crosses, not one per block.
+    /// region lookup per region the range crosses, not one per block, and
+    /// from there a step from block to block: a stripe's disks are looked
+    /// up once for its run of blocks, with no division per block.
     pub fn first_live_copies(&self, blocks: std::ops::Range<u64>, out: &mut Vec<Option<(u8, DiskId)>>) {
         out.clear();
         let mut b = blocks.start;
         while b < blocks.end {
-            let Some(loc) = self.locate(b) else {
+            let Some(mut loc) = self.locate(b) else {
                 out.resize(out.len() + (blocks.end - b) as usize, None);
                 return;
             };
             let region = &self.regions[loc.region];
             let end = region.end.min(blocks.end);
-            while b < end {
-                let local = b - region.first;
-                let (stripe, position) = match region.redundancy {
-                    Redundancy::Replicated(_) => (local, None),
-                    Redundancy::Ec { data, parity } => {
-                        if local < region.data_blocks {
-                            (local / u64::from(data), Some((local % u64::from(data)) as usize))
-                        } else {
-                            let p = local - region.data_blocks;
-                            (p / u64::from(parity), Some(usize::from(data) + (p % u64::from(parity)) as usize))
-                        }
+            let live = |disk: u32| !self.failed[disk as usize];
+            let mut placed = self.placement_disks(region, loc.stripe);
+            loop {
+                out.push(match region.redundancy {
+                    Redundancy::Replicated(_) => {
+                        placed.iter().position(|&d| live(d)).map(|copy| (copy as u8, DiskId(placed[copy])))
                     }
-                };
-                let placed = self.placement_disks(region, stripe);
-                let live = |disk: u32| !self.failed[disk as usize];
-                out.push(match position {
-                    None => placed.iter().position(|&d| live(d)).map(|copy| (copy as u8, DiskId(placed[copy]))),
-                    Some(p) => live(placed[p]).then_some((0, DiskId(placed[p]))),
+                    Redundancy::Ec { .. } => {
+                        let disk = placed[loc.position as usize];
+                        live(disk).then_some((0, DiskId(disk)))
+                    }
                 });
                 b += 1;
+                if b == end {
+                    break;
+                }
+                let next = self.next_locator(b - 1, loc);
+                if next.stripe != loc.stripe {
+                    placed = self.placement_disks(region, next.stripe);
+                }
+                loc = next;
             }
         }
     }
@@ -171,6 +174,25 @@ impl ClusterModel {
     /// (nothing appended) if there are not enough. The stripe is located
     /// once, where asking each member's disk located every member again.
     pub fn stripe_survivors(&self, block: BlockId, out: &mut Vec<Member>) -> bool {
+        self.survivors_into(block, out, |member, _, _| member)
+    }
+
+    /// [`Self::stripe_survivors`], each member with the chunk a read of it
+    /// takes and that chunk's disk: the first live copy of a replicated
+    /// block, the erasure-coded member's only copy (what `block_copies`
+    /// gives for each member, without locating each again).
+    pub fn stripe_survivor_reads(&self, block: BlockId, out: &mut Vec<(ChunkRef, DiskId)>) -> bool {
+        self.survivors_into(block, out, |_, chunk, disk| (chunk, disk))
+    }
+
+    /// The survivors of [`Self::stripe_survivors`], each made an item of
+    /// `out` by `item` from the member, its chunk to read and that chunk's disk.
+    fn survivors_into<T>(
+        &self,
+        block: BlockId,
+        out: &mut Vec<T>,
+        item: impl Fn(Member, ChunkRef, DiskId) -> T,
+    ) -> bool {
         let start = out.len();
         let Some(loc) = self.locate(block.0) else { return false };
         let region = &self.regions[loc.region];
@@ -178,10 +200,9 @@ impl ClusterModel {
         let live = |disk: u32| !self.failed[disk as usize];
         let needed = match region.redundancy {
             Redundancy::Replicated(_) => {
-                if !placed.iter().any(|&disk| live(disk)) {
-                    return false;
-                }
-                out.push(Member::Any(block));
+                let Some(copy) = placed.iter().position(|&disk| live(disk)) else { return false };
+                let chunk = ChunkRef { block, copy: copy as u8 };
+                out.push(item(Member::Any(block), chunk, DiskId(placed[copy])));
                 return true;
             }
             Redundancy::Ec { data, .. } => usize::from(data),
@@ -192,7 +213,8 @@ impl ClusterModel {
             }
             let b = self.member_block(region, loc.stripe, position);
             if b != block.0 && live(disk) {
-                out.push(Member::Any(BlockId(b)));
+                let chunk = ChunkRef { block: BlockId(b), copy: 0 };
+                out.push(item(Member::Any(BlockId(b)), chunk, DiskId(disk)));
             }
         }
         if out.len() - start == needed {

@@ -93,6 +93,16 @@ fn block_copies_agrees_with_block_and_copy_disk() {
         let expected = (0..).zip(&disks).find_map(|(copy, d)| d.map(|d| (copy, d)));
         assert_eq!(*first, expected, "{b}");
     }
+    // And over ranges starting anywhere in a stripe (a file's blocks, a
+    // fsck's first blocks): each range's answer is the whole lookup's.
+    let whole = firsts.clone();
+    for start in (0..m.block_count() + 2).step_by(1009) {
+        for len in [1, 5, 31, 70] {
+            let end = (start + len).min(m.block_count() + 2);
+            m.first_live_copies(start..end, &mut firsts);
+            assert_eq!(firsts, whole[start as usize..end as usize], "{start}..{end}");
+        }
+    }
     // So does the range lookup, over ranges of every kind: within a
     // region's data or parity blocks, across the two, across regions, and
     // past the last block, compared with the trait's block-by-block default.
@@ -222,5 +232,19 @@ fn stripe_survivors_are_the_live_members_each_lookup_finds() {
         let found = m.stripe_survivors(block, &mut out);
         assert_eq!(found.then(|| out[1..].to_vec()), reference(&m, block), "{block}");
         assert!(found || out.len() == 1, "nothing appended when none are found");
+        // With their reads: each member's first live copy, as
+        // `block_copies` finds it.
+        let mut reads = vec![(ChunkRef { block: BlockId(u64::MAX), copy: 0 }, DiskId(0))];
+        assert_eq!(m.stripe_survivor_reads(block, &mut reads), found);
+        let expected: Vec<(ChunkRef, DiskId)> = out[1..]
+            .iter()
+            .map(|member| {
+                let mut disks = Vec::new();
+                m.block_copies(member.block(), &mut disks);
+                let (copy, disk) = (0..).zip(&disks).find_map(|(c, d)| d.map(|d| (c, d))).expect("a live copy");
+                (ChunkRef { block: member.block(), copy }, disk)
+            })
+            .collect();
+        assert_eq!(reads[1..], expected, "{block}");
     }
 }

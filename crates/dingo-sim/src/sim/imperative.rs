@@ -23,20 +23,46 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// A plain LRU per disk: `ways` chunks each.
+///
+/// Each disk's line is `ways` entries of a chunk key and the task that read
+/// it in, linked in recency order. Most accesses miss, and a miss compares
+/// every key of the line, so the keys sit together (two cache lines for
+/// 15 ways); the links make finding the least recent entry a lookup, where
+/// comparing times of last use scanned the line a second time. Hand-written:
+/// an LRU crate keeps one map for all keys, where this needs `disks` tiny
+/// lines with a fixed eviction order among the empty entries.
 #[derive(Debug)]
 struct Lru {
     ways: usize,
-    /// `disks × ways` entries of (chunk key, task that read it in, time of
-    /// last use); `u64::MAX` is empty, with time 0. Times, not an order
-    /// kept by moving entries: a hit or a miss writes one entry instead of
-    /// shifting the line.
-    lines: Vec<(u64, TaskKind, u64)>,
-    clock: u64,
+    /// `disks × ways` chunk keys; `u64::MAX` is empty.
+    keys: Vec<u64>,
+    owners: Vec<TaskKind>,
+    /// Per entry, the next more recent and the next less recent entry of
+    /// its line (indexes within the line; `ways` is at most 4096).
+    newer: Vec<u16>,
+    older: Vec<u16>,
+    /// Per line, its most and its least recent entry.
+    newest: Vec<u16>,
+    oldest: Vec<u16>,
 }
 
 impl Lru {
     fn new(disks: u32, ways: usize) -> Lru {
-        Lru { ways, lines: vec![(u64::MAX, TaskKind::Reconstruction, 0); disks as usize * ways], clock: 0 }
+        assert!(ways <= usize::from(u16::MAX), "an LRU line of {ways} ways");
+        let entries = disks as usize * ways;
+        // Empty entries are evicted first, the lowest index first: the line
+        // starts ordered from entry `ways - 1` (newest) to entry 0 (oldest).
+        let way = |i: usize| (i % ways.max(1)) as u16;
+        let last = ways.saturating_sub(1) as u16;
+        Lru {
+            ways,
+            keys: vec![u64::MAX; entries],
+            owners: vec![TaskKind::Reconstruction; entries],
+            newer: (0..entries).map(|i| way(i).saturating_add(1).min(last)).collect(),
+            older: (0..entries).map(|i| way(i).saturating_sub(1)).collect(),
+            newest: vec![last; disks as usize],
+            oldest: vec![0; disks as usize],
+        }
     }
 
     /// Looks `key` up on `disk` and makes it most recent; `Some(owner)` on
@@ -46,22 +72,43 @@ impl Lru {
         if self.ways == 0 {
             return None;
         }
-        self.clock += 1;
-        let start = disk.0 as usize * self.ways;
-        let line = &mut self.lines[start..start + self.ways];
-        // (index, time of last use) of the least recent entry so far.
-        let mut oldest = (0, u64::MAX);
-        for (i, entry) in line.iter_mut().enumerate() {
-            if entry.0 == key {
-                entry.2 = self.clock;
-                return Some(entry.1);
+        let line = disk.0 as usize;
+        let start = line * self.ways;
+        let hit = self.keys[start..start + self.ways].iter().position(|&k| k == key);
+        let way = match hit {
+            Some(way) => way,
+            None => {
+                let way = usize::from(self.oldest[line]);
+                self.keys[start + way] = key;
+                self.owners[start + way] = task;
+                way
             }
-            if entry.2 < oldest.1 {
-                oldest = (i, entry.2);
-            }
+        };
+        self.make_newest(line, way as u16);
+        hit.map(|way| self.owners[start + way])
+    }
+
+    /// Moves entry `way` of line `line` to the front of its recency order.
+    fn make_newest(&mut self, line: usize, way: u16) {
+        let newest = self.newest[line];
+        if newest == way {
+            return;
         }
-        line[oldest.0] = (key, task, self.clock);
-        None
+        let start = line * self.ways;
+        let at = |w: u16| start + usize::from(w);
+        // Unlink: `way` has a newer entry, since it is not the newest.
+        let newer = self.newer[at(way)];
+        if self.oldest[line] == way {
+            self.oldest[line] = newer;
+        } else {
+            let older = self.older[at(way)];
+            self.newer[at(older)] = newer;
+            self.older[at(newer)] = older;
+        }
+        // Relink in front.
+        self.older[at(way)] = newest;
+        self.newer[at(newest)] = way;
+        self.newest[line] = way;
     }
 }
 
@@ -87,8 +134,8 @@ pub struct Imperative {
     copy_disks: Vec<Option<DiskId>>,
     /// Scratch: the first live copy of each block of a file range.
     firsts: Vec<Option<(u8, DiskId)>>,
-    /// Scratch: the members of one stripe set.
-    members: Vec<Member>,
+    /// Scratch: the reads of one stripe set.
+    survivor_reads: Vec<(ChunkRef, DiskId)>,
 }
 
 impl Imperative {
@@ -101,7 +148,7 @@ impl Imperative {
             quantum,
             copy_disks: Vec::new(),
             firsts: Vec::new(),
-            members: Vec::new(),
+            survivor_reads: Vec::new(),
         }
     }
 
@@ -147,9 +194,14 @@ impl Imperative {
                     // "Any copy": the first live copy, as `read_resolved` picks it.
                     let mut firsts = std::mem::take(&mut self.firsts);
                     model.first_live_copies(r.start.0..r.end(), &mut firsts);
-                    for (b, first) in r.blocks().zip(&firsts) {
-                        if let &Some((copy, disk)) = first {
-                            self.read_chunk(job.task, ChunkRef { block: b, copy }, disk, block_bytes, gone);
+                    // The paper's accounting, the range as one run.
+                    let disks = firsts.iter().flatten().map(|&(_, disk)| (disk, block_bytes));
+                    self.recorder.disk_reads(job.task, disks);
+                    if !gone {
+                        for (b, first) in r.blocks().zip(&firsts) {
+                            if let &Some((copy, disk)) = first {
+                                self.cached_read(job.task, ChunkRef { block: b, copy }, disk, block_bytes);
+                            }
                         }
                     }
                     self.firsts = firsts;
@@ -159,18 +211,22 @@ impl Imperative {
             JobSets::Rebuilds { blocks, .. } => {
                 let sets = blocks.len() as u64;
                 while taken < quota && walk.cursor < sets {
-                    let mut members = std::mem::take(&mut self.members);
-                    members.clear();
-                    job.sets.rebuild(model, walk.cursor as usize, &mut members);
+                    let mut reads = std::mem::take(&mut self.survivor_reads);
+                    reads.clear();
+                    job.sets.rebuild_reads(model, walk.cursor as usize, &mut reads);
                     walk.cursor += 1;
-                    let gone = members.iter().all(|m| deleted.contains(m.block().0));
+                    let gone = reads.iter().all(|(chunk, _)| deleted.contains(chunk.block.0));
                     if gone {
-                        self.skip_deleted.elided(job.task, members.len() as u64 * block_bytes);
+                        self.skip_deleted.elided(job.task, reads.len() as u64 * block_bytes);
                     }
-                    for &m in &members {
-                        self.read(world, job.task, m, gone);
+                    // The paper's accounting, the stripe's reads as one run.
+                    self.recorder.disk_reads(job.task, reads.iter().map(|&(_, disk)| (disk, block_bytes)));
+                    if !gone {
+                        for &(chunk, disk) in &reads {
+                            self.cached_read(job.task, chunk, disk, block_bytes);
+                        }
                     }
-                    self.members = members;
+                    self.survivor_reads = reads;
                     taken += 1;
                 }
             }
@@ -216,13 +272,6 @@ impl Imperative {
         taken
     }
 
-    /// Reads `member` of a set that was deleted (`gone`) or not.
-    fn read(&mut self, world: &World, task: TaskKind, member: Member, gone: bool) {
-        if let Some(info) = world.model.block_copies(member.block(), &mut self.copy_disks) {
-            self.read_resolved(task, member, &info, gone);
-        }
-    }
-
     /// Reads `member`, whose block and copies' disks were just resolved
     /// into `info` and `self.copy_disks`: always from disk in the paper's
     /// accounting; in the skip-deleted one, not at all if its set is
@@ -248,9 +297,14 @@ impl Imperative {
     /// Reads `chunk` from `disk`, as [`Self::read_resolved`] describes.
     fn read_chunk(&mut self, task: TaskKind, chunk: ChunkRef, disk: DiskId, bytes: u64, gone: bool) {
         self.recorder.read(task, bytes, Source::Disk(disk));
-        if gone {
-            return;
+        if !gone {
+            self.cached_read(task, chunk, disk, bytes);
         }
+    }
+
+    /// The skip-deleted accounting's read of `chunk` (of a set not deleted)
+    /// from `disk`: free if the disk's LRU holds it.
+    fn cached_read(&mut self, task: TaskKind, chunk: ChunkRef, disk: DiskId, bytes: u64) {
         let source = match self.lru.access(disk, Member::Copy(chunk).key(), task) {
             Some(owner) => Source::Cache(owner),
             None => Source::Disk(disk),

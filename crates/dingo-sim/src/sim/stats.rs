@@ -119,6 +119,23 @@ impl Recorder {
         }
     }
 
+    /// Reads by `task` that all go to disk, as `(disk, bytes)`: what
+    /// [`Self::read`] records for each, with the totals added once for the
+    /// run rather than read by read.
+    pub fn disk_reads(&mut self, task: TaskKind, reads: impl IntoIterator<Item = (DiskId, u64)>) {
+        let mut total = 0;
+        for (disk, bytes) in reads {
+            total += bytes;
+            let us = self.head_time_us(bytes);
+            self.disk_us[disk.0 as usize] += us;
+        }
+        let t = &mut self.tasks[task.index()];
+        t.logical_bytes += total;
+        t.disk_bytes += total;
+        self.current.logical_bytes += total;
+        self.current.disk_bytes += total;
+    }
+
     /// Bytes a task logically needed, with no disk placement (optimal mode).
     pub fn logical(&mut self, task: TaskKind, bytes: u64) {
         self.tasks[task.index()].logical_bytes += bytes;
@@ -285,6 +302,26 @@ impl fmt::Display for ModeResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn disk_reads_record_what_their_reads_record_one_by_one() {
+        let (mut one_by_one, mut at_once) = (Recorder::new(3, DiskModel::HDD), Recorder::new(3, DiskModel::HDD));
+        let reads = [(DiskId(2), 10), (DiskId(0), 10), (DiskId(2), 4_000_000), (DiskId(1), 10)];
+        for task in [TaskKind::Scrubbing, TaskKind::Fsck] {
+            for &(disk, bytes) in &reads {
+                one_by_one.read(task, bytes, Source::Disk(disk));
+            }
+            at_once.disk_reads(task, reads);
+        }
+        one_by_one.read(TaskKind::Fsck, 7, Source::Cache(TaskKind::Scrubbing));
+        at_once.read(TaskKind::Fsck, 7, Source::Cache(TaskKind::Scrubbing));
+        for r in [&mut one_by_one, &mut at_once] {
+            r.end_quantum(0.0);
+        }
+        assert_eq!(one_by_one.tasks, at_once.tasks);
+        assert_eq!(one_by_one.series, at_once.series);
+        assert!(at_once.series[0].max_disk_head_time_us > 0);
+    }
 
     #[test]
     fn the_io_wall_scales_inversely_with_utilisation() {

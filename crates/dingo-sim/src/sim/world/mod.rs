@@ -23,7 +23,9 @@ use super::SimConfig;
 use super::files::{FileCursor, ObjectFiles};
 use crate::model::{ClusterModel, ModelError, ModelSpec, StripeShape};
 use crate::rng::SplitMix64;
-use dingo_types::{BlockId, BlockRange, BlockSet, Member, MemberBitmap, ReadSets, TaskKind, Timestamp};
+use dingo_types::{
+    BlockId, BlockRange, BlockSet, ChunkRef, DiskId, Member, MemberBitmap, ReadSets, TaskKind, Timestamp,
+};
 use roaring::RoaringTreemap;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
@@ -76,6 +78,14 @@ impl JobSets {
     pub fn rebuild(&self, model: &ClusterModel, i: usize, out: &mut Vec<Member>) {
         let JobSets::Rebuilds { blocks, .. } = self else { panic!("not a reconstruction job") };
         let found = model.stripe_survivors(BlockId(blocks[i]), out);
+        debug_assert!(found, "a rebuild set lost its survivors");
+    }
+
+    /// Appends the reads of rebuild set `i` to `out`: each member's chunk
+    /// to read and its disk ([`ClusterModel::stripe_survivor_reads`]).
+    pub fn rebuild_reads(&self, model: &ClusterModel, i: usize, out: &mut Vec<(ChunkRef, DiskId)>) {
+        let JobSets::Rebuilds { blocks, .. } = self else { panic!("not a reconstruction job") };
+        let found = model.stripe_survivor_reads(BlockId(blocks[i]), out);
         debug_assert!(found, "a rebuild set lost its survivors");
     }
 
