@@ -102,19 +102,14 @@ impl Recorder {
     /// A read of `bytes` by `task`: from disk `disk`, or free from the cache
     /// where `owner`'s read brought it.
     pub fn read(&mut self, task: TaskKind, bytes: u64, source: Source) {
-        let t = &mut self.tasks[task.index()];
-        t.logical_bytes += bytes;
-        self.current.logical_bytes += bytes;
         match source {
-            Source::Disk(disk) => {
-                t.disk_bytes += bytes;
-                self.current.disk_bytes += bytes;
-                let us = self.head_time_us(bytes);
-                self.disk_us[disk.0 as usize] += us;
-            }
+            Source::Disk(disk) => self.disk_reads(task, [(disk, bytes)]),
             Source::Cache(owner) => {
+                let t = &mut self.tasks[task.index()];
+                t.logical_bytes += bytes;
                 t.free_bytes += bytes;
                 t.free_bytes_from[owner.index()] += bytes;
+                self.current.logical_bytes += bytes;
             }
         }
     }
