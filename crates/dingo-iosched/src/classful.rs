@@ -72,7 +72,9 @@
 //! - Backlogged maintenance receives at least about `min_share` of head time
 //!   however heavy the foreground load.
 //! - Two best-effort channels that stay backlogged differ in served head time
-//!   by at most one unit (`segment_us + reposition_us`).
+//!   over share by at most one unit (`segment_us + reposition_us`) over the
+//!   leader's share (start-time fair queueing's bound); with equal shares,
+//!   by at most one unit.
 //! - Units of one request are served in order, and their costs add up to the
 //!   request's cost plus the re-positioning paid on resumption.
 
