@@ -14,6 +14,7 @@
 //! the node before issue 15, for information), and the CFQ-like baseline.
 
 use anyhow::{Context, bail};
+use clap::{Parser, ValueEnum};
 use dingo_iobench::stats::median;
 use dingo_iobench::waiting::model::{
     Background, WaitSpec, foreground, interpolate_at, mean_slowdown_ms, simulate, simulate_on,
@@ -24,60 +25,89 @@ use dingo_iosched::PolicyKind;
 /// since a whole 4 MiB read ahead of foreground costs far more slowdown.
 const FIFO_SHARES_PPM: [u64; 6] = [5_000, 10_000, 25_000, 50_000, 100_000, 200_000];
 
+/// The waiting twin over many seeds; options override the chosen spec.
+#[derive(Parser)]
 struct Args {
-    spec: WaitSpec,
+    /// The load and timing to start from: the real experiment's one-minute
+    /// runs (`full`), its `--quick` form, or half-hour runs with the node's
+    /// tuning window (`long`).
+    #[arg(long, value_enum, default_value_t = Spec::Full)]
+    spec: Spec,
+    #[arg(long)]
+    duration_s: Option<u64>,
+    #[arg(long)]
+    warmup_s: Option<u64>,
+    /// Foreground trace the tuner replays, s.
+    #[arg(long)]
+    window_s: Option<u64>,
+    #[arg(long)]
+    retune_s: Option<u64>,
+    /// Seeds to run, `FIRST-LAST`.
+    #[arg(long, default_value = "1-9", value_parser = seed_range)]
     seeds: (u64, u64),
+    /// Print each seed's figures and the gate's final `(s, t)`.
+    #[arg(long)]
     per_seed: bool,
+    /// Most foreground reads in a burst.
+    #[arg(long)]
+    burst_max: Option<u32>,
+    /// Means of the three idle-gap phases, ms.
+    #[arg(long, value_delimiter = ',')]
+    gap_means_ms: Option<Vec<u64>>,
+    /// Weights of the three idle-gap phases, ppm.
+    #[arg(long, value_delimiter = ',')]
+    gap_weights_ppm: Option<Vec<u64>>,
 }
 
-fn parse() -> anyhow::Result<Args> {
-    let mut spec = WaitSpec::full();
-    let mut seeds = (1, 9);
-    let mut per_seed = false;
-    let mut it = std::env::args().skip(1);
-    while let Some(key) = it.next() {
-        if key == "--per-seed" {
-            per_seed = true;
-            continue;
-        }
-        let value = it.next().with_context(|| format!("{key} needs a value"))?;
-        let num = || value.parse::<u64>().with_context(|| format!("{key} {value}: not a whole number"));
-        match key.as_str() {
-            "--spec" => {
-                spec = match value.as_str() {
-                    "full" => WaitSpec::full(),
-                    "quick" => WaitSpec::quick(),
-                    "long" => WaitSpec::long(),
-                    other => bail!("--spec {other}: expected full, quick or long"),
-                }
-            }
-            "--duration-s" => spec.duration_s = num()?,
-            "--warmup-s" => spec.warmup_s = num()?,
-            "--window-s" => spec.window_us = num()? * 1_000_000,
-            "--retune-s" => spec.retune_us = num()? * 1_000_000,
-            "--burst-max" => spec.burst_max = u32::try_from(num()?)?,
-            "--gap-means-ms" => spec.gap_means_us = three(&value)?.map(|ms| ms * 1_000),
-            "--gap-weights-ppm" => spec.gap_weights_ppm = three(&value)?,
-            "--seeds" => {
-                let (a, b) = value.split_once('-').with_context(|| format!("--seeds {value}: expected FIRST-LAST"))?;
-                seeds = (a.parse()?, b.parse()?);
-                if seeds.0 > seeds.1 {
-                    bail!("--seeds {value}: first after last");
-                }
-            }
-            other => bail!("unknown option {other}"),
-        }
-    }
-    if spec.warmup_s + spec.tail_s >= spec.duration_s {
-        bail!("warm-up {} s + tail {} s leave nothing of {} s to measure", spec.warmup_s, spec.tail_s, spec.duration_s);
-    }
-    Ok(Args { spec, seeds, per_seed })
+#[derive(Clone, Copy, ValueEnum)]
+enum Spec {
+    Full,
+    Quick,
+    Long,
 }
 
-/// Three comma-separated whole numbers.
-fn three(value: &str) -> anyhow::Result<[u64; 3]> {
-    let v: Vec<u64> = value.split(',').map(str::parse).collect::<Result<_, _>>()?;
-    v.try_into().map_err(|v: Vec<u64>| anyhow::anyhow!("{value}: expected 3 numbers, got {}", v.len()))
+fn seed_range(value: &str) -> anyhow::Result<(u64, u64)> {
+    let (a, b) = value.split_once('-').with_context(|| format!("{value}: expected FIRST-LAST"))?;
+    let seeds: (u64, u64) = (a.parse()?, b.parse()?);
+    if seeds.0 > seeds.1 {
+        bail!("{value}: first after last");
+    }
+    Ok(seeds)
+}
+
+/// The three values of a comma-separated option.
+fn three(option: &str, values: Vec<u64>) -> anyhow::Result<[u64; 3]> {
+    values.try_into().map_err(|v: Vec<u64>| anyhow::anyhow!("{option}: expected 3 numbers, got {}", v.len()))
+}
+
+impl Args {
+    fn spec(&self) -> anyhow::Result<WaitSpec> {
+        let mut spec = match self.spec {
+            Spec::Full => WaitSpec::full(),
+            Spec::Quick => WaitSpec::quick(),
+            Spec::Long => WaitSpec::long(),
+        };
+        spec.duration_s = self.duration_s.unwrap_or(spec.duration_s);
+        spec.warmup_s = self.warmup_s.unwrap_or(spec.warmup_s);
+        spec.window_us = self.window_s.map_or(spec.window_us, |s| s * 1_000_000);
+        spec.retune_us = self.retune_s.map_or(spec.retune_us, |s| s * 1_000_000);
+        spec.burst_max = self.burst_max.unwrap_or(spec.burst_max);
+        if let Some(ms) = self.gap_means_ms.clone() {
+            spec.gap_means_us = three("--gap-means-ms", ms)?.map(|ms| ms * 1_000);
+        }
+        if let Some(ppm) = self.gap_weights_ppm.clone() {
+            spec.gap_weights_ppm = three("--gap-weights-ppm", ppm)?;
+        }
+        if spec.warmup_s + spec.tail_s >= spec.duration_s {
+            bail!(
+                "warm-up {} s + tail {} s leave nothing of {} s to measure",
+                spec.warmup_s,
+                spec.tail_s,
+                spec.duration_s
+            );
+        }
+        Ok(spec)
+    }
 }
 
 /// One seed's figures.
@@ -128,7 +158,8 @@ fn curve(runs: &[Seed], pick: impl Fn(&Seed) -> &Vec<(f64, f64)>) -> Vec<(f64, f
 }
 
 fn main() -> anyhow::Result<()> {
-    let Args { spec, seeds, per_seed } = parse()?;
+    let args = Args::parse();
+    let (spec, seeds, per_seed) = (args.spec()?, args.seeds, args.per_seed);
     let started = std::time::Instant::now();
     let runs: Vec<Seed> = (seeds.0..=seeds.1).map(|s| one_seed(&spec, s)).collect();
     println!(
