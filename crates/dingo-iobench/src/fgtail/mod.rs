@@ -14,11 +14,12 @@ pub mod model;
 use crate::BenchError;
 use crate::cluster::{self, DiskTarget, since_start_us, write_data};
 use crate::harness::{Options, alternate};
-use crate::output::Experiment;
+use crate::output::{Chart, Experiment, Tone};
 use crate::proc::CpuTimes;
 use crate::stats::median;
 use dingo_client::{Client, IoTag};
 use dingo_iosched::{ClassfulConfig, PolicyKind};
+use dingo_report::plots::{LineChart, Series};
 use dingo_types::{DeclarationId, TaskKind};
 use model::{FgTailSpec, Phase, Recorder, RunSummary, foreground_arrivals_us, simulate};
 use serde::Serialize;
@@ -187,6 +188,49 @@ impl Experiment for Report {
             }
         }
         out
+    }
+
+    /// The first run of each policy per second, classful solid and FIFO
+    /// dashed, each peak's start marked (PAIO Fig. 5-9): the foreground p99,
+    /// and the maintenance MB/s it costs.
+    fn charts(&self) -> Vec<Chart> {
+        let cycle_s = (self.spec.peak_s + self.spec.valley_s).max(1);
+        let peaks: Vec<(f64, String)> = (self.spec.first_valley_s..self.spec.duration_s)
+            .step_by(cycle_s as usize)
+            .map(|s| (s as f64, "peak".to_string()))
+            .collect();
+        let chart = |title: &str, y_label: &str, y: fn(&model::SecondStats) -> f64| {
+            let series = [(&self.mechanism, Tone::Mechanism, false), (&self.baseline, Tone::Baseline, true)]
+                .into_iter()
+                .filter_map(|(p, tone, dashed)| {
+                    let run = p.runs.first()?;
+                    Some(Series {
+                        name: p.policy.to_string(),
+                        color: tone.color(),
+                        points: run.series.iter().map(|s| (s.second as f64, y(s))).collect(),
+                        dashed,
+                    })
+                })
+                .collect();
+            LineChart {
+                title: title.into(),
+                x_label: "seconds".into(),
+                y_label: y_label.into(),
+                series,
+                hline: None,
+                markers: peaks.clone(),
+            }
+        };
+        vec![
+            Chart {
+                file_stem: "fg-tail-p99",
+                chart: chart("Foreground p99 per second, bursts over paced maintenance", "p99 ms", |s| s.fg_p99_ms),
+            },
+            Chart {
+                file_stem: "fg-tail-maintenance",
+                chart: chart("Maintenance read per second", "MB/s", |s| s.maintenance_bytes as f64 / 1e6),
+            },
+        ]
     }
 }
 
@@ -362,7 +406,7 @@ mod tests {
     }
 
     #[test]
-    fn the_series_has_one_row_per_run_and_second() {
+    fn the_series_has_one_row_per_run_and_second_and_the_plots_mark_each_peak() {
         let spec = FgTailSpec::quick();
         let mut rec = Recorder::default();
         rec.foreground(500_000, 20_000, Phase::Valley);
@@ -393,5 +437,17 @@ mod tests {
         assert_eq!(csv.lines().count(), 1 + 2 * 2, "{csv}");
         assert!(csv.contains("fifo,0,0,valley,1,20.00,0"), "{csv}");
         assert!(csv.contains("fifo,0,1,valley,0,0.00,4194304"), "{csv}");
+        // Two plots of both policies' first run, each peak marked: the quick
+        // run's peaks start at 10, 23, 36 and 49 s.
+        let charts = report.charts();
+        assert_eq!(charts.iter().map(|c| c.file_stem).collect::<Vec<_>>(), ["fg-tail-p99", "fg-tail-maintenance"]);
+        let p99 = &charts[0].chart;
+        assert_eq!(p99.markers.iter().map(|m| m.0).collect::<Vec<_>>(), [10.0, 23.0, 36.0, 49.0]);
+        assert_eq!(p99.series.len(), 2);
+        assert_eq!(p99.series[1].points, [(0.0, 20.0), (1.0, 0.0)]);
+        assert_eq!(charts[1].chart.series[0].points[1], (1.0, 4.194304));
+        let dir = tempfile::tempdir().unwrap();
+        crate::output::write_files(&report, dir.path()).unwrap();
+        assert!(dir.path().join("fg-tail-p99.png").is_file() && dir.path().join("fg-tail-maintenance.svg").is_file());
     }
 }
