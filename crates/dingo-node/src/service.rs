@@ -217,6 +217,14 @@ pub fn stats(store: &Store) -> NodeStatsReply {
                 head_time_us: c.head_time_us.load(Relaxed),
                 checksum_errors: c.checksum_errors.load(Relaxed),
                 direct_io: d.is_direct(),
+                gate: d.head.as_ref().and_then(|h| h.gate()).map(|g| WaitingGate {
+                    open: g.open,
+                    size_bytes: g.params.size_bytes,
+                    threshold_us: g.params.threshold_us,
+                    retunes: g.retunes,
+                    predicted_slowdown_us: g.prediction.map(|p| p.mean_slowdown_us),
+                    predicted_scrub_bytes_per_sec: g.prediction.map(|p| p.scrub_bytes_per_sec),
+                }),
                 classes: (0..IoTag::CLASSES)
                     .map(|i| ClassCounter {
                         class_name: IoTag::class_name_of(i).to_string(),
@@ -253,7 +261,7 @@ pub fn stats(store: &Store) -> NodeStatsReply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::head::IoSettings;
+    use crate::head::{IoSettings, WaitingSettings};
     use crate::store::DiskSpec;
     use dingo_types::DiskModel;
 
@@ -316,6 +324,25 @@ mod tests {
         assert_eq!(code(node.inject_slowdown(slowdown(1, 5_000)).await), Ok(()));
         let (_, slowed_us) = head.serve(4096, IoTag::Foreground, || ());
         assert_eq!(slowed_us, normal_us * 5, "the head is charged five times the modelled time");
+    }
+
+    #[test]
+    fn the_stats_carry_a_disks_waiting_gate() {
+        let dir = tempfile::tempdir().unwrap();
+        let hdd = DiskModel { positioning_us: 8_000, transfer_bytes_per_sec: 60_000_000 };
+        let gated = IoSettings { waiting: Some(WaitingSettings::default()), ..IoSettings::default() };
+        let specs = [(Some(hdd), gated), (Some(hdd), IoSettings::default()), (None, IoSettings::default())]
+            .into_iter()
+            .enumerate()
+            .map(|(n, (hdd, io))| DiskSpec { path: dir.path().join(format!("d{n}")), capacity: None, hdd, io })
+            .collect::<Vec<_>>();
+        let store = Store::open(&specs, 0, 0).unwrap();
+        let reply = stats(&store);
+        let gate = reply.disks[0].gate.expect("the gated disk reports its gate");
+        let initial = dingo_iosched::waiting::WaitingConfig::default();
+        assert_eq!((gate.size_bytes, gate.threshold_us), (initial.initial_size_bytes, initial.initial_threshold_us));
+        assert_eq!((gate.retunes, gate.predicted_slowdown_us), (0, None), "not tuned yet");
+        assert!(reply.disks[1].gate.is_none() && reply.disks[2].gate.is_none());
     }
 
     /// The families on the page of a node with an emulated disk, in order,

@@ -11,6 +11,7 @@ use crate::harness::Options;
 use crate::proc::CpuTimes;
 use dingo_client::{Client, IoTag};
 use dingo_iosched::PolicyKind;
+use dingo_iosched::waiting::GateParams;
 use dingo_proto::v1::{DiskQuantumBudget, QuantumBudgetRequest};
 use dingo_types::TaskKind;
 use std::path::Path;
@@ -65,7 +66,7 @@ pub(super) async fn one_cluster(
     if targets.len() < jobs.len() {
         return Err(BenchError::Setup(format!("{} disks for {} jobs", targets.len(), jobs.len())));
     }
-    let scrub_before = scrub_disk_bytes(&client, &targets).await?;
+    let before = disk_state(&client, &targets.iter().collect::<Vec<_>>()).await?;
     let start = Instant::now() + Duration::from_millis(300);
     let start_ms = wall_ms() + 300;
     let cpu_before = CpuTimes::now();
@@ -122,17 +123,21 @@ pub(super) async fn one_cluster(
     tasks.shutdown().await;
     let cpu = CpuTimes::utilisation_since(cpu_before);
     let targets: Vec<&DiskTarget> = results.iter().map(|r| &*r.2).collect();
-    let scrub_after = scrub_disk_bytes_of(&client, &targets).await?;
+    let after = disk_state(&client, &targets).await?;
     drop(cluster);
     let _ = std::fs::remove_dir_all(dir);
     let cluster_name = goal_us.map_or("baseline".to_string(), |g| format!("goal-{g}us"));
     let mut out = Vec::new();
     for (i, (job, run, _, rec)) in results.into_iter().enumerate() {
         let mut measured = std::mem::take(&mut *rec.lock().unwrap_or_else(|p| p.into_inner()));
-        if matches!(job, Background::Groups { .. }) {
-            // Read by the declarations minus read from the disk.
-            let disk_bytes = scrub_after[i].saturating_sub(scrub_before[i]);
-            measured.achieved_free_bytes = measured.achieved_free_bytes.saturating_sub(disk_bytes);
+        match job {
+            Background::Groups { .. } => {
+                // Read by the declarations minus read from the disk.
+                let disk_bytes = after[i].0.saturating_sub(before[i].0);
+                measured.achieved_free_bytes = measured.achieved_free_bytes.saturating_sub(disk_bytes);
+            }
+            Background::Waiting { .. } => measured.gate = after[i].1,
+            Background::Reference | Background::FixedRate { .. } | Background::CfqLike => {}
         }
         series.extend(per_second(spec, &fgs[run as usize], &measured, &cluster_name, job, run));
         out.push(DiskResult { job, run, measured });
@@ -170,24 +175,23 @@ fn wall_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
-async fn scrub_disk_bytes(client: &Client, targets: &[DiskTarget]) -> Result<Vec<u64>, BenchError> {
-    scrub_disk_bytes_of(client, &targets.iter().collect::<Vec<_>>()).await
-}
-
-/// Bytes each disk read for scrubbing, from its node's counters.
-async fn scrub_disk_bytes_of(client: &Client, targets: &[&DiskTarget]) -> Result<Vec<u64>, BenchError> {
+/// What each disk's node counts: bytes read for scrubbing, and the disk's
+/// Waiting gate at this moment, if it has one.
+async fn disk_state(client: &Client, targets: &[&DiskTarget]) -> Result<Vec<(u64, Option<GateParams>)>, BenchError> {
     let mut out = Vec::new();
     for t in targets {
         let stats = client.node_stats(&t.addr).await?;
-        let bytes = stats
-            .disks
+        let disk = stats.disks.iter().find(|d| d.disk == t.disk);
+        let bytes = disk
             .iter()
-            .filter(|d| d.disk == t.disk)
             .flat_map(|d| &d.classes)
             .filter(|c| c.class_name == TaskKind::Scrubbing.name())
             .map(|c| c.bytes)
             .sum();
-        out.push(bytes);
+        let gate = disk
+            .and_then(|d| d.gate.as_ref())
+            .map(|g| GateParams { size_bytes: g.size_bytes, threshold_us: g.threshold_us });
+        out.push((bytes, gate));
     }
     Ok(out)
 }

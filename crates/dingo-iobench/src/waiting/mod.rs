@@ -21,6 +21,7 @@ use crate::BenchError;
 use crate::harness::Options;
 use crate::output::{Chart, Experiment, Tone};
 use crate::stats::median;
+use dingo_iosched::waiting::GateParams;
 use dingo_report::plots::{LineChart, Series};
 use disks::one_cluster;
 use model::{Background, FgRead, WaitSpec, interpolate_at};
@@ -49,6 +50,10 @@ pub struct GoalResult {
     /// Per run.
     pub slowdown_ms_runs: Vec<f64>,
     pub scrub_mb_s_runs: Vec<f64>,
+    /// Each run's gate `(s, t)` at the end, as its node reported it, and the
+    /// twin's on the same seed.
+    pub gate_runs: Vec<Option<GateParams>>,
+    pub twin_gate_runs: Vec<Option<GateParams>>,
     pub cpu_utilisation: f64,
     pub twin_slowdown_ms: f64,
     pub twin_scrub_mb_s: f64,
@@ -191,7 +196,7 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
         ));
         let dir = work.path().join(format!("goal-{goal_us}"));
         let (disks, cpu) = one_cluster(opts, &spec, Some(goal_us), &jobs, &fgs, &dir, &mut series).await?;
-        let (mut slow, mut mb) = (Vec::new(), Vec::new());
+        let (mut slow, mut mb, mut gates) = (Vec::new(), Vec::new(), Vec::new());
         let (mut planned, mut achieved) = (Vec::new(), Vec::new());
         let own_reference =
             |run: u32| disks.iter().find(|d| d.job == Background::Reference && d.run == run).map(|d| &d.measured);
@@ -201,6 +206,7 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
                     let r = own_reference(d.run).ok_or_else(|| BenchError::Setup("no reference disk".into()))?;
                     slow.push(model::mean_slowdown_ms(&spec, &fgs[d.run as usize], &d.measured, r));
                     mb.push(d.measured.scrub_mb_s(&spec));
+                    gates.push(d.measured.gate);
                 }
                 Background::Groups { .. } => {
                     planned.push(d.measured.planned_free_bytes as f64);
@@ -209,14 +215,14 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
                 Background::Reference | Background::FixedRate { .. } | Background::CfqLike => {}
             }
         }
-        let twin: Vec<(f64, f64, f64)> = fgs
+        let twin: Vec<(f64, f64, f64, Option<GateParams>)> = fgs
             .iter()
             .map(|fg| {
                 let r = model::simulate(&spec, fg, Background::Reference);
                 let w = model::simulate(&spec, fg, Background::Waiting { goal_us });
                 let g = model::simulate(&spec, fg, Background::Groups { goal_us });
                 let free = g.achieved_free_bytes as f64 / g.planned_free_bytes.max(1) as f64;
-                (model::mean_slowdown_ms(&spec, fg, &w, &r), w.scrub_mb_s(&spec), free)
+                (model::mean_slowdown_ms(&spec, fg, &w, &r), w.scrub_mb_s(&spec), free, w.gate)
             })
             .collect();
         let slowdown_ms = median(slow.clone());
@@ -235,6 +241,8 @@ pub async fn run(opts: &Options, mut progress: impl FnMut(&str)) -> Result<Repor
             achieved_free_bytes_ratio: median(free_ratios),
             slowdown_ms_runs: slow,
             scrub_mb_s_runs: mb,
+            gate_runs: gates,
+            twin_gate_runs: twin.iter().map(|t| t.3).collect(),
             cpu_utilisation: cpu,
             twin_slowdown_ms: median(twin.iter().map(|t| t.0).collect()),
             twin_scrub_mb_s: median(twin.iter().map(|t| t.1).collect()),
@@ -354,6 +362,14 @@ impl Experiment for Report {
     }
 }
 
+/// Gates as `1024 KiB / 150 ms`, comma-separated (`-` for none).
+fn gates(runs: &[Option<GateParams>]) -> String {
+    let one = |g: &Option<GateParams>| {
+        g.map_or("-".to_string(), |g| format!("{} KiB / {:.0} ms", g.size_bytes >> 10, g.threshold_us as f64 / 1e3))
+    };
+    runs.iter().map(one).collect::<Vec<_>>().join(", ")
+}
+
 impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -389,6 +405,12 @@ impl fmt::Display for Report {
                 g.twin_slowdown_ms,
                 g.twin_scrub_mb_s,
                 g.twin_achieved_free_bytes_ratio
+            )?;
+            writeln!(
+                f,
+                "  gate (s, t) at the end per run: {}; twin {}",
+                gates(&g.gate_runs),
+                gates(&g.twin_gate_runs)
             )?;
         }
         let c = &self.paper_baseline;
@@ -456,8 +478,7 @@ mod tests {
         let csv = report.series_csv();
         assert!(csv.contains("baseline,fixed-rate-50000ppm,2,0,2,20.00,0\n"), "{csv}");
         assert_eq!(csv.lines().count() as u64, 1 + spec.duration_s);
-        // The stored report once carried a `gate` per goal that was always
-        // null (the run cannot read the gate back); a goal has none.
+        // Each run's gate, as the node reported it, goes into the report.
         let goal = GoalResult {
             goal_ms: 1.0,
             slowdown_ms: 1.1,
@@ -470,12 +491,16 @@ mod tests {
             achieved_free_bytes_ratio: 1.0,
             slowdown_ms_runs: vec![1.1],
             scrub_mb_s_runs: vec![9.0],
+            gate_runs: vec![Some(GateParams { size_bytes: 1 << 20, threshold_us: 150_000 })],
+            twin_gate_runs: vec![None],
             cpu_utilisation: 0.2,
             twin_slowdown_ms: 1.0,
             twin_scrub_mb_s: 8.0,
             twin_achieved_free_bytes_ratio: 1.0,
         };
-        let json = crate::output::json(&Report { mechanism: vec![goal], ..report }).unwrap();
-        assert!(json.contains("\"goal_ms\": 1.0") && !json.contains("\"gate\""), "{json}");
+        let report = Report { mechanism: vec![goal], ..report };
+        let json = crate::output::json(&report).unwrap();
+        assert!(json.contains("\"goal_ms\": 1.0") && json.contains("\"size_bytes\": 1048576"), "{json}");
+        assert!(report.to_string().contains("gate (s, t) at the end per run: 1024 KiB / 150 ms; twin -"), "{report}");
     }
 }

@@ -244,8 +244,8 @@ pub struct DiskRun {
     /// Groups: bytes the pins made free by plan, and bytes read from memory.
     pub planned_free_bytes: u64,
     pub achieved_free_bytes: u64,
-    /// The gate's `(s, t)` at the end of the run (the twin only: the real
-    /// run cannot read it back).
+    /// A Waiting disk's gate `(s, t)` at the end of the run (the real run
+    /// reads it from the node's stats).
     pub gate: Option<GateParams>,
 }
 
