@@ -135,11 +135,13 @@ mod tests {
     #[test]
     fn full_config_parses() {
         let c = parse(
-            "[meta]\nlisten = \"127.0.0.1:1\"\n[node]\ncache = \"1MB\"\nhdd = { positioning_us = 5, transfer_bytes_per_sec = 9 }\n[cluster]\nnodes = 3\n",
+            "[meta]\nlisten = \"127.0.0.1:1\"\n[node]\ncache = \"1MB\"\nhdd = { positioning_us = 5, transfer_bytes_per_sec = 9 }\n\
+             disk_models = [{ disk = 1, positioning_us = 7, transfer_bytes_per_sec = 3 }]\n[cluster]\nnodes = 3\n",
         )
         .unwrap();
         assert_eq!(c.node.cache_bytes(), 1_000_000);
         assert_eq!(c.node.hdd.unwrap().positioning_us, 5);
+        assert_eq!((c.node.disk_models[0].disk, c.node.disk_models[0].positioning_us), (1, 7));
         assert_eq!(c.cluster.nodes, Some(3));
         let c = parse(
             "[node.io]\nscheduler = \"fifo\"\nsegment = \"512KB\"\n\

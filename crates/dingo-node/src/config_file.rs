@@ -10,6 +10,8 @@
 //! pinned = "64MB"          # pinned cache region
 //! disk_capacity = "10GB"   # per disk, at least 1MB; default: the filesystem's size
 //! hdd = { positioning_us = 10000, transfer_bytes_per_sec = 150000000 }
+//! # per-disk models (index in --disk order) in place of `hdd`: a mixed node
+//! disk_models = [{ disk = 1, positioning_us = 14000, transfer_bytes_per_sec = 90000000 }]
 //! fault_injection = false  # accept InjectSlowdown RPCs (tests and experiments)
 //!
 //! [node.flash]             # flash tier under the DRAM cache (off when absent)
@@ -71,6 +73,9 @@ pub struct NodeSection {
     pub disk_capacity: Option<ByteSize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hdd: Option<DiskModel>,
+    /// Disks emulated with a model of their own instead of `hdd`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disk_models: Vec<DiskModelEntry>,
     /// Accept `InjectSlowdown` calls (tests and experiments only).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fault_injection: bool,
@@ -143,6 +148,16 @@ pub struct ShareEntry {
     pub share: f64,
 }
 
+/// `[node] disk_models`: one disk's emulated HDD model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiskModelEntry {
+    /// Index of the disk in the node's `--disk` list.
+    pub disk: usize,
+    pub positioning_us: u64,
+    pub transfer_bytes_per_sec: u64,
+}
+
 /// One injected slowdown (`[node.io] slowdown`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -202,6 +217,14 @@ impl NodeSection {
         }
         if let Some(h) = self.hdd {
             ensure(h.transfer_bytes_per_sec > 0, || "node.hdd.transfer_bytes_per_sec must be positive".into())?;
+        }
+        for (i, m) in self.disk_models.iter().enumerate() {
+            ensure(m.transfer_bytes_per_sec > 0, || {
+                format!("node.disk_models: disk {}: transfer_bytes_per_sec must be positive", m.disk)
+            })?;
+            ensure(!self.disk_models[..i].iter().any(|o| o.disk == m.disk), || {
+                format!("node.disk_models: disk {} has two models", m.disk)
+            })?;
         }
         self.io_settings(0)?;
         Ok(())
@@ -287,11 +310,28 @@ impl NodeSection {
             }
             None => self.disk_capacity.map(ByteSize::bytes),
         };
+        if let Some(m) = self.disk_models.iter().find(|m| m.disk >= paths.len()) {
+            return Err(NodeConfigError(format!(
+                "node.disk_models: disk {} but the node has {} disks (indexes count from 0 in --disk order)",
+                m.disk,
+                paths.len()
+            )));
+        }
         paths
             .into_iter()
             .enumerate()
-            .map(|(i, path)| Ok(DiskSpec { path, capacity, hdd: self.hdd, io: self.io_settings(i)? }))
+            .map(|(i, path)| Ok(DiskSpec { path, capacity, hdd: self.disk_model(i), io: self.io_settings(i)? }))
             .collect()
+    }
+
+    /// The emulated model of disk number `disk`: its own, else `hdd`.
+    fn disk_model(&self, disk: usize) -> Option<DiskModel> {
+        match self.disk_models.iter().find(|m| m.disk == disk) {
+            Some(m) => {
+                Some(DiskModel { positioning_us: m.positioning_us, transfer_bytes_per_sec: m.transfer_bytes_per_sec })
+            }
+            None => self.hdd,
+        }
     }
 
     /// The flash tier's settings, if `[node.flash]` is present.
@@ -410,6 +450,30 @@ mod tests {
         let w = d.waiting.unwrap();
         assert_eq!((w.goal_us, w.retune_us, w.window_us, w.max_slowdown_us), (1_500, 5_000_000, 30_000_000, 50_000));
         assert_eq!(d.shares, vec![(3, 250_000)]);
+    }
+
+    #[test]
+    fn a_disk_with_a_model_of_its_own_replaces_the_nodes() {
+        let hdd = DiskModel { positioning_us: 10_000, transfer_bytes_per_sec: 150_000_000 };
+        let slow = DiskModelEntry { disk: 2, positioning_us: 14_000, transfer_bytes_per_sec: 90_000_000 };
+        let section = NodeSection { hdd: Some(hdd), disk_models: vec![slow.clone()], ..NodeSection::default() };
+        section.validate().unwrap();
+        let specs = section.disk_specs(vec!["a".into(), "b".into(), "c".into()], None).unwrap();
+        let models: Vec<_> = specs.iter().map(|s| s.hdd).collect();
+        let own = DiskModel { positioning_us: 14_000, transfer_bytes_per_sec: 90_000_000 };
+        assert_eq!(models, [Some(hdd), Some(hdd), Some(own)]);
+        // Without `hdd`, only the listed disk is emulated.
+        let section = NodeSection { disk_models: vec![slow.clone()], ..NodeSection::default() };
+        let specs = section.disk_specs(vec!["a".into(), "b".into(), "c".into()], None).unwrap();
+        assert_eq!(specs.iter().map(|s| s.hdd).collect::<Vec<_>>(), [None, None, Some(own)]);
+        // Mistakes name the key and the disk.
+        let e = section.disk_specs(vec!["a".into(), "b".into()], None).unwrap_err().to_string();
+        assert!(e.contains("node.disk_models: disk 2 but the node has 2 disks"), "{e}");
+        let twice = NodeSection { disk_models: vec![slow.clone(), slow.clone()], ..NodeSection::default() };
+        assert!(twice.validate().unwrap_err().to_string().contains("disk 2 has two models"));
+        let zero = DiskModelEntry { transfer_bytes_per_sec: 0, ..slow };
+        let e = NodeSection { disk_models: vec![zero], ..NodeSection::default() }.validate().unwrap_err();
+        assert!(e.to_string().contains("disk 2: transfer_bytes_per_sec must be positive"), "{e}");
     }
 
     #[test]
