@@ -4,11 +4,10 @@
 //! with the client's replica steering against random replica choice.
 //!
 //! The load, statistics and bars are those of the virtual-time twin
-//! ([`model`]). The faults use the node's `[node.io]
-//! slowdown` injection, which counts from the node's start and names the
-//! node's own disk number; so the last node, which holds both slowed disks,
-//! is started after the others with a config that adds them, and the load
-//! starts a fixed margin after it.
+//! ([`model`]). The faults go through the fault-injection RPC
+//! (`Client::inject_slowdown`, what `dingo cluster slow-disk` calls; the
+//! nodes run with `fault_injection = true`), sent just before the load
+//! starts with delays that place them on the load's clock.
 
 pub mod model;
 
@@ -18,11 +17,11 @@ use crate::harness::{Options, alternate};
 use crate::output::{Chart, Experiment, Tone};
 use crate::proc::CpuTimes;
 use crate::stats::median;
-use dingo_client::{Client, FileInfo, IoTag, Redundancy, ReplicaChoice};
+use dingo_client::{Client, DiskSlowdown, FileInfo, IoTag, Redundancy, ReplicaChoice};
 use dingo_cluster::LocalCluster;
 use dingo_iosched::PolicyKind;
 use dingo_report::plots::{LineChart, Series};
-use dingo_types::{BlockId, ChunkRef};
+use dingo_types::{BlockId, ChunkRef, DiskId};
 use model::{Recorder, SteerBars, SteerSecond, SteerSpec, SteerSummary, arrivals, simulate};
 use serde::Serialize;
 use std::collections::HashMap;
@@ -34,9 +33,9 @@ use tokio::time::Instant;
 
 /// Blocks per file written.
 const BLOCKS_PER_FILE: u32 = 8;
-/// From the slowed node's start to the start of the load: room for it to
-/// register and for the data to be written.
-const SETUP_MARGIN: Duration = Duration::from_secs(15);
+/// From the fault-injection calls to the start of the load: room for the
+/// calls to land before the first fault could be due.
+const INJECTION_LEAD: Duration = Duration::from_millis(500);
 
 /// One replica choice's figures: medians over the runs (per second too).
 #[derive(Clone, Debug, Serialize)]
@@ -351,34 +350,48 @@ impl fmt::Display for Report {
 }
 
 /// The config every node gets: HDD emulation, no cache, the classful
-/// scheduler.
+/// scheduler, fault injection allowed.
 fn node_config(spec: &SteerSpec) -> String {
-    cluster::node_config(0, spec.positioning_us, spec.transfer_bytes_per_sec, PolicyKind::Classful)
+    cluster::node_config(0, spec.positioning_us, spec.transfer_bytes_per_sec, PolicyKind::Classful).replacen(
+        "[node]\n",
+        "[node]\nfault_injection = true\n",
+        1,
+    )
 }
 
-/// The slowdowns of the last node's disks, counted from its start.
-fn slowdowns(spec: &SteerSpec) -> Result<String, BenchError> {
-    let last = spec.nodes - 1;
-    let local = |disk: u32| {
-        if disk / spec.disks_per_node == last {
-            Ok(disk % spec.disks_per_node)
-        } else {
-            Err(BenchError::Setup(format!("slowed disk {disk} is not on the last node")))
-        }
-    };
-    let margin_ms = SETUP_MARGIN.as_millis() as u64;
-    let factor = spec.factor_permille as f64 / 1000.0;
-    Ok(format!(
-        "slowdown = [{{ disk = {}, factor = {factor}, after_ms = {}, for_ms = {} }}, \
-         {{ disk = {}, factor = {factor}, after_ms = {}, for_ms = {} }}]\n",
-        local(spec.transient_disk)?,
-        margin_ms + spec.transient_at_ms,
-        spec.transient_ms,
-        local(spec.persistent_disk)?,
-        margin_ms + spec.persistent_at_ms,
+/// The two faults on the load's clock: (the experiment's disk number, from
+/// when, for how long).
+fn faults(spec: &SteerSpec) -> [(u32, Duration, Duration); 2] {
+    let ms = Duration::from_millis;
+    [
+        (spec.transient_disk, ms(spec.transient_at_ms), ms(spec.transient_ms)),
         // To the end of the load, and beyond while reads drain.
-        (spec.duration_s * 1000).saturating_sub(spec.persistent_at_ms) + 60_000,
-    ))
+        (
+            spec.persistent_disk,
+            ms(spec.persistent_at_ms),
+            ms((spec.duration_s * 1000).saturating_sub(spec.persistent_at_ms) + 60_000),
+        ),
+    ]
+}
+
+/// Sends the faults so that they start on time if the load starts at
+/// `start`; `disk_index` maps metadata disk ids to the experiment's numbers.
+async fn inject_faults(
+    client: &Client,
+    spec: &SteerSpec,
+    disk_index: &HashMap<u32, u32>,
+    start: Instant,
+) -> Result<(), BenchError> {
+    for (number, from_start, lasting) in faults(spec) {
+        let id = disk_index
+            .iter()
+            .find_map(|(&id, &n)| (n == number).then_some(id))
+            .ok_or_else(|| BenchError::Setup(format!("disk {number} is not in the cluster")))?;
+        let after = (start + from_start).saturating_duration_since(Instant::now());
+        let factor = spec.factor_permille as f64 / 1000.0;
+        client.inject_slowdown(DiskSlowdown { disk: DiskId(id), factor, after, lasting }).await?;
+    }
+    Ok(())
 }
 
 async fn one_run(
@@ -388,22 +401,16 @@ async fn one_run(
     seed: u64,
     dir: &Path,
 ) -> Result<(SteerSummary, f64), BenchError> {
-    let mut cluster = cluster::start(&opts.exe, dir, spec.nodes - 1, spec.disks_per_node, &node_config(spec)).await?;
-    // The other nodes have read their config; the last one reads this.
-    std::fs::write(dir.join("node.toml"), node_config(spec) + &slowdowns(spec)?)
-        .map_err(BenchError::io("cannot write the node config"))?;
-    let node_started = Instant::now();
-    let last = cluster.add_node(spec.disks_per_node)?;
-    cluster.wait_ready(Duration::from_secs(30)).await?;
+    let cluster = cluster::start(&opts.exe, dir, spec.nodes, spec.disks_per_node, &node_config(spec)).await?;
     let client = cluster.client()?.with_replica_choice(choice);
     let blocks = write_data(&client, spec).await?;
     warm_up(&client, &blocks).await?;
-    let disk_index = disk_indexes(&client, &cluster, spec, last).await?;
-    let start = node_started + SETUP_MARGIN;
-    if Instant::now() + Duration::from_millis(200) > start {
+    let disk_index = disk_indexes(&client, &cluster, spec, spec.nodes as usize - 1).await?;
+    let start = Instant::now() + INJECTION_LEAD;
+    inject_faults(&client, spec, &disk_index, start).await?;
+    if Instant::now() > start {
         return Err(BenchError::Setup(format!(
-            "setting up took {:?}, more than the {SETUP_MARGIN:?} the slowdown schedule allows",
-            node_started.elapsed()
+            "injecting the faults took longer than the {INJECTION_LEAD:?} before the load"
         )));
     }
 
@@ -511,16 +518,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_slowdowns_name_the_last_nodes_disks_after_the_margin() {
+    fn the_faults_are_the_twins_on_the_loads_clock() {
         let spec = SteerSpec::quick();
-        let s = slowdowns(&spec).unwrap();
+        let ms = Duration::from_millis;
         assert_eq!(
-            s,
-            "slowdown = [{ disk = 0, factor = 5, after_ms = 21500, for_ms = 2300 }, \
-             { disk = 1, factor = 5, after_ms = 31000, for_ms = 74000 }]\n"
+            faults(&spec),
+            [
+                (spec.transient_disk, ms(6_500), ms(2_300)),
+                (spec.persistent_disk, ms(16_000), ms(30_000 - 16_000 + 60_000)),
+            ]
         );
-        let elsewhere = SteerSpec { transient_disk: 0, ..spec };
-        assert!(slowdowns(&elsewhere).is_err());
+        assert!(node_config(&spec).starts_with("[node]\nfault_injection = true\n"), "{}", node_config(&spec));
     }
 
     #[test]
