@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-const EXE: &str = env!("CARGO_BIN_EXE_dingo");
+use crate::common::EXE;
 
 /// A short mix: cluster 1's shares with the month-long tasks' deadlines
 /// shortened to two days, so a two-day run does not drain for a month

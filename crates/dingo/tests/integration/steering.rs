@@ -7,8 +7,7 @@ use dingo_client::{IoTag, Redundancy, ReplicaChoice};
 use dingo_daemon::metrics::scrape;
 use std::time::Duration;
 
-mod common;
-use common::{data, sample, start_cluster};
+use crate::common::{CliTarget, data, sample, start_cluster};
 
 const CONFIG: &str = "[node]\ncache = \"0\"\npinned = \"0\"\n\
                       hdd = { positioning_us = 4000, transfer_bytes_per_sec = 200000000 }\n";
@@ -62,7 +61,7 @@ async fn a_disk_slowed_at_run_time_reports_its_slowness_and_others_refuse() {
         let (c, _dir) = start_cluster(2, 1, &config, &[]).await;
         let status = c.client().unwrap().cluster_status().await.unwrap();
         let (node, disk) = (&status.nodes[1], status.nodes[1].disks[0].id);
-        let out = common::CliTarget::of(&c)
+        let out = CliTarget::of(&c)
             .command()
             .args(["cluster", "slow-disk", "--disk", &disk.to_string()])
             .args(["--factor", "20", "--for", "600s"])
