@@ -1,9 +1,12 @@
 //! The `dingo` crate's process tests, one module per subject, in one test
 //! binary: each file used to be its own binary linking the whole stack, and
-//! linking (and compiling the shared client code) thirteen times cost CI
+//! linking (and compiling the shared client code) once per file cost CI
 //! minutes; in one binary the slow wall-clock-paced tests (chaos, demo,
 //! flash tier) also overlap with the rest instead of running one after
 //! another. Run one subject with `cargo test -p dingo --test integration chaos::`.
+//! `tests/sim.rs` stays a binary of its own: its simulator runs are
+//! CPU-bound, and beside them the timing-sensitive tests here (steering's
+//! weights recover over wall time) failed on the loaded 2-core machine.
 
 mod common;
 
@@ -17,7 +20,6 @@ mod flash_tier_live;
 mod georep;
 mod operator;
 mod planner;
-mod sim;
 mod steering;
 mod storage;
 mod tasks;

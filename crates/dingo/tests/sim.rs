@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use crate::common::EXE;
+const EXE: &str = env!("CARGO_BIN_EXE_dingo");
 
 /// A short mix: cluster 1's shares with the month-long tasks' deadlines
 /// shortened to two days, so a two-day run does not drain for a month
