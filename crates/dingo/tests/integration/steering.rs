@@ -30,7 +30,11 @@ async fn steering_avoids_a_slow_disk_that_random_choice_keeps_using() {
         .id;
 
     let writer = c.client().unwrap();
-    writer.put("/s/f", Redundancy::Replicated(3), 1 << 20, data(8 << 20, 1)).await.unwrap();
+    // Generated once: regenerating 8 MiB per read in the loop below slowed
+    // each read enough (at opt-level 0) for the slow disk's weight to
+    // recover between reads.
+    let content = data(8 << 20, 1);
+    writer.put("/s/f", Redundancy::Replicated(3), 1 << 20, content.clone()).await.unwrap();
     let file = writer.stat("/s/f").await.unwrap();
     let mut on_slow = Vec::new();
     for choice in [ReplicaChoice::Steering, ReplicaChoice::Random] {
@@ -39,7 +43,7 @@ async fn steering_avoids_a_slow_disk_that_random_choice_keeps_using() {
         for i in 0..READS as u64 {
             let offset = (i % 32) * (256 << 10);
             let (bytes, disk) = client.read_traced(&file, offset, 64 << 10, IoTag::Foreground).await.unwrap();
-            assert_eq!(bytes, data(8 << 20, 1).slice(offset as usize..(offset + (64 << 10)) as usize));
+            assert_eq!(bytes, content.slice(offset as usize..(offset + (64 << 10)) as usize));
             n += usize::from(disk == Some(slow_disk));
         }
         on_slow.push(n);
