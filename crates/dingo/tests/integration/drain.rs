@@ -10,8 +10,7 @@ use std::collections::HashSet;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-mod common;
-use common::{CliTarget, EXE, data, start_cluster};
+use crate::common::{CliTarget, EXE, data, start_cluster};
 
 const MB: u64 = 1_000_000;
 /// Generous for a shared 2-core machine: the drain moves about 30 MB.

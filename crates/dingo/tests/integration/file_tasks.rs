@@ -21,8 +21,7 @@ use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
-mod common;
-use common::{CliTarget, chunk_file, data, flip_byte, start_cluster, start_planner, write_chunk_file};
+use crate::common::{CliTarget, chunk_file, data, flip_byte, start_cluster, start_planner, write_chunk_file};
 
 const BLOCK: u64 = 256 * 1024;
 const CONFIG: &str = "[meta]\ndead_after_ms = 1000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\ndisk_capacity = \"24MB\"\n";

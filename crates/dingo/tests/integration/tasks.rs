@@ -11,8 +11,7 @@ use dingo_types::ChunkRef;
 use std::path::PathBuf;
 use std::time::Duration;
 
-mod common;
-use common::{CliTarget, chunk_file, data, flip_byte, start_cluster};
+use crate::common::{CliTarget, chunk_file, data, flip_byte, start_cluster};
 
 const BLOCK: u64 = 256 * 1024;
 const CONFIG: &str = "[meta]\ndead_after_ms = 1000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\ndisk_capacity = \"3MB\"\n";

@@ -4,8 +4,7 @@
 
 use std::process::Command;
 
-mod common;
-use common::EXE;
+use crate::common::EXE;
 
 #[test]
 fn a_short_campaign_injects_every_fault_kind_and_passes_every_check() {

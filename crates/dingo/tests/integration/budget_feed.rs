@@ -15,8 +15,7 @@ use futures::StreamExt;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-mod common;
-use common::{EXE, sample, start_cluster};
+use crate::common::{EXE, sample, start_cluster};
 
 /// HDD emulation (so every disk has a scheduler to take the budget), no
 /// general cache (so every read reaches the head), fault injection allowed.

@@ -12,8 +12,7 @@ use std::io::{BufRead, Read};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-use common::{EXE, chunk_file, data, flip_byte, start_cluster};
+use crate::common::{EXE, chunk_file, data, flip_byte, start_cluster};
 
 const MB: u64 = 1_000_000;
 const R3: Redundancy = Redundancy::Replicated(3);

@@ -7,7 +7,7 @@
 
 use std::process::Command;
 
-const EXE: &str = env!("CARGO_BIN_EXE_dingo");
+use crate::common::EXE;
 
 #[test]
 fn quick_live_flash_tier_takes_pinned_overflow_off_the_disks() {

@@ -9,8 +9,7 @@ use dingo_cluster::LocalCluster;
 use dingo_daemon::metrics::scrape;
 use dingo_types::{BlockId, ChunkRef, DeclarationId, DiskId, TaskKind};
 
-mod common;
-use common::{data, start_cluster};
+use crate::common::{data, start_cluster};
 
 /// HDD emulation, so every disk has a scheduler and per-class head time.
 const CONFIG: &str = "[node]\ncache = \"0\"\npinned = \"0\"\n\

@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-const EXE: &str = env!("CARGO_BIN_EXE_dingo");
+use crate::common::EXE;
 
 #[test]
 fn quick_demo_saves_disk_reads_and_completes_all_work() {

@@ -1,7 +1,5 @@
-//! Helpers shared by the process-level test files: a local cluster in a
+//! Helpers shared by the process-test modules: a local cluster in a
 //! temporary directory, deterministic data, and damage to chunk files.
-// Each test file uses its own subset.
-#![allow(dead_code)]
 
 use bytes::Bytes;
 use dingo_client::Client;

@@ -7,8 +7,7 @@ use dingo_client::{IoTag, Redundancy, ReplicaChoice};
 use dingo_daemon::metrics::scrape;
 use std::time::Duration;
 
-mod common;
-use common::{data, sample, start_cluster};
+use crate::common::{CliTarget, data, sample, start_cluster};
 
 const CONFIG: &str = "[node]\ncache = \"0\"\npinned = \"0\"\n\
                       hdd = { positioning_us = 4000, transfer_bytes_per_sec = 200000000 }\n";
@@ -31,7 +30,11 @@ async fn steering_avoids_a_slow_disk_that_random_choice_keeps_using() {
         .id;
 
     let writer = c.client().unwrap();
-    writer.put("/s/f", Redundancy::Replicated(3), 1 << 20, data(8 << 20, 1)).await.unwrap();
+    // Generated once: regenerating 8 MiB per read in the loop below slowed
+    // each read enough (at opt-level 0) for the slow disk's weight to
+    // recover between reads.
+    let content = data(8 << 20, 1);
+    writer.put("/s/f", Redundancy::Replicated(3), 1 << 20, content.clone()).await.unwrap();
     let file = writer.stat("/s/f").await.unwrap();
     let mut on_slow = Vec::new();
     for choice in [ReplicaChoice::Steering, ReplicaChoice::Random] {
@@ -40,7 +43,7 @@ async fn steering_avoids_a_slow_disk_that_random_choice_keeps_using() {
         for i in 0..READS as u64 {
             let offset = (i % 32) * (256 << 10);
             let (bytes, disk) = client.read_traced(&file, offset, 64 << 10, IoTag::Foreground).await.unwrap();
-            assert_eq!(bytes, data(8 << 20, 1).slice(offset as usize..(offset + (64 << 10)) as usize));
+            assert_eq!(bytes, content.slice(offset as usize..(offset + (64 << 10)) as usize));
             n += usize::from(disk == Some(slow_disk));
         }
         on_slow.push(n);
@@ -62,7 +65,7 @@ async fn a_disk_slowed_at_run_time_reports_its_slowness_and_others_refuse() {
         let (c, _dir) = start_cluster(2, 1, &config, &[]).await;
         let status = c.client().unwrap().cluster_status().await.unwrap();
         let (node, disk) = (&status.nodes[1], status.nodes[1].disks[0].id);
-        let out = common::CliTarget::of(&c)
+        let out = CliTarget::of(&c)
             .command()
             .args(["cluster", "slow-disk", "--disk", &disk.to_string()])
             .args(["--factor", "20", "--for", "600s"])

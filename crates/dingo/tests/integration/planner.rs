@@ -17,8 +17,7 @@ use tonic::Code;
 
 use dingo_daemon::metrics::scrape;
 
-mod common;
-use common::{EXE, start_cluster};
+use crate::common::{EXE, start_cluster};
 
 /// Two 64 KiB checksum segments per block.
 const BLOCK: u64 = 128 * 1024;

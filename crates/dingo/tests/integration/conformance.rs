@@ -7,8 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-mod common;
-use common::EXE;
+use crate::common::EXE;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
@@ -71,7 +70,7 @@ fn the_generated_python_client_passes_the_conformance_suite() {
 // session does. Each client token is used by one case only.
 
 mod rust_client {
-    use super::common::{EXE, data, start_cluster};
+    use crate::common::{EXE, data, start_cluster};
     use bytes::Bytes;
     use dingo_client::{Client, IoTag, Redundancy};
     use dingo_cluster::{LocalCluster, PlannerProcess, PlannerSpec};

@@ -8,8 +8,7 @@ use std::io::Write;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-use common::{CliTarget, data, start_cluster};
+use crate::common::{CliTarget, data, start_cluster};
 
 const MB: u64 = 1_000_000;
 const CONFIG: &str = "[meta]\ndead_after_ms = 1000\nlease_ttl_ms = 1500\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\n";
