@@ -494,9 +494,20 @@ mod tests {
         // waits behind at most the segment in service, with its
         // re-positioning, and what the reservation may put first (its
         // bucket holds one segment).
-        let (_, behind) = foreground_behind_maintenance(PolicyKind::Classful);
+        // A thread descheduled between two segments can leave the head free
+        // when the read arrives (0 µs behind, seen once at load 6): the
+        // bound holds every time, and some attempt must really have waited.
         let unit_us = MODEL.head_time_us(SEGMENT_BYTES) + MODEL.positioning_us;
-        assert!(behind > 0 && behind <= 2 * unit_us, "{behind} µs behind best effort, units of {unit_us} µs");
+        let mut waited = false;
+        for _ in 0..5 {
+            let (_, behind) = foreground_behind_maintenance(PolicyKind::Classful);
+            assert!(behind <= 2 * unit_us, "{behind} µs behind best effort, units of {unit_us} µs");
+            waited = behind > 0;
+            if waited {
+                break;
+            }
+        }
+        assert!(waited, "the read never found a segment in service in five attempts");
     }
 
     #[test]
