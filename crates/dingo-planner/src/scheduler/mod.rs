@@ -175,6 +175,22 @@ pub(crate) fn schedule_quantum<T: Topology + Sync>(
         if taken < quota && !q.exhausted {
             taken += q.walk(d, i as u32, quota - taken);
         }
+        // A byte-flexible quota counts sets of the mean size, and the sets
+        // taken may be smaller: in its last quantum (or late) it takes more
+        // until its bytes are met, or it would miss with budget to spare.
+        if d.bytes_needed.is_some() && d.quanta_left(now, config.quantum) <= 1 {
+            while !q.exhausted {
+                let left = d.needed_left();
+                let mut more = if left > 0 { q.take_touching(d, i as u32, left, false) } else { 0 };
+                if more < left && !q.exhausted {
+                    more += q.walk(d, i as u32, left - more);
+                }
+                if more == 0 {
+                    break;
+                }
+                taken += more;
+            }
+        }
         q.schedule.decls[i].taken = taken;
     }
     // Pass 2: every set that became entirely free, regardless of budget.
