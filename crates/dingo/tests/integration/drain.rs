@@ -248,10 +248,24 @@ async fn a_drained_disk_empties_through_the_planner() {
     for (path, r, bytes) in &files {
         client.put(path, *r, MB, bytes.clone()).await.unwrap();
     }
-    // The disk of node 0 holding the most chunks.
+    // The disk of node 0 holding the most of the files' chunks, counted from
+    // the files' own placement: the chunk counts in the cluster status come
+    // with heartbeats, and in one loaded run they were all still 0, so the
+    // disk picked held nothing and went straight to DECOMMISSIONED.
     let status = client.cluster_status().await.unwrap();
     let node0 = c.node_id(0).await.unwrap();
-    let disk = status.nodes.iter().find(|n| n.id == node0).unwrap().disks.iter().max_by_key(|d| d.chunks).unwrap().id;
+    let node0_disks: Vec<u32> =
+        status.nodes.iter().find(|n| n.id == node0).unwrap().disks.iter().map(|d| d.id).collect();
+    let mut held = std::collections::BTreeMap::<u32, usize>::new();
+    for (path, _, _) in &files {
+        for ch in client.stat(path).await.unwrap().blocks.iter().flat_map(|b| &b.chunks) {
+            if node0_disks.contains(&ch.disk) {
+                *held.entry(ch.disk).or_default() += 1;
+            }
+        }
+    }
+    let disk =
+        held.iter().max_by_key(|(d, n)| (**n, std::cmp::Reverse(**d))).map(|(d, _)| *d).expect("node 0 holds a chunk");
     let out = dingo(&meta, &["cluster", "decommission", "--disk", &disk.to_string(), "--progress-every", "1s"]);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{stdout}{}", stderr(&out));
