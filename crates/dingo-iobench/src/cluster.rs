@@ -14,8 +14,9 @@ use tokio::time::Instant;
 
 /// The `[node]` config every experiment starts from: HDD emulation with
 /// the given model, no general cache (every read reaches the emulated
-/// head), `pinned_bytes` of pinned cache, and `scheduler` on every disk.
-/// Callers append `[node.io]` lines of their own.
+/// head), `pinned_bytes` of pinned cache, `scheduler` on every disk, and
+/// the fault-injection RPC allowed (an experiment may slow a disk through
+/// it, as steering does). Callers append `[node.io]` lines of their own.
 pub fn node_config(
     pinned_bytes: u64,
     positioning_us: u64,
@@ -23,7 +24,7 @@ pub fn node_config(
     scheduler: PolicyKind,
 ) -> String {
     format!(
-        "[node]\ncache = \"0\"\npinned = \"{pinned_bytes}\"\nhdd = {{ positioning_us = {positioning_us}, \
+        "[node]\nfault_injection = true\ncache = \"0\"\npinned = \"{pinned_bytes}\"\nhdd = {{ positioning_us = {positioning_us}, \
          transfer_bytes_per_sec = {transfer_bytes_per_sec} }}\n[node.io]\nscheduler = \"{}\"\n",
         scheduler.name()
     )
@@ -136,6 +137,7 @@ mod tests {
         let v: toml::Value = toml::from_str(&text).unwrap();
         assert_eq!(v["node"]["pinned"].as_str(), Some("1048576"));
         assert_eq!(v["node"]["cache"].as_str(), Some("0"));
+        assert_eq!(v["node"]["fault_injection"].as_bool(), Some(true));
         assert_eq!(v["node"]["hdd"]["positioning_us"].as_integer(), Some(8_000));
         assert_eq!(v["node"]["io"]["scheduler"].as_str(), Some("fifo"));
         assert_eq!(v["node"]["io"]["segment"].as_str(), Some("1048576"));

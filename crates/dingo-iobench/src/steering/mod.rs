@@ -350,13 +350,9 @@ impl fmt::Display for Report {
 }
 
 /// The config every node gets: HDD emulation, no cache, the classful
-/// scheduler, fault injection allowed.
+/// scheduler (fault injection is allowed in every experiment's config).
 fn node_config(spec: &SteerSpec) -> String {
-    cluster::node_config(0, spec.positioning_us, spec.transfer_bytes_per_sec, PolicyKind::Classful).replacen(
-        "[node]\n",
-        "[node]\nfault_injection = true\n",
-        1,
-    )
+    cluster::node_config(0, spec.positioning_us, spec.transfer_bytes_per_sec, PolicyKind::Classful)
 }
 
 /// The two faults on the load's clock: (the experiment's disk number, from
@@ -528,7 +524,6 @@ mod tests {
                 (spec.persistent_disk, ms(16_000), ms(30_000 - 16_000 + 60_000)),
             ]
         );
-        assert!(node_config(&spec).starts_with("[node]\nfault_injection = true\n"), "{}", node_config(&spec));
     }
 
     #[test]
