@@ -170,21 +170,13 @@ pub(crate) fn schedule_quantum<T: Topology + Sync>(
 
     // Pass 1: every declaration's quota, by priority, free sets first.
     for (i, d) in decls.iter_mut().enumerate() {
-        let quota = q.schedule.decls[i].quota;
-        let mut taken = q.take_touching(d, i as u32, quota, false);
-        if taken < quota && !q.exhausted {
-            taken += q.walk(d, i as u32, quota - taken);
-        }
+        let mut taken = q.take(d, i as u32, q.schedule.decls[i].quota);
         // A byte-flexible quota counts sets of the mean size, and the sets
         // taken may be smaller: in its last quantum (or late) it takes more
         // until its bytes are met, or it would miss with budget to spare.
         if d.bytes_needed.is_some() && d.quanta_left(now, config.quantum) <= 1 {
-            while !q.exhausted {
-                let left = d.needed_left();
-                let mut more = if left > 0 { q.take_touching(d, i as u32, left, false) } else { 0 };
-                if more < left && !q.exhausted {
-                    more += q.walk(d, i as u32, left - more);
-                }
+            loop {
+                let more = q.take(d, i as u32, d.needed_left());
                 if more == 0 {
                     break;
                 }
@@ -251,6 +243,16 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             keys: Vec::new(),
             head_memo: (DiskModel::HDD, 0, DiskModel::HDD.head_time_us(0)),
         }
+    }
+
+    /// Takes up to `limit` outstanding sets of `d` within the budget: those
+    /// sharing blocks with what is scheduled first, then the rest in order.
+    fn take(&mut self, d: &mut DeclState, decl: u32, limit: u64) -> u64 {
+        let mut taken = self.take_touching(d, decl, limit, false);
+        if taken < limit && !self.exhausted {
+            taken += self.walk(d, decl, limit - taken);
+        }
+        taken
     }
 
     /// Takes up to `limit` outstanding sets of `d` that share a block with
