@@ -5,7 +5,6 @@
 
 use bytes::Bytes;
 use dingo_client::{Client, DiskSlowdown, IoTag, Redundancy};
-use dingo_cluster::{PlannerProcess, PlannerSpec};
 use dingo_daemon::metrics::scrape;
 use dingo_planner_client::wire::Callback;
 use dingo_planner_client::{CallbackStream, PlannerClient, read_chunk};
@@ -15,7 +14,7 @@ use futures::StreamExt;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::common::{EXE, sample, start_cluster};
+use crate::common::{sample, spawn_planner, start_cluster};
 
 /// HDD emulation (so every disk has a scheduler to take the budget), no
 /// general cache (so every read reaches the head), fault injection allowed.
@@ -79,16 +78,7 @@ async fn nodes_receive_each_quantums_budget_and_a_slow_disk_gets_less_work() {
     cfg.dispatch_spacing_ms = 250;
     cfg.pin_grace_ms = 3000;
     cfg.clients = vec![ClientEntry { name: "scrub".into(), token: TOKEN.into() }];
-    let config = dir.path().join("planner.toml");
-    std::fs::write(&config, cfg.to_toml()).unwrap();
-    let spec = PlannerSpec {
-        exe: EXE.into(),
-        config,
-        data: dir.path().join("planner"),
-        log: dir.path().join("p.log"),
-        storage: cluster.credentials().auth.clone(),
-    };
-    let planner_process = PlannerProcess::start(spec).unwrap();
+    let planner_process = spawn_planner(&cluster, dir.path(), "planner", &cfg);
 
     let client = cluster.client().unwrap();
     let data: Vec<u8> = (0..BLOCKS * BLOCK).map(|i| (i % 251) as u8).collect();

@@ -40,6 +40,21 @@ pub async fn start_cluster(
     (c, dir)
 }
 
+/// A cluster of one-disk nodes with a client, and the directory it lives in.
+pub struct TestCluster {
+    pub c: LocalCluster,
+    pub client: Client,
+    _dir: tempfile::TempDir,
+}
+
+impl TestCluster {
+    pub async fn start(nodes: u32, config: &str) -> TestCluster {
+        let (c, dir) = start_cluster(nodes, 1, config, &[]).await;
+        let client = c.client().unwrap();
+        TestCluster { c, client, _dir: dir }
+    }
+}
+
 /// Starts a `dingo planner` process for `cluster` in `dir`
 /// (quantum 1 s, dispatches 250 ms apart, per-quantum budget
 /// `cluster_bytes`), with admin token `admin` and one task client per name
@@ -57,13 +72,20 @@ pub fn start_planner(
     cfg.dispatch_spacing_ms = 250;
     cfg.budget.cluster_bytes = Some(dingo_types::ByteLimit::Bytes(cluster_bytes));
     cfg.clients = clients.iter().map(|c| ClientEntry { name: c.to_string(), token: format!("{c}-token") }).collect();
-    let config = dir.join("planner.toml");
+    spawn_planner(cluster, dir, "planner", &cfg)
+}
+
+/// Writes `cfg` to `dir/{name}.toml` and starts a `dingo planner` for
+/// `cluster` with it, its data in `dir/{name}` and its log in
+/// `dir/{name}.log`.
+pub fn spawn_planner(cluster: &LocalCluster, dir: &Path, name: &str, cfg: &ServiceConfig) -> PlannerProcess {
+    let config = dir.join(format!("{name}.toml"));
     std::fs::write(&config, cfg.to_toml()).unwrap();
     PlannerProcess::start(PlannerSpec {
         exe: EXE.into(),
         config,
-        data: dir.join("planner"),
-        log: dir.join("planner.log"),
+        data: dir.join(name),
+        log: dir.join(format!("{name}.log")),
         storage: cluster.credentials().auth.clone(),
     })
     .unwrap()

@@ -70,10 +70,10 @@ fn the_generated_python_client_passes_the_conformance_suite() {
 // session does. Each client token is used by one case only.
 
 mod rust_client {
-    use crate::common::{EXE, data, start_cluster};
+    use crate::common::{data, spawn_planner, start_cluster};
     use bytes::Bytes;
     use dingo_client::{Client, IoTag, Redundancy};
-    use dingo_cluster::{LocalCluster, PlannerProcess, PlannerSpec};
+    use dingo_cluster::{LocalCluster, PlannerProcess};
     use dingo_planner_client::wire::{Callback, FileSegment};
     use dingo_planner_client::{CallbackStream, PlannerClient, PlannerClientError, read_chunk};
     use dingo_planner_service::{ClientEntry, ServiceConfig};
@@ -176,20 +176,11 @@ mod rust_client {
         cfg.dispatch_spacing_ms = 250;
         cfg.pin_grace_ms = 3000;
         cfg.clients = (0..16).map(|i| ClientEntry { name: format!("client-{i}"), token: client_token(i) }).collect();
-        let config = dir.path().join("planner.toml");
-        std::fs::write(&config, cfg.to_toml()).unwrap();
         let client = cluster.client().unwrap();
         client.put("/conf/big.bin", Redundancy::Replicated(3), 8 * MB, data(20 * MB, 1)).await.unwrap();
         client.put("/conf/ec.bin", Redundancy::Ec { data: 2, parity: 1 }, MB, data(6 * MB, 2)).await.unwrap();
         client.put("/conf/small.bin", Redundancy::Replicated(3), MB, data(3 * MB, 3)).await.unwrap();
-        let planner = PlannerProcess::start(PlannerSpec {
-            exe: EXE.into(),
-            config,
-            data: dir.path().join("planner"),
-            log: dir.path().join("planner.log"),
-            storage: cluster.credentials().auth.clone(),
-        })
-        .unwrap();
+        let planner = spawn_planner(&cluster, dir.path(), "planner", &cfg);
         Env { planner, config: cfg, cluster, client, dir }
     }
 
@@ -474,16 +465,7 @@ mod rust_client {
         let mut cfg = env.config.clone();
         cfg.meta = env.cluster.meta_addr().to_string();
         cfg.tls = Some(paths.server.clone());
-        let config = env.dir.path().join("tls-planner.toml");
-        std::fs::write(&config, cfg.to_toml()).unwrap();
-        let tls_planner = PlannerProcess::start(PlannerSpec {
-            exe: EXE.into(),
-            config,
-            data: env.dir.path().join("tls-planner"),
-            log: env.dir.path().join("tls-planner.log"),
-            storage: env.cluster.credentials().auth.clone(),
-        })
-        .unwrap();
+        let tls_planner = spawn_planner(&env.cluster, env.dir.path(), "tls-planner", &cfg);
         let secure = PlannerClient::connect_tls(tls_planner.addr(), token, &paths.ca).unwrap();
         secure.status(&[]).await.unwrap();
         let plain = PlannerClient::connect(tls_planner.addr(), token).unwrap();

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use crate::common::{CliTarget, EXE, data, start_cluster};
+use crate::common::{CliTarget, data, spawn_planner, start_cluster};
 
 const MB: u64 = 1_000_000;
 /// Generous for a shared 2-core machine: the drain moves about 30 MB.
@@ -219,7 +219,6 @@ async fn a_drained_node_is_decommissioned_and_can_be_stopped() {
 /// chunk when called back; the disk's chunks go to other nodes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drained_disk_empties_through_the_planner() {
-    use dingo_cluster::{PlannerProcess, PlannerSpec};
     use dingo_planner_service::{ClientEntry, ServiceConfig};
     let config = "[meta]\ndead_after_ms = 1000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\n";
     let (mut c, dir) = start_cluster(4, 2, config, &[]).await;
@@ -227,16 +226,7 @@ async fn a_drained_disk_empties_through_the_planner() {
     cfg.meta = c.meta_addr().to_string();
     cfg.quantum_ms = 1000;
     cfg.clients = vec![ClientEntry { name: "maintain".into(), token: "maintain-token".into() }];
-    let planner_config = dir.path().join("planner.toml");
-    std::fs::write(&planner_config, cfg.to_toml()).unwrap();
-    let planner = PlannerProcess::start(PlannerSpec {
-        exe: EXE.into(),
-        config: planner_config,
-        data: dir.path().join("planner"),
-        log: dir.path().join("planner.log"),
-        storage: c.credentials().auth.clone(),
-    })
-    .unwrap();
+    let planner = spawn_planner(&c, dir.path(), "planner", &cfg);
     let args = ["--interval", "1s", "--job-deadline", "5s", "--planner", planner.addr(), "--token", "maintain-token"];
     c.start_maintainer(&args.map(String::from)).unwrap();
     let meta = CliTarget::of(&c);

@@ -7,7 +7,7 @@
 
 use bytes::Bytes;
 use dingo_client::{Client, IoTag, Redundancy, copy_of};
-use dingo_cluster::{LocalCluster, PlannerProcess};
+use dingo_cluster::PlannerProcess;
 use dingo_planner_client::PlannerClient;
 use dingo_proto::v1::FileInfo;
 use dingo_tasks::declarative::Agent;
@@ -21,22 +21,14 @@ use std::process::Output;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::common::{CliTarget, chunk_file, data, flip_byte, start_cluster, start_planner, write_chunk_file};
+use crate::common::{CliTarget, TestCluster, chunk_file, data, flip_byte, start_planner, write_chunk_file};
 
 const BLOCK: u64 = 256 * 1024;
 const CONFIG: &str = "[meta]\ndead_after_ms = 1000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\ndisk_capacity = \"24MB\"\n";
 const ADMIN: &str = "admin-token";
 
-struct TestCluster {
-    c: LocalCluster,
-    client: Client,
-    _dir: tempfile::TempDir,
-}
-
 async fn cluster(nodes: u32) -> TestCluster {
-    let (c, dir) = start_cluster(nodes, 1, CONFIG, &[]).await;
-    let client = c.client().unwrap();
-    TestCluster { c, client, _dir: dir }
+    TestCluster::start(nodes, CONFIG).await
 }
 
 fn run_task(t: &TestCluster, args: &[&str]) -> (Output, Vec<serde_json::Value>) {

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use dingo_client::{Client, IoTag, Redundancy};
-use dingo_cluster::{LocalCluster, PlannerProcess, PlannerSpec};
+use dingo_cluster::{LocalCluster, PlannerProcess};
 use dingo_planner_client::wire::{Callback, FileSegment};
 use dingo_planner_client::{CallbackStream, PlannerClient, read_chunk};
 use dingo_planner_service::{ClientEntry, ServiceConfig};
@@ -17,7 +17,7 @@ use tonic::Code;
 
 use dingo_daemon::metrics::scrape;
 
-use crate::common::{EXE, start_cluster};
+use crate::common::{EXE, spawn_planner, start_cluster};
 
 /// Two 64 KiB checksum segments per block.
 const BLOCK: u64 = 128 * 1024;
@@ -51,16 +51,7 @@ impl Env {
             ClientEntry { name: "task-a".into(), token: TOKEN_A.into() },
             ClientEntry { name: "task-b".into(), token: TOKEN_B.into() },
         ];
-        let config = dir.path().join("planner.toml");
-        std::fs::write(&config, cfg.to_toml()).unwrap();
-        let planner = PlannerProcess::start(PlannerSpec {
-            exe: EXE.into(),
-            config,
-            data: dir.path().join("planner"),
-            log: dir.path().join("planner.log"),
-            storage: cluster.credentials().auth.clone(),
-        })
-        .unwrap();
+        let planner = spawn_planner(&cluster, dir.path(), "planner", &cfg);
         let client = cluster.client().unwrap();
         let status = client.cluster_status().await.unwrap();
         let disk_addr = status.nodes.iter().flat_map(|n| n.disks.iter().map(|d| (d.id, n.addr.clone()))).collect();

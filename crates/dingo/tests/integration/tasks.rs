@@ -4,28 +4,19 @@
 //! what a dead node held, rebalancing fills a new node.
 
 use dingo_client::{ChunkFault, Client, ClientError, IoTag, Redundancy, copy_of};
-use dingo_cluster::LocalCluster;
 use dingo_tasks::work::{ScheduledCopies, execute};
 use dingo_tasks::{Action, CancelFlag, imperative, plan};
 use dingo_types::ChunkRef;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::common::{CliTarget, chunk_file, data, flip_byte, start_cluster};
+use crate::common::{CliTarget, TestCluster, chunk_file, data, flip_byte};
 
 const BLOCK: u64 = 256 * 1024;
 const CONFIG: &str = "[meta]\ndead_after_ms = 1000\n[node]\nheartbeat_ms = 200\ncache = \"8MB\"\npinned = \"8MB\"\ndisk_capacity = \"3MB\"\n";
 
-struct TestCluster {
-    c: LocalCluster,
-    client: Client,
-    _dir: tempfile::TempDir,
-}
-
 async fn cluster(nodes: u32) -> TestCluster {
-    let (c, dir) = start_cluster(nodes, 1, CONFIG, &[]).await;
-    let client = c.client().unwrap();
-    TestCluster { c, client, _dir: dir }
+    TestCluster::start(nodes, CONFIG).await
 }
 
 fn task(t: &TestCluster, args: &[&str]) -> Vec<serde_json::Value> {
