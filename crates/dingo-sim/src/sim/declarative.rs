@@ -182,6 +182,8 @@ pub struct Replay {
     scratch: DispatchScratch,
     /// Head time per disk of a plan, for the budget check.
     disk_used: Vec<u64>,
+    /// One group's sets as `(deadline, set)`, in replay order.
+    by_deadline: Vec<(Timestamp, u32)>,
     /// Give the dispatch memory back after each quantum (large schedules).
     lean: bool,
 }
@@ -196,6 +198,7 @@ impl Declarative {
             dispatch: Dispatch::default(),
             scratch: DispatchScratch::default(),
             disk_used: Vec::new(),
+            by_deadline: Vec::new(),
             lean: false,
         };
         Declarative {
@@ -339,10 +342,24 @@ impl Replay {
         let mut dispatch = std::mem::take(&mut self.dispatch);
         dispatch_into(&schedule, &self.config, &mut self.scratch, &mut dispatch);
         let mut max_pinned = 0;
+        let mut by_deadline = std::mem::take(&mut self.by_deadline);
         for (g, group) in dispatch.groups.iter().enumerate() {
             self.cache.expire(group.at);
             max_pinned = max_pinned.max(self.cache.admit(dispatch.pins_of(g)));
-            for &s in &dispatch.order[group.sets.start as usize..group.sets.end as usize] {
+            // A group's callbacks all fire at `group.at`, so any order among
+            // them is one the system could see. Nearest deadline first: a
+            // chunk's disk read is then charged to the reader with the
+            // nearest deadline and the others ride free on it, the paper's
+            // attribution (seed 000 §6.3). Totals do not depend on it.
+            by_deadline.clear();
+            by_deadline.extend(
+                dispatch.order[group.sets.start as usize..group.sets.end as usize]
+                    .iter()
+                    .map(|&s| (schedule.decls[schedule.sets[s as usize].decl as usize].deadline, s)),
+            );
+            // Stable (dispatch order among equal deadlines), so runs replay exactly.
+            radsort::sort_by_key(&mut by_deadline, |&(deadline, _)| deadline.0);
+            for &(_, s) in &by_deadline {
                 let set = &schedule.sets[s as usize];
                 let task = schedule.decls[set.decl as usize].task;
                 for read in schedule.reads_of(s as usize) {
@@ -359,6 +376,7 @@ impl Replay {
         point.planned_disk_bytes = Some(planned_bytes);
         point.max_disk_pinned_bytes = Some(max_pinned);
         self.recorder.end_quantum(start_hours);
+        self.by_deadline = by_deadline;
         if self.lean {
             self.scratch = DispatchScratch::default();
         } else {
@@ -405,6 +423,55 @@ mod tests {
         assert_eq!(cache.read(chunk, TaskKind::Fsck), Some(TaskKind::Scrubbing));
         assert_eq!(cache.read(chunk, TaskKind::Fsck), None, "unpinned once every reader read it");
         assert_eq!(cache.pinned[0], 0);
+    }
+
+    #[test]
+    fn a_shared_chunk_is_charged_to_the_reader_with_the_nearest_deadline() {
+        use dingo_planner::{ChunkRead, ScheduledDecl, ScheduledSet};
+        use dingo_types::{DeclarationId, DiskModel, GroupId};
+        const BYTES: u64 = 1 << 20;
+        // Scrubbing comes first in the planner's order (and pays for the
+        // disk read in the schedule); reconstruction's deadline is nearer.
+        let decl = |id: u64, task: TaskKind, deadline: u64| ScheduledDecl {
+            id: DeclarationId(id),
+            task,
+            deadline: Timestamp(deadline),
+            quota: 1,
+            taken: 1,
+            overloaded: false,
+        };
+        let read = |physical: bool| ChunkRead {
+            block: BlockId(7),
+            copy: 0,
+            disk: DiskId(0),
+            group: GroupId(7),
+            physical,
+        };
+        let mut schedule = Schedule {
+            decls: vec![decl(1, TaskKind::Scrubbing, 1_000_000), decl(2, TaskKind::Reconstruction, 1_000)],
+            sets: vec![ScheduledSet { decl: 0, first_read: 0, key: 7 }, ScheduledSet { decl: 1, first_read: 1, key: 7 }],
+            reads: vec![read(true), read(false)],
+            ..Schedule::default()
+        };
+        schedule.block_bytes.record(BlockId(7), BYTES);
+        let config = PlannerConfig::default();
+        let mut replay = Replay {
+            config: config.clone(),
+            cache: PinCache::new(1, 4 * BYTES),
+            recorder: Recorder::new(1, DiskModel::HDD),
+            over_budget_quanta: 0,
+            dispatch: Dispatch::default(),
+            scratch: DispatchScratch::default(),
+            disk_used: Vec::new(),
+            by_deadline: Vec::new(),
+            lean: false,
+        };
+        let budget = Budget { cluster_bytes: u64::MAX, disk_head_time_us: dingo_planner::DiskBudget::Uniform(u64::MAX) };
+        replay.replay(PlannedQuantum { schedule, report: QuantumReport::default(), budget, start_hours: 0.0 });
+        let [scrub, rebuild] = [TaskKind::Scrubbing, TaskKind::Reconstruction].map(|t| &replay.recorder.tasks[t.index()]);
+        assert_eq!((rebuild.disk_bytes, rebuild.free_bytes), (BYTES, 0), "the nearest deadline pays");
+        assert_eq!((scrub.disk_bytes, scrub.free_bytes), (0, BYTES));
+        assert_eq!(scrub.free_bytes_from[TaskKind::Reconstruction.index()], BYTES);
     }
 
     #[test]
