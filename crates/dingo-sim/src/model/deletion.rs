@@ -1,7 +1,7 @@
 //! Deletion: whole files (one bit each) and loose blocks, and the live
 //! chunk counts they change.
 
-use super::layout::Locator;
+use super::layout::{Locator, stripe_disks};
 use super::{ClusterModel, Redundancy, StripeShape};
 use roaring::RoaringTreemap;
 
@@ -45,6 +45,13 @@ impl ClusterModel {
             let redundancy = self.schemes[self.file_scheme(file)].redundancy;
             let [data, parity] = self.file_block_ranges(file);
             let stripes = (data.end - data.start) / redundancy.data_per_stripe();
+            let first = self.locate(data.start).expect("a live file's blocks exist");
+            let region = self.regions[first.region];
+            for stripe in first.stripe..first.stripe + stripes {
+                for &disk in stripe_disks(&self.schemes, &region, stripe) {
+                    self.disk_live_chunks[disk as usize] -= 1;
+                }
+            }
             self.live_chunks -= stripes * u64::from(redundancy.stripe_width());
             let scheme = self.file_scheme(file);
             self.schemes[scheme].live_chunks -= stripes * u64::from(redundancy.stripe_width());
@@ -62,6 +69,17 @@ impl ClusterModel {
         let new = blocks - &self.deleted;
         for b in &new {
             let Some(loc) = self.locate(b) else { continue };
+            let region = &self.regions[loc.region];
+            // A replicated block's copies are its stripe's members; an
+            // erasure-coded block is the one member at its position.
+            let disks = stripe_disks(&self.schemes, region, loc.stripe);
+            let on = match region.redundancy {
+                Redundancy::Replicated(_) => disks,
+                Redundancy::Ec { .. } => &disks[loc.position as usize..=loc.position as usize],
+            };
+            for &disk in on {
+                self.disk_live_chunks[disk as usize] -= 1;
+            }
             let scheme = &mut self.schemes[self.regions[loc.region].scheme];
             let chunks = match scheme.redundancy {
                 Redundancy::Replicated(copies) => u64::from(copies),

@@ -1,7 +1,7 @@
 //! Where a block id sits: regions of whole files per scheme, stripes
 //! within a region, and the placement group (hence the disks) of a stripe.
 
-use super::{ClusterModel, Redundancy, StripeShape};
+use super::{ClusterModel, Redundancy, Scheme, StripeShape};
 use dingo_types::{BlockId, ChunkRef, DiskId, Member};
 
 /// Block ids per bucket of the block → region index: `1 << INDEX_SHIFT`.
@@ -119,11 +119,7 @@ impl ClusterModel {
     /// number for replication). `(stripe_base + stripe) % pgs` is taken as
     /// `(pg_offset + stripe) % pgs`, the same number.
     pub(super) fn placement_disks(&self, region: &Region, stripe: u64) -> &[u32] {
-        let scheme = &self.schemes[region.scheme];
-        let pg = (region.pg_offset + stripe) % scheme.pgs;
-        let width = region.redundancy.stripe_width() as usize;
-        let first = pg as usize * width;
-        &scheme.pg_disks[first..first + width]
+        stripe_disks(&self.schemes, region, stripe)
     }
 
     /// For each block of `blocks`, in `out` (cleared first): its first live
@@ -267,4 +263,14 @@ impl ClusterModel {
             }
         }
     }
+}
+
+/// [`ClusterModel::placement_disks`], borrowing only the schemes (so the
+/// model's counts can change meanwhile).
+pub(super) fn stripe_disks<'a>(schemes: &'a [Scheme], region: &Region, stripe: u64) -> &'a [u32] {
+    let scheme = &schemes[region.scheme];
+    let pg = (region.pg_offset + stripe) % scheme.pgs;
+    let width = region.redundancy.stripe_width() as usize;
+    let first = pg as usize * width;
+    &scheme.pg_disks[first..first + width]
 }

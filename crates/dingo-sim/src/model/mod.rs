@@ -68,6 +68,8 @@ pub struct ClusterModel {
     deleted: RoaringTreemap,
     /// Chunks of blocks not deleted (raw bytes in use / block size).
     live_chunks: u64,
+    /// The same, per disk (by disk id): the capacity skew rebalancing acts on.
+    disk_live_chunks: Vec<u64>,
     failed: Vec<bool>,
 }
 
@@ -129,6 +131,7 @@ impl ClusterModel {
             with_copy: Vec::new(),
             deleted: RoaringTreemap::new(),
             live_chunks: 0,
+            disk_live_chunks: vec![0; disks as usize],
             failed: vec![false; disks as usize],
             spec,
         };
@@ -184,7 +187,7 @@ impl ClusterModel {
             self.region_index.push(self.regions.len() as u32);
         }
         self.dead_files.grow((first_file + files) as usize);
-        self.regions.push(Region {
+        let region = Region {
             first,
             scheme,
             first_file,
@@ -195,8 +198,40 @@ impl ClusterModel {
             end: first + data_blocks + parity_blocks,
             redundancy,
             pg_offset: stripe_base % self.schemes[scheme].pgs,
-        });
+        };
+        self.count_placed(&region);
+        self.regions.push(region);
         first_file..first_file + files
+    }
+
+    /// Adds a new region's chunks to the per-disk counts: stripe `s` is in
+    /// placement group `(pg_offset + s) % pgs`, so each group holds
+    /// `stripes / pgs` stripes, one more for the first `stripes % pgs` after
+    /// the offset. One step per group (or per stripe, if fewer), not per chunk.
+    fn count_placed(&mut self, region: &Region) {
+        let scheme = &self.schemes[region.scheme];
+        let width = region.redundancy.stripe_width() as usize;
+        if region.stripes < scheme.pgs {
+            for stripe in 0..region.stripes {
+                for &disk in layout::stripe_disks(&self.schemes, region, stripe) {
+                    self.disk_live_chunks[disk as usize] += 1;
+                }
+            }
+            return;
+        }
+        let (each, extra) = (region.stripes / scheme.pgs, region.stripes % scheme.pgs);
+        for (pg, disks) in scheme.pg_disks.chunks_exact(width).enumerate() {
+            let after_offset = (pg as u64 + scheme.pgs - region.pg_offset) % scheme.pgs;
+            let stripes = each + u64::from(after_offset < extra);
+            for &disk in disks {
+                self.disk_live_chunks[disk as usize] += stripes;
+            }
+        }
+    }
+
+    /// Chunks of live blocks stored on `disk` (failed or not).
+    pub fn disk_live_chunks(&self, disk: DiskId) -> u64 {
+        self.disk_live_chunks[disk.0 as usize]
     }
 
     pub fn spec(&self) -> &ModelSpec {

@@ -248,3 +248,32 @@ fn stripe_survivors_are_the_live_members_each_lookup_finds() {
         assert_eq!(reads[1..], expected, "{block}");
     }
 }
+
+#[test]
+fn per_disk_live_chunks_follow_placement_through_deletions_and_new_files() {
+    let mut m = small();
+    let check = |m: &ClusterModel| {
+        let mut total = 0;
+        for d in 0..m.disk_count() {
+            let listed = m.placed_chunks(&[DiskId(d)]).len();
+            assert_eq!(m.disk_live_chunks(DiskId(d)), listed, "disk {d}");
+            total += listed;
+        }
+        assert_eq!(total, m.live_chunks());
+    };
+    check(&m);
+    // Whole files of every scheme, loose blocks (a replicated one and an
+    // erasure-coded one), then new regions, small and large.
+    let files: Vec<u64> = (0..m.file_count()).step_by(37).collect();
+    m.delete_files(&files);
+    check(&m);
+    let loose = m.file_blocks(1).start.0 + 3;
+    let ec_file = (0..m.file_count()).find(|&f| m.file_scheme(f) != m.file_scheme(1) && m.file_live(f)).unwrap();
+    let ec_parity = m.file_block_ranges(ec_file)[1].start;
+    assert!(!m.file_block_ranges(ec_file)[1].is_empty(), "an erasure-coded file");
+    m.delete_blocks(&RoaringTreemap::from_iter([loose, m.file_blocks(ec_file).start.0 + 1, ec_parity]));
+    check(&m);
+    m.add_files(1, 3);
+    m.add_files(0, 50_000);
+    check(&m);
+}

@@ -440,16 +440,14 @@ mod tests {
             taken: 1,
             overloaded: false,
         };
-        let read = |physical: bool| ChunkRead {
-            block: BlockId(7),
-            copy: 0,
-            disk: DiskId(0),
-            group: GroupId(7),
-            physical,
-        };
+        let read =
+            |physical: bool| ChunkRead { block: BlockId(7), copy: 0, disk: DiskId(0), group: GroupId(7), physical };
         let mut schedule = Schedule {
             decls: vec![decl(1, TaskKind::Scrubbing, 1_000_000), decl(2, TaskKind::Reconstruction, 1_000)],
-            sets: vec![ScheduledSet { decl: 0, first_read: 0, key: 7 }, ScheduledSet { decl: 1, first_read: 1, key: 7 }],
+            sets: vec![
+                ScheduledSet { decl: 0, first_read: 0, key: 7 },
+                ScheduledSet { decl: 1, first_read: 1, key: 7 },
+            ],
             reads: vec![read(true), read(false)],
             ..Schedule::default()
         };
@@ -466,9 +464,11 @@ mod tests {
             by_deadline: Vec::new(),
             lean: false,
         };
-        let budget = Budget { cluster_bytes: u64::MAX, disk_head_time_us: dingo_planner::DiskBudget::Uniform(u64::MAX) };
+        let budget =
+            Budget { cluster_bytes: u64::MAX, disk_head_time_us: dingo_planner::DiskBudget::Uniform(u64::MAX) };
         replay.replay(PlannedQuantum { schedule, report: QuantumReport::default(), budget, start_hours: 0.0 });
-        let [scrub, rebuild] = [TaskKind::Scrubbing, TaskKind::Reconstruction].map(|t| &replay.recorder.tasks[t.index()]);
+        let [scrub, rebuild] =
+            [TaskKind::Scrubbing, TaskKind::Reconstruction].map(|t| &replay.recorder.tasks[t.index()]);
         assert_eq!((rebuild.disk_bytes, rebuild.free_bytes), (BYTES, 0), "the nearest deadline pays");
         assert_eq!((scrub.disk_bytes, scrub.free_bytes), (0, BYTES));
         assert_eq!(scrub.free_bytes_from[TaskKind::Reconstruction.index()], BYTES);

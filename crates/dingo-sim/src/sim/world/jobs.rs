@@ -145,13 +145,13 @@ impl World {
                 let per_disk = (self.model.live_chunks() / disk_count).max(1);
                 let wanted = ((needed as f64 * self.config.rebalance_candidates) / per_disk as f64).ceil() as u64;
                 let wanted = wanted.clamp(1, (disk_count / 2).max(1));
-                let rng = &mut self.rngs[task.index()];
-                let mut chosen: Vec<DiskId> = Vec::new();
-                while (chosen.len() as u64) < wanted {
-                    let d = DiskId(rng.below(disk_count) as u32);
-                    if !chosen.contains(&d) {
-                        chosen.push(d);
-                    }
+                let chosen = self.fullest_disks(wanted as usize, now);
+                if chosen.is_empty() {
+                    return None;
+                }
+                let until = now.saturating_add(self.rates.deadline[task.index()]);
+                for d in &chosen {
+                    self.rebalancing_until[d.0 as usize] = until;
                 }
                 let candidates = self.model.placed_chunks(&chosen);
                 let needed = needed.min(candidates.len());
@@ -159,6 +159,24 @@ impl World {
             }
             TaskKind::Reconstruction => unreachable!("reconstruction follows failures"),
         }
+    }
+
+    /// Rebalancing's source disks (paper appendix A.2: "disks with skewed
+    /// usage"): the `n` holding the most live chunks, fullest first (ties by
+    /// id), among those not failed and not already being rebalanced.
+    fn fullest_disks(&self, n: usize, now: Timestamp) -> Vec<DiskId> {
+        let mut eligible: Vec<(u64, DiskId)> = (0..self.model.disk_count())
+            .map(DiskId)
+            .filter(|&d| !self.model.is_failed(d) && self.rebalancing_until[d.0 as usize] <= now)
+            .map(|d| (u64::MAX - self.model.disk_live_chunks(d), d))
+            .collect();
+        let n = n.min(eligible.len());
+        if n < eligible.len() {
+            eligible.select_nth_unstable(n);
+        }
+        eligible.truncate(n);
+        eligible.sort_unstable();
+        eligible.into_iter().map(|(_, d)| d).collect()
     }
 
     /// Disk failures this quantum, at the rate that makes reconstruction
@@ -290,6 +308,43 @@ fn open_events(period: Duration, deadline: Duration) -> Vec<(u64, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::ModelSpec;
+    use crate::sim::SimConfig;
+
+    /// Rebalancing moves data off the fullest disks, and a disk already
+    /// being rebalanced (or failed) sits out until that job's deadline.
+    #[test]
+    fn rebalancing_takes_the_fullest_disks_not_already_rebalancing() {
+        let cluster = ModelSpec { raw_capacity: 2_000_000_000_000_000, disks_per_node: 2, ..ModelSpec::default() };
+        let mut world = World::new(&SimConfig { cluster, ..SimConfig::default() }).unwrap();
+        // Skew: delete every file with a chunk on disks 3 and 4.
+        let on_3_and_4 = world.model.placed_chunks(&[DiskId(3), DiskId(4)]).blocks();
+        let files: Vec<u64> = (0..world.model.file_count())
+            .filter(|&f| world.model.file_block_ranges(f).into_iter().flatten().any(|b| on_3_and_4.contains(b)))
+            .take(200)
+            .collect();
+        world.model.delete_files(&files);
+        world.model.fail_disk(DiskId(7));
+        let by_fill = |w: &World| {
+            let mut d: Vec<(u64, u32)> =
+                (0..w.model.disk_count()).map(|d| (u64::MAX - w.model.disk_live_chunks(DiskId(d)), d)).collect();
+            d.sort_unstable();
+            d.into_iter().map(|(_, d)| DiskId(d)).filter(|&d| d != DiskId(7)).collect::<Vec<_>>()
+        };
+        let order = by_fill(&world);
+        let now = Timestamp::ZERO;
+        let first = world.fullest_disks(5, now);
+        assert_eq!(first, order[..5]);
+        assert!(!first.contains(&DiskId(3)) && !first.contains(&DiskId(4)), "emptied disks are not skewed");
+        let job = world.make_job(TaskKind::Rebalancing, now, 1e12, 1.0).expect("a rebalancing job");
+        let busy: Vec<DiskId> =
+            order.iter().copied().filter(|&d| world.rebalancing_until[d.0 as usize] > now).collect();
+        assert!(!busy.is_empty() && busy == order[..busy.len()], "the job took the fullest disks: {busy:?}");
+        let next = world.fullest_disks(5, now);
+        assert_eq!(next, order[busy.len()..busy.len() + 5], "busy disks sit out");
+        let after = world.job(job).deadline;
+        assert_eq!(world.fullest_disks(5, after), first, "and come back at the job's deadline");
+    }
 
     /// Open work is half of one deadline's: an hourly task with a 36-hour
     /// deadline has 36 jobs open, a monthly one with a monthly deadline one

@@ -179,6 +179,9 @@ pub struct World {
     transcode_cursors: Vec<FileCursor>,
     delete_cursor: FileCursor,
     scrub_cursor: u32,
+    /// Per disk: the deadline of the rebalancing job moving data off it,
+    /// which keeps it out of later jobs until then.
+    rebalancing_until: Vec<Timestamp>,
     /// The object/KV-store files garbage collection rewrites.
     objects: ObjectFiles,
     /// Replicated files to ingest: as many as transcoding moved on.
@@ -220,6 +223,7 @@ impl World {
         let objects = ObjectFiles::new(&model, config.gc_subset_fraction, &mut SplitMix64::new(seeds.next_u64()));
         let target_chunks = model.live_chunks();
         let model_files = model.file_count();
+        let disk_count = dingo_types::Topology::disk_count(&model);
         Ok(World {
             transcode_cursors: vec![FileCursor::default(); chain.len()],
             model,
@@ -232,6 +236,7 @@ impl World {
             carry: [0.0; TaskKind::COUNT],
             delete_cursor: FileCursor::default(),
             scrub_cursor: 0,
+            rebalancing_until: vec![Timestamp::ZERO; disk_count as usize],
             objects,
             ingest_due: 0,
             transcode_to: FxHashMap::default(),
