@@ -121,7 +121,9 @@ fn run_figures(dir: &Path, r: &SimResult) -> Result<Vec<Figure>, ReportError> {
     figures.push(Figure {
         stem: "task_bytes".into(),
         caption: "Per task: bytes read from disk (dark), bytes served free from the cache coloured by the task \
-                  whose read brought them in, and bytes not read because the blocks were deleted first (light)."
+                  whose read brought them in (declarative: of a dispatch group's readers, the one with the nearest \
+                  deadline, as the paper attributes them), and bytes not read because the blocks were deleted first \
+                  (light)."
             .into(),
     });
 
