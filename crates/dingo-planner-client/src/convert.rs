@@ -39,7 +39,10 @@ pub fn declaration_to_wire(d: &Declaration) -> pb::DeclareRequest {
         ReadSets::Sets(sets) => PbReadSets::Sets(pb::BlockSets {
             sets: sets
                 .iter()
-                .map(|s| pb::BlockSet { members: s.members.iter().copied().map(member_to_wire).collect() })
+                .map(|s| pb::BlockSet {
+                    members: s.members.iter().copied().map(member_to_wire).collect(),
+                    needed: s.needed,
+                })
                 .collect(),
         }),
         ReadSets::Ranges(ranges) => PbReadSets::Ranges(pb::BlockRanges {
@@ -67,7 +70,10 @@ pub fn declaration_from_wire(r: &pb::DeclareRequest) -> Result<Declaration, Stri
     let members = |ms: &[pb::Member]| ms.iter().map(member_from_wire).collect::<Result<Vec<Member>, String>>();
     let read_sets = match r.read_sets.as_ref().ok_or("the declaration names no read sets")? {
         PbReadSets::Sets(s) => ReadSets::Sets(
-            s.sets.iter().map(|set| members(&set.members).map(BlockSet::new)).collect::<Result<_, String>>()?,
+            s.sets
+                .iter()
+                .map(|set| members(&set.members).map(|members| BlockSet { members, needed: set.needed }))
+                .collect::<Result<_, String>>()?,
         ),
         PbReadSets::Ranges(r) => {
             ReadSets::Ranges(r.ranges.iter().map(|r| BlockRange { start: BlockId(r.start), len: r.len }).collect())
@@ -120,6 +126,7 @@ mod tests {
     fn declarations_round_trip_through_the_wire() {
         let copy = |b, c| Member::Copy(ChunkRef { block: BlockId(b), copy: c });
         round_trip(ReadSets::Sets(vec![BlockSet::new(vec![Member::Any(BlockId(1)), copy(2, 1)])]));
+        round_trip(ReadSets::Sets(vec![BlockSet::choose(vec![Member::Any(BlockId(1)), copy(2, 1)], 1)]));
         round_trip(ReadSets::Ranges(vec![BlockRange { start: BlockId(5), len: 3 }]));
         round_trip(ReadSets::EachMember([copy(1, 0), Member::Any(BlockId(4))].into_iter().collect()));
         round_trip(ReadSets::ChunksOnDisk(DiskId(3)));
@@ -139,7 +146,8 @@ mod tests {
         assert!(err(base.clone()).contains("no read sets"));
         assert!(err(pb::DeclareRequest { task: "defrag".into(), ..base.clone() }).contains("unknown task"));
         let bad_copy = pb::Member { block: 1, copy: Some(200) };
-        let sets = PbReadSets::Sets(pb::BlockSets { sets: vec![pb::BlockSet { members: vec![bad_copy] }] });
+        let sets =
+            PbReadSets::Sets(pb::BlockSets { sets: vec![pb::BlockSet { members: vec![bad_copy], needed: None }] });
         assert!(err(pb::DeclareRequest { read_sets: Some(sets), ..base.clone() }).contains("out of range"));
         let twice = PbReadSets::EachMember(pb::Members { members: vec![pb::Member { block: 1, copy: None }; 2] });
         assert!(err(pb::DeclareRequest { read_sets: Some(twice), ..base.clone() }).contains("twice"));

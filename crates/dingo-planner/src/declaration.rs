@@ -88,7 +88,7 @@ impl DeclState {
         members.clear();
         self.sets.members(key, members);
         self.delivered += 1;
-        self.delivered_bytes += live_bytes(members, topo);
+        self.delivered_bytes += needed_share(&self.sets, key, live_bytes(members, topo), members.len());
         true
     }
 
@@ -133,11 +133,23 @@ fn estimate_set_bytes(sets: &Sets, topo: &impl Topology) -> u64 {
     let mut keys = Vec::with_capacity(SIZE_SAMPLE_SETS);
     sets.next_keys(0, SIZE_SAMPLE_SETS, &mut keys);
     let mut members: Vec<Member> = Vec::new();
+    let mut bytes = 0;
     for &key in &keys {
+        members.clear();
         sets.members(key, &mut members);
+        let set_bytes: u64 = members.iter().filter_map(|m| topo.block(m.block())).map(|info| info.size).sum();
+        bytes += needed_share(sets, key, set_bytes, members.len());
     }
-    let bytes: u64 = members.iter().filter_map(|m| topo.block(m.block())).map(|info| info.size).sum();
     bytes / (keys.len() as u64).max(1)
+}
+
+/// Of `bytes` over the `members` of set `key`, what reading it takes: all
+/// of them, or about `n` members' worth for a set needing `n` of them.
+fn needed_share(sets: &Sets, key: u64, bytes: u64, members: usize) -> u64 {
+    match sets.needed(key) {
+        Some(n) => bytes * u64::from(n) / (members as u64).max(1),
+        None => bytes,
+    }
 }
 
 /// Bytes of the members' blocks that are not deleted.

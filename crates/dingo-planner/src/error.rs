@@ -10,6 +10,8 @@ pub enum DeclareError {
     NoSets,
     #[error("set {set} is empty; every set must name at least one block")]
     EmptySet { set: u64 },
+    #[error("set {set} needs {needed} of its {members} members; give 1 up to the member count, or omit it to need all")]
+    BadSetNeeded { set: u64, needed: u32, members: u64 },
     #[error("sets_needed is 0; omit it to need every set, or give a count of at least 1")]
     ZeroSetsNeeded,
     #[error("sets_needed is {needed} but the declaration names only {available} sets")]

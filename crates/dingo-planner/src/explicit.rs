@@ -31,6 +31,9 @@ pub(crate) struct ExplicitSets {
     index_sets: Vec<u32>,
     /// Every block named by some set.
     declared_blocks: RoaringTreemap,
+    /// Each set's `needed` ([`BlockSet::needed`]), 0 for every member;
+    /// empty if no set has one (most declarations).
+    needed: Vec<u32>,
 }
 
 impl ExplicitSets {
@@ -76,7 +79,17 @@ impl ExplicitSets {
             index_lows.push(block as u32);
             index_sets.push(set);
         }
-        ExplicitSets { firsts, ends, deltas, index_highs, index_lows, index_sets, declared_blocks }
+        let needed = if sets.iter().any(|s| s.needed.is_some()) {
+            sets.iter().map(|s| s.needed.unwrap_or(0)).collect()
+        } else {
+            Vec::new()
+        };
+        ExplicitSets { firsts, ends, deltas, index_highs, index_lows, index_sets, declared_blocks, needed }
+    }
+
+    /// How many members set `i` needs, if not every one.
+    pub(crate) fn needed(&self, i: usize) -> Option<u32> {
+        self.needed.get(i).copied().filter(|&n| n > 0)
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -127,6 +140,7 @@ impl ExplicitSets {
             + self.index_highs.capacity() * 8
             + self.index_lows.capacity() * 4
             + self.index_sets.capacity() * 4
+            + self.needed.capacity() * 4
             + self.declared_blocks.serialized_size()) as u64
     }
 }
@@ -186,7 +200,11 @@ mod tests {
     fn arb_sets() -> impl Strategy<Value = Vec<BlockSet>> {
         let block = prop_oneof![0u64..64, (1u64 << 32) - 8..(1u64 << 32) + 8, (1u64 << 40)..(1u64 << 40) + 4];
         let m = (block, proptest::option::of(0u8..3)).prop_map(|(b, c)| member(b, c));
-        prop::collection::vec(prop::collection::vec(m, 1..6).prop_map(BlockSet::new), 0..30)
+        let set = (prop::collection::vec(m, 1..6), proptest::option::of(1u32..6)).prop_map(|(members, needed)| {
+            let needed = needed.map(|n| n.min(members.len() as u32));
+            BlockSet { members, needed }
+        });
+        prop::collection::vec(set, 0..30)
     }
 
     proptest! {
@@ -199,6 +217,7 @@ mod tests {
                 let mut out = Vec::new();
                 store.members(i, &mut out);
                 prop_assert_eq!(&out, &set.members);
+                prop_assert_eq!(store.needed(i), set.needed);
             }
             let blocks: RoaringTreemap = probe.iter().copied().collect();
             let mut got = Vec::new();

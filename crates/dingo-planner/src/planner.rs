@@ -174,8 +174,9 @@ impl Planner {
     }
 
     /// Appends to `out` every member of the sets of `id` not yet delivered
-    /// nor elided (a set naming a block twice gives it twice); `false` if
-    /// `id` is not outstanding. Walks the whole declaration: for the
+    /// nor elided (a set naming a block twice gives it twice), but those of
+    /// sets needing only some of their members (none of which every way of
+    /// reading the set reads); `false` if `id` is not outstanding. Walks the whole declaration: for the
     /// read lower bound at a restart or a cancel, not for every quantum.
     pub fn undelivered_members(&self, id: DeclarationId, out: &mut Vec<dingo_types::Member>) -> bool {
         let Some(d) = self.outstanding.get(&id) else { return false };
@@ -185,7 +186,7 @@ impl Planner {
             keys.clear();
             d.sets.next_keys(from, 4096, &mut keys);
             let Some(&last) = keys.last() else { return true };
-            for &key in &keys {
+            for &key in keys.iter().filter(|&&key| d.sets.needed(key).is_none()) {
                 d.sets.members(key, out);
             }
             from = last + 1;
@@ -419,6 +420,14 @@ mod tests {
             (decl(TaskKind::Fsck, ReadSets::Sets(vec![]), 5), DeclareError::NoSets),
             (decl(TaskKind::Fsck, ReadSets::Sets(vec![BlockSet::new(vec![])]), 5), DeclareError::EmptySet { set: 0 }),
             (
+                decl(TaskKind::Fsck, ReadSets::Sets(vec![BlockSet::choose(vec![Member::Any(BlockId(1))], 2)]), 5),
+                DeclareError::BadSetNeeded { set: 0, needed: 2, members: 1 },
+            ),
+            (
+                decl(TaskKind::Fsck, ReadSets::Sets(vec![BlockSet::choose(vec![Member::Any(BlockId(1))], 0)]), 5),
+                DeclareError::BadSetNeeded { set: 0, needed: 0, members: 1 },
+            ),
+            (
                 decl(TaskKind::Fsck, singles([1]), 1),
                 DeclareError::DeadlineNotInFuture { deadline: Timestamp(HOUR), now },
             ),
@@ -527,6 +536,80 @@ mod tests {
         let plan = p.plan_quantum(&topo, Timestamp(5 * HOUR), &Budget::UNLIMITED);
         assert_eq!(plan.report.task(TaskKind::Fsck).deadline_misses, 1);
         assert!(p.status(late).unwrap().missed_deadline);
+    }
+
+    /// Rebuilding lost stripe member 105 needs any 4 of the other five.
+    fn rebuild_105() -> ReadSets {
+        ReadSets::Sets(vec![BlockSet::choose((100..105).map(|b| Member::Any(BlockId(b))).collect(), 4)])
+    }
+
+    fn reads_of_task(plan: &Schedule, task: TaskKind) -> Vec<(u64, bool)> {
+        (0..plan.sets.len())
+            .filter(|&s| plan.decls[plan.sets[s].decl as usize].task == task)
+            .flat_map(|s| plan.reads_of(s).iter().map(|r| (r.block.0, r.physical)))
+            .collect()
+    }
+
+    #[test]
+    fn a_set_needing_some_members_rides_on_what_is_scheduled_and_reads_the_rest() {
+        let topo = cluster();
+        let mut p = planner();
+        // Five chunks due now: ahead of the rebuild's 40 MB in the planner's order.
+        let scrub = ReadSets::EachMember(MemberBitmap::from_iter(
+            [103, 10, 11, 12, 13].map(|b| Member::Copy(ChunkRef { block: BlockId(b), copy: 0 })),
+        ));
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Scrubbing, scrub, 1)).unwrap();
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Reconstruction, rebuild_105(), 10)).unwrap();
+        let (plan, _) = p.schedule(&topo, Timestamp(0), &Budget::UNLIMITED);
+        // 103 is free; of the others, member order among equal disks.
+        assert_eq!(
+            reads_of_task(&plan, TaskKind::Reconstruction),
+            [(100, true), (101, true), (102, true), (103, false)]
+        );
+        assert_eq!(plan.physical_bytes(), 80 * MB, "one read of 103 serves both");
+    }
+
+    #[test]
+    fn a_set_needing_some_members_steers_around_a_disk_without_budget() {
+        let topo = cluster();
+        let mut p = planner();
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Reconstruction, rebuild_105(), 1)).unwrap();
+        // Disk 1 (block 101) has no head time left this quantum.
+        let mut disks = vec![u64::MAX; 6];
+        disks[1] = 0;
+        let budget = Budget { cluster_bytes: u64::MAX, disk_head_time_us: DiskBudget::PerDisk(disks) };
+        let (plan, report) = p.schedule(&topo, Timestamp(0), &budget);
+        assert_eq!(
+            reads_of_task(&plan, TaskKind::Reconstruction),
+            [(100, true), (102, true), (103, true), (104, true)]
+        );
+        assert_eq!(report.task(TaskKind::Reconstruction).sets_delivered, 1);
+        // With two disks out, four members cannot be read: the set waits.
+        let mut p = planner();
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Reconstruction, rebuild_105(), 1)).unwrap();
+        let mut disks = vec![u64::MAX; 6];
+        disks[1] = 0;
+        disks[2] = 0;
+        let budget = Budget { cluster_bytes: u64::MAX, disk_head_time_us: DiskBudget::PerDisk(disks) };
+        let (plan, _) = p.schedule(&topo, Timestamp(0), &budget);
+        assert!(plan.sets.is_empty(), "{plan:?}");
+    }
+
+    #[test]
+    fn a_set_needing_some_members_is_free_once_that_many_are_scheduled() {
+        let topo = cluster();
+        let mut p = planner();
+        let scrub = ReadSets::EachMember(MemberBitmap::from_iter(
+            [100, 101, 102, 104].map(|b| Member::Copy(ChunkRef { block: BlockId(b), copy: 0 })),
+        ));
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Scrubbing, scrub, 1)).unwrap();
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Reconstruction, rebuild_105(), 100)).unwrap();
+        let (plan, _) = p.schedule(&topo, Timestamp(0), &Budget::UNLIMITED);
+        assert_eq!(
+            reads_of_task(&plan, TaskKind::Reconstruction),
+            [(100, false), (101, false), (102, false), (104, false)]
+        );
+        assert_eq!(plan.physical_bytes(), 40 * MB);
     }
 
     #[test]

@@ -96,6 +96,15 @@ impl Sets {
         }
     }
 
+    /// How many of set `key`'s members it needs, if not every one
+    /// ([`dingo_types::BlockSet::needed`]).
+    pub(crate) fn needed(&self, key: u64) -> Option<u32> {
+        match self {
+            Sets::Explicit { sets, .. } => sets.needed(key as usize),
+            Sets::Singletons { .. } | Sets::Ranges { .. } => None,
+        }
+    }
+
     /// Keys of remaining sets with at least one block in `blocks`, ascending.
     /// With `copies`, an exact-copy singleton counts only if its copy is in
     /// `copies[copy]`; without, any member on one of `blocks` counts. Cost is

@@ -120,6 +120,11 @@ fn check_explicit(sets: &[BlockSet], topo: &impl Topology, limits: &Limits) -> R
             return Err(DeclareError::EmptySet { set: set_index });
         }
         too_large("members in one set", set.members.len() as u64, limits.max_set_members)?;
+        if let Some(needed) = set.needed
+            && (needed == 0 || needed as usize > set.members.len())
+        {
+            return Err(DeclareError::BadSetNeeded { set: set_index, needed, members: set.members.len() as u64 });
+        }
         seen.clear();
         for &member in &set.members {
             if !seen.insert(member) {

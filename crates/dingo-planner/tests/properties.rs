@@ -38,6 +38,8 @@ fn cluster(seed: u64) -> TableTopology {
 enum Shape {
     Singles(Vec<u64>),
     Sets(Vec<Vec<u64>>),
+    /// Sets needing only some of their members: `(members, needed)`.
+    Choose(Vec<(Vec<u64>, u32)>),
     Ranges(Vec<(u64, u32)>),
     Copies(Vec<(u64, u8)>),
     Disk(u32),
@@ -58,6 +60,9 @@ fn shape() -> impl Strategy<Value = Shape> {
         proptest::collection::btree_set(0..BLOCKS, 1..12).prop_map(|s| Shape::Singles(s.into_iter().collect())),
         proptest::collection::vec(proptest::collection::btree_set(0..BLOCKS, 1..5), 1..6)
             .prop_map(|v| Shape::Sets(v.into_iter().map(|s| s.into_iter().collect()).collect())),
+        proptest::collection::vec((proptest::collection::btree_set(0..BLOCKS, 1..6), 1u32..6), 1..6).prop_map(|v| {
+            Shape::Choose(v.into_iter().map(|(s, n)| (s.iter().copied().collect(), n.min(s.len() as u32))).collect())
+        }),
         proptest::collection::btree_set(0..BLOCKS / 4, 1..5)
             .prop_map(|s| Shape::Ranges(s.into_iter().map(|f| (f * 4, 1 + (f % 4) as u32)).collect())),
         proptest::collection::btree_set((0..BLOCKS / 2, 0u8..3), 1..8)
@@ -85,6 +90,11 @@ fn read_sets(shape: &Shape) -> ReadSets {
         Shape::Sets(sets) => {
             ReadSets::Sets(sets.iter().map(|s| BlockSet::any_of(s.iter().map(|&b| BlockId(b)))).collect())
         }
+        Shape::Choose(sets) => ReadSets::Sets(
+            sets.iter()
+                .map(|(s, n)| BlockSet::choose(s.iter().map(|&b| Member::Any(BlockId(b))).collect(), *n))
+                .collect(),
+        ),
         Shape::Ranges(rs) => {
             ReadSets::Ranges(rs.iter().map(|&(s, len)| BlockRange { start: BlockId(s), len }).collect())
         }
@@ -100,6 +110,7 @@ fn set_count(shape: &Shape, topo: &TableTopology) -> u64 {
     match shape {
         Shape::Singles(v) => v.len() as u64,
         Shape::Sets(v) => v.len() as u64,
+        Shape::Choose(v) => v.len() as u64,
         Shape::Ranges(v) => v.len() as u64,
         Shape::Copies(v) => v.len() as u64,
         Shape::Disk(d) => topo.chunks_on_disk(DiskId(*d)).len(),
@@ -213,6 +224,16 @@ proptest! {
                 }
                 for r in reads {
                     prop_assert_eq!(topo.copy_disk(r.chunk()), Some(r.disk), "read resolved to the wrong disk");
+                }
+                // A set needing `n` of its members reads `n` distinct ones
+                // (fewer only once some were deleted).
+                if let Shape::Choose(sets) = &r.ids[&decl].0.shape {
+                    let (members, n) = &sets[set.key as usize];
+                    let blocks: BTreeSet<u64> = reads.iter().map(|r| r.block.0).collect();
+                    prop_assert_eq!(blocks.len(), reads.len(), "a member read twice");
+                    prop_assert!(blocks.iter().all(|b| members.contains(b)), "read a non-member");
+                    let live = members.iter().filter(|b| q == 0 || !deleted.contains(b)).count();
+                    prop_assert_eq!(reads.len(), (*n as usize).min(live), "members read");
                 }
             }
         }
@@ -365,6 +386,7 @@ proptest! {
 fn member_count(shape: &Shape, topo: &TableTopology) -> u64 {
     match shape {
         Shape::Sets(v) => v.iter().map(|s| s.len() as u64).sum(),
+        Shape::Choose(v) => v.iter().map(|&(_, n)| u64::from(n)).sum(),
         Shape::Ranges(v) => v.iter().map(|&(_, len)| u64::from(len)).sum(),
         _ => set_count(shape, topo),
     }

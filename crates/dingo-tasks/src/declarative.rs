@@ -10,6 +10,7 @@
 use crate::report::{CancelFlag, JobReport, Scheduling};
 use crate::work::{ActionError, Declared, DeletionNotice, Job, Outcome, ScheduledCopies, execute_with_retries};
 use dingo_client::{Client, IoTag};
+use dingo_planner_client::convert::member_to_wire;
 use dingo_planner_client::wire::FileSegment;
 use dingo_planner_client::{CallbackStream, PlannerClient, PlannerClientError};
 use dingo_proto::planner::{self as pb, BlockSets, DeclareRequest, declare_request::ReadSets};
@@ -71,15 +72,8 @@ fn declare_request(job: &Job, margin_ms: u64) -> Result<Request, String> {
                 .items
                 .iter()
                 .map(|i| pb::BlockSet {
-                    members: i
-                        .set
-                        .members
-                        .iter()
-                        .map(|m| match m {
-                            Member::Any(b) => pb::Member { block: b.0, copy: None },
-                            Member::Copy(c) => pb::Member { block: c.block.0, copy: Some(u32::from(c.copy)) },
-                        })
-                        .collect(),
+                    members: i.set.members.iter().copied().map(member_to_wire).collect(),
+                    needed: i.set.needed,
                 })
                 .collect(),
         }),

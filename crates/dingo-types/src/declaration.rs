@@ -6,20 +6,36 @@ use crate::task::TaskKind;
 use crate::time::Timestamp;
 use serde::{Deserialize, Serialize};
 
-/// Members a task needs together (a stripe, a file, one block).
+/// Members a task needs together (a stripe, a file, one block), or any
+/// `needed` of them (the survivors of a stripe, any `k` of which rebuild a
+/// lost member): the planner picks which, those read anyway first, and
+/// delivers the set with the members it picked.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BlockSet {
     pub members: Vec<Member>,
+    /// `None`: every member. `Some(n)`: any `n` of them, `1 ≤ n ≤ members`.
+    #[serde(default)]
+    pub needed: Option<u32>,
 }
 
 impl BlockSet {
     pub fn new(members: Vec<Member>) -> Self {
-        BlockSet { members }
+        BlockSet { members, needed: None }
     }
 
     /// A set of the given blocks, any copy of each.
     pub fn any_of(blocks: impl IntoIterator<Item = BlockId>) -> Self {
-        BlockSet { members: blocks.into_iter().map(Member::Any).collect() }
+        BlockSet::new(blocks.into_iter().map(Member::Any).collect())
+    }
+
+    /// Any `needed` of `members`.
+    pub fn choose(members: Vec<Member>, needed: u32) -> Self {
+        BlockSet { members, needed: Some(needed) }
+    }
+
+    /// Members the set needs read: `needed`, or all of them.
+    pub fn members_needed(&self) -> usize {
+        self.needed.map_or(self.members.len(), |n| n as usize)
     }
 }
 

@@ -22,7 +22,10 @@ impl State {
         }
         let deadline_ms = decl.deadline.as_millis();
         let members: Box<dyn Iterator<Item = Member> + '_> = match &decl.read_sets {
-            ReadSets::Sets(sets) => Box::new(sets.iter().flat_map(|s| s.members.iter().copied())),
+            // A set needing only some of its members needs none of them in particular.
+            ReadSets::Sets(sets) => {
+                Box::new(sets.iter().filter(|s| s.needed.is_none()).flat_map(|s| s.members.iter().copied()))
+            }
             ReadSets::Ranges(ranges) => Box::new(ranges.iter().flat_map(|r| r.blocks().map(Member::Any))),
             ReadSets::EachMember(bitmap) => Box::new(bitmap.iter()),
             // Resolved to their chunks before they get here.

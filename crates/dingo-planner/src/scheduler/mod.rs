@@ -356,26 +356,34 @@ impl<'a, T: Topology> QuantumState<'a, T> {
     }
 
     /// Free live members of set `key`; with `only_free`, `None` as soon as
-    /// one live member is not free (most sets in the free pass fail early).
+    /// one live member is not free (most sets in the free pass fail early),
+    /// or, for a set needing only some members, unless that many are free.
     fn free_members(&mut self, sets: &Sets, key: u64, only_free: bool) -> Option<u64> {
         self.members.clear();
         sets.members(key, &mut self.members);
+        if let Some(needed) = sets.needed(key) {
+            let free = self.members.iter().filter(|&&m| self.is_scheduled(m)).count() as u64;
+            return (!only_free || free >= u64::from(needed)).then_some(free);
+        }
         let mut free = 0;
         for &m in &self.members {
-            let scheduled = match m {
-                Member::Any(b) => self.scheduled.blocks.contains(b.0),
-                Member::Copy(c) => {
-                    self.scheduled.copies.get(usize::from(c.copy)).is_some_and(|s| s.contains(c.block.0))
-                }
-            };
             // Scheduled blocks are live; only the others need a lookup.
-            if scheduled {
+            if self.is_scheduled(m) {
                 free += 1;
             } else if only_free && self.topo.block(m.block()).is_some_and(|info| info.state != BlockState::Deleted) {
                 return None;
             }
         }
         Some(free)
+    }
+
+    /// Whether member `m` is scheduled this quantum (any copy of its block,
+    /// or its exact copy).
+    fn is_scheduled(&self, m: Member) -> bool {
+        match m {
+            Member::Any(b) => self.scheduled.blocks.contains(b.0),
+            Member::Copy(c) => self.scheduled.copies.get(usize::from(c.copy)).is_some_and(|s| s.contains(c.block.0)),
+        }
     }
 
     /// Takes up to `limit` sets of `d` in key order, within budget.
@@ -434,6 +442,9 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         let mut range_disks_at = 0;
         let mut new_bytes = 0u64;
         let mut deleted_bytes = 0u64;
+        // A set needing only some of its members stages every member it
+        // can read, then keeps the cheapest ([`Self::choose_staged`]).
+        let choose = d.sets.needed(key);
         for i in 0..self.members.len() {
             let m = self.members[i];
             let b = m.block();
@@ -445,34 +456,43 @@ impl<'a, T: Topology> QuantumState<'a, T> {
                 }
             };
             let copy_disk = |copy: u8| self.copy_disks.get(usize::from(copy)).copied().flatten();
-            let (copy, disk, free) = match m {
-                Member::Copy(c) => {
-                    let Some(disk) = copy_disk(c.copy) else { return Take::Misfit };
-                    let free = self.scheduled.copies.get(usize::from(c.copy)).is_some_and(|s| s.contains(b.0));
-                    (c.copy, disk, free)
-                }
+            let resolved = match m {
+                Member::Copy(c) => copy_disk(c.copy).map(|disk| {
+                    (c.copy, disk, self.scheduled.copies.get(usize::from(c.copy)).is_some_and(|s| s.contains(b.0)))
+                }),
                 Member::Any(_) => match range_start
                     .map_or_else(|| self.scheduled_copy(b), |start| self.range_copies[(b.0 - start) as usize])
                 {
-                    Some(copy) => {
-                        let Some(disk) = copy_disk(copy) else { return Take::Misfit };
-                        (copy, disk, true)
-                    }
-                    None => {
-                        let Some((copy, disk)) = self.pick_copy() else { return Take::Misfit };
-                        (copy, disk, false)
-                    }
+                    Some(copy) => copy_disk(copy).map(|disk| (copy, disk, true)),
+                    None => self.pick_copy().map(|(copy, disk)| (copy, disk, false)),
                 },
+            };
+            let Some((copy, disk, free)) = resolved else {
+                if choose.is_some() {
+                    // Lost or unreadable: another member stands in.
+                    continue;
+                }
+                return Take::Misfit;
             };
             let mut us = 0;
             if !free {
-                new_bytes += info.size;
                 us = head_time_us(&mut self.head_memo, self.topo.disk_model(disk), info.size);
-                self.pending_us.add(disk, us);
+                if choose.is_none() {
+                    new_bytes += info.size;
+                    self.pending_us.add(disk, us);
+                }
             }
             self.staged_us.push(us);
             self.staged.push(ChunkRead { block: b, copy, disk, group: info.group, physical: !free });
             self.staged_bytes.push(info.size);
+        }
+        if let Some(needed) = choose {
+            // Fewer readable than needed: the set waits, unless members
+            // were deleted, when the live ones are all there is to read.
+            if self.staged.len() < needed as usize && deleted_bytes == 0 {
+                return Take::Misfit;
+            }
+            new_bytes = self.choose_staged(needed as usize);
         }
         if self.staged.is_empty() {
             d.sets.remove(key);
@@ -498,6 +518,41 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         }
         self.commit(d, decl, key, deleted_bytes);
         Take::Taken
+    }
+
+    /// Keeps `needed` of the staged reads of a set that needs only that
+    /// many: the free ones first, then physical reads on the disks with the
+    /// most head time left (as [`Self::pick_copy`] picks a copy), in member
+    /// order among equals; the kept reads stay in member order. Returns
+    /// their physical bytes, and adds their head time to `pending_us`.
+    fn choose_staged(&mut self, needed: usize) -> u64 {
+        let mut order: Vec<(bool, std::cmp::Reverse<u64>, usize)> = (0..self.staged.len())
+            .map(|i| {
+                let r = &self.staged[i];
+                let used = self.scheduled.disk_used_us[r.disk.0 as usize];
+                let left = self.budget.disk_limit_us(r.disk.0).saturating_sub(used);
+                // Free reads first (`false` sorts first); then most head time left.
+                (r.physical, std::cmp::Reverse(if r.physical { left } else { 0 }), i)
+            })
+            .collect();
+        order.sort_unstable();
+        order.truncate(needed);
+        let mut keep: Vec<usize> = order.into_iter().map(|(_, _, i)| i).collect();
+        keep.sort_unstable();
+        let mut new_bytes = 0;
+        for (to, &from) in keep.iter().enumerate() {
+            self.staged[to] = self.staged[from];
+            self.staged_bytes[to] = self.staged_bytes[from];
+            self.staged_us[to] = self.staged_us[from];
+            if self.staged[to].physical {
+                new_bytes += self.staged_bytes[to];
+                self.pending_us.add(self.staged[to].disk, self.staged_us[to]);
+            }
+        }
+        self.staged.truncate(keep.len());
+        self.staged_bytes.truncate(keep.len());
+        self.staged_us.truncate(keep.len());
+        new_bytes
     }
 
     /// Marks the chunks of `run` scheduled: either one free read, or

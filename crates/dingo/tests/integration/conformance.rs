@@ -123,7 +123,10 @@ mod rust_client {
 
     fn sets_of(blocks: &[u64]) -> pb::declare_request::ReadSets {
         pb::declare_request::ReadSets::Sets(pb::BlockSets {
-            sets: blocks.iter().map(|&b| pb::BlockSet { members: vec![pb::Member { block: b, copy: None }] }).collect(),
+            sets: blocks
+                .iter()
+                .map(|&b| pb::BlockSet { members: vec![pb::Member { block: b, copy: None }], needed: None })
+                .collect(),
         })
     }
 
