@@ -146,6 +146,7 @@ mod tests {
             supply_mb_s_per_tb: None,
             leftover: dingo_planner::LeftoverPolicy::Unused,
             gc_subset_fraction: 0.2,
+            rebuild_any_k: false,
             disk_share: 0.5,
             diurnal_amplitude: 0.0,
             intensity: Vec::new(),

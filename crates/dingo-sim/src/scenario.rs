@@ -75,6 +75,10 @@ pub struct Scenario {
     /// Fraction of the files that form the object/KV store garbage collection rewrites.
     #[cfg_attr(feature = "clap", arg(long = "gc-subset", value_name = "GC_SUBSET", default_value_t = 0.2))]
     pub gc_subset_fraction: f64,
+    /// Reconstruction of an erasure-coded chunk reads any k of its stripe's
+    /// n − 1 survivors, the planner's choice (default: the first k live ones).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub rebuild_any_k: bool,
     /// Disk-head time per disk the planner may use, as a fraction of each quantum.
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 0.5))]
     pub disk_share: f64,
@@ -147,6 +151,7 @@ impl Scenario {
             supply_mb_s_per_tb: self.supply_mb_s_per_tb,
             leftover: self.leftover,
             gc_subset_fraction: self.gc_subset_fraction,
+            rebuild_any_k: self.rebuild_any_k,
             disk_share: self.disk_share,
             diurnal_amplitude: self.diurnal_amplitude,
             modes,

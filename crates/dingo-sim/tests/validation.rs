@@ -113,6 +113,34 @@ fn optimal_reads_at_most_declarative_which_reads_at_most_imperative() {
 }
 
 #[test]
+fn rebuilding_from_any_k_survivors_reads_as_much_and_only_less_from_disk() {
+    // Reconstruction beside scrubbing and file scrubbing, whose reads a
+    // rebuild can ride on when it may choose its k survivors.
+    let mut shares = [0.0; TaskKind::COUNT];
+    shares[TaskKind::Reconstruction.index()] = 0.5;
+    shares[TaskKind::FileScrubbing.index()] = 0.5;
+    let mix = Mix { name: "rebuild and file scrubbing".into(), shares, ..Mix::cluster_1() };
+    let first_k = config(mix, 2 * PB, 4, 3);
+    let any_k = SimConfig { rebuild_any_k: true, ..first_k.clone() };
+    let (first, any) = (run(first_k), run(any_k));
+    let rebuild = |r: &SimResult, m: Mode| mode(r, m).tasks[TaskKind::Reconstruction.index()].clone();
+    for m in [Mode::Imperative, Mode::Declarative, Mode::Optimal] {
+        assert!(rebuild(&first, m).logical_bytes > 0, "{m}: no reconstruction");
+        assert_eq!(rebuild(&any, m).logical_bytes, rebuild(&first, m).logical_bytes, "{m}: k members a set either way");
+    }
+    assert_eq!(mode(&any, Mode::Imperative).disk_bytes, mode(&first, Mode::Imperative).disk_bytes);
+    let (decl_first, decl_any) = (rebuild(&first, Mode::Declarative), rebuild(&any, Mode::Declarative));
+    assert!(
+        decl_any.free_bytes > decl_first.free_bytes,
+        "choosing finds more free survivors: {decl_any:?} vs {decl_first:?}"
+    );
+    assert!(decl_any.disk_bytes < decl_first.disk_bytes);
+    assert_eq!(mode(&any, Mode::Declarative).deadline_misses, 0);
+    assert!(mode(&any, Mode::Optimal).disk_bytes <= mode(&any, Mode::Declarative).disk_bytes);
+    assert_eq!(any.over_budget_quanta, 0);
+}
+
+#[test]
 fn no_quantum_goes_over_a_tight_diurnal_budget() {
     let mut c = config(Mix::cluster_2(), 2 * PB, 3, 3);
     c.diurnal_amplitude = 0.75;

@@ -170,7 +170,15 @@ impl ClusterModel {
     /// (nothing appended) if there are not enough. The stripe is located
     /// once, where asking each member's disk located every member again.
     pub fn stripe_survivors(&self, block: BlockId, out: &mut Vec<Member>) -> bool {
-        self.survivors_into(block, out, |member, _, _| member)
+        self.survivors_into(block, false, out, |member, _, _| member).is_some()
+    }
+
+    /// Every live survivor of `block`'s stripe (for an erasure-coded block;
+    /// a replicated block's one "any copy" member, as
+    /// [`Self::stripe_survivors`]), and how many of them rebuild it (`k`);
+    /// `None` (nothing appended) if fewer than that are live.
+    pub fn stripe_all_survivors(&self, block: BlockId, out: &mut Vec<Member>) -> Option<u32> {
+        self.survivors_into(block, true, out, |member, _, _| member)
     }
 
     /// [`Self::stripe_survivors`], each member with the chunk a read of it
@@ -178,33 +186,36 @@ impl ClusterModel {
     /// block, the erasure-coded member's only copy (what `block_copies`
     /// gives for each member, without locating each again).
     pub fn stripe_survivor_reads(&self, block: BlockId, out: &mut Vec<(ChunkRef, DiskId)>) -> bool {
-        self.survivors_into(block, out, |_, chunk, disk| (chunk, disk))
+        self.survivors_into(block, false, out, |_, chunk, disk| (chunk, disk)).is_some()
     }
 
-    /// The survivors of [`Self::stripe_survivors`], each made an item of
-    /// `out` by `item` from the member, its chunk to read and that chunk's disk.
+    /// The survivors of [`Self::stripe_survivors`] (with `all`, of
+    /// [`Self::stripe_all_survivors`]), each made an item of `out` by `item`
+    /// from the member, its chunk to read and that chunk's disk; returns how
+    /// many rebuild the block, `None` if fewer are live.
     fn survivors_into<T>(
         &self,
         block: BlockId,
+        all: bool,
         out: &mut Vec<T>,
         item: impl Fn(Member, ChunkRef, DiskId) -> T,
-    ) -> bool {
+    ) -> Option<u32> {
         let start = out.len();
-        let Some(loc) = self.locate(block.0) else { return false };
+        let loc = self.locate(block.0)?;
         let region = &self.regions[loc.region];
         let placed = self.placement_disks(region, loc.stripe);
         let live = |disk: u32| !self.failed[disk as usize];
         let needed = match region.redundancy {
             Redundancy::Replicated(_) => {
-                let Some(copy) = placed.iter().position(|&disk| live(disk)) else { return false };
+                let copy = placed.iter().position(|&disk| live(disk))?;
                 let chunk = ChunkRef { block, copy: copy as u8 };
                 out.push(item(Member::Any(block), chunk, DiskId(placed[copy])));
-                return true;
+                return Some(1);
             }
             Redundancy::Ec { data, .. } => usize::from(data),
         };
         for (position, &disk) in (0..).zip(placed) {
-            if out.len() - start == needed {
+            if !all && out.len() - start == needed {
                 break;
             }
             let b = self.member_block(region, loc.stripe, position);
@@ -213,11 +224,11 @@ impl ClusterModel {
                 out.push(item(Member::Any(BlockId(b)), chunk, DiskId(disk)));
             }
         }
-        if out.len() - start == needed {
-            true
+        if out.len() - start >= needed {
+            Some(needed as u32)
         } else {
             out.truncate(start);
-            false
+            None
         }
     }
 

@@ -96,6 +96,10 @@ pub struct SimConfig {
     /// collection rewrites (paper appendix A.2 names the subset, not its
     /// size: 20 % is our choice, see docs/REPRODUCTION.md).
     pub gc_subset_fraction: f64,
+    /// Reconstruction of an erasure-coded chunk may read any `k` of its
+    /// stripe's `n − 1` survivors, chosen by the planner (off: the first `k`
+    /// live ones, as the paper's simulator does).
+    pub rebuild_any_k: bool,
     pub modes: Modes,
 }
 
@@ -117,6 +121,7 @@ impl Default for SimConfig {
             rebalance_candidates: 4.0,
             fsck_blocks: 2,
             gc_subset_fraction: 0.2,
+            rebuild_any_k: false,
             modes: Modes::ALL,
         }
     }

@@ -11,7 +11,12 @@
 //! could have waited that long), a stricter bound in a world that churns.
 //! A data-flexible job (rebalancing: any `n` of its candidates) takes its
 //! candidates that someone reads anyway for free, counted against every
-//! read of the whole run, and pays only for the rest.
+//! read of the whole run, and pays only for the rest. A rebuild set that
+//! needs any `k` of its stripe's survivors (`--rebuild-any-k`) takes for
+//! free the survivors read by jobs settled before it and reads the first
+//! unread ones for the rest: greedy at its close, so it is not credited
+//! with survivors that jobs settled later read (a bound slightly above
+//! the true minimum for those sets).
 
 use super::stats::Recorder;
 use super::world::{Job, JobSets};
@@ -51,17 +56,24 @@ pub struct Optimal {
 pub struct Rebuilt {
     members: Vec<u64>,
     ends: Vec<u32>,
+    /// Members each set needs when it needs only some (`any_k`); empty
+    /// when every set needs all its members.
+    needed: Vec<u32>,
     blocks: RoaringTreemap,
 }
 
 impl Rebuilt {
     /// The sets of `job` if it is a reconstruction job.
     pub fn of(job: &Job, model: &ClusterModel) -> Option<Rebuilt> {
-        let JobSets::Rebuilds { blocks: lost, .. } = &job.sets else { return None };
+        let JobSets::Rebuilds { blocks: lost, any_k, .. } = &job.sets else { return None };
         let (mut members, mut ends, mut set) = (Vec::new(), Vec::with_capacity(lost.len()), Vec::new());
+        let mut needed = Vec::new();
         for i in 0..lost.len() {
             set.clear();
-            job.sets.rebuild(model, i, &mut set);
+            let k = job.sets.rebuild(model, i, &mut set);
+            if *any_k {
+                needed.push(k as u32);
+            }
             members.extend(set.iter().map(|m| m.block().0));
             ends.push(u32::try_from(members.len()).expect("under 4G members in one reconstruction job"));
         }
@@ -70,7 +82,7 @@ impl Rebuilt {
         radsort::sort(&mut sorted);
         sorted.dedup();
         let blocks = RoaringTreemap::from_sorted_iter(sorted).expect("sorted and deduplicated");
-        Some(Rebuilt { members, ends, blocks })
+        Some(Rebuilt { members, ends, needed, blocks })
     }
 }
 
@@ -132,6 +144,10 @@ impl Optimal {
                 if elide {
                     gone = &rebuilt.blocks & deleted;
                     gone -= since;
+                }
+                if !rebuilt.needed.is_empty() {
+                    self.close_any_k(job.task, rebuilt, &gone);
+                    return;
                 }
                 // A set is elided when none of its members is read.
                 let (mut read, mut elided) = (0, 0);
@@ -220,6 +236,41 @@ impl Optimal {
     }
 
     /// The members of `m` that no read so far covers.
+    /// Settles rebuild sets each needing any `k` of their survivors: the
+    /// survivors read already are free, the first unread live ones are
+    /// read for the rest; a set whose survivors are all `gone` is elided.
+    fn close_any_k(&mut self, task: TaskKind, rebuilt: &Rebuilt, gone: &RoaringTreemap) {
+        let (mut read, mut elided) = (0, 0);
+        let mut chosen = Vec::new();
+        let mut from = 0;
+        for (&end, &needed) in rebuilt.ends.iter().zip(&rebuilt.needed) {
+            let set = &rebuilt.members[from..end as usize];
+            from = end as usize;
+            let live = || set.iter().copied().filter(|&b| !gone.contains(b));
+            let live_count = live().count();
+            if live_count == 0 {
+                // Elided: the members it would have read.
+                elided += u64::from(needed);
+                continue;
+            }
+            let needed = (needed as usize).min(live_count);
+            read += needed as u64;
+            let free = live().filter(|&b| self.was_read(b)).count();
+            chosen.extend(live().filter(|&b| !self.was_read(b)).take(needed.saturating_sub(free)));
+        }
+        self.recorder.elided(task, elided * self.block_bytes);
+        self.recorder.logical(task, read * self.block_bytes);
+        radsort::sort(&mut chosen);
+        chosen.dedup();
+        self.reads.insert_any(&RoaringTreemap::from_sorted_iter(chosen).expect("sorted and deduplicated"));
+    }
+
+    /// Whether block `b` has been read, for any copy or as an exact copy.
+    fn was_read(&self, b: u64) -> bool {
+        self.reads.any().contains(b)
+            || (0..self.reads.copy_slots()).any(|c| self.reads.copy(c).is_some_and(|r| r.contains(b)))
+    }
+
     fn unread(&self, m: &MemberBitmap) -> MemberBitmap {
         let mut out = MemberBitmap::new();
         let mut any = m.any() - self.reads.any();
@@ -357,7 +408,7 @@ mod tests {
         let lost = m.chunks_on_disk(dingo_types::DiskId(3));
         m.fail_disk(dingo_types::DiskId(3));
         let blocks: Vec<u64> = lost.iter().map(|c| c.block().0).collect();
-        let sets = JobSets::Rebuilds { blocks, members: 0 };
+        let sets = JobSets::Rebuilds { blocks, members: 0, any_k: false };
         let mut listed: Vec<Vec<u64>> = Vec::new();
         for i in 0..sets.len() as usize {
             let mut members = Vec::new();

@@ -216,18 +216,19 @@ impl World {
             }
         }
         self.model.replace_disk(disk);
-        let sets = JobSets::Rebuilds { blocks, members: total };
+        let sets = JobSets::Rebuilds { blocks, members: total, any_k: self.config.rebuild_any_k };
         if cfg!(debug_assertions) {
             // The sets listed with the disk back in are the ones it left.
             let mut again = Vec::new();
             for (i, m) in lost.iter().skip(done).enumerate() {
                 again.clear();
-                sets.rebuild(&self.model, i, &mut again);
+                let needed = sets.rebuild(&self.model, i, &mut again);
                 members.clear();
                 self.model.fail_disk(disk);
-                self.model.stripe_survivors(m.block(), &mut members);
+                let first_k = self.model.stripe_survivors(m.block(), &mut members);
                 self.model.replace_disk(disk);
-                assert_eq!(again, members, "rebuild set of {}", m.block());
+                assert!(first_k && needed == members.len(), "rebuild set of {} needs {needed}", m.block());
+                assert_eq!(again[..members.len()], members, "rebuild set of {}", m.block());
             }
         }
         sets

@@ -48,10 +48,12 @@ pub enum JobSets {
     Members(MemberBitmap),
     /// Reconstruction: one set per lost chunk, named by its block. The set
     /// is what `ClusterModel::stripe_survivors` gives for the block: any copy of a
-    /// replicated block, or the first `k` other members of its stripe.
+    /// replicated block, or the first `k` other members of its stripe;
+    /// with `any_k`, any `k` of all `n − 1` (`stripe_all_survivors`).
     /// Only one disk is ever out at a time, so those are the survivors the
-    /// failure left, whenever they are listed. `members`: of all sets.
-    Rebuilds { blocks: Vec<u64>, members: u64 },
+    /// failure left, whenever they are listed. `members`: of all sets, the
+    /// members they need read (`k` per erasure-coded set).
+    Rebuilds { blocks: Vec<u64>, members: u64, any_k: bool },
 }
 
 impl JobSets {
@@ -74,11 +76,19 @@ impl JobSets {
         BlockRange { start: r.start, len: r.len.min(*max_blocks) }
     }
 
-    /// Appends the members of rebuild set `i` to `out`.
-    pub fn rebuild(&self, model: &ClusterModel, i: usize, out: &mut Vec<Member>) {
-        let JobSets::Rebuilds { blocks, .. } = self else { panic!("not a reconstruction job") };
-        let found = model.stripe_survivors(BlockId(blocks[i]), out);
-        debug_assert!(found, "a rebuild set lost its survivors");
+    /// Appends the members of rebuild set `i` to `out`; returns how many of
+    /// them it needs (all, but `k` of an erasure-coded stripe's survivors
+    /// with `any_k`).
+    pub fn rebuild(&self, model: &ClusterModel, i: usize, out: &mut Vec<Member>) -> usize {
+        let JobSets::Rebuilds { blocks, any_k, .. } = self else { panic!("not a reconstruction job") };
+        let start = out.len();
+        let needed = if *any_k {
+            model.stripe_all_survivors(BlockId(blocks[i]), out)
+        } else {
+            model.stripe_survivors(BlockId(blocks[i]), out).then(|| (out.len() - start) as u32)
+        };
+        debug_assert!(needed.is_some(), "a rebuild set lost its survivors");
+        needed.unwrap_or(0) as usize
     }
 
     /// Appends the reads of rebuild set `i` to `out`: each member's chunk
@@ -101,8 +111,12 @@ impl JobSets {
                     (0..blocks.len())
                         .map(|i| {
                             members.clear();
-                            self.rebuild(model, i, &mut members);
-                            BlockSet::new(members.clone())
+                            let needed = self.rebuild(model, i, &mut members);
+                            if needed < members.len() {
+                                BlockSet::choose(members.clone(), needed as u32)
+                            } else {
+                                BlockSet::new(members.clone())
+                            }
                         })
                         .collect(),
                 )
