@@ -402,6 +402,32 @@ mod tests {
     }
 
     #[test]
+    fn a_rebuild_from_any_k_survivors_rides_on_survivors_read_before() {
+        use crate::model::StripeShape;
+        use dingo_types::Topology;
+        let mut m = model();
+        let lost = m.chunks_on_disk(dingo_types::DiskId(3));
+        m.fail_disk(dingo_types::DiskId(3));
+        // One erasure-coded lost chunk: its stripe's n - 1 survivors, any k.
+        let block =
+            lost.iter().map(|c| c.block().0).find(|&b| m.redundancy_of(BlockId(b)).unwrap().data_per_stripe() > 1);
+        let block = block.expect("the disk holds erasure-coded chunks");
+        let sets = JobSets::Rebuilds { blocks: vec![block], members: 0, any_k: true };
+        let mut survivors = Vec::new();
+        let k = sets.rebuild(&m, 0, &mut survivors);
+        assert_eq!(survivors.len() as u64, m.redundancy_of(BlockId(block)).unwrap().stripe_width() as u64 - 1);
+        assert!(k < survivors.len());
+        // Two survivors past the first k were read by a job settled before.
+        let read_before: MemberBitmap = survivors[survivors.len() - 2..].iter().copied().collect();
+        let mut opt = Optimal::new(OptimalRule::EachBlockOnce, Recorder::new(1, DiskModel::HDD), 1);
+        let none = RoaringTreemap::new();
+        opt.close(&job(TaskKind::FileScrubbing, JobSets::Members(read_before), None), &m, &none, &none);
+        opt.close(&job(TaskKind::Reconstruction, sets, None), &m, &none, &none);
+        assert_eq!(opt.disk_bytes(), k as u64, "two read before, k - 2 more");
+        assert_eq!(opt.recorder.tasks[TaskKind::Reconstruction.index()].logical_bytes, k as u64);
+    }
+
+    #[test]
     fn reconstruction_counts_each_survivor_once_and_elides_only_sets_wholly_deleted() {
         use dingo_types::Topology;
         let mut m = model();
