@@ -173,6 +173,22 @@ def test_a_file_of_8_mb_blocks_is_declared_read_with_default_settings_and_finish
     assert done.done and done.acked_sets == 3 and not done.missed_deadline
 
 
+def test_a_set_needing_some_of_its_members_is_served_by_that_many(pb, cluster, planner, token):
+    stub = planner_stub(pb, planner)
+    P = pb.planner
+    blocks = [b.id for b in file_blocks(pb, cluster, "/conf/big.bin")]
+    one_set = P.BlockSets(sets=[P.BlockSet(members=[P.Member(block=b) for b in blocks], needed=2)])
+    declared = stub.Declare(
+        P.DeclareRequest(task="reconstruction", deadline_ms=deadline_in(20), sets=one_set), metadata=auth(token)
+    )
+    assert declared.total_sets == 1
+    stream = Stream(pb, stub, token)
+    seen = carry_out(pb, stub, token, stream, declared.declaration)
+    stream.close()
+    reads = [r.block for cb in seen for s in cb.sets for r in s.reads]
+    assert len(reads) == 2 and len(set(reads)) == 2 and set(reads) <= set(blocks), reads
+
+
 def test_files_are_declared_by_path_and_erasure_coded_ones_read_their_data_members(pb, cluster, planner, token):
     stub = planner_stub(pb, planner)
     segment = pb.planner.FileSegment
@@ -244,6 +260,11 @@ def test_refused_requests_get_the_documented_codes_and_change_nothing(pb, cluste
                              sets=P.BlockSets(sets=[P.BlockSet(members=[P.Member(block=999_999)])])),
             metadata=auth(token)),
          grpc.StatusCode.INVALID_ARGUMENT, "999999"),
+        ("a set needing more members than it names", lambda: stub.Declare(
+            P.DeclareRequest(task="fsck", deadline_ms=deadline_in(60),
+                             sets=P.BlockSets(sets=[P.BlockSet(members=[P.Member(block=block)], needed=2)])),
+            metadata=auth(token)),
+         grpc.StatusCode.INVALID_ARGUMENT, "needs 2 of its 1 members"),
         ("sets_needed 0", lambda: stub.Declare(
             P.DeclareRequest(task="fsck", deadline_ms=deadline_in(60), sets=one_set, sets_needed=0),
             metadata=auth(token)),
