@@ -543,6 +543,18 @@ mod tests {
         ReadSets::Sets(vec![BlockSet::choose((100..105).map(|b| Member::Any(BlockId(b))).collect(), 4)])
     }
 
+    /// One quantum of a scrub of `scrubbed` (copy 0, due now) beside
+    /// [`rebuild_105`] due in `rebuild_quanta`.
+    fn scrub_then_rebuild(scrubbed: &[u64], rebuild_quanta: u64) -> Schedule {
+        let topo = cluster();
+        let mut p = planner();
+        let chunks = scrubbed.iter().map(|&b| Member::Copy(ChunkRef { block: BlockId(b), copy: 0 }));
+        let scrub = ReadSets::EachMember(MemberBitmap::from_iter(chunks));
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Scrubbing, scrub, 1)).unwrap();
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Reconstruction, rebuild_105(), rebuild_quanta)).unwrap();
+        p.schedule(&topo, Timestamp(0), &Budget::UNLIMITED).0
+    }
+
     fn reads_of_task(plan: &Schedule, task: TaskKind) -> Vec<(u64, bool)> {
         (0..plan.sets.len())
             .filter(|&s| plan.decls[plan.sets[s].decl as usize].task == task)
@@ -552,15 +564,8 @@ mod tests {
 
     #[test]
     fn a_set_needing_some_members_rides_on_what_is_scheduled_and_reads_the_rest() {
-        let topo = cluster();
-        let mut p = planner();
         // Five chunks due now: ahead of the rebuild's 40 MB in the planner's order.
-        let scrub = ReadSets::EachMember(MemberBitmap::from_iter(
-            [103, 10, 11, 12, 13].map(|b| Member::Copy(ChunkRef { block: BlockId(b), copy: 0 })),
-        ));
-        p.declare(&topo, Timestamp(0), &decl(TaskKind::Scrubbing, scrub, 1)).unwrap();
-        p.declare(&topo, Timestamp(0), &decl(TaskKind::Reconstruction, rebuild_105(), 10)).unwrap();
-        let (plan, _) = p.schedule(&topo, Timestamp(0), &Budget::UNLIMITED);
+        let plan = scrub_then_rebuild(&[103, 10, 11, 12, 13], 10);
         // 103 is free; of the others, member order among equal disks.
         assert_eq!(
             reads_of_task(&plan, TaskKind::Reconstruction),
@@ -597,14 +602,7 @@ mod tests {
 
     #[test]
     fn a_set_needing_some_members_is_free_once_that_many_are_scheduled() {
-        let topo = cluster();
-        let mut p = planner();
-        let scrub = ReadSets::EachMember(MemberBitmap::from_iter(
-            [100, 101, 102, 104].map(|b| Member::Copy(ChunkRef { block: BlockId(b), copy: 0 })),
-        ));
-        p.declare(&topo, Timestamp(0), &decl(TaskKind::Scrubbing, scrub, 1)).unwrap();
-        p.declare(&topo, Timestamp(0), &decl(TaskKind::Reconstruction, rebuild_105(), 100)).unwrap();
-        let (plan, _) = p.schedule(&topo, Timestamp(0), &Budget::UNLIMITED);
+        let plan = scrub_then_rebuild(&[100, 101, 102, 104], 100);
         assert_eq!(
             reads_of_task(&plan, TaskKind::Reconstruction),
             [(100, false), (101, false), (102, false), (104, false)]

@@ -190,17 +190,7 @@ pub struct Replay {
 
 impl Declarative {
     pub fn new(config: PlannerConfig, disks: u32, cache_per_disk: u64, recorder: Recorder) -> Declarative {
-        let replay = Replay {
-            config: config.clone(),
-            cache: PinCache::new(disks, cache_per_disk),
-            recorder,
-            over_budget_quanta: 0,
-            dispatch: Dispatch::default(),
-            scratch: DispatchScratch::default(),
-            disk_used: Vec::new(),
-            by_deadline: Vec::new(),
-            lean: false,
-        };
+        let replay = Replay::new(config.clone(), disks, cache_per_disk, recorder);
         Declarative {
             planner: Planner::new(config),
             replay: ReplayState::Idle(Box::new(replay)),
@@ -324,6 +314,20 @@ impl Declarative {
 }
 
 impl Replay {
+    fn new(config: PlannerConfig, disks: u32, cache_per_disk: u64, recorder: Recorder) -> Replay {
+        Replay {
+            config,
+            cache: PinCache::new(disks, cache_per_disk),
+            recorder,
+            over_budget_quanta: 0,
+            dispatch: Dispatch::default(),
+            scratch: DispatchScratch::default(),
+            disk_used: Vec::new(),
+            by_deadline: Vec::new(),
+            lean: false,
+        }
+    }
+
     /// Dispatches one planned quantum and replays its groups in order: each
     /// group's directives first, then its reads, each one free only if its
     /// chunk is pinned and already read. Closes the quantum's record and
@@ -452,18 +456,7 @@ mod tests {
             ..Schedule::default()
         };
         schedule.block_bytes.record(BlockId(7), BYTES);
-        let config = PlannerConfig::default();
-        let mut replay = Replay {
-            config: config.clone(),
-            cache: PinCache::new(1, 4 * BYTES),
-            recorder: Recorder::new(1, DiskModel::HDD),
-            over_budget_quanta: 0,
-            dispatch: Dispatch::default(),
-            scratch: DispatchScratch::default(),
-            disk_used: Vec::new(),
-            by_deadline: Vec::new(),
-            lean: false,
-        };
+        let mut replay = Replay::new(PlannerConfig::default(), 1, 4 * BYTES, Recorder::new(1, DiskModel::HDD));
         let budget =
             Budget { cluster_bytes: u64::MAX, disk_head_time_us: dingo_planner::DiskBudget::Uniform(u64::MAX) };
         replay.replay(PlannedQuantum { schedule, report: QuantumReport::default(), budget, start_hours: 0.0 });
