@@ -147,6 +147,7 @@ mod tests {
             leftover: dingo_planner::LeftoverPolicy::Unused,
             gc_subset_fraction: 0.2,
             rebuild_any_k: false,
+            cold_start: false,
             disk_share: 0.5,
             diurnal_amplitude: 0.0,
             intensity: Vec::new(),

@@ -79,6 +79,10 @@ pub struct Scenario {
     /// n − 1 survivors, the planner's choice (default: the first k live ones).
     #[cfg_attr(feature = "clap", arg(long))]
     pub rebuild_any_k: bool,
+    /// Start from a cold cluster (every task's first event at the start)
+    /// instead of in steady state (every task's open jobs already in flight).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub cold_start: bool,
     /// Disk-head time per disk the planner may use, as a fraction of each quantum.
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 0.5))]
     pub disk_share: f64,
@@ -152,6 +156,7 @@ impl Scenario {
             leftover: self.leftover,
             gc_subset_fraction: self.gc_subset_fraction,
             rebuild_any_k: self.rebuild_any_k,
+            warm_start: !self.cold_start,
             disk_share: self.disk_share,
             diurnal_amplitude: self.diurnal_amplitude,
             modes,

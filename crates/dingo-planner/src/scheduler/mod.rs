@@ -523,7 +523,9 @@ impl<'a, T: Topology> QuantumState<'a, T> {
     /// Keeps `needed` of the staged reads of a set that needs only that
     /// many: the free ones first, then physical reads on the disks with the
     /// most head time left (as [`Self::pick_copy`] picks a copy), in member
-    /// order among equals; the kept reads stay in member order. Returns
+    /// order among equals; the kept reads stay in member order. Spreading
+    /// the physical reads is what lets a rebuild keep its pace when some of
+    /// its stripes' disks are busy (measured: docs/SIMULATOR.md). Returns
     /// their physical bytes, and adds their head time to `pending_us`.
     fn choose_staged(&mut self, needed: usize) -> u64 {
         let mut order: Vec<(bool, std::cmp::Reverse<u64>, usize)> = (0..self.staged.len())

@@ -100,6 +100,10 @@ pub struct SimConfig {
     /// stripe's `n − 1` survivors, chosen by the planner (off: the first `k`
     /// live ones, as the paper's simulator does).
     pub rebuild_any_k: bool,
+    /// Start in steady state: at the run's first instant every task already
+    /// has the jobs it would have open after running for ever (off: every
+    /// task's first event at the start, a cold cluster).
+    pub warm_start: bool,
     pub modes: Modes,
 }
 
@@ -122,6 +126,7 @@ impl Default for SimConfig {
             fsck_blocks: 2,
             gc_subset_fraction: 0.2,
             rebuild_any_k: false,
+            warm_start: true,
             modes: Modes::ALL,
         }
     }
@@ -316,17 +321,22 @@ impl Simulation {
             return Ok(false);
         }
         let q = self.quantum;
-        let now = Timestamp(u64::from(q) * self.config.quantum.as_millis() as u64);
+        let since_start = u64::from(q) * self.config.quantum.as_millis() as u64;
+        let now = self.world.start().saturating_add(Duration::from_millis(since_start));
         let new_work = q < self.horizon_quanta;
         if !new_work && !self.busy() {
             self.done = true;
             return Ok(false);
         }
+        let in_flight = if q == 0 && self.config.warm_start { self.world.warm_start() } else { Vec::new() };
         // Optimal settles the closed jobs later, on another thread, against
         // the blocks deleted as of now: those deleted then but not in this
         // quantum's advance (deletions only add up).
         let closed = self.world.close_due(now);
-        let events = self.world.advance(now, new_work);
+        let mut events = self.world.advance(now, new_work);
+        if !in_flight.is_empty() {
+            events.started.splice(0..0, in_flight);
+        }
         if q == self.horizon_quanta {
             self.initial_files_deleted = Some(self.world.initial_files_deleted_fraction());
             self.layout[1] = (self.world.layout(), self.world.fill());
@@ -342,7 +352,7 @@ impl Simulation {
         // plan's replay runs on a third, see `Declarative::run_quantum`).
         let (world, budget) = (&self.world, self.config.budget(now));
         let deleted_now = &events.deleted;
-        let hours = now.as_millis() as f64 / 3.6e6;
+        let hours = since_start as f64 / 3.6e6;
         let (imperative, optimal) = (self.imperative.as_mut(), self.optimal.as_mut());
         let optimal_elide = self.optimal_elide.as_mut();
         // Optimal's two rules and imperative mode share nothing: two
@@ -419,10 +429,16 @@ impl Simulation {
         let model = &self.world.model;
         let disks = model.disk_count();
         let horizon = self.config.horizon.as_secs_f64();
+        // Utilisation is the work's: from a warm start the modes also read
+        // the jobs in flight at the start, so the time that work is worth at
+        // the demand's rate is the horizon stretched by their share.
+        let [generated, declared] = [World::generated_bytes, World::declared_bytes]
+            .map(|bytes| TaskKind::ALL.iter().map(|&t| bytes(&self.world, t)).sum::<f64>());
+        let work_secs = if generated > 0.0 { horizon * declared / generated } else { horizon };
         let quantum = self.config.quantum.as_secs_f64();
         let drive = model.spec().drive_bytes;
         let block = model.spec().block_bytes;
-        let new = |mode, recorder| ModeResult::new(mode, recorder, disks, horizon, quantum, drive);
+        let new = |mode, recorder| ModeResult::new(mode, recorder, disks, work_secs, quantum, drive);
         let lru_bytes = self.config.cache_per_disk;
         let (imperative, imperative_skip_deleted) = match self.imperative {
             Some(m) => {
@@ -449,7 +465,7 @@ impl Simulation {
             let mut r = new(Mode::Optimal, m.recorder);
             r.disk_bytes = disk_bytes;
             r.head_time_us = disk_bytes / block * head_time_us;
-            r.utilization = r.head_time_us as f64 / 1e6 / (f64::from(disks) * horizon);
+            r.utilization = r.head_time_us as f64 / 1e6 / (f64::from(disks) * work_secs);
             r.io_wall_drive_bytes = io_wall(drive, r.utilization);
             r
         };
@@ -463,8 +479,8 @@ impl Simulation {
         let scrub = TaskKind::Scrubbing;
         let scrub_deleted_fraction = declarative
             .as_ref()
-            .filter(|_| self.world.generated_bytes(scrub) > 0.0)
-            .map(|d| d.task(scrub).elided_bytes as f64 / self.world.generated_bytes(scrub));
+            .filter(|_| self.world.declared_bytes(scrub) > 0.0)
+            .map(|d| d.task(scrub).elided_bytes as f64 / self.world.declared_bytes(scrub));
         let [start, end] = self.layout;
         let churn = Churn {
             scrub_deleted_fraction,

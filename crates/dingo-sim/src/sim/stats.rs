@@ -196,9 +196,12 @@ pub struct ModeResult {
     pub elided_bytes: u64,
     /// Disk-head time of all maintenance reads, in microseconds.
     pub head_time_us: u64,
-    /// Mean fraction of disk time the run's maintenance reads take:
-    /// head time over (disks × horizon). Work declared before the horizon
-    /// and finished after it counts, so this is one horizon's worth of work.
+    /// Mean fraction of disk time the run's maintenance reads take: head
+    /// time over (disks × the time the work is worth). From a cold start
+    /// that is the horizon: work declared in it and finished after counts,
+    /// so this is one horizon's worth of work. From a warm start the jobs
+    /// in flight at the start are read too, and the horizon is stretched by
+    /// their share of the declared bytes.
     pub utilization: f64,
     /// Busiest disk in the busiest quantum, as a fraction of the quantum.
     pub peak_disk_utilization: f64,
@@ -223,7 +226,7 @@ impl ModeResult {
         mode: Mode,
         recorder: Recorder,
         disks: u32,
-        horizon_secs: f64,
+        work_secs: f64,
         quantum_secs: f64,
         drive_bytes: u64,
     ) -> Self {
@@ -236,7 +239,7 @@ impl ModeResult {
             total.deadline_misses += t.deadline_misses;
         }
         let head_time_us: u64 = recorder.series.iter().map(|p| p.head_time_us).sum();
-        let utilization = head_time_us as f64 / 1e6 / (f64::from(disks) * horizon_secs);
+        let utilization = head_time_us as f64 / 1e6 / (f64::from(disks) * work_secs);
         let peak = recorder.series.iter().map(|p| p.max_disk_head_time_us).max().unwrap_or(0);
         ModeResult {
             mode,

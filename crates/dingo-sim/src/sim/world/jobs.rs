@@ -19,17 +19,31 @@ impl World {
                 continue;
             }
             let period = self.rates.period[task.index()];
-            let horizon = Timestamp(self.config.horizon.as_millis() as u64);
+            let horizon = self.start.saturating_add(self.config.horizon);
             while self.next_event[task.index()] < quantum_end.min(horizon) {
                 let event = self.next_event[task.index()];
                 self.next_event[task.index()] = event.saturating_add(period.max(Duration::from_millis(1)));
-                // An event covers its period; the last one only what is
-                // left of the horizon, so a run generates its nominal demand.
-                let covered = period.min(Duration::from_millis(horizon.0 - event.0)).as_secs_f64();
-                let bytes = self.rates.bytes_per_sec[task.index()] * covered;
-                let scale = covered / period.as_secs_f64();
-                if let Some(job) = self.make_job(task, now, bytes, scale) {
-                    started.push(job);
+                // Events split the horizon's demand, so a run generates its
+                // nominal demand. From a cold start the first is at the
+                // start and the last covers only what is left. From a warm
+                // one each sits mid-period and covers the period around it
+                // (its part inside the horizon); the last adds a job for
+                // any of the horizon left after its period.
+                let left = Duration::from_millis(horizon.0 - event.0);
+                let mut covered = [period.min(left), Duration::ZERO];
+                if self.config.warm_start {
+                    let from = event.0.saturating_sub(period.as_millis() as u64 / 2);
+                    let to = event.saturating_add(period / 2).0;
+                    let last = event.saturating_add(period) >= horizon;
+                    let tail = if last { horizon.0.saturating_sub(to) } else { 0 };
+                    covered = [Duration::from_millis(to.min(horizon.0) - from), Duration::from_millis(tail)];
+                }
+                for covered in covered.into_iter().filter(|c| !c.is_zero()) {
+                    let bytes = self.rates.bytes_per_sec[task.index()] * covered.as_secs_f64();
+                    let scale = covered.as_secs_f64() / period.as_secs_f64();
+                    if let Some(job) = self.make_job(task, now, bytes, scale) {
+                        started.push(job);
+                    }
                 }
             }
         }

@@ -209,10 +209,15 @@ pub struct World {
     next_job: u32,
     target_chunks: u64,
     /// Logical bytes each task's jobs declared (what it must read), by
-    /// [`TaskKind::index`].
+    /// [`TaskKind::index`]: jobs started in the horizon.
     generated_bytes: [f64; TaskKind::COUNT],
+    /// The same for the jobs in flight at a warm start.
+    warm_bytes: [f64; TaskKind::COUNT],
     /// Files that existed at the start (ids below this).
     initial_files: u64,
+    /// The run's first instant: 0, or for a warm start late enough that
+    /// every job open then arrived at or after 0 ([`warm_epoch`]).
+    start: Timestamp,
 }
 
 /// What changed at the start of one quantum.
@@ -238,6 +243,7 @@ impl World {
         let target_chunks = model.live_chunks();
         let model_files = model.file_count();
         let disk_count = dingo_types::Topology::disk_count(&model);
+        let start = if config.warm_start { warm_epoch(config, &rates) } else { Timestamp::ZERO };
         Ok(World {
             transcode_cursors: vec![FileCursor::default(); chain.len()],
             model,
@@ -259,8 +265,30 @@ impl World {
             next_job: 0,
             target_chunks,
             generated_bytes: [0.0; TaskKind::COUNT],
+            warm_bytes: [0.0; TaskKind::COUNT],
             initial_files: model_files,
+            start,
         })
+    }
+
+    /// The run's first instant (see [`SimConfig::warm_start`]).
+    pub fn start(&self) -> Timestamp {
+        self.start
+    }
+
+    /// Starts the jobs a cluster in steady state has open at the run's
+    /// start ([`Self::start_in_flight`]) and times each periodic task's
+    /// next event half a period on, where the youngest open job leaves it.
+    /// Their work is demand from before the horizon: it counts in
+    /// [`Self::declared_bytes`], not in [`Self::generated_bytes`]. Returns
+    /// the jobs' ids.
+    pub fn warm_start(&mut self) -> Vec<u32> {
+        let started = self.start_in_flight(self.start);
+        for task in TaskKind::ALL {
+            self.next_event[task.index()] = self.start.saturating_add(self.rates.period[task.index()] / 2);
+        }
+        self.warm_bytes = std::mem::take(&mut self.generated_bytes);
+        started
     }
 
     pub fn job(&self, id: u32) -> &Job {
@@ -294,9 +322,15 @@ impl World {
         self.task_rate(task) * self.config.horizon.as_secs_f64()
     }
 
-    /// Logical bytes `task`'s jobs declared so far.
+    /// Logical bytes the jobs `task` started in the horizon declared so far.
     pub fn generated_bytes(&self, task: TaskKind) -> f64 {
         self.generated_bytes[task.index()]
+    }
+
+    /// Logical bytes all of `task`'s jobs declared: those in flight at a
+    /// warm start too, so what the modes read.
+    pub fn declared_bytes(&self, task: TaskKind) -> f64 {
+        self.generated_bytes[task.index()] + self.warm_bytes[task.index()]
     }
 
     /// Fraction of the files that existed at the start that are deleted now.
@@ -424,4 +458,19 @@ impl World {
     fn block_bytes(&self) -> f64 {
         self.model.spec().block_bytes as f64
     }
+}
+
+/// Where a warm run's clock starts: the longest deadline of the tasks that
+/// run, rounded up to whole days (the diurnal budget keeps its phase) and
+/// quanta, so every job open at the start arrived at or after 0.
+fn warm_epoch(config: &SimConfig, rates: &Rates) -> Timestamp {
+    const DAY_MS: u64 = 86_400_000;
+    let longest = TaskKind::ALL
+        .iter()
+        .filter(|t| rates.bytes_per_sec[t.index()] > 0.0)
+        .map(|t| rates.deadline[t.index()].as_millis() as u64)
+        .max()
+        .unwrap_or(0);
+    let quantum_ms = (config.quantum.as_millis() as u64).max(1);
+    Timestamp(longest.div_ceil(DAY_MS).saturating_mul(DAY_MS).div_ceil(quantum_ms).saturating_mul(quantum_ms))
 }
