@@ -32,7 +32,7 @@ impl World {
                 let left = Duration::from_millis(horizon.0 - event.0);
                 let mut covered = [period.min(left), Duration::ZERO];
                 if self.config.warm_start {
-                    let from = event.0.saturating_sub(period.as_millis() as u64 / 2);
+                    let from = event.0.saturating_sub(period.as_millis() as u64 / 2).max(self.start.0);
                     let to = event.saturating_add(period / 2).0;
                     let last = event.saturating_add(period) >= horizon;
                     let tail = if last { horizon.0.saturating_sub(to) } else { 0 };

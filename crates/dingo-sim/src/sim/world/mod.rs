@@ -278,14 +278,17 @@ impl World {
 
     /// Starts the jobs a cluster in steady state has open at the run's
     /// start ([`Self::start_in_flight`]) and times each periodic task's
-    /// next event half a period on, where the youngest open job leaves it.
+    /// next event half a period on, where the youngest open job leaves it
+    /// (half the horizon on for a period longer than the horizon, whose
+    /// one event then covers the whole horizon's demand).
     /// Their work is demand from before the horizon: it counts in
     /// [`Self::declared_bytes`], not in [`Self::generated_bytes`]. Returns
     /// the jobs' ids.
     pub fn warm_start(&mut self) -> Vec<u32> {
         let started = self.start_in_flight(self.start);
         for task in TaskKind::ALL {
-            self.next_event[task.index()] = self.start.saturating_add(self.rates.period[task.index()] / 2);
+            let first = self.rates.period[task.index()].min(self.config.horizon) / 2;
+            self.next_event[task.index()] = self.start.saturating_add(first);
         }
         self.warm_bytes = std::mem::take(&mut self.generated_bytes);
         started
