@@ -1,10 +1,10 @@
 //! Lookups while resolving a set: which copy of a block this quantum has
-//! scheduled already, which copy to read otherwise, and the blocks of a
-//! range set looked up at once.
+//! scheduled already, which copy to read otherwise, the blocks of a range
+//! set looked up at once, and how many of a set's members are free.
 
 use super::QuantumState;
-use crate::sets::none_in;
-use dingo_types::{BlockId, BlockInfo, DiskId, Topology};
+use crate::sets::{Sets, none_in};
+use dingo_types::{BlockId, BlockInfo, BlockState, DiskId, Member, Topology};
 
 impl<T: Topology> QuantumState<'_, T> {
     /// The copy of `b` already scheduled this quantum, if any.
@@ -68,5 +68,51 @@ impl<T: Topology> QuantumState<'_, T> {
             *range_disks_at += copies.len();
         }
         info
+    }
+
+    /// Free members of a range set (blocks scheduled this quantum, which
+    /// are all live) and, if `check_all`, whether every live member is free
+    /// (else `false`). One range count instead of a lookup per member.
+    pub(super) fn range_free(&self, range: std::ops::Range<u64>, check_all: bool) -> (u64, bool) {
+        let len = range.end - range.start;
+        let free = self.scheduled.blocks.range_cardinality(range.clone());
+        let all_free = free == len
+            || (check_all
+                && range.clone().all(|b| {
+                    self.scheduled.blocks.contains(b)
+                        || self.topo.block(BlockId(b)).is_none_or(|info| info.state == BlockState::Deleted)
+                }));
+        (free, all_free)
+    }
+
+    /// Free live members of set `key`; with `only_free`, `None` as soon as
+    /// one live member is not free (most sets in the free pass fail early),
+    /// or, for a set needing only some members, unless that many are free.
+    pub(super) fn free_members(&mut self, sets: &Sets, key: u64, only_free: bool) -> Option<u64> {
+        self.members.clear();
+        sets.members(key, &mut self.members);
+        if let Some(needed) = sets.needed(key) {
+            let free = self.members.iter().filter(|&&m| self.is_scheduled(m)).count() as u64;
+            return (!only_free || free >= u64::from(needed)).then_some(free);
+        }
+        let mut free = 0;
+        for &m in &self.members {
+            // Scheduled blocks are live; only the others need a lookup.
+            if self.is_scheduled(m) {
+                free += 1;
+            } else if only_free && self.topo.block(m.block()).is_some_and(|info| info.state != BlockState::Deleted) {
+                return None;
+            }
+        }
+        Some(free)
+    }
+
+    /// Whether member `m` is scheduled this quantum (any copy of its block,
+    /// or its exact copy).
+    pub(super) fn is_scheduled(&self, m: Member) -> bool {
+        match m {
+            Member::Any(b) => self.scheduled.blocks.contains(b.0),
+            Member::Copy(c) => self.scheduled.copies.get(usize::from(c.copy)).is_some_and(|s| s.contains(c.block.0)),
+        }
     }
 }

@@ -19,11 +19,12 @@ use crate::accounting::QuantumReport;
 use crate::config::{Budget, LeftoverPolicy, PlannerConfig};
 use crate::declaration::DeclState;
 use crate::sets::{Sets, none_in};
-use dingo_types::{BlockId, BlockInfo, BlockState, ChunkRef, DiskId, DiskModel, Member, Timestamp, Topology};
+use dingo_types::{BlockInfo, BlockState, ChunkRef, DiskId, DiskModel, Member, Timestamp, Topology};
 use roaring::RoaringTreemap;
 use std::ops::Deref;
 
 mod block_bytes;
+mod choose;
 mod free_pass;
 mod lookup;
 mod pending;
@@ -340,52 +341,6 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         taken
     }
 
-    /// Free members of a range set (blocks scheduled this quantum, which
-    /// are all live) and, if `check_all`, whether every live member is free
-    /// (else `false`). One range count instead of a lookup per member.
-    fn range_free(&self, range: std::ops::Range<u64>, check_all: bool) -> (u64, bool) {
-        let len = range.end - range.start;
-        let free = self.scheduled.blocks.range_cardinality(range.clone());
-        let all_free = free == len
-            || (check_all
-                && range.clone().all(|b| {
-                    self.scheduled.blocks.contains(b)
-                        || self.topo.block(BlockId(b)).is_none_or(|info| info.state == BlockState::Deleted)
-                }));
-        (free, all_free)
-    }
-
-    /// Free live members of set `key`; with `only_free`, `None` as soon as
-    /// one live member is not free (most sets in the free pass fail early),
-    /// or, for a set needing only some members, unless that many are free.
-    fn free_members(&mut self, sets: &Sets, key: u64, only_free: bool) -> Option<u64> {
-        self.members.clear();
-        sets.members(key, &mut self.members);
-        if let Some(needed) = sets.needed(key) {
-            let free = self.members.iter().filter(|&&m| self.is_scheduled(m)).count() as u64;
-            return (!only_free || free >= u64::from(needed)).then_some(free);
-        }
-        let mut free = 0;
-        for &m in &self.members {
-            // Scheduled blocks are live; only the others need a lookup.
-            if self.is_scheduled(m) {
-                free += 1;
-            } else if only_free && self.topo.block(m.block()).is_some_and(|info| info.state != BlockState::Deleted) {
-                return None;
-            }
-        }
-        Some(free)
-    }
-
-    /// Whether member `m` is scheduled this quantum (any copy of its block,
-    /// or its exact copy).
-    fn is_scheduled(&self, m: Member) -> bool {
-        match m {
-            Member::Any(b) => self.scheduled.blocks.contains(b.0),
-            Member::Copy(c) => self.scheduled.copies.get(usize::from(c.copy)).is_some_and(|s| s.contains(c.block.0)),
-        }
-    }
-
     /// Takes up to `limit` sets of `d` in key order, within budget.
     fn walk(&mut self, d: &mut DeclState, decl: u32, limit: u64) -> u64 {
         let mut taken = 0;
@@ -518,43 +473,6 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         }
         self.commit(d, decl, key, deleted_bytes);
         Take::Taken
-    }
-
-    /// Keeps `needed` of the staged reads of a set that needs only that
-    /// many: the free ones first, then physical reads on the disks with the
-    /// most head time left (as [`Self::pick_copy`] picks a copy), in member
-    /// order among equals; the kept reads stay in member order. Spreading
-    /// the physical reads is what lets a rebuild keep its pace when some of
-    /// its stripes' disks are busy (measured: docs/SIMULATOR.md). Returns
-    /// their physical bytes, and adds their head time to `pending_us`.
-    fn choose_staged(&mut self, needed: usize) -> u64 {
-        let mut order: Vec<(bool, std::cmp::Reverse<u64>, usize)> = (0..self.staged.len())
-            .map(|i| {
-                let r = &self.staged[i];
-                let used = self.scheduled.disk_used_us[r.disk.0 as usize];
-                let left = self.budget.disk_limit_us(r.disk.0).saturating_sub(used);
-                // Free reads first (`false` sorts first); then most head time left.
-                (r.physical, std::cmp::Reverse(if r.physical { left } else { 0 }), i)
-            })
-            .collect();
-        order.sort_unstable();
-        order.truncate(needed);
-        let mut keep: Vec<usize> = order.into_iter().map(|(_, _, i)| i).collect();
-        keep.sort_unstable();
-        let mut new_bytes = 0;
-        for (to, &from) in keep.iter().enumerate() {
-            self.staged[to] = self.staged[from];
-            self.staged_bytes[to] = self.staged_bytes[from];
-            self.staged_us[to] = self.staged_us[from];
-            if self.staged[to].physical {
-                new_bytes += self.staged_bytes[to];
-                self.pending_us.add(self.staged[to].disk, self.staged_us[to]);
-            }
-        }
-        self.staged.truncate(keep.len());
-        self.staged_bytes.truncate(keep.len());
-        self.staged_us.truncate(keep.len());
-        new_bytes
     }
 
     /// Marks the chunks of `run` scheduled: either one free read, or
