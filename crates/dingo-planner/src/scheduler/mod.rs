@@ -557,6 +557,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
 mod tests {
     use super::*;
     use crate::table::TableTopology;
+    use dingo_types::BlockId;
 
     #[test]
     fn range_copies_agree_with_scheduled_copy() {
