@@ -32,11 +32,6 @@ impl BlockSet {
     pub fn choose(members: Vec<Member>, needed: u32) -> Self {
         BlockSet { members, needed: Some(needed) }
     }
-
-    /// Members the set needs read: `needed`, or all of them.
-    pub fn members_needed(&self) -> usize {
-        self.needed.map_or(self.members.len(), |n| n as usize)
-    }
 }
 
 /// A half-open range of block ids `[start, start + len)`, read as one set

@@ -24,10 +24,10 @@ impl<T: Topology> QuantumState<'_, T> {
             .collect();
         order.sort_unstable();
         order.truncate(needed);
-        let mut keep: Vec<usize> = order.into_iter().map(|(_, _, i)| i).collect();
-        keep.sort_unstable();
+        // Back to member order: each kept read moves down, never up.
+        order.sort_unstable_by_key(|&(_, _, i)| i);
         let mut new_bytes = 0;
-        for (to, &from) in keep.iter().enumerate() {
+        for (to, &(_, _, from)) in order.iter().enumerate() {
             self.staged[to] = self.staged[from];
             self.staged_bytes[to] = self.staged_bytes[from];
             self.staged_us[to] = self.staged_us[from];
@@ -36,9 +36,9 @@ impl<T: Topology> QuantumState<'_, T> {
                 self.pending_us.add(self.staged[to].disk, self.staged_us[to]);
             }
         }
-        self.staged.truncate(keep.len());
-        self.staged_bytes.truncate(keep.len());
-        self.staged_us.truncate(keep.len());
+        self.staged.truncate(order.len());
+        self.staged_bytes.truncate(order.len());
+        self.staged_us.truncate(order.len());
         new_bytes
     }
 }

@@ -29,15 +29,15 @@ impl World {
                 // one each sits mid-period and covers the period around it
                 // (its part inside the horizon); the last adds a job for
                 // any of the horizon left after its period.
-                let left = Duration::from_millis(horizon.0 - event.0);
-                let mut covered = [period.min(left), Duration::ZERO];
-                if self.config.warm_start {
+                let covered = if self.config.warm_start {
                     let from = event.0.saturating_sub(period.as_millis() as u64 / 2).max(self.start.0);
                     let to = event.saturating_add(period / 2).0;
                     let last = event.saturating_add(period) >= horizon;
                     let tail = if last { horizon.0.saturating_sub(to) } else { 0 };
-                    covered = [Duration::from_millis(to.min(horizon.0) - from), Duration::from_millis(tail)];
-                }
+                    [Duration::from_millis(to.min(horizon.0) - from), Duration::from_millis(tail)]
+                } else {
+                    [period.min(Duration::from_millis(horizon.0 - event.0)), Duration::ZERO]
+                };
                 for covered in covered.into_iter().filter(|c| !c.is_zero()) {
                     let bytes = self.rates.bytes_per_sec[task.index()] * covered.as_secs_f64();
                     let scale = covered.as_secs_f64() / period.as_secs_f64();
