@@ -8,7 +8,10 @@
 //!   consecutive ids: one byte each);
 //! - the block → set index, sorted by block: the low 32 bits of each
 //!   block and its set (8 bytes a pair), the high bits once per run of
-//!   blocks that share them.
+//!   blocks that share them. It covers every outstanding set and may
+//!   still name done ones: [`ExplicitSets::reindex`] rebuilds it over the
+//!   outstanding sets once half of those it was built for are done, so a
+//!   lookup by block costs what is outstanding, not what was declared.
 
 use crate::search::{gallop, intersection};
 use dingo_types::{BlockSet, Member};
@@ -29,8 +32,10 @@ pub(crate) struct ExplicitSets {
     /// Index entries sorted by block, then set: the block's low 32 bits.
     index_lows: Vec<u32>,
     index_sets: Vec<u32>,
-    /// Every block named by some set.
+    /// Every block named by a set the index covers.
     declared_blocks: RoaringTreemap,
+    /// How many sets the index covers.
+    indexed_sets: usize,
     /// Each set's `needed` ([`BlockSet::needed`]), 0 for every member;
     /// empty if no set has one (most declarations).
     needed: Vec<u32>,
@@ -62,29 +67,66 @@ impl ExplicitSets {
             ends.push(u32::try_from(deltas.len()).expect("validated member count"));
         }
         deltas.shrink_to_fit();
-        // Entries were pushed set by set, so a stable sort by block alone
-        // orders them by (block, set); a radix sort, since a failed disk's
-        // reconstruction names millions of members.
-        radsort::sort_by_key(&mut index, |&(block, _)| block);
-        index.dedup();
-        let declared_blocks = RoaringTreemap::from_sorted_iter(dedup_blocks(&index)).expect("sorted and deduplicated");
-        let mut index_highs: Vec<(u32, u32)> = Vec::new();
-        let mut index_lows = Vec::with_capacity(index.len());
-        let mut index_sets = Vec::with_capacity(index.len());
-        for (position, &(block, set)) in index.iter().enumerate() {
-            let high = (block >> 32) as u32;
-            if index_highs.last().is_none_or(|&(h, _)| h != high) {
-                index_highs.push((high, position as u32));
-            }
-            index_lows.push(block as u32);
-            index_sets.push(set);
-        }
         let needed = if sets.iter().any(|s| s.needed.is_some()) {
             sets.iter().map(|s| s.needed.unwrap_or(0)).collect()
         } else {
             Vec::new()
         };
-        ExplicitSets { firsts, ends, deltas, index_highs, index_lows, index_sets, declared_blocks, needed }
+        let mut store = ExplicitSets {
+            firsts,
+            ends,
+            deltas,
+            index_highs: Vec::new(),
+            index_lows: Vec::new(),
+            index_sets: Vec::new(),
+            declared_blocks: RoaringTreemap::new(),
+            indexed_sets: sets.len(),
+            needed,
+        };
+        store.build_index(index);
+        store
+    }
+
+    /// Sorts `index` (pushed set by set) and makes it the block → set index.
+    fn build_index(&mut self, mut index: Vec<(u64, u32)>) {
+        // Entries were pushed set by set, so a stable sort by block alone
+        // orders them by (block, set); a radix sort, since a failed disk's
+        // reconstruction names millions of members.
+        radsort::sort_by_key(&mut index, |&(block, _)| block);
+        index.dedup();
+        self.declared_blocks = RoaringTreemap::from_sorted_iter(dedup_blocks(&index)).expect("sorted and deduplicated");
+        self.index_highs.clear();
+        self.index_lows = Vec::with_capacity(index.len());
+        self.index_sets = Vec::with_capacity(index.len());
+        for (position, &(block, set)) in index.iter().enumerate() {
+            let high = (block >> 32) as u32;
+            if self.index_highs.last().is_none_or(|&(h, _)| h != high) {
+                self.index_highs.push((high, position as u32));
+            }
+            self.index_lows.push(block as u32);
+            self.index_sets.push(set);
+        }
+    }
+
+    /// Rebuilds the block → set index over the `outstanding` sets (of
+    /// `count`) once fewer than half of the sets it covers are left: the
+    /// done sets' entries cost every lookup by block ([`Self::sets_on`])
+    /// and their memory until the declaration ends. Each rebuild reads
+    /// the members of half the sets the last one indexed, so the work
+    /// stays linear in the members declared.
+    pub(crate) fn reindex(&mut self, count: usize, outstanding: impl Iterator<Item = u64>) {
+        if count * 2 >= self.indexed_sets {
+            return;
+        }
+        let mut index = Vec::new();
+        let mut members = Vec::new();
+        for set in outstanding {
+            members.clear();
+            self.members(set as usize, &mut members);
+            index.extend(members.iter().map(|m| (m.block().0, set as u32)));
+        }
+        self.build_index(index);
+        self.indexed_sets = count;
     }
 
     /// How many members set `i` needs, if not every one.
@@ -111,7 +153,8 @@ impl ExplicitSets {
         }
     }
 
-    /// Calls `found` with every set naming a block of `blocks`, block by
+    /// Calls `found` with every set the index covers (every outstanding
+    /// one, and maybe some done ones) naming a block of `blocks`, block by
     /// block in ascending order (a set naming several comes once for each).
     /// Linear in the intersection: the index is searched forward from the
     /// last hit.
@@ -228,6 +271,32 @@ mod tests {
                 .filter(|&i| sets[i as usize].members.iter().any(|m| blocks.contains(m.block().0)))
                 .collect();
             prop_assert_eq!(got, want);
+        }
+
+        #[test]
+        fn a_reindexed_store_finds_exactly_the_outstanding_sets(sets in arb_sets(), done_mask in any::<u32>(), probe in
+            prop::collection::vec(prop_oneof![0u64..64, (1u64 << 32) - 8..(1u64 << 32) + 8], 0..20)) {
+            let mut store = ExplicitSets::new(&sets);
+            let outstanding: Vec<u64> = (0..sets.len() as u64).filter(|&i| done_mask & (1 << i) == 0).collect();
+            store.reindex(outstanding.len(), outstanding.iter().copied());
+            let reindexed = outstanding.len() * 2 < sets.len();
+            let blocks: RoaringTreemap = probe.iter().copied().collect();
+            let mut got = Vec::new();
+            store.sets_on(&blocks, |s| got.push(u64::from(s)));
+            got.sort_unstable();
+            got.dedup();
+            let touches = |i: u64| sets[i as usize].members.iter().any(|m| blocks.contains(m.block().0));
+            let want: Vec<u64> = outstanding.iter().copied().filter(|&i| touches(i)).collect();
+            if reindexed {
+                prop_assert_eq!(got, want, "the index covers the outstanding sets only");
+            } else {
+                prop_assert!(want.iter().all(|i| got.contains(i)), "every outstanding set touching is found");
+            }
+            for &i in &outstanding {
+                let mut out = Vec::new();
+                store.members(i as usize, &mut out);
+                prop_assert_eq!(&out, &sets[i as usize].members);
+            }
         }
     }
 

@@ -5,10 +5,12 @@
 //! - [`Sets::Ranges`] and [`Sets::Explicit`]: the key is the set's index.
 //!
 //! Invariant: a key is in `remaining` exactly while its set is outstanding
-//! (neither delivered nor elided). `declared_blocks` is the union of the
-//! blocks of every set declared, outstanding or not: it never changes, so
-//! taking a set costs one removal from `remaining`, and lookups by block
-//! filter out the sets no longer outstanding.
+//! (neither delivered nor elided). `declared_blocks` (and an explicit
+//! store's index) covers the blocks of every outstanding set and may still
+//! cover done ones: taking a set costs one removal from `remaining`,
+//! lookups by block filter out the sets no longer outstanding, and the
+//! cover is rebuilt over the outstanding sets once half of those it was
+//! built for are done, so that lookups cost what is outstanding.
 
 use crate::explicit::ExplicitSets;
 use crate::search::{gallop, intersection};
@@ -21,7 +23,8 @@ pub(crate) enum Sets {
     /// One set per member. `remaining` doubles as the member list.
     Singletons { remaining: MemberBitmap },
     /// One set per block range, any copy of each block.
-    Ranges { starts: Vec<u64>, lens: Lens, remaining: Outstanding, declared_blocks: RoaringTreemap },
+    /// `covered`: how many ranges `declared_blocks` was built over.
+    Ranges { starts: Vec<u64>, lens: Lens, remaining: Outstanding, declared_blocks: RoaringTreemap, covered: u64 },
     /// Arbitrary sets, by index ([`ExplicitSets`]).
     Explicit { sets: ExplicitSets, remaining: Outstanding },
 }
@@ -46,16 +49,12 @@ impl Sets {
 
     /// `ranges` must be sorted by start and disjoint (checked by validation).
     pub(crate) fn ranges(ranges: &[BlockRange]) -> Sets {
-        let mut declared_blocks = RoaringTreemap::new();
-        for r in ranges {
-            declared_blocks.insert_range(r.start.0..r.end());
-        }
-        declared_blocks.optimize();
         Sets::Ranges {
             starts: ranges.iter().map(|r| r.start.0).collect(),
             lens: Lens::of(ranges),
             remaining: Outstanding::all(ranges.len()),
-            declared_blocks,
+            declared_blocks: blocks_of(ranges.iter().map(|r| r.start.0..r.end())),
+            covered: ranges.len() as u64,
         }
     }
 
@@ -147,7 +146,7 @@ impl Sets {
                     }
                 }
             }
-            Sets::Ranges { starts, lens, remaining, declared_blocks } => {
+            Sets::Ranges { starts, lens, remaining, declared_blocks, .. } => {
                 // Blocks come in ascending order and a range holds many:
                 // search for the next range only past the current one's end.
                 let mut current_end = 0;
@@ -210,10 +209,12 @@ impl Sets {
     /// Removes set `key` from the outstanding sets (it was delivered or
     /// elided). Returns false if it was not outstanding.
     pub(crate) fn remove(&mut self, key: u64) -> bool {
-        match self {
+        let removed = match self {
             Sets::Singletons { remaining } => remaining.remove(Member::from_key(key)),
             Sets::Ranges { remaining, .. } | Sets::Explicit { remaining, .. } => remaining.remove(key),
-        }
+        };
+        self.shrink_cover();
+        removed
     }
 
     /// Removes the outstanding sets `keys` (strictly ascending, as
@@ -225,8 +226,29 @@ impl Sets {
         match self {
             Sets::Singletons { remaining } => remaining.subtract(&MemberBitmap::from_sorted_keys(keys)),
             Sets::Ranges { remaining, .. } | Sets::Explicit { remaining, .. } => {
-                keys.iter().map(|&k| u64::from(remaining.remove(k))).sum()
+                let removed = keys.iter().map(|&k| u64::from(remaining.remove(k))).sum();
+                self.shrink_cover();
+                removed
             }
+        }
+    }
+
+    /// Rebuilds the cover of the outstanding sets' blocks (see the module
+    /// invariant) once fewer than half of the sets it covers are left.
+    fn shrink_cover(&mut self) {
+        match self {
+            Sets::Singletons { .. } => {}
+            Sets::Ranges { starts, lens, remaining, declared_blocks, covered } => {
+                if remaining.len() * 2 < *covered {
+                    let outstanding = remaining.iter().map(|i| {
+                        let start = starts[i as usize];
+                        start..start + u64::from(lens.get(i as usize))
+                    });
+                    *declared_blocks = blocks_of(outstanding);
+                    *covered = remaining.len();
+                }
+            }
+            Sets::Explicit { sets, remaining } => sets.reindex(remaining.len() as usize, remaining.iter()),
         }
     }
 
@@ -234,7 +256,7 @@ impl Sets {
     pub(crate) fn heap_bytes(&self) -> u64 {
         match self {
             Sets::Singletons { remaining } => remaining.heap_bytes(),
-            Sets::Ranges { starts, lens, remaining, declared_blocks } => {
+            Sets::Ranges { starts, lens, remaining, declared_blocks, .. } => {
                 (starts.capacity() * 8 + lens.heap_bytes()) as u64
                     + remaining.heap_bytes()
                     + declared_blocks.serialized_size() as u64
@@ -346,6 +368,16 @@ impl Outstanding {
     }
 }
 
+/// The blocks of `ranges`, which ascend.
+fn blocks_of(ranges: impl Iterator<Item = std::ops::Range<u64>>) -> RoaringTreemap {
+    let mut blocks = RoaringTreemap::new();
+    for r in ranges {
+        blocks.insert_range(r);
+    }
+    blocks.optimize();
+    blocks
+}
+
 /// Whether `bitmap` holds nothing in `range` (one seek; counting the range
 /// would scan whole bitmap containers).
 pub(crate) fn none_in(bitmap: &RoaringTreemap, range: std::ops::Range<u64>) -> bool {
@@ -412,6 +444,28 @@ mod tests {
         }
         sets.touching(&scheduled, None, &mut out);
         assert_eq!(out, (1..count).step_by(2).filter(|&i| touched(i)).collect::<Vec<_>>(), "probed");
+    }
+
+    #[test]
+    fn a_range_store_covers_only_its_outstanding_ranges_once_most_are_taken() {
+        // Still over the probe limit once two thirds are taken, so lookups
+        // intersect the rebuilt cover.
+        let count = 3 * RANGE_PROBE_LIMIT + 3;
+        let ranges: Vec<BlockRange> = (0..count).map(|i| range(i * 10, 3)).collect();
+        let mut sets = Sets::ranges(&ranges);
+        for key in (0..count).filter(|i| i % 3 != 0) {
+            assert!(sets.remove(key));
+        }
+        // Rebuilt once, when fewer than half the ranges were left; it still
+        // covers some taken since, never an outstanding one less.
+        let Sets::Ranges { declared_blocks, covered, .. } = &sets else { unreachable!() };
+        let rebuilt_at = count / 2;
+        assert_eq!((*covered, declared_blocks.len()), (rebuilt_at, 3 * rebuilt_at));
+        let scheduled: RoaringTreemap = (0..count * 10).filter(|b| b % 7 == 0).collect();
+        let touched = |i: u64| (i * 10..i * 10 + 3).any(|b| b % 7 == 0);
+        let mut out = Vec::new();
+        sets.touching(&scheduled, None, &mut out);
+        assert_eq!(out, (0..count).step_by(3).filter(|&i| touched(i)).collect::<Vec<_>>());
     }
 
     #[test]
