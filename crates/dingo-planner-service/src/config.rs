@@ -11,6 +11,7 @@
 //! dispatch_spacing_ms = 1000       # time between dispatch groups
 //! pin_grace_ms = 5000              # pins outlive their group by this much
 //! group_cache = "64MB"             # cache one dispatch group may pin, or "unlimited"
+//! group_disk_cache = "unlimited"    # of which on one disk (half its node's pinned region, say)
 //! leftover = "unused"              # or "fill": spend leftover budget
 //! admin_token = "change-me"        # SetBudget, and Status of every client
 //!
@@ -111,6 +112,11 @@ pub struct ServiceConfig {
     /// Cache one dispatch group may pin: a size, or `"unlimited"`.
     #[serde(default = "default_group_cache")]
     pub group_cache: ByteLimit,
+    /// Cache one dispatch group may pin on one disk: a size, or
+    /// `"unlimited"` (the default). Pins past a disk's pinned region are
+    /// refused by its node, and their readers go to disk again.
+    #[serde(default = "default_group_disk_cache")]
+    pub group_disk_cache: ByteLimit,
     #[serde(default)]
     pub leftover: LeftoverPolicy,
     pub admin_token: String,
@@ -140,6 +146,7 @@ impl std::fmt::Debug for ServiceConfig {
             dispatch_spacing_ms,
             pin_grace_ms,
             group_cache,
+            group_disk_cache,
             leftover,
             admin_token: _,
             budget,
@@ -156,6 +163,7 @@ impl std::fmt::Debug for ServiceConfig {
             .field("dispatch_spacing_ms", dispatch_spacing_ms)
             .field("pin_grace_ms", pin_grace_ms)
             .field("group_cache", group_cache)
+            .field("group_disk_cache", group_disk_cache)
             .field("leftover", leftover)
             .field("admin_token", &REDACTED)
             .field("budget", budget)
@@ -183,6 +191,9 @@ fn default_grace_ms() -> u64 {
 }
 fn default_group_cache() -> ByteLimit {
     ByteLimit::Bytes(64_000_000)
+}
+fn default_group_disk_cache() -> ByteLimit {
+    ByteLimit::Unlimited
 }
 
 /// What a command line sets over the service's config file: with the
@@ -217,6 +228,7 @@ impl ServiceConfig {
             dispatch_spacing_ms: default_spacing_ms(),
             pin_grace_ms: default_grace_ms(),
             group_cache: default_group_cache(),
+            group_disk_cache: default_group_disk_cache(),
             leftover: LeftoverPolicy::Unused,
             admin_token: admin_token.into(),
             budget: BudgetSection::default(),
@@ -338,6 +350,7 @@ impl ServiceConfig {
             leftover: self.leftover,
             dispatch_rounds: u32::try_from(rounds).unwrap_or(u32::MAX),
             group_cache_bytes: self.group_cache.bytes().unwrap_or(u64::MAX),
+            group_disk_cache_bytes: self.group_disk_cache.bytes().unwrap_or(u64::MAX),
             pin_grace: Duration::from_millis(self.pin_grace_ms),
             task_caps: TaskCaps(self.budget.task_rates.iter().map(|(&t, rate)| (t, rate.bytes())).collect()),
             ..PlannerConfig::default()
@@ -438,6 +451,10 @@ token = "t2"
         assert_eq!(minimal.base_budget(), pb::Budget::default(), "unlimited by default");
         assert_eq!(core_budget(&minimal.base_budget()), Budget::UNLIMITED);
         assert_eq!(minimal.planner_config().group_cache_bytes, 64_000_000);
+        assert_eq!(minimal.planner_config().group_disk_cache_bytes, u64::MAX, "unlimited by default");
+        let per_disk = ServiceConfig::from_toml("admin_token = \"x\"\ngroup_disk_cache = \"2GB\"").unwrap();
+        assert_eq!(per_disk.planner_config().group_disk_cache_bytes, 2_000_000_000);
+        assert_eq!(ServiceConfig::from_toml(&per_disk.to_toml()).unwrap(), per_disk);
     }
 
     // Regression: an unparsable group cache was read as unlimited.
@@ -465,6 +482,7 @@ token = "t2"
             ("admin_token = \"x\"\n[budget]\ndiurnal = [1.0]", "budget.diurnal"),
             ("admin_token = \"x\"\ngroup_cache = \"-1\"", "group_cache"),
             ("admin_token = \"x\"\ngroup_cache = \"infinite\"", "group_cache"),
+            ("admin_token = \"x\"\ngroup_disk_cache = \"lots\"", "group_disk_cache"),
             ("admin_token = \"x\"\n[budget]\ncluster_bytes = \"0\"", "unlimited"),
             ("admin_token = \"x\"\n[budget]\ndisk_head_time_ms = 0", "budget.disk_head_time_ms"),
             ("admin_token = \"x\"\n[[clients]]\nname = \"a\"\ntoken = \"x\"", "reuses"),

@@ -46,6 +46,10 @@ pub struct PlannerConfig {
     /// Cache bytes one dispatch group may pin (blocks read by two or more
     /// sets of the group).
     pub group_cache_bytes: u64,
+    /// Cache bytes one dispatch group may pin on one disk: its share of
+    /// the disk's pinned region on its node, past which the node refuses
+    /// pins and their readers go to disk again.
+    pub group_disk_cache_bytes: u64,
     /// How long after the end of its round a pinned chunk stays pinned, to
     /// absorb slow readers.
     pub pin_grace: Duration,
@@ -94,6 +98,7 @@ impl Default for PlannerConfig {
             leftover: LeftoverPolicy::Unused,
             dispatch_rounds: 60,
             group_cache_bytes: 64 << 30,
+            group_disk_cache_bytes: u64::MAX,
             pin_grace: Duration::from_secs(60),
             limits: Limits::default(),
             free_pass_threads: default_free_pass_threads(),

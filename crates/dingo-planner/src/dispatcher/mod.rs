@@ -6,19 +6,24 @@
 //! first scheduled set touching it — a union-find over the schedule, linear
 //! in the number of scheduled reads, with no pairwise search. Connected
 //! components are then packed, in scheduling order (most urgent first), into
-//! dispatch groups of about `physical bytes / dispatch_rounds` each. A
-//! component whose shared chunks exceed the cache budget is split; a chunk
-//! whose readers end up in two groups is then read twice, which is counted
-//! as `split_loss_bytes`.
+//! dispatch groups of about `physical bytes / dispatch_rounds` each. Within
+//! a component, sets sharing a redundancy group come side by side. A
+//! component whose shared chunks exceed the cache budget (the cluster's, or
+//! one disk's pinned region) is split; a chunk whose readers end up in two
+//! groups is then read twice, which is counted as `split_loss_bytes`.
 //!
 //! Free reads are attributed here to the task that paid for the disk read:
 //! a chunk's readers all share its redundancy group, so they fall in one
-//! component, where the first in scheduling order is the paying one. A
-//! small per-component table does it, where a table over the whole
-//! quantum would miss the CPU cache on every probe.
+//! component, where the set the planner gave the chunk's disk read to is
+//! the paying one, wherever it comes in its dispatch group. A small
+//! per-component table does it, where a table over the whole quantum would
+//! miss the CPU cache on every probe.
+
+mod components;
 
 use crate::config::PlannerConfig;
 use crate::scheduler::{BlockBytes, ChunkRead, Schedule};
+use components::component_order;
 use dingo_types::{BlockId, ChunkRef, DeclarationId, DiskId, GroupId, Member, TaskKind, Timestamp};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -143,41 +148,19 @@ impl Dispatch {
     }
 }
 
-/// Union-find with path halving over set indexes.
-struct Components {
-    parent: Vec<u32>,
-}
-
-impl Components {
-    fn find(&mut self, mut x: u32) -> u32 {
-        while self.parent[x as usize] != x {
-            let grand = self.parent[self.parent[x as usize] as usize];
-            self.parent[x as usize] = grand;
-            x = grand;
-        }
-        x
-    }
-
-    /// Joins the two components, keeping the smaller index as the root so a
-    /// component's root is its first-scheduled set.
-    fn union(&mut self, a: u32, b: u32) {
-        let (ra, rb) = (self.find(a), self.find(b));
-        let (keep, join) = if ra < rb { (ra, rb) } else { (rb, ra) };
-        self.parent[join as usize] = keep;
-    }
-}
-
 /// Chunk count up to which a component's table is cleared and reused.
 const SMALL_COMPONENT_CHUNKS: usize = 1024;
 
 /// Per-chunk state while packing one component.
+#[derive(Clone, Copy)]
 struct ChunkUse {
     group: u32,
     readers: u32,
     disk: DiskId,
     bytes: u64,
-    /// The task whose read of the chunk goes to disk.
-    payer: TaskKind,
+    /// The task whose read of the chunk goes to disk in this group, once
+    /// seen.
+    payer: Option<TaskKind>,
 }
 
 /// A dispatch group being packed.
@@ -185,8 +168,15 @@ struct OpenGroup {
     start: u32,
     disk_bytes: u64,
     pinned_bytes: u64,
+    /// Bytes pinned on each disk (kept only under a per-disk budget), and
+    /// the most on one.
+    disk_pinned: FxHashMap<DiskId, u64>,
+    max_disk_pinned: u64,
     /// Chunks first read in this group, to list its pins when it closes.
     chunks: Vec<u64>,
+    /// Free reads not yet attributed, `(chunk, rider, bytes)`: the paying
+    /// read may come later in the group.
+    riders: Vec<(u64, TaskKind, u64)>,
 }
 
 /// A packed dispatch group.
@@ -200,6 +190,10 @@ struct ClosedGroup {
 /// Packs components into dispatch groups.
 struct Packer {
     cache_budget: u64,
+    /// Cache bytes a group may pin on one disk ([`PlannerConfig::group_disk_cache_bytes`]).
+    disk_cache_budget: u64,
+    /// Pins a set would add, per disk (scratch of [`Packer::would_overflow`]).
+    added_on_disk: Vec<(DiskId, u64)>,
     /// Chunks of the current component (never shared across components).
     chunks: FxHashMap<u64, ChunkUse>,
     open: OpenGroup,
@@ -221,8 +215,10 @@ impl Packer {
         self.closed.len() as u32
     }
 
-    /// Lists the pins of the chunks the open group read since the last flush.
+    /// Lists the pins of the chunks the open group read since the last
+    /// flush, and attributes its free reads.
     fn flush_pins(&mut self) {
+        self.settle_riders();
         let g = self.group_index();
         for key in self.open.chunks.drain(..) {
             let u = &self.chunks[&key];
@@ -231,6 +227,24 @@ impl Packer {
                 let pin =
                     CacheDirective { chunk, disk: u.disk, bytes: u.bytes, readers: u.readers, until: Timestamp(0) };
                 self.pins.push(pin);
+            }
+        }
+    }
+
+    /// Attributes the open group's free reads to the task whose read of
+    /// their chunk goes to disk in the group. A chunk whose disk read is
+    /// in another group (of a split component) is read again here by its
+    /// first rider, which pays.
+    fn settle_riders(&mut self) {
+        for (key, rider, bytes) in self.open.riders.drain(..) {
+            let u = self.chunks.get_mut(&key).expect("a rider's chunk is in the table");
+            match u.payer {
+                Some(payer) => self.free_bytes_from[rider.index()][payer.index()] += bytes,
+                None => {
+                    self.split_loss_bytes += bytes;
+                    self.open.disk_bytes += bytes;
+                    u.payer = Some(rider);
+                }
             }
         }
     }
@@ -263,6 +277,32 @@ impl Packer {
         self.open.start = end;
         self.open.disk_bytes = 0;
         self.open.pinned_bytes = 0;
+        self.open.disk_pinned.clear();
+        self.open.max_disk_pinned = 0;
+    }
+
+    /// Whether adding `reads` to the open group `g` would take its pins
+    /// past the cluster's or one disk's budget: a chunk read once in the
+    /// group so far is pinned by a second reader.
+    fn would_overflow(&mut self, reads: &[ChunkRead], sizes: &BlockBytes, g: u32) -> bool {
+        let mut added = 0;
+        self.added_on_disk.clear();
+        for r in reads {
+            let key = Member::Copy(r.chunk()).key();
+            if !self.chunks.get(&key).is_some_and(|u| u.group == g && u.readers == 1) {
+                continue;
+            }
+            let bytes = sizes.of(r.block);
+            added += bytes;
+            match self.added_on_disk.iter_mut().find(|(disk, _)| *disk == r.disk) {
+                Some((_, on_disk)) => *on_disk += bytes,
+                None => self.added_on_disk.push((r.disk, bytes)),
+            }
+        }
+        self.open.pinned_bytes + added > self.cache_budget
+            || self.added_on_disk.iter().any(|(disk, bytes)| {
+                self.open.disk_pinned.get(disk).copied().unwrap_or(0) + bytes > self.disk_cache_budget
+            })
     }
 
     /// Adds the set at position `pos` of the order, with its reads (their
@@ -270,47 +310,49 @@ impl Packer {
     /// component of its own.
     fn add(&mut self, pos: u32, reads: &[ChunkRead], sizes: &BlockBytes, task: TaskKind, alone: bool) {
         if alone && self.lone_path && distinct_chunks(reads) {
-            self.add_alone(pos, reads, sizes, task);
+            self.add_alone(pos, reads, sizes);
             return;
         }
         let g = self.group_index();
-        // The set pins at most all its bytes: only near the budget is it
-        // worth looking its chunks up to count what it would add.
+        // The set pins at most all its bytes, on one disk at worst: only
+        // near a budget is it worth looking its chunks up to count what it
+        // would add.
         let at_most: u64 = reads.iter().map(|r| sizes.of(r.block)).sum();
-        if pos > self.open.start && self.open.pinned_bytes + at_most > self.cache_budget {
-            let added_pins: u64 = reads
-                .iter()
-                .filter(|r| {
-                    self.chunks.get(&Member::Copy(r.chunk()).key()).is_some_and(|u| u.group == g && u.readers == 1)
-                })
-                .map(|r| sizes.of(r.block))
-                .sum();
-            if self.open.pinned_bytes + added_pins > self.cache_budget {
-                self.close(pos);
-            }
+        let near_budget = self.open.pinned_bytes + at_most > self.cache_budget
+            || self.open.max_disk_pinned + at_most > self.disk_cache_budget;
+        if pos > self.open.start && near_budget && self.would_overflow(reads, sizes, g) {
+            self.close(pos);
         }
         let g = self.group_index();
         for r in reads {
             let bytes = sizes.of(r.block);
             let key = Member::Copy(r.chunk()).key();
-            let first_use = ChunkUse { group: g, readers: 0, disk: r.disk, bytes, payer: task };
+            let first_use = ChunkUse { group: g, readers: 0, disk: r.disk, bytes, payer: None };
             let entry = self.chunks.entry(key).or_insert(first_use);
             if entry.group != g {
                 // Read in an earlier group of a split component: its pin has
-                // lapsed by now, so this group reads the chunk again.
-                self.split_loss_bytes += bytes;
+                // lapsed by now (a free read here is read again).
+                *entry = first_use;
+            }
+            if r.physical {
                 self.open.disk_bytes += bytes;
-                *entry = ChunkUse { group: g, readers: 0, disk: r.disk, bytes, payer: task };
-            } else if r.physical {
-                self.open.disk_bytes += bytes;
+                entry.payer = Some(task);
+            } else if let Some(payer) = entry.payer {
+                self.free_bytes_from[task.index()][payer.index()] += bytes;
             } else {
-                self.free_bytes_from[task.index()][entry.payer.index()] += bytes;
+                // The paying read may come later in the group.
+                self.open.riders.push((key, task, bytes));
             }
             entry.readers += 1;
             if entry.readers == 1 {
                 self.open.chunks.push(key);
             } else if entry.readers == 2 {
                 self.open.pinned_bytes += bytes;
+                if self.disk_cache_budget != u64::MAX {
+                    let on_disk = self.open.disk_pinned.entry(entry.disk).or_insert(0);
+                    *on_disk += bytes;
+                    self.open.max_disk_pinned = self.open.max_disk_pinned.max(*on_disk);
+                }
             }
         }
     }
@@ -319,11 +361,11 @@ impl Packer {
 impl Packer {
     /// [`Self::add`] for a set alone in its component that names each
     /// chunk once (most sets of a quantum: a file, a scrubbed chunk): each
-    /// of its chunks has one reader, so nothing is pinned and the chunk
-    /// table would only record what is thrown away at the component's
-    /// end. The same effect as the general path, without a table probe
-    /// per read.
-    fn add_alone(&mut self, pos: u32, reads: &[ChunkRead], sizes: &BlockBytes, task: TaskKind) {
+    /// of its chunks has one reader, which reads it from disk, so nothing
+    /// is pinned and the chunk table would only record what is thrown away
+    /// at the component's end. The same effect as the general path,
+    /// without a table probe per read.
+    fn add_alone(&mut self, pos: u32, reads: &[ChunkRead], sizes: &BlockBytes) {
         debug_assert!(self.chunks.is_empty() && self.open.chunks.is_empty(), "a component starts empty");
         // The general path's check with no chunk already in the table:
         // the set adds no pin, so only a group already over closes.
@@ -331,10 +373,10 @@ impl Packer {
             self.close(pos);
         }
         for r in reads {
-            if r.physical {
-                self.open.disk_bytes += sizes.of(r.block);
-            } else {
-                self.free_bytes_from[task.index()][task.index()] += sizes.of(r.block);
+            // A free read with no paying read in its group is read again.
+            self.open.disk_bytes += sizes.of(r.block);
+            if !r.physical {
+                self.split_loss_bytes += sizes.of(r.block);
             }
         }
     }
@@ -368,6 +410,11 @@ pub struct DispatchScratch {
     counts: Vec<u32>,
     chunks: FxHashMap<u64, ChunkUse>,
     open_chunks: Vec<u64>,
+    disk_pinned: FxHashMap<DiskId, u64>,
+    riders: Vec<(u64, TaskKind, u64)>,
+    /// Each set's lowest redundancy group, and a component's sets keyed by it.
+    lowest_group: Vec<u64>,
+    keyed: Vec<(u64, u32)>,
     closed: Vec<ClosedGroup>,
 }
 
@@ -411,10 +458,22 @@ fn dispatch_with(
     open_chunks.clear();
     let mut closed = std::mem::take(&mut scratch.closed);
     closed.clear();
+    let mut disk_pinned = std::mem::take(&mut scratch.disk_pinned);
+    disk_pinned.clear();
     let mut packer = Packer {
         cache_budget: config.group_cache_bytes,
+        disk_cache_budget: config.group_disk_cache_bytes,
+        added_on_disk: Vec::new(),
         chunks,
-        open: OpenGroup { start: 0, disk_bytes: 0, pinned_bytes: 0, chunks: open_chunks },
+        open: OpenGroup {
+            start: 0,
+            disk_bytes: 0,
+            pinned_bytes: 0,
+            disk_pinned,
+            max_disk_pinned: 0,
+            chunks: open_chunks,
+            riders: std::mem::take(&mut scratch.riders),
+        },
         closed,
         pins: std::mem::take(&mut out.pins),
         split_loss_bytes: 0,
@@ -470,97 +529,9 @@ fn dispatch_with(
     scratch.component_starts = component_starts;
     scratch.chunks = packer.chunks;
     scratch.open_chunks = packer.open.chunks;
+    scratch.disk_pinned = packer.open.disk_pinned;
+    scratch.riders = packer.open.riders;
     scratch.closed = packer.closed;
-}
-
-/// Group-index partitions: each partition's hash table stays small enough
-/// for the cache, where one table over all reads would miss on every probe.
-const GROUP_PARTITIONS: usize = 1024;
-
-/// Scheduled set indexes as `(component root, set)`, grouped by component,
-/// components in the order of their first set. Linear: reads are bucketed
-/// by redundancy group (a counting sort), each bucket indexed with a small
-/// hash table group → first set, then sets are counting-sorted by root.
-fn component_order(
-    schedule: &Schedule,
-    scratch: &mut DispatchScratch,
-    order: &mut Vec<u32>,
-    component_starts: &mut Vec<u32>,
-) {
-    let n = schedule.sets.len();
-    let mut components = Components { parent: std::mem::take(&mut scratch.parent) };
-    components.parent.clear();
-    components.parent.extend(0..n as u32);
-    let max_group = schedule.reads.iter().map(|r| r.group.0).max().unwrap_or(0);
-    // About GROUP_PARTITIONS partitions of a power of two groups each (a
-    // shift per read, not a division), at most 2^32 groups each so that a
-    // group's offset in its partition fits in 32 bits (8 bytes a read
-    // bucketed, not 16). Components do not depend on the partitioning.
-    let group_bits = u64::BITS - max_group.leading_zeros();
-    let shift = group_bits.saturating_sub(GROUP_PARTITIONS.trailing_zeros()).min(32);
-    let partitions = usize::try_from(max_group >> shift).expect("at most 2^32 partitions") + 1;
-    let partition = |group: u64| (group >> shift) as usize;
-    let starts = &mut scratch.starts;
-    starts.clear();
-    starts.resize(partitions + 1, 0);
-    for r in &schedule.reads {
-        starts[partition(r.group.0) + 1] += 1;
-    }
-    for p in 1..=partitions {
-        starts[p] += starts[p - 1];
-    }
-    let bucketed = &mut scratch.bucketed;
-    // Every slot is written below before it is read.
-    bucketed.resize(schedule.reads.len(), (0, 0));
-    let cursor = &mut scratch.cursor;
-    cursor.clear();
-    cursor.extend_from_slice(starts);
-    for s in 0..schedule.sets.len() {
-        for r in schedule.reads_of(s) {
-            let p = partition(r.group.0);
-            let slot = &mut cursor[p];
-            bucketed[*slot] = ((r.group.0 - ((p as u64) << shift)) as u32, s as u32);
-            *slot += 1;
-        }
-    }
-    let first_set_of_group = &mut scratch.first_set_of_group;
-    for p in 0..partitions {
-        first_set_of_group.clear();
-        for &(group, s) in &bucketed[starts[p]..starts[p + 1]] {
-            let first = *first_set_of_group.entry(group).or_insert(s);
-            if first != s {
-                components.union(first, s);
-            }
-        }
-    }
-    // Each set's root, in place (roots are fixed points, and a root is
-    // never above its sets, so an ascending pass sees final parents).
-    for s in 0..n as u32 {
-        let root = components.find(s);
-        components.parent[s as usize] = root;
-    }
-    let roots = &components.parent;
-    // Counting sort by root; roots are first sets, so ascending root order
-    // is the order in which components were first scheduled.
-    let counts = &mut scratch.counts;
-    counts.clear();
-    counts.resize(n + 1, 0);
-    for &r in roots.iter() {
-        counts[r as usize + 1] += 1;
-    }
-    for i in 1..=n {
-        counts[i] += counts[i - 1];
-    }
-    component_starts.clear();
-    component_starts.extend((0..n).filter(|&s| roots[s] as usize == s).map(|s| counts[s]));
-    order.clear();
-    order.resize(n, 0);
-    for (s, &r) in roots.iter().enumerate() {
-        let slot = &mut counts[r as usize];
-        order[*slot as usize] = s as u32;
-        *slot += 1;
-    }
-    scratch.parent = components.parent;
 }
 
 #[cfg(test)]
@@ -622,19 +593,97 @@ mod tests {
     fn lone_sets_dispatch_exactly_as_through_the_chunk_table() {
         for seed in 0..50 {
             let s = schedule(seed);
-            for (rounds, cache) in [(1, u64::MAX), (4, 40), (16, 0), (3, 25)] {
-                let config =
-                    PlannerConfig { dispatch_rounds: rounds, group_cache_bytes: cache, ..PlannerConfig::default() };
+            for (rounds, cache, disk_cache) in
+                [(1, u64::MAX, u64::MAX), (4, 40, u64::MAX), (16, 0, u64::MAX), (3, 25, u64::MAX), (2, u64::MAX, 15)]
+            {
+                let config = PlannerConfig {
+                    dispatch_rounds: rounds,
+                    group_cache_bytes: cache,
+                    group_disk_cache_bytes: disk_cache,
+                    ..PlannerConfig::default()
+                };
                 let (mut fast, mut general) = (Dispatch::default(), Dispatch::default());
                 let mut scratch = DispatchScratch::default();
                 dispatch_with(&s, &config, &mut scratch, &mut fast, true);
                 dispatch_with(&s, &config, &mut DispatchScratch::default(), &mut general, false);
-                assert_eq!(fast, general, "seed {seed}, {rounds} rounds, cache {cache}");
+                assert_eq!(fast, general, "seed {seed}, {rounds} rounds, cache {cache}, disk cache {disk_cache}");
                 // Reused scratch gives the same again.
                 let mut again = Dispatch::default();
                 dispatch_with(&s, &config, &mut scratch, &mut again, true);
                 assert_eq!(again, general);
             }
         }
+    }
+
+    /// One disk's chunks, each read by a scrub set and a rebalancing set,
+    /// the stripes joined into one component by sets reading other blocks
+    /// of two stripes each (a file's range, say): the sets in scheduling
+    /// order are every scrub, every bridge, then every rebalance.
+    fn one_disk_component() -> Schedule {
+        let tasks = [TaskKind::Scrubbing, TaskKind::GarbageCollection, TaskKind::Rebalancing];
+        let decls = tasks
+            .iter()
+            .enumerate()
+            .map(|(i, &task)| ScheduledDecl {
+                id: DeclarationId(i as u64),
+                task,
+                deadline: Timestamp(1_000_000),
+                quota: 0,
+                taken: 0,
+                overloaded: false,
+            })
+            .collect();
+        let mut out = Schedule { start: Timestamp(0), decls, ..Schedule::default() };
+        let read = |block: u64, disk: u32, group: u64, physical: bool| ChunkRead {
+            block: BlockId(block),
+            copy: 0,
+            disk: DiskId(disk),
+            group: GroupId(group),
+            physical,
+        };
+        let mut push = |decl: u32, reads: &[ChunkRead]| {
+            let key = out.sets.len() as u64;
+            out.sets.push(ScheduledSet { decl, first_read: out.reads.len() as u32, key });
+            for r in reads {
+                out.block_bytes.record(r.block, 10);
+                out.reads.push(*r);
+            }
+        };
+        for i in 0..6 {
+            push(0, &[read(i, 0, i, true)]);
+        }
+        for i in 0..5 {
+            push(1, &[read(200 + 2 * i, 1, i, true), read(201 + 2 * i, 1, i + 1, true)]);
+        }
+        for i in 0..6 {
+            push(2, &[read(i, 0, i, false)]);
+        }
+        out
+    }
+
+    /// Bytes pinned on `disk` by group `g`.
+    fn pinned_on(d: &Dispatch, g: usize, disk: u32) -> u64 {
+        d.pins_of(g).iter().filter(|p| p.disk == DiskId(disk)).map(|p| p.bytes).sum()
+    }
+
+    #[test]
+    fn a_group_pins_within_each_disks_budget_and_keeps_a_chunks_readers_together() {
+        let s = one_disk_component();
+        let unlimited = dispatch(&s, &PlannerConfig { dispatch_rounds: 1, ..PlannerConfig::default() });
+        assert_eq!(unlimited.groups.len(), 1);
+        assert_eq!(pinned_on(&unlimited, 0, 0), 60, "every shared chunk pinned at once");
+        let config = PlannerConfig { dispatch_rounds: 1, group_disk_cache_bytes: 20, ..PlannerConfig::default() };
+        let d = dispatch(&s, &config);
+        for g in 0..d.groups.len() {
+            assert!(pinned_on(&d, g, 0) <= 20, "group {g} pins {} on disk 0", pinned_on(&d, g, 0));
+        }
+        // Sets of a stripe come side by side, so a split parts one chunk
+        // from its second reader each time (in scheduling order, every
+        // rebalance after the second would lose its pin: 40 bytes).
+        assert_eq!(d.groups.len(), 3);
+        assert_eq!(d.split_loss_bytes, 20);
+        assert_eq!(d.groups.iter().map(|g| g.disk_bytes).sum::<u64>(), s.physical_bytes() + 20);
+        assert_eq!(d.free_bytes_from(TaskKind::Rebalancing, TaskKind::Scrubbing), 40);
+        assert_eq!(&d.order[..3], &[0, 6, 11], "stripe 0's scrub, bridge and rebalance first");
     }
 }

@@ -263,8 +263,14 @@ impl Simulation {
                 dispatch_rounds: rounds,
                 leftover: config.leftover,
                 // A group pins at most half the cluster's cache, leaving room
-                // for the previous group's pins in their grace period.
+                // for the previous group's pins in their grace period, and
+                // at most one disk's region on a disk: pins go as their
+                // readers finish, and half a region split components more
+                // often than pins overlapped (10 PB, 48 TB drives: 0.6
+                // points less saving, 2.4 % reads beyond the plan against
+                // 0.5 %).
                 group_cache_bytes: (config.cache_per_disk / 2).saturating_mul(u64::from(disks)).max(block),
+                group_disk_cache_bytes: config.cache_per_disk.max(block),
                 ..PlannerConfig::default()
             };
             Declarative::new(planner, disks, config.cache_per_disk, recorder())
