@@ -548,22 +548,28 @@ mod tests {
         *state
     }
 
-    /// A schedule of lone sets and shared stripes: ranges of consecutive
-    /// blocks, singletons, sets naming a chunk twice, and sets that share
-    /// groups, with physical and free reads.
-    fn schedule(seed: u64) -> Schedule {
-        let mut rng = seed | 1;
-        let decls = (0..4)
-            .map(|i| ScheduledDecl {
-                id: DeclarationId(i),
-                task: TaskKind::ALL[i as usize % TaskKind::COUNT],
+    /// An empty schedule with one declaration of each of `tasks`.
+    fn with_decls(tasks: impl Iterator<Item = TaskKind>) -> Schedule {
+        let decls = tasks
+            .enumerate()
+            .map(|(i, task)| ScheduledDecl {
+                id: DeclarationId(i as u64),
+                task,
                 deadline: Timestamp(1_000_000),
                 quota: 0,
                 taken: 0,
                 overloaded: false,
             })
             .collect();
-        let mut out = Schedule { start: Timestamp(0), decls, ..Schedule::default() };
+        Schedule { start: Timestamp(0), decls, ..Schedule::default() }
+    }
+
+    /// A schedule of lone sets and shared stripes: ranges of consecutive
+    /// blocks, singletons, sets naming a chunk twice, and sets that share
+    /// groups, with physical and free reads.
+    fn schedule(seed: u64) -> Schedule {
+        let mut rng = seed | 1;
+        let mut out = with_decls((0..4).map(|i| TaskKind::ALL[i % TaskKind::COUNT]));
         for key in 0..200 {
             out.sets.push(ScheduledSet { decl: (next(&mut rng) % 4) as u32, first_read: out.reads.len() as u32, key });
             let start = next(&mut rng) % (100 + 400 * (seed % 5));
@@ -620,20 +626,7 @@ mod tests {
     /// of two stripes each (a file's range, say): the sets in scheduling
     /// order are every scrub, every bridge, then every rebalance.
     fn one_disk_component() -> Schedule {
-        let tasks = [TaskKind::Scrubbing, TaskKind::GarbageCollection, TaskKind::Rebalancing];
-        let decls = tasks
-            .iter()
-            .enumerate()
-            .map(|(i, &task)| ScheduledDecl {
-                id: DeclarationId(i as u64),
-                task,
-                deadline: Timestamp(1_000_000),
-                quota: 0,
-                taken: 0,
-                overloaded: false,
-            })
-            .collect();
-        let mut out = Schedule { start: Timestamp(0), decls, ..Schedule::default() };
+        let mut out = with_decls([TaskKind::Scrubbing, TaskKind::GarbageCollection, TaskKind::Rebalancing].into_iter());
         let read = |block: u64, disk: u32, group: u64, physical: bool| ChunkRead {
             block: BlockId(block),
             copy: 0,
