@@ -33,10 +33,12 @@ impl Components {
 /// for the cache, where one table over all reads would miss on every probe.
 const GROUP_PARTITIONS: usize = 1024;
 
-/// Scheduled set indexes as `(component root, set)`, grouped by component,
-/// components in the order of their first set. Linear: reads are bucketed
-/// by redundancy group (a counting sort), each bucket indexed with a small
-/// hash table group → first set, then sets are counting-sorted by root.
+/// Scheduled set indexes, grouped by component, components in the order
+/// of their first set, and within one by lowest redundancy group
+/// (`order_by_lowest_group`). Linear but for that last sort: reads are
+/// bucketed by redundancy group (a counting sort), each bucket indexed with
+/// a small hash table group → first set, then sets are counting-sorted by
+/// root.
 pub(super) fn component_order(
     schedule: &Schedule,
     scratch: &mut DispatchScratch,
@@ -127,10 +129,9 @@ pub(super) fn component_order(
 
 /// Within each component (listed in scheduling order), orders the sets by
 /// their lowest redundancy group (`lowest_group`, by set), keeping
-/// scheduling order among equals:
-/// the readers of a chunk share its group, so they come side by side, and
-/// a component split for the cache (a group's pins on one disk) parts few
-/// chunks from their other readers.
+/// scheduling order among equals: the readers of a chunk share its group,
+/// so they come side by side, and a component split for the cache (a
+/// group's pins on one disk) parts few chunks from their other readers.
 fn order_by_lowest_group(
     lowest_group: &[u64],
     component_starts: &[u32],
