@@ -10,8 +10,9 @@
 //!   block and its set (8 bytes a pair), the high bits once per run of
 //!   blocks that share them. It covers every outstanding set and may
 //!   still name done ones: [`ExplicitSets::reindex`] rebuilds it over the
-//!   outstanding sets once half of those it was built for are done, so a
-//!   lookup by block costs what is outstanding, not what was declared.
+//!   outstanding sets (the caller, `Sets`, does once half of those it was
+//!   built for are done), so a lookup by block costs what is outstanding,
+//!   not what was declared.
 
 use crate::search::{gallop, intersection};
 use dingo_types::{BlockSet, Member};
@@ -108,22 +109,23 @@ impl ExplicitSets {
         }
     }
 
-    /// Rebuilds the block → set index over the `outstanding` sets (of
-    /// `count`) once fewer than half of the sets it covers are left: the
-    /// done sets' entries cost every lookup by block ([`Self::sets_on`])
-    /// and their memory until the declaration ends. Each rebuild reads
-    /// the members of half the sets the last one indexed, so the work
-    /// stays linear in the members declared.
-    pub(crate) fn reindex(&mut self, count: usize, outstanding: impl Iterator<Item = u64>) {
-        if count * 2 >= self.indexed_sets {
-            return;
-        }
+    /// How many sets the block → set index covers.
+    pub(crate) fn indexed_sets(&self) -> u64 {
+        self.indexed_sets as u64
+    }
+
+    /// Rebuilds the block → set index over the `outstanding` sets only:
+    /// the done sets' entries cost every lookup by block
+    /// ([`Self::sets_on`]) and their memory until the declaration ends.
+    pub(crate) fn reindex(&mut self, outstanding: impl Iterator<Item = u64>) {
         let mut index = Vec::new();
         let mut members = Vec::new();
+        let mut count = 0;
         for set in outstanding {
             members.clear();
             self.members(set as usize, &mut members);
             index.extend(members.iter().map(|m| (m.block().0, set as u32)));
+            count += 1;
         }
         self.build_index(index);
         self.indexed_sets = count;
@@ -278,8 +280,11 @@ mod tests {
             prop::collection::vec(prop_oneof![0u64..64, (1u64 << 32) - 8..(1u64 << 32) + 8], 0..20)) {
             let mut store = ExplicitSets::new(&sets);
             let outstanding: Vec<u64> = (0..sets.len() as u64).filter(|&i| done_mask & (1 << i) == 0).collect();
-            store.reindex(outstanding.len(), outstanding.iter().copied());
+            // Reindexed as `Sets` does: once fewer than half are left.
             let reindexed = outstanding.len() * 2 < sets.len();
+            if reindexed {
+                store.reindex(outstanding.iter().copied());
+            }
             let blocks: RoaringTreemap = probe.iter().copied().collect();
             let mut got = Vec::new();
             store.sets_on(&blocks, |s| got.push(u64::from(s)));
