@@ -15,11 +15,10 @@ pub(super) struct Region {
     pub(super) files: u64,
     pub(super) data_blocks: u64,
     pub(super) stripes: u64,
-    /// Global index (within the scheme) of the region's first stripe.
-    pub(super) stripe_base: u64,
     pub(super) end: u64,
-    /// The scheme's redundancy, and `stripe_base` modulo its placement
-    /// groups: what a block lookup needs without going to the scheme.
+    /// The scheme's redundancy, and the index within the scheme of the
+    /// region's first stripe modulo its placement groups: what a block
+    /// lookup needs without going to the scheme.
     pub(super) redundancy: Redundancy,
     pub(super) pg_offset: u64,
 }
@@ -116,8 +115,8 @@ impl ClusterModel {
     }
 
     /// The disks of stripe `stripe` of `region`, by member position (copy
-    /// number for replication). `(stripe_base + stripe) % pgs` is taken as
-    /// `(pg_offset + stripe) % pgs`, the same number.
+    /// number for replication): those of placement group
+    /// `(pg_offset + stripe) % pgs`.
     pub(super) fn placement_disks(&self, region: &Region, stripe: u64) -> &[u32] {
         stripe_disks(&self.schemes, region, stripe)
     }

@@ -194,7 +194,6 @@ impl ClusterModel {
             files,
             data_blocks,
             stripes,
-            stripe_base,
             end: first + data_blocks + parity_blocks,
             redundancy,
             pg_offset: stripe_base % self.schemes[scheme].pgs,

@@ -1,5 +1,5 @@
 use super::*;
-use dingo_types::{BlockId, BlockProblem, BlockState, ChunkRef, DiskId, Member, Topology};
+use dingo_types::{BlockId, BlockProblem, BlockState, ChunkRef, DiskId, Member, MemberBitmap, Topology};
 
 fn small() -> ClusterModel {
     // 2 PB of 24 TB drives, 2 per node: 84 disks on 42 nodes.
@@ -260,6 +260,18 @@ fn per_disk_live_chunks_follow_placement_through_deletions_and_new_files() {
             total += listed;
         }
         assert_eq!(total, m.live_chunks());
+        // Several disks (one listed twice) list the union of each one's.
+        let disks = [DiskId(5), DiskId(0), DiskId(17), DiskId(5), DiskId(60)];
+        let mut union = MemberBitmap::new();
+        for d in &disks {
+            let one = m.placed_chunks(&[*d]);
+            for copy in 0..one.copy_slots() {
+                union.insert_copies(copy, one.copy(copy).unwrap());
+            }
+        }
+        let listed = m.placed_chunks(&disks);
+        assert_eq!(listed.len(), union.len());
+        assert!(union.iter().all(|member| listed.contains(member)));
     };
     check(&m);
     // Whole files of every scheme, loose blocks (a replicated one and an
