@@ -36,12 +36,10 @@ impl ClusterModel {
         }
     }
 
-    /// Live chunks placed on `disks`, whether or not they have failed.
-    /// Collects block ids per copy number and turns them into bitmaps in
-    /// sorted batches (repeated inserts of scattered ids would be
-    /// quadratic; one list of a whole-cluster scrub would take gigabytes).
-    /// Several disks are split in two halves, listed on two threads and
-    /// joined: a set union, the same for any split. The world lists them
+    /// Live chunks placed on `disks`, whether or not they have failed,
+    /// appended to each copy number's bitmap in block order. Several disks
+    /// are split in two halves, listed on two threads and joined: a set
+    /// union, the same for any split. The world lists them
     /// on the simulation's critical path (scrubbing's and rebalancing's
     /// disks every quantum).
     pub fn placed_chunks(&self, disks: &[DiskId]) -> MemberBitmap {
@@ -61,7 +59,7 @@ impl ClusterModel {
         out
     }
 
-    /// Emits the chunks in block order, so that no list is kept and
+    /// Emits the chunks in block order, so that none are collected and
     /// sorted: placement group `p` holds a region's stripes `s` with
     /// `(pg_offset + s) % pgs == p`, so each slot's stripes are an
     /// arithmetic progression of step `pgs`, and taking period after period
@@ -81,19 +79,27 @@ impl ClusterModel {
                 slots[usize::from(slot.scheme)].push((u64::from(slot.pg), u32::from(slot.position)));
             }
         }
+        for scheme_slots in &mut slots {
+            scheme_slots.sort_unstable();
+            scheme_slots.dedup();
+        }
         let mut copies: Vec<RoaringTreemap> = Vec::new();
         let mut by_first_stripe: Vec<(u64, u32)> = Vec::new();
         let mut phase: Vec<(u64, u32)> = Vec::new();
         for (index, region) in self.regions.iter().enumerate() {
             let scheme = &self.schemes[region.scheme];
             let pgs = scheme.pgs;
-            // The region's first stripe in placement group `pg`.
+            // The region's first stripe in each slot's group: groups from
+            // `pg_offset` on come first, in the order of `slots`.
+            let sorted = &slots[region.scheme];
+            let split = sorted.partition_point(|&(pg, _)| pg < region.pg_offset);
             by_first_stripe.clear();
             by_first_stripe.extend(
-                slots[region.scheme].iter().map(|&(pg, position)| ((pg + pgs - region.pg_offset) % pgs, position)),
+                sorted[split..]
+                    .iter()
+                    .chain(&sorted[..split])
+                    .map(|&(pg, position)| ((pg + pgs - region.pg_offset) % pgs, position)),
             );
-            by_first_stripe.sort_unstable();
-            by_first_stripe.dedup();
             // One ascending stream per (copy number, phase): each copy of a
             // replicated scheme; data then parity positions of a code.
             let phases: &[(u8, std::ops::Range<u32>)] = match scheme.redundancy {
@@ -112,24 +118,24 @@ impl ClusterModel {
                 if copies.len() <= copy {
                     copies.resize_with(copy + 1, RoaringTreemap::new);
                 }
-                let out = &mut copies[copy];
-                let mut period = 0;
-                while period < region.stripes {
-                    for &(first, position) in &phase {
-                        let stripe = period + first;
-                        if stripe >= region.stripes {
-                            break;
-                        }
-                        let block = self.member_block(region, stripe, position);
-                        // A bit test per chunk: subtracting the deleted
-                        // blocks afterwards cost more than collecting.
-                        if !self.deleted_at(block, &Locator { region: index, stripe, position }) {
-                            let pushed = out.try_push(block).is_ok();
-                            debug_assert!(pushed, "chunks are emitted in ascending block order");
-                        }
-                    }
-                    period += pgs;
-                }
+                let (phase, stripes) = (&phase, region.stripes);
+                let blocks = (0..stripes)
+                    .step_by(usize::try_from(pgs).expect("placement groups fit a usize"))
+                    .flat_map(|period| {
+                        phase
+                            .iter()
+                            .map(move |&(first, position)| (period + first, position))
+                            .take_while(move |&(stripe, _)| stripe < stripes)
+                    })
+                    .map(|(stripe, position)| (self.member_block(region, stripe, position), stripe, position))
+                    // A bit test per chunk: subtracting the deleted blocks
+                    // afterwards cost more than collecting.
+                    .filter(|&(block, stripe, position)| {
+                        !self.deleted_at(block, &Locator { region: index, stripe, position })
+                    })
+                    .map(|(block, _, _)| block);
+                // One check of the maximum per stream, then plain pushes.
+                copies[copy].append(blocks).expect("chunks are emitted in ascending block order");
             }
         }
         let mut out = MemberBitmap::new();
