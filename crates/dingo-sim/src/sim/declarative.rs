@@ -19,7 +19,6 @@ use dingo_types::{ChunkRef, Member, TaskKind, Timestamp, Topology};
 use roaring::RoaringTreemap;
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
-use std::collections::hash_map::Entry;
 use std::thread::JoinHandle;
 
 /// A chunk pinned in a disk's reserved cache region.
@@ -90,33 +89,22 @@ impl PinCache {
         let mut refused: Vec<(u32, u64)> = Vec::new();
         for d in directives {
             let key = Member::Copy(d.chunk).key();
-            // One probe of the table per directive and per read: the
-            // replay's lookups were 6 % of a 100 PB run (session 17).
-            match self.pins.entry(key) {
-                Entry::Occupied(mut pinned) => {
-                    // Still pinned from an earlier group of a split component.
-                    let p = pinned.get_mut();
-                    p.until = p.until.max(d.until);
-                    p.readers_left += d.readers;
+            if let Some(p) = self.pins.get_mut(&key) {
+                // Still pinned from an earlier group of a split component.
+                p.until = p.until.max(d.until);
+                p.readers_left += d.readers;
+            } else if self.pinned[d.disk.0 as usize] + d.bytes <= self.capacity {
+                self.pinned[d.disk.0 as usize] += d.bytes;
+                let pin =
+                    Pin { disk: d.disk.0, bytes: d.bytes, until: d.until, readers_left: d.readers, loaded_by: None };
+                self.pins.insert(key, pin);
+            } else {
+                self.refused_bytes += d.bytes;
+                match refused.iter_mut().find(|(disk, _)| *disk == d.disk.0) {
+                    Some((_, bytes)) => *bytes += d.bytes,
+                    None => refused.push((d.disk.0, d.bytes)),
                 }
-                Entry::Vacant(slot) if self.pinned[d.disk.0 as usize] + d.bytes <= self.capacity => {
-                    self.pinned[d.disk.0 as usize] += d.bytes;
-                    slot.insert(Pin {
-                        disk: d.disk.0,
-                        bytes: d.bytes,
-                        until: d.until,
-                        readers_left: d.readers,
-                        loaded_by: None,
-                    });
-                }
-                Entry::Vacant(_) => {
-                    self.refused_bytes += d.bytes;
-                    match refused.iter_mut().find(|(disk, _)| *disk == d.disk.0) {
-                        Some((_, bytes)) => *bytes += d.bytes,
-                        None => refused.push((d.disk.0, d.bytes)),
-                    }
-                    continue;
-                }
+                continue;
             }
             self.expiry.push_back((d.until, key));
             let on_disk = self.pinned[d.disk.0 as usize];
@@ -130,18 +118,15 @@ impl PinCache {
 
     /// A read of `chunk` by `task`: `Some(owner)` if served from the cache.
     fn read(&mut self, chunk: ChunkRef, task: TaskKind) -> Option<TaskKind> {
-        let Entry::Occupied(mut pinned) = self.pins.entry(Member::Copy(chunk).key()) else {
-            return None;
-        };
-        let pin = pinned.get_mut();
+        let key = Member::Copy(chunk).key();
+        let pin = self.pins.get_mut(&key)?;
         let hit = pin.loaded_by;
         if hit.is_none() {
             pin.loaded_by = Some(task);
         }
         pin.readers_left = pin.readers_left.saturating_sub(1);
         if pin.readers_left == 0 {
-            let pin = pinned.remove();
-            self.pinned[pin.disk as usize] -= pin.bytes;
+            self.unpin(key);
         }
         hit
     }
