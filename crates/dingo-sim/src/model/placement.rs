@@ -67,8 +67,9 @@ impl ClusterModel {
     /// stripes in ascending order. Within a region a stripe's member
     /// blocks ascend with the position (data before parity for erasure
     /// coding, whose parity blocks all follow the data), and regions are
-    /// appended in block order. A radix sort of the collected ids was most
-    /// of this function's cost (session 17 profile).
+    /// appended in block order. Collecting and radix-sorting the ids was
+    /// 10 % of the 10 PB check's samples; listing in order, 6.6 % in its
+    /// first form (session 17 profiles).
     fn placed_chunks_serial(&self, disks: &[DiskId]) -> MemberBitmap {
         // Every slot of the listed disks, per scheme, as (pg, position);
         // a disk listed twice adds nothing.

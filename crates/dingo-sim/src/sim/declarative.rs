@@ -132,6 +132,23 @@ impl PinCache {
     }
 }
 
+/// Each declaration's rank by deadline in `schedule` (nearest first; equal
+/// deadlines, equal ranks) into `rank`, by declaration index.
+fn deadline_ranks(schedule: &Schedule, rank: &mut Vec<u32>) {
+    let deadline = |d: u32| schedule.decls[d as usize].deadline;
+    let mut by_deadline: Vec<u32> = (0..schedule.decls.len() as u32).collect();
+    by_deadline.sort_by_key(|&d| deadline(d));
+    rank.clear();
+    rank.resize(by_deadline.len(), 0);
+    let mut r = 0;
+    for pair in by_deadline.windows(2) {
+        if deadline(pair[1]) != deadline(pair[0]) {
+            r += 1;
+        }
+        rank[pair[1] as usize] = r;
+    }
+}
+
 /// One planned quantum, waiting for its replay.
 struct PlannedQuantum {
     schedule: Schedule,
@@ -352,20 +369,8 @@ impl Replay {
         dispatch_into(&schedule, &self.config, &mut self.scratch, &mut dispatch);
         let mut max_pinned = 0;
         let mut by_deadline = std::mem::take(&mut self.by_deadline);
-        let rank = &mut self.deadline_rank;
-        {
-            let mut decls: Vec<u32> = (0..schedule.decls.len() as u32).collect();
-            decls.sort_by_key(|&d| schedule.decls[d as usize].deadline);
-            rank.clear();
-            rank.resize(decls.len(), 0);
-            let mut r = 0;
-            for (i, &d) in decls.iter().enumerate() {
-                if i > 0 && schedule.decls[d as usize].deadline != schedule.decls[decls[i - 1] as usize].deadline {
-                    r += 1;
-                }
-                rank[d as usize] = r;
-            }
-        }
+        deadline_ranks(&schedule, &mut self.deadline_rank);
+        let rank = &self.deadline_rank;
         for (g, group) in dispatch.groups.iter().enumerate() {
             self.cache.expire(group.at);
             max_pinned = max_pinned.max(self.cache.admit(dispatch.pins_of(g)));
@@ -484,6 +489,24 @@ mod tests {
         assert_eq!((rebuild.disk_bytes, rebuild.free_bytes), (BYTES, 0), "the nearest deadline pays");
         assert_eq!((scrub.disk_bytes, scrub.free_bytes), (0, BYTES));
         assert_eq!(scrub.free_bytes_from[TaskKind::Reconstruction.index()], BYTES);
+    }
+
+    #[test]
+    fn equal_deadlines_share_a_rank_and_nearer_ranks_lower() {
+        use dingo_planner::ScheduledDecl;
+        use dingo_types::DeclarationId;
+        let decl = |deadline: u64| ScheduledDecl {
+            id: DeclarationId(deadline),
+            task: TaskKind::Scrubbing,
+            deadline: Timestamp(deadline),
+            quota: 0,
+            taken: 0,
+            overloaded: false,
+        };
+        let schedule = Schedule { decls: [50, 30, 50, 90, 10].map(decl).to_vec(), ..Schedule::default() };
+        let mut rank = vec![7; 9];
+        deadline_ranks(&schedule, &mut rank);
+        assert_eq!(rank, vec![2, 1, 2, 3, 0]);
     }
 
     #[test]
