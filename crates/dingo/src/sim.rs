@@ -8,7 +8,7 @@ use dingo_sim::summary::RunCost;
 use dingo_types::format_bytes;
 use indicatif::ProgressBar;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[derive(clap::Subcommand)]
 pub enum SimCommand {
@@ -20,7 +20,7 @@ pub enum SimCommand {
         /// (SVG and PNG) and report.html into this directory.
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Print one JSON summary object instead of a table (and no progress bar).
+        /// Print one JSON summary object instead of a table (and a progress line a minute on stderr, not a bar).
         #[arg(long)]
         json: bool,
     },
@@ -31,7 +31,7 @@ pub enum SimCommand {
         /// Write sweep.json, sweep.csv, the figures and report.html here.
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Print one JSON object instead of a table (and no progress bar).
+        /// Print one JSON object instead of a table (and a progress line a minute on stderr, not a bar).
         #[arg(long)]
         json: bool,
     },
@@ -57,10 +57,10 @@ pub fn run(command: SimCommand) -> anyhow::Result<()> {
     match command {
         SimCommand::Run { options, out, json } => {
             let config = options.config()?;
-            let bar = progress_bar(json);
-            bar.set_message(format!("{} {}", config.mix.name, format_bytes(config.cluster.raw_capacity)));
-            let result = simulate(config, |done, expected| advance(&bar, done, expected))?;
-            bar.finish_and_clear();
+            let mut progress = Progress::new(json, "quanta");
+            progress.bar.set_message(format!("{} {}", config.mix.name, format_bytes(config.cluster.raw_capacity)));
+            let result = simulate(config, |done, expected| progress.advance(done, expected))?;
+            progress.bar.finish_and_clear();
             let summary = result.summary(cost());
             if let Some(dir) = &out {
                 dingo_report::run::write_run(dir, &result, &summary)?;
@@ -75,12 +75,12 @@ pub fn run(command: SimCommand) -> anyhow::Result<()> {
             }
         }
         SimCommand::Sweep { options, out, json } => {
-            let bar = progress_bar(json);
+            let mut progress = Progress::new(json, "quanta");
             let sweep = options.run(|p| {
-                bar.set_message(format!("point {}/{}", p.run + 1, p.runs));
-                advance(&bar, p.quanta_done, p.quanta_expected);
+                progress.bar.set_message(format!("point {}/{}", p.run + 1, p.runs));
+                progress.advance(p.quanta_done, p.quanta_expected);
             })?;
-            bar.finish_and_clear();
+            progress.bar.finish_and_clear();
             if let Some(dir) = &out {
                 dingo_report::sweep::write_sweep(dir, options.what, &sweep.points, &sweep.results, &sweep.summary)?;
             }
@@ -93,12 +93,12 @@ pub fn run(command: SimCommand) -> anyhow::Result<()> {
             }
         }
         SimCommand::Paper { scale, out, json } => {
-            let bar = progress_bar(json);
+            let mut progress = Progress::new(json, "runs");
             let runs = dingo_sim::paper::run(&scale.options(), |i, n, p| {
-                advance(&bar, i as u64, n as u64);
-                bar.set_message(format!("{} cluster {:?} {}={}", p.figure, p.cluster, p.parameter, p.x));
+                progress.bar.set_message(format!("{} cluster {:?} {}={}", p.figure, p.cluster, p.parameter, p.x));
+                progress.advance(i as u64, n as u64);
             })?;
-            bar.finish_and_clear();
+            progress.bar.finish_and_clear();
             let summary = runs.summary(cost());
             dingo_report::paper::write_paper(&out, &runs, &summary)?;
             if json {
@@ -111,15 +111,67 @@ pub fn run(command: SimCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A progress bar on stderr, hidden with `--json` (and when stderr is not a terminal).
-fn progress_bar(json: bool) -> ProgressBar {
-    if json {
-        return ProgressBar::hidden();
-    }
-    crate::output::progress_bar(Some(0), "{msg} [{bar:30}] {pos}/{len} quanta, eta {eta}")
+/// Every how often a run whose bar is hidden prints a progress line.
+const LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// A run's progress on stderr: indicatif's bar on a terminal; otherwise
+/// (with `--json`, or stderr sent to a file) a plain line every
+/// [`LOG_EVERY`], so that an hours-long run can be followed in its log.
+struct Progress {
+    bar: ProgressBar,
+    /// What is counted: quanta, or the paper's runs.
+    unit: &'static str,
+    /// When the run started and when the last line was printed; `None`
+    /// while the bar is drawn.
+    log: Option<(Instant, Instant)>,
 }
 
-fn advance(bar: &ProgressBar, done: u64, len: u64) {
-    bar.set_length(len);
-    bar.set_position(done);
+impl Progress {
+    fn new(json: bool, unit: &'static str) -> Progress {
+        let bar = if json {
+            ProgressBar::hidden()
+        } else {
+            crate::output::progress_bar(Some(0), &format!("{{msg}} [{{bar:30}}] {{pos}}/{{len}} {unit}, eta {{eta}}"))
+        };
+        let now = Instant::now();
+        Progress { log: bar.is_hidden().then_some((now, now)), bar, unit }
+    }
+
+    fn advance(&mut self, done: u64, len: u64) {
+        self.bar.set_length(len);
+        self.bar.set_position(done);
+        let now = Instant::now();
+        if let Some((started, last)) = &mut self.log
+            && line_due(*last, now)
+        {
+            *last = now;
+            eprintln!(
+                "{}: {done}/{len} {}, {:.0} s, peak RSS {}",
+                self.bar.message(),
+                self.unit,
+                now.duration_since(*started).as_secs_f64(),
+                format_bytes(crate::bench::peak_rss_bytes())
+            );
+        }
+    }
+}
+
+/// Whether a progress line last printed at `last` is due again at `now`.
+fn line_due(last: Instant, now: Instant) -> bool {
+    now.saturating_duration_since(last) >= LOG_EVERY
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_progress_line_is_due_once_a_minute() {
+        let last = Instant::now();
+        assert!(!line_due(last, last));
+        assert!(!line_due(last, last + LOG_EVERY - Duration::from_millis(1)));
+        assert!(line_due(last, last + LOG_EVERY));
+        // A clock read before `last` (threads) is not a minute later.
+        assert!(!line_due(last + LOG_EVERY, last));
+    }
 }
