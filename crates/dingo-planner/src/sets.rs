@@ -238,25 +238,24 @@ impl Sets {
     /// rebuild reads half the sets the last one covered, so the work stays
     /// linear in the sets declared.
     fn shrink_cover(&mut self) {
-        let (left, covered) = match self {
-            Sets::Singletons { .. } => return,
-            Sets::Ranges { remaining, covered, .. } => (remaining.len(), *covered),
-            Sets::Explicit { sets, remaining } => (remaining.len(), sets.indexed_sets()),
-        };
-        if left * 2 >= covered {
-            return;
-        }
         match self {
             Sets::Singletons { .. } => {}
             Sets::Ranges { starts, lens, remaining, declared_blocks, covered } => {
-                let outstanding = remaining.iter().map(|i| {
-                    let start = starts[i as usize];
-                    start..start + u64::from(lens.get(i as usize))
-                });
-                *declared_blocks = blocks_of(outstanding);
-                *covered = left;
+                let left = remaining.len();
+                if left * 2 < *covered {
+                    let outstanding = remaining.iter().map(|i| {
+                        let start = starts[i as usize];
+                        start..start + u64::from(lens.get(i as usize))
+                    });
+                    *declared_blocks = blocks_of(outstanding);
+                    *covered = left;
+                }
             }
-            Sets::Explicit { sets, remaining } => sets.reindex(remaining.iter()),
+            Sets::Explicit { sets, remaining } => {
+                if remaining.len() * 2 < sets.indexed_sets() {
+                    sets.reindex(remaining.iter());
+                }
+            }
         }
     }
 
