@@ -205,7 +205,8 @@ pub struct Replay {
     /// equal ranks), the replay's sort key: a few radix passes over small
     /// numbers instead of eight over timestamps.
     deadline_rank: Vec<u32>,
-    /// Give the dispatch memory back after each quantum (large schedules).
+    /// Give the dispatch memory back after each quantum, and the component
+    /// ordering's as soon as it is done (large schedules).
     lean: bool,
 }
 
@@ -366,6 +367,9 @@ impl Replay {
             self.recorder.missed(task, stats.deadline_misses);
         }
         let mut dispatch = std::mem::take(&mut self.dispatch);
+        if self.lean {
+            self.scratch = DispatchScratch::lean();
+        }
         dispatch_into(&schedule, &self.config, &mut self.scratch, &mut dispatch);
         let mut max_pinned = 0;
         let mut by_deadline = std::mem::take(&mut self.by_deadline);
