@@ -17,6 +17,7 @@ pub mod fixtures;
 pub mod mix;
 pub mod model;
 pub mod paper;
+pub mod progress_log;
 pub mod rng;
 pub mod run;
 pub mod scenario;

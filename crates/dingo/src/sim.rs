@@ -3,12 +3,13 @@
 //! of `--out` are written by `dingo_report`.
 
 use dingo_sim::paper::PaperScale;
+use dingo_sim::progress_log::ProgressLog;
 use dingo_sim::run::{RunOptions, SweepOptions, simulate};
 use dingo_sim::summary::RunCost;
 use dingo_types::format_bytes;
 use indicatif::ProgressBar;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 #[derive(clap::Subcommand)]
 pub enum SimCommand {
@@ -111,67 +112,25 @@ pub fn run(command: SimCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Every how often a run whose bar is hidden prints a progress line.
-const LOG_EVERY: Duration = Duration::from_secs(60);
-
-/// A run's progress on stderr: indicatif's bar on a terminal; otherwise
-/// (with `--json`, or stderr sent to a file) a plain line every
-/// [`LOG_EVERY`], so that an hours-long run can be followed in its log.
+/// A run's progress on stderr: indicatif's bar on a terminal, else (`--json`,
+/// stderr in a file) a line a minute, so that a long run can be followed.
 struct Progress {
     bar: ProgressBar,
-    /// What is counted: quanta, or the paper's runs.
-    unit: &'static str,
-    /// When the run started and when the last line was printed; `None`
-    /// while the bar is drawn.
-    log: Option<(Instant, Instant)>,
+    log: Option<ProgressLog>,
 }
 
 impl Progress {
     fn new(json: bool, unit: &'static str) -> Progress {
-        let bar = if json {
-            ProgressBar::hidden()
-        } else {
-            crate::output::progress_bar(Some(0), &format!("{{msg}} [{{bar:30}}] {{pos}}/{{len}} {unit}, eta {{eta}}"))
-        };
-        let now = Instant::now();
-        Progress { log: bar.is_hidden().then_some((now, now)), bar, unit }
+        let template = format!("{{msg}} [{{bar:30}}] {{pos}}/{{len}} {unit}, eta {{eta}}");
+        let bar = if json { ProgressBar::hidden() } else { crate::output::progress_bar(Some(0), &template) };
+        Progress { log: bar.is_hidden().then(|| ProgressLog::new(Instant::now(), unit)), bar }
     }
 
     fn advance(&mut self, done: u64, len: u64) {
         self.bar.set_length(len);
         self.bar.set_position(done);
-        let now = Instant::now();
-        if let Some((started, last)) = &mut self.log
-            && line_due(*last, now)
-        {
-            *last = now;
-            eprintln!(
-                "{}: {done}/{len} {}, {:.0} s, peak RSS {}",
-                self.bar.message(),
-                self.unit,
-                now.duration_since(*started).as_secs_f64(),
-                format_bytes(crate::bench::peak_rss_bytes())
-            );
+        if let Some(line) = self.log.as_mut().and_then(|log| log.line(Instant::now(), &self.bar.message(), done, len)) {
+            eprintln!("{line}, peak RSS {}", format_bytes(crate::bench::peak_rss_bytes()));
         }
-    }
-}
-
-/// Whether a progress line last printed at `last` is due again at `now`.
-fn line_due(last: Instant, now: Instant) -> bool {
-    now.saturating_duration_since(last) >= LOG_EVERY
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_progress_line_is_due_once_a_minute() {
-        let last = Instant::now();
-        assert!(!line_due(last, last));
-        assert!(!line_due(last, last + LOG_EVERY - Duration::from_millis(1)));
-        assert!(line_due(last, last + LOG_EVERY));
-        // A clock read before `last` (threads) is not a minute later.
-        assert!(!line_due(last + LOG_EVERY, last));
     }
 }
