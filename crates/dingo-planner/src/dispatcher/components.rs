@@ -2,8 +2,37 @@
 //! redundancy group (stripe) are joined, so a chunk's readers always fall in
 //! one component, and the components are listed in scheduling order.
 
-use super::DispatchScratch;
 use crate::scheduler::Schedule;
+use rustc_hash::FxHashMap;
+
+/// Working memory of [`component_order`] only, apart from the packing's so
+/// that a lean dispatch can give it back in one piece.
+#[derive(Default)]
+pub(super) struct OrderScratch {
+    parent: Vec<u32>,
+    starts: Vec<usize>,
+    cursor: Vec<usize>,
+    bucketed: Vec<(u32, u32)>,
+    first_set_of_group: FxHashMap<u32, u32>,
+    counts: Vec<u32>,
+    /// Each set's lowest redundancy group, and a component's sets keyed by it.
+    lowest_group: Vec<u64>,
+    keyed: Vec<(u64, u32)>,
+}
+
+impl OrderScratch {
+    /// Bytes held (capacity), for tests of a lean dispatch.
+    #[cfg(test)]
+    pub(super) fn capacity_bytes(&self) -> usize {
+        self.parent.capacity() * 4
+            + (self.starts.capacity() + self.cursor.capacity()) * 8
+            + self.bucketed.capacity() * 8
+            + self.first_set_of_group.capacity() * 8
+            + self.counts.capacity() * 4
+            + self.lowest_group.capacity() * 8
+            + self.keyed.capacity() * 16
+    }
+}
 
 /// Union-find with path halving over set indexes.
 struct Components {
@@ -41,7 +70,7 @@ const GROUP_PARTITIONS: usize = 1024;
 /// root.
 pub(super) fn component_order(
     schedule: &Schedule,
-    scratch: &mut DispatchScratch,
+    scratch: &mut OrderScratch,
     order: &mut Vec<u32>,
     component_starts: &mut Vec<u32>,
 ) {

@@ -23,7 +23,7 @@ mod components;
 
 use crate::config::PlannerConfig;
 use crate::scheduler::{BlockBytes, ChunkRead, Schedule};
-use components::component_order;
+use components::{OrderScratch, component_order};
 use dingo_types::{BlockId, ChunkRef, DeclarationId, DiskId, GroupId, Member, TaskKind, Timestamp};
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
@@ -402,19 +402,11 @@ pub fn dispatch(schedule: &Schedule, config: &PlannerConfig) -> Dispatch {
 pub struct DispatchScratch {
     /// Positions in the order where a component starts.
     component_starts: Vec<u32>,
-    parent: Vec<u32>,
-    starts: Vec<usize>,
-    cursor: Vec<usize>,
-    bucketed: Vec<(u32, u32)>,
-    first_set_of_group: FxHashMap<u32, u32>,
-    counts: Vec<u32>,
+    ordering: OrderScratch,
     chunks: FxHashMap<u64, ChunkUse>,
     open_chunks: Vec<u64>,
     disk_pinned: FxHashMap<DiskId, u64>,
     riders: Vec<(u64, TaskKind, u64)>,
-    /// Each set's lowest redundancy group, and a component's sets keyed by it.
-    lowest_group: Vec<u64>,
-    keyed: Vec<(u64, u32)>,
     closed: Vec<ClosedGroup>,
     /// Give the component ordering's memory back once it is done
     /// ([`DispatchScratch::lean`]).
@@ -430,18 +422,6 @@ impl DispatchScratch {
     /// was its replay, with this memory still held. Same dispatch either way.
     pub fn lean() -> DispatchScratch {
         DispatchScratch { lean: true, ..DispatchScratch::default() }
-    }
-
-    /// Drops what only the component ordering uses.
-    fn release_ordering(&mut self) {
-        self.parent = Vec::new();
-        self.starts = Vec::new();
-        self.cursor = Vec::new();
-        self.bucketed = Vec::new();
-        self.first_set_of_group = FxHashMap::default();
-        self.counts = Vec::new();
-        self.lowest_group = Vec::new();
-        self.keyed = Vec::new();
     }
 }
 
@@ -476,9 +456,9 @@ fn dispatch_with(
     }
     let mut order = std::mem::take(&mut out.order);
     let mut component_starts = std::mem::take(&mut scratch.component_starts);
-    component_order(schedule, scratch, &mut order, &mut component_starts);
+    component_order(schedule, &mut scratch.ordering, &mut order, &mut component_starts);
     if scratch.lean {
-        scratch.release_ordering();
+        scratch.ordering = OrderScratch::default();
     }
     let rounds = u64::from(config.dispatch_rounds.max(1));
     let target_bytes = schedule.physical_bytes().div_ceil(rounds).max(1);
@@ -652,7 +632,7 @@ mod tests {
                 for _ in 0..2 {
                     dispatch_with(&s, &config, &mut lean, &mut again, true);
                     assert_eq!(again, general, "lean scratch, seed {seed}");
-                    assert!(lean.bucketed.capacity() == 0 && lean.parent.capacity() == 0);
+                    assert_eq!(lean.ordering.capacity_bytes(), 0, "the ordering's memory given back");
                 }
             }
         }
