@@ -4,7 +4,7 @@
 
 use crate::sim::{Churn, Comparisons, ModeResult, SimResult};
 use dingo_types::format_bytes;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -39,9 +39,9 @@ impl From<&ModeResult> for ModeSummary {
     }
 }
 
-/// What a run cost the process that ran it: measured by the caller, since
-/// the simulator reads no clock.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+/// What a run cost: wall time and peak memory, over every process a run
+/// resumed from checkpoints spans ([`crate::cost::CostMeter`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunCost {
     pub wall_seconds: f64,
     pub peak_rss_bytes: u64,
