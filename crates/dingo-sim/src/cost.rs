@@ -2,8 +2,15 @@
 //! the processes it spans: a run resumed from a checkpoint adds its wall
 //! time to the earlier processes' and reports the largest peak of them all.
 
-use crate::summary::RunCost;
+use serde::{Deserialize, Serialize};
 use std::time::Instant;
+
+/// What a run cost: wall time and peak memory, over every process it spans.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunCost {
+    pub wall_seconds: f64,
+    pub peak_rss_bytes: u64,
+}
 
 /// A run's cost so far: what the earlier processes' checkpoint carried,
 /// plus this process since the meter started.

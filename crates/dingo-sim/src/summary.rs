@@ -4,7 +4,7 @@
 
 use crate::sim::{Churn, Comparisons, ModeResult, SimResult};
 use dingo_types::format_bytes;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -39,13 +39,7 @@ impl From<&ModeResult> for ModeSummary {
     }
 }
 
-/// What a run cost: wall time and peak memory, over every process a run
-/// resumed from checkpoints spans ([`crate::cost::CostMeter`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct RunCost {
-    pub wall_seconds: f64,
-    pub peak_rss_bytes: u64,
-}
+pub use crate::cost::RunCost;
 
 /// The summary of one run; field order is the JSON's.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -12,8 +12,7 @@
 //! `PATH` once complete: a crash mid-write leaves the last checkpoint.
 
 use super::{SimConfig, Simulation};
-use crate::cost::CostMeter;
-use crate::summary::RunCost;
+use crate::cost::{CostMeter, RunCost};
 use bincode::Options;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
