@@ -48,7 +48,8 @@ pub struct Planner {
     spare: Option<Schedule>,
     /// Declarations not to schedule (see [`Self::set_paused`]).
     paused: BTreeSet<DeclarationId>,
-    /// The free pass's per-worker schedules, refilled every quantum.
+    /// The free pass's per-worker schedules, refilled every quantum (buffers
+    /// too).
     #[serde(skip)]
     worker_spares: Vec<Schedule>,
 }

@@ -225,7 +225,8 @@ impl SimConfig {
 }
 
 /// One run in progress. Call [`Simulation::step`] until it returns false,
-/// then [`Simulation::finish`].
+/// then [`Simulation::finish`]; between two steps the whole run may be
+/// saved and resumed in another process ([`checkpoint`]).
 #[derive(Serialize, Deserialize)]
 pub struct Simulation {
     config: SimConfig,
