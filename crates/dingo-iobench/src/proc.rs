@@ -1,9 +1,10 @@
 //! What the experiments read from Linux's `/proc`: machine-wide CPU
 //! utilisation (the IO-control experiments must stay head-time bound, so
 //! they report how busy the cores were), a process's CPU time (the storage
-//! benchmark's CPU seconds per GB) and this process's peak resident set.
+//! benchmark's CPU seconds per GB). (A process's peak resident set is
+//! `dingo_sim::cost::peak_rss_bytes`.)
 //!
-//! Hand-written rather than the `procfs` crate: three one-line parsers of
+//! Hand-written rather than the `procfs` crate: one-line parsers of
 //! stable kernel formats do not justify its dependency tree (rustix, flags,
 //! optional compression) in every build of the command.
 
@@ -62,19 +63,6 @@ pub fn process_cpu_seconds(pid: &str) -> io::Result<f64> {
     Ok((ticks(11)? + ticks(12)?) as f64 / hz)
 }
 
-/// Peak resident set size of this process (`VmHWM`); 0 where `/proc` is
-/// unavailable.
-pub fn peak_rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,12 +96,5 @@ mod tests {
             }
         }
         assert!(process_cpu_seconds("0").is_err());
-    }
-
-    #[test]
-    fn peak_rss_is_read_on_linux() {
-        if std::path::Path::new("/proc/self/status").exists() {
-            assert!(peak_rss_bytes() > 0);
-        }
     }
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 /// How many sets are sampled to estimate a declaration's bytes per set.
 const SIZE_SAMPLE_SETS: usize = 64;
 
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct DeclState {
     pub id: DeclarationId,
     pub task: TaskKind,

@@ -17,8 +17,9 @@
 use crate::search::{gallop, intersection};
 use dingo_types::{BlockSet, Member};
 use roaring::RoaringTreemap;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct ExplicitSets {
     /// The first member key of each set.
     firsts: Vec<u64>,

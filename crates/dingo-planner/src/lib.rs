@@ -18,6 +18,7 @@
 //! the chunks named in them through the normal read path.
 
 mod accounting;
+pub mod bits_serde;
 mod config;
 mod declaration;
 mod dispatcher;

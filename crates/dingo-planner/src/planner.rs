@@ -11,6 +11,7 @@ use crate::sets::Sets;
 use crate::validate::{validate, validate_owned};
 use dingo_types::{Declaration, DeclarationId, MemberBitmap, ReadSets, Timestamp, Topology};
 use roaring::RoaringTreemap;
+use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -32,18 +33,24 @@ pub struct PreparedDeclaration(DeclState);
 
 /// The IO Planner core. Holds outstanding declarations; never reads a clock
 /// or the cluster on its own — time, budget and topology are arguments.
-#[derive(Debug)]
+/// Serialisable for the simulator's checkpoints: the outstanding
+/// declarations as they stand, so a resumed run plans what this one would.
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Planner {
     config: PlannerConfig,
     next_id: u64,
     outstanding: BTreeMap<DeclarationId, DeclState>,
     /// Elisions noticed between quanta, reported with the next quantum.
     carried: QuantumReport,
-    /// A schedule handed back by [`Self::recycle`], refilled next quantum.
+    /// A schedule handed back by [`Self::recycle`], refilled next quantum
+    /// (a buffer: not part of a checkpoint).
+    #[serde(skip)]
     spare: Option<Schedule>,
     /// Declarations not to schedule (see [`Self::set_paused`]).
     paused: BTreeSet<DeclarationId>,
-    /// The free pass's per-worker schedules, refilled every quantum.
+    /// The free pass's per-worker schedules, refilled every quantum (buffers
+    /// too).
+    #[serde(skip)]
     worker_spares: Vec<Schedule>,
 }
 

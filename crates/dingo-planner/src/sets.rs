@@ -17,8 +17,9 @@ use crate::search::{gallop, intersection};
 use dingo_types::{BlockId, BlockRange, BlockSet, ChunkRef, Member, MemberBitmap, ReadSets, Topology};
 use fixedbitset::FixedBitSet;
 use roaring::RoaringTreemap;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum Sets {
     /// One set per member. `remaining` doubles as the member list.
     Singletons { remaining: MemberBitmap },
@@ -275,7 +276,7 @@ impl Sets {
 
 /// The lengths of a range store's ranges: one number when they are all
 /// the same (whole files, file prefixes), which saves 4 bytes a range.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum Lens {
     Uniform(u32),
     Each(Vec<u32>),
@@ -313,8 +314,9 @@ const RANGE_PROBE_LIMIT: u64 = 1 << 16;
 /// per set declared (a set itself takes at least 12 bytes), so a lookup or
 /// a removal is one word, where a roaring bitmap of a shrinking range
 /// searches split runs.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct Outstanding {
+    #[serde(with = "crate::bits_serde")]
     bits: FixedBitSet,
     count: u64,
 }

@@ -6,16 +6,16 @@
 //! `cargo run --release -p dingo-sim --features clap --example sim_run -- --capacity 10PB --disks-per-node 4 --json`
 
 use clap::Parser;
-use dingo_sim::run::{RunOptions, simulate};
-use dingo_sim::summary::RunCost;
+use dingo_sim::run::{RunOptions, RunOutput};
 
 #[derive(Parser)]
 struct Args {
     #[command(flatten)]
     run: RunOptions,
-    /// Accepted for the CLI's spelling; the output is always JSON.
-    #[arg(long)]
-    json: bool,
+    /// Accepted for the CLI's spelling; the output is always JSON, and
+    /// `--out` writes nothing.
+    #[command(flatten)]
+    _output: RunOutput,
     /// Print the whole result instead of the summary.
     #[arg(long)]
     full: bool,
@@ -25,7 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let started = std::time::Instant::now();
     let show_progress = std::env::var_os("SIM_RUN_PROGRESS").is_some();
-    let result = simulate(args.run.config()?, |done, _| {
+    let (result, cost) = args.run.start()?.finish(|done, _| {
         if show_progress {
             let (main, all) = (cpu_seconds("thread-self"), cpu_seconds("self"));
             eprintln!("quantum {done} wall {:.1} s cpu main {main:.1} all {all:.1}", started.elapsed().as_secs_f64());
@@ -37,7 +37,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if args.full {
         println!("{}", serde_json::to_string(&result)?);
     } else {
-        let cost = RunCost { wall_seconds: started.elapsed().as_secs_f64(), peak_rss_bytes: 0 };
         println!("{}", serde_json::to_string(&result.summary(cost))?);
     }
     Ok(())

@@ -6,11 +6,14 @@
 //! mix into the declarations the eight maintenance tasks make. The planner
 //! benchmark and the datacenter simulator ([`sim`]) both run on this one
 //! model. [`scenario`] is a simulation's options, [`sweep`] varies one parameter over many runs,
-//! [`run`] runs either from its options with progress reports, [`summary`] and
+//! [`run`] runs either from its options with progress reports (and resumes a
+//! run from its checkpoint, [`sim::checkpoint`]), [`cost`] adds up what it
+//! costs the machine, [`summary`] and
 //! [`csv`] are what a run reports, [`bench_planner`] times one quantum of
 //! the planner at scale.
 
 pub mod bench_planner;
+pub mod cost;
 pub mod csv;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;

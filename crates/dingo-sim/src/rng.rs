@@ -8,7 +8,9 @@
 //! to the next. Here the streams are frozen, and the golden values in the
 //! tests fail if they ever change.
 
-#[derive(Clone, Debug)]
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SplitMix64(u64);
 
 impl SplitMix64 {

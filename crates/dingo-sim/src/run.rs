@@ -1,11 +1,15 @@
-//! What `dingo sim run` and `dingo sim sweep` do, as library calls: the
+//! What `dingo sim run`, `resume` and `sweep` do, as library calls: the
 //! options (with the `clap` feature, also their flags), the simulations
-//! with a progress callback per quantum, and their results. The command
-//! line only draws the progress and prints.
+//! with a progress callback per quantum (and checkpoints every so many
+//! minutes), and their results. The command line only draws the progress
+//! and prints.
 
+use crate::cost::RunCost;
 use crate::scenario::{Scenario, ScenarioError};
-use crate::sim::{Mode, Modes, SimConfig, SimError, SimResult, Simulation};
+use crate::sim::{CheckpointError, Mode, Modes, SimConfig, SimError, SimResult, Simulation};
 use crate::sweep::{self, SweepError, SweepKind, SweepPoint, SweepSummary};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -16,6 +20,10 @@ pub enum RunError {
     Sweep(#[from] SweepError),
     #[error(transparent)]
     Sim(#[from] SimError),
+    #[error(transparent)]
+    Checkpoint(#[from] CheckpointError),
+    #[error("the checkpoint interval must be a non-negative number of minutes")]
+    CheckpointInterval,
 }
 
 /// Where a sweep stands, reported after each simulated quantum.
@@ -40,6 +48,66 @@ pub fn simulate(config: SimConfig, mut progress: impl FnMut(u64, u64)) -> Result
         expected = expected.max(done);
         progress(done, expected);
     })
+}
+
+/// Where a run writes its checkpoint, and how often.
+#[derive(Clone, Debug)]
+pub struct Checkpoints {
+    pub path: PathBuf,
+    /// Wall time between checkpoints; each is written at the end of the
+    /// first quantum past it.
+    pub every: Duration,
+}
+
+impl Checkpoints {
+    fn new(path: PathBuf, minutes: f64) -> Result<Checkpoints, RunError> {
+        let every = Duration::try_from_secs_f64(minutes * 60.0).map_err(|_| RunError::CheckpointInterval)?;
+        Ok(Checkpoints { path, every })
+    }
+}
+
+/// What one process does of a run: the simulation from wherever it
+/// stands (its start, or a checkpoint) to its end.
+pub struct Segment {
+    pub sim: Simulation,
+    pub checkpoints: Option<Checkpoints>,
+}
+
+impl Segment {
+    /// Runs to the end, calling `progress(done, expected)` before the next
+    /// quantum and after each, writing a checkpoint as `checkpoints` asks.
+    /// Returns the result and what the whole run cost, earlier processes
+    /// included.
+    pub fn finish(self, mut progress: impl FnMut(u64, u64)) -> Result<(SimResult, RunCost), RunError> {
+        let Segment { mut sim, checkpoints } = self;
+        let meter = sim.cost_meter();
+        let mut expected = u64::from(sim.expected_quanta());
+        progress(u64::from(sim.quanta_done()), expected);
+        let mut last_checkpoint = Instant::now();
+        while sim.step()? {
+            let done = u64::from(sim.quanta_done());
+            expected = expected.max(done);
+            progress(done, expected);
+            if let Some(c) = checkpoints.as_ref().filter(|c| last_checkpoint.elapsed() >= c.every) {
+                sim.save_checkpoint(&c.path)?;
+                last_checkpoint = Instant::now();
+            }
+        }
+        Ok((sim.finish(), meter.cost()))
+    }
+}
+
+/// What a run, a resumed run or a sweep prints (`dingo sim run`, `resume`, `sweep`).
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct RunOutput {
+    /// Write the data (JSON, CSV), the figures (SVG and PNG) and
+    /// report.html into this directory.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub out: Option<PathBuf>,
+    /// Print one JSON object instead of a table (and a progress line a minute on stderr, not a bar).
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub json: bool,
 }
 
 /// The modes a run simulates, as a command line names them.
@@ -73,12 +141,45 @@ pub struct RunOptions {
     /// Which modes to simulate.
     #[cfg_attr(feature = "clap", arg(long, value_enum, default_value = "all"))]
     pub mode: ModeChoice,
+    /// Write the whole simulation to this file every `--checkpoint-every`
+    /// minutes, for `dingo sim resume` to continue the run in another process.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub checkpoint: Option<PathBuf>,
+    /// Minutes of wall time between checkpoints.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 30.0, requires = "checkpoint"))]
+    pub checkpoint_every: f64,
 }
 
 impl RunOptions {
     /// The simulation these options describe.
     pub fn config(&self) -> Result<SimConfig, ScenarioError> {
         self.scenario.config(self.mode.into())
+    }
+
+    /// The simulation at its start, and its checkpoints if asked for.
+    pub fn start(&self) -> Result<Segment, RunError> {
+        let checkpoints = self.checkpoint.clone().map(|path| Checkpoints::new(path, self.checkpoint_every));
+        Ok(Segment { sim: Simulation::new(self.config()?)?, checkpoints: checkpoints.transpose()? })
+    }
+}
+
+/// A run continued from its checkpoint (`dingo sim resume`), which it
+/// goes on writing to the same file.
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+pub struct ResumeOptions {
+    /// The checkpoint that `dingo sim run --checkpoint` (or an earlier resume) wrote.
+    pub checkpoint: PathBuf,
+    /// Minutes of wall time between checkpoints.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = 30.0))]
+    pub checkpoint_every: f64,
+}
+
+impl ResumeOptions {
+    /// The simulation as the checkpoint left it, and its next checkpoints.
+    pub fn start(&self) -> Result<Segment, RunError> {
+        let checkpoints = Checkpoints::new(self.checkpoint.clone(), self.checkpoint_every)?;
+        Ok(Segment { sim: Simulation::load_checkpoint(&self.checkpoint)?, checkpoints: Some(checkpoints) })
     }
 }
 
@@ -158,7 +259,8 @@ mod tests {
 
     #[test]
     fn a_run_reports_every_quantum_and_simulates_only_the_chosen_mode() {
-        let options = RunOptions { scenario: small(), mode: ModeChoice::Declarative };
+        let options =
+            RunOptions { scenario: small(), mode: ModeChoice::Declarative, checkpoint: None, checkpoint_every: 30.0 };
         let mut seen = Vec::new();
         let result = simulate(options.config().unwrap(), |done, expected| seen.push((done, expected))).unwrap();
         assert_eq!(seen.first().map(|p| p.0), Some(0));

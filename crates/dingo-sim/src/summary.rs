@@ -39,13 +39,7 @@ impl From<&ModeResult> for ModeSummary {
     }
 }
 
-/// What a run cost the process that ran it: measured by the caller, since
-/// the simulator reads no clock.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
-pub struct RunCost {
-    pub wall_seconds: f64,
-    pub peak_rss_bytes: u64,
-}
+pub use crate::cost::RunCost;
 
 /// The summary of one run; field order is the JSON's.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -64,7 +64,7 @@ impl fmt::Display for Member {
 /// ("any copy", copy 0, copy 1, ...). A whole-cluster scrub — billions of
 /// exact copies — costs a few bits per member, and far less while the
 /// remaining members form long runs.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct MemberBitmap {
     any: RoaringTreemap,
     /// `copies[c]` holds the blocks whose copy `c` is a member.

@@ -1,11 +1,11 @@
-//! `dingo sim run|sweep|paper`: the datacenter simulator (`dingo_sim::run`,
-//! `dingo_sim::paper`) with a progress bar and what the run cost; the files
-//! of `--out` are written by `dingo_report`.
+//! `dingo sim run|resume|sweep|paper`: the datacenter simulator
+//! (`dingo_sim::run`, `dingo_sim::paper`) with a progress bar and what the
+//! run cost; the files of `--out` are written by `dingo_report`.
 
+use dingo_sim::cost::{CostMeter, peak_rss_bytes};
 use dingo_sim::paper::PaperScale;
 use dingo_sim::progress_log::ProgressLog;
-use dingo_sim::run::{RunOptions, SweepOptions, simulate};
-use dingo_sim::summary::RunCost;
+use dingo_sim::run::{ResumeOptions, RunOptions, RunOutput, Segment, SweepOptions};
 use dingo_types::format_bytes;
 use indicatif::ProgressBar;
 use std::path::PathBuf;
@@ -17,24 +17,22 @@ pub enum SimCommand {
     Run {
         #[command(flatten)]
         options: RunOptions,
-        /// Write summary.json, result.json, quanta.csv, tasks.csv, the figures
-        /// (SVG and PNG) and report.html into this directory.
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// Print one JSON summary object instead of a table (and a progress line a minute on stderr, not a bar).
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: RunOutput,
+    },
+    /// Continue a run from its checkpoint to the end; prints what `sim run` would.
+    Resume {
+        #[command(flatten)]
+        options: ResumeOptions,
+        #[command(flatten)]
+        output: RunOutput,
     },
     /// Simulate a series of clusters varying one parameter.
     Sweep {
         #[command(flatten)]
         options: SweepOptions,
-        /// Write sweep.json, sweep.csv, the figures and report.html here.
-        #[arg(long)]
-        out: Option<PathBuf>,
-        /// Print one JSON object instead of a table (and a progress line a minute on stderr, not a bar).
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: RunOutput,
     },
     /// Regenerate every simulator figure of the Declarative IO paper's
     /// evaluation and the thesis' supply and cache studies, with a page
@@ -52,30 +50,11 @@ pub enum SimCommand {
 }
 
 pub fn run(command: SimCommand) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let cost =
-        || RunCost { wall_seconds: started.elapsed().as_secs_f64(), peak_rss_bytes: crate::bench::peak_rss_bytes() };
+    let meter = CostMeter::default();
     match command {
-        SimCommand::Run { options, out, json } => {
-            let config = options.config()?;
-            let mut progress = Progress::new(json, "quanta");
-            progress.bar.set_message(format!("{} {}", config.mix.name, format_bytes(config.cluster.raw_capacity)));
-            let result = simulate(config, |done, expected| progress.advance(done, expected))?;
-            progress.bar.finish_and_clear();
-            let summary = result.summary(cost());
-            if let Some(dir) = &out {
-                dingo_report::run::write_run(dir, &result, &summary)?;
-            }
-            if json {
-                return crate::output::json(&summary);
-            }
-            print!("{}", result.table());
-            outln!("  {:.1} s, peak RSS {}", summary.cost.wall_seconds, format_bytes(summary.cost.peak_rss_bytes));
-            if let Some(dir) = &out {
-                outln!("  report: {}", dir.join("report.html").display());
-            }
-        }
-        SimCommand::Sweep { options, out, json } => {
+        SimCommand::Run { options, output } => show_run(options.start()?, output)?,
+        SimCommand::Resume { options, output } => show_run(options.start()?, output)?,
+        SimCommand::Sweep { options, output: RunOutput { out, json } } => {
             let mut progress = Progress::new(json, "quanta");
             let sweep = options.run(|p| {
                 progress.bar.set_message(format!("point {}/{}", p.run + 1, p.runs));
@@ -100,7 +79,7 @@ pub fn run(command: SimCommand) -> anyhow::Result<()> {
                 progress.advance(i as u64, n as u64);
             })?;
             progress.bar.finish_and_clear();
-            let summary = runs.summary(cost());
+            let summary = runs.summary(meter.cost());
             dingo_report::paper::write_paper(&out, &runs, &summary)?;
             if json {
                 return crate::output::json(&summary);
@@ -108,6 +87,28 @@ pub fn run(command: SimCommand) -> anyhow::Result<()> {
             print!("{}", runs.markdown());
             outln!("\n{:.0} s; pages: {}", summary.cost.wall_seconds, out.join("paper.html").display());
         }
+    }
+    Ok(())
+}
+
+/// Runs a simulation to its end and prints it as `output` asks.
+fn show_run(segment: Segment, RunOutput { out, json }: RunOutput) -> anyhow::Result<()> {
+    let mut progress = Progress::new(json, "quanta");
+    let config = segment.sim.config();
+    progress.bar.set_message(format!("{} {}", config.mix.name, format_bytes(config.cluster.raw_capacity)));
+    let (result, cost) = segment.finish(|done, expected| progress.advance(done, expected))?;
+    progress.bar.finish_and_clear();
+    let summary = result.summary(cost);
+    if let Some(dir) = &out {
+        dingo_report::run::write_run(dir, &result, &summary)?;
+    }
+    if json {
+        return crate::output::json(&summary);
+    }
+    print!("{}", result.table());
+    outln!("  {:.1} s, peak RSS {}", cost.wall_seconds, format_bytes(cost.peak_rss_bytes));
+    if let Some(dir) = &out {
+        outln!("  report: {}", dir.join("report.html").display());
     }
     Ok(())
 }
@@ -130,7 +131,7 @@ impl Progress {
         self.bar.set_length(len);
         self.bar.set_position(done);
         if let Some(line) = self.log.as_mut().and_then(|log| log.line(Instant::now(), &self.bar.message(), done, len)) {
-            eprintln!("{line}, peak RSS {}", format_bytes(crate::bench::peak_rss_bytes()));
+            eprintln!("{line}, peak RSS {}", format_bytes(peak_rss_bytes()));
         }
     }
 }

@@ -187,3 +187,44 @@ fn the_paper_reproduction_writes_every_figure_and_its_published_vs_measured_page
     let page = std::fs::read_to_string(out.join("paper.md")).unwrap();
     assert!(page.contains("| figure | quantity | published | measured |"));
 }
+
+/// The summary without what the run cost (wall time, peak RSS), which
+/// differs from run to run.
+fn without_cost(stdout: &[u8]) -> serde_json::Value {
+    let mut summary: serde_json::Value = serde_json::from_slice(stdout).expect("one JSON object");
+    let fields = summary.as_object_mut().unwrap();
+    for key in ["wall_seconds", "peak_rss_bytes"] {
+        assert!(fields.remove(key).is_some(), "{key} missing");
+    }
+    summary
+}
+
+#[test]
+fn a_run_killed_after_a_checkpoint_resumes_to_the_uninterrupted_result() {
+    let dir = tempfile::tempdir().unwrap();
+    let mix = dir.path().join("short.toml");
+    std::fs::write(&mix, MIX).unwrap();
+    let mut args: Vec<String> = vec!["sim".into(), "run".into()];
+    args.extend(small_args(mix.to_str().unwrap()));
+    args.push("--json".into());
+    let whole = dingo(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(whole.status.success(), "{}", String::from_utf8_lossy(&whole.stderr));
+    // A checkpoint after every quantum; the process dies once the first is there.
+    let checkpoint = dir.path().join("run.ckpt");
+    args.extend(["--checkpoint".into(), checkpoint.to_str().unwrap().into(), "--checkpoint-every".into(), "0".into()]);
+    let mut child = Command::new(EXE).args(&args).stdout(std::process::Stdio::null()).spawn().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    while !checkpoint.exists() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let resumed = dingo(&["sim", "resume", checkpoint.to_str().unwrap(), "--json"]);
+    assert!(resumed.status.success(), "{}", String::from_utf8_lossy(&resumed.stderr));
+    assert_eq!(without_cost(&resumed.stdout), without_cost(&whole.stdout));
+    std::fs::write(&checkpoint, "not a checkpoint").unwrap();
+    let refused = dingo(&["sim", "resume", checkpoint.to_str().unwrap()]);
+    assert!(!refused.status.success());
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("is not a simulation checkpoint"), "{stderr}");
+}

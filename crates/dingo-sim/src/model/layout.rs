@@ -3,11 +3,12 @@
 
 use super::{ClusterModel, Redundancy, Scheme, StripeShape};
 use dingo_types::{BlockId, ChunkRef, DiskId, Member};
+use serde::{Deserialize, Serialize};
 
 /// Block ids per bucket of the block → region index: `1 << INDEX_SHIFT`.
 pub(super) const INDEX_SHIFT: u32 = 16;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub(super) struct Region {
     pub(super) first: u64,
     pub(super) scheme: usize,

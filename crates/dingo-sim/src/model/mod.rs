@@ -27,8 +27,9 @@ use fixedbitset::FixedBitSet;
 use layout::{INDEX_SHIFT, Region};
 use placement::PgSlot;
 use roaring::RoaringTreemap;
+use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Scheme {
     redundancy: Redundancy,
     pgs: u64,
@@ -40,7 +41,7 @@ struct Scheme {
     live_chunks: u64,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ClusterModel {
     spec: ModelSpec,
     disks: u32,
@@ -60,6 +61,7 @@ pub struct ClusterModel {
     region_index: Vec<u32>,
     /// One bit per file deleted whole ([`Self::delete_files`]): a block's
     /// state is a bit test, not a search of `deleted`.
+    #[serde(with = "dingo_planner::bits_serde")]
     dead_files: FixedBitSet,
     /// Blocks deleted one by one ([`Self::delete_blocks`]).
     loose_deleted: RoaringTreemap,

@@ -5,10 +5,11 @@ use super::layout::Locator;
 use super::{ClusterModel, Redundancy, StripeShape};
 use dingo_types::{DiskId, MemberBitmap};
 use roaring::RoaringTreemap;
+use serde::{Deserialize, Serialize};
 
 /// One placement-group slot of a disk: member `position` of group `pg` of
 /// scheme `scheme`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub(super) struct PgSlot {
     pub(super) scheme: u8,
     pub(super) position: u8,

@@ -18,11 +18,12 @@ use dingo_planner::{
 use dingo_types::{ChunkRef, Member, TaskKind, Timestamp, Topology};
 use roaring::RoaringTreemap;
 use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::thread::JoinHandle;
 
 /// A chunk pinned in a disk's reserved cache region.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 struct Pin {
     disk: u32,
     bytes: u64,
@@ -34,7 +35,7 @@ struct Pin {
 }
 
 /// Pinned regions of every disk, each of `capacity` bytes.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct PinCache {
     capacity: u64,
     pins: FxHashMap<u64, Pin>,
@@ -157,6 +158,7 @@ struct PlannedQuantum {
     start_hours: f64,
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct Declarative {
     pub planner: Planner,
     /// The replay side: here while idle, or replaying the last plan on a
@@ -188,8 +190,29 @@ enum ReplayState {
     Switching,
 }
 
+/// A checkpoint holds the replay idle ([`Declarative::wait_for_replay`]
+/// first): a replay in flight is refused, not waited for, since
+/// serialising cannot change the state it writes.
+impl Serialize for ReplayState {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ReplayState::Idle(replay) => replay.serialize(serializer),
+            ReplayState::Busy(_) | ReplayState::Switching => {
+                Err(serde::ser::Error::custom("the declarative replay is still in flight"))
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ReplayState {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Box::<Replay>::deserialize(deserializer).map(ReplayState::Idle)
+    }
+}
+
 /// The cluster side of declarative mode: dispatches planned quanta and
 /// replays their reads against the pinned cache.
+#[derive(Serialize, Deserialize)]
 pub struct Replay {
     config: PlannerConfig,
     pub cache: PinCache,
@@ -197,19 +220,27 @@ pub struct Replay {
     /// Quanta whose plan went over the cluster or a disk budget (must stay 0).
     pub over_budget_quanta: u64,
     /// The last quantum's dispatch and the dispatcher's working memory,
-    /// refilled every quantum.
+    /// refilled every quantum. This and the fields below are working
+    /// memory, refilled (or, `lean`, set) for each quantum's replay: not
+    /// part of a checkpoint.
+    #[serde(skip)]
     dispatch: Dispatch,
+    #[serde(skip)]
     scratch: DispatchScratch,
     /// Head time per disk of a plan, for the budget check.
+    #[serde(skip)]
     disk_used: Vec<u64>,
     /// One group's sets as `(deadline rank, set)`, in replay order.
+    #[serde(skip)]
     by_deadline: Vec<(u32, u32)>,
     /// Each declaration's rank by deadline this quantum (equal deadlines,
     /// equal ranks), the replay's sort key: a few radix passes over small
     /// numbers instead of eight over timestamps.
+    #[serde(skip)]
     deadline_rank: Vec<u32>,
     /// Give the dispatch memory back after each quantum, and the component
     /// ordering's as soon as it is done (large schedules).
+    #[serde(skip)]
     lean: bool,
 }
 
@@ -336,6 +367,12 @@ impl Declarative {
             (replay, spent)
         }));
         Ok(())
+    }
+
+    /// Waits for the replay in flight, if any, and keeps it idle.
+    pub fn wait_for_replay(&mut self) {
+        let replay = self.idle_replay();
+        self.replay = ReplayState::Idle(replay);
     }
 
     /// Waits for the replay in flight, if any; recycles its schedule.

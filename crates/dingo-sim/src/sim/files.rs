@@ -5,9 +5,10 @@
 use crate::model::ClusterModel;
 use crate::rng::SplitMix64;
 use fixedbitset::FixedBitSet;
+use serde::{Deserialize, Serialize};
 
 /// Oldest-first walk over the files of one scheme.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize)]
 pub struct FileCursor {
     next: u64,
 }
@@ -43,9 +44,10 @@ impl FileCursor {
 /// Invariant: `live` is the number of members not yet deleted; `list`
 /// holds every live member (and possibly dead ones, dropped when a pick
 /// finds them).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct ObjectFiles {
     list: Vec<u64>,
+    #[serde(with = "dingo_planner::bits_serde")]
     member: FixedBitSet,
     live: u64,
     /// Members the subset should hold; new files join while it is short.

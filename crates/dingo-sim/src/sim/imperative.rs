@@ -19,6 +19,7 @@
 use super::stats::{Recorder, Source};
 use super::world::{Job, JobSets, World};
 use dingo_types::{BlockId, BlockInfo, BlockState, ChunkRef, DiskId, Member, TaskKind, Timestamp, Topology};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -31,7 +32,7 @@ use std::time::Duration;
 /// comparing times of last use scanned the line a second time. Hand-written:
 /// an LRU crate keeps one map for all keys, where this needs `disks` tiny
 /// lines with a fixed eviction order among the empty entries.
-#[derive(Debug)]
+#[derive(Debug, Serialize, Deserialize)]
 struct Lru {
     ways: usize,
     /// `disks × ways` chunk keys; `u64::MAX` is empty.
@@ -113,7 +114,7 @@ impl Lru {
 }
 
 /// Progress of one job.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 struct Walk {
     /// Next set index (files, stripes) or member key to look at.
     cursor: u64,
@@ -122,6 +123,7 @@ struct Walk {
     deadline: Timestamp,
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct Imperative {
     /// The paper's baseline: every declared byte from disk.
     pub recorder: Recorder,
@@ -130,11 +132,15 @@ pub struct Imperative {
     lru: Lru,
     walks: BTreeMap<u32, Walk>,
     quantum: Duration,
-    /// Scratch: the disks of the copies of the block being read.
+    /// Scratch buffers, refilled for each read (not part of a checkpoint).
+    /// The disks of the copies of the block being read.
+    #[serde(skip)]
     copy_disks: Vec<Option<DiskId>>,
     /// Scratch: the first live copy of each block of a file range.
+    #[serde(skip)]
     firsts: Vec<Option<(u8, DiskId)>>,
     /// Scratch: the reads of one stripe set.
+    #[serde(skip)]
     survivor_reads: Vec<(ChunkRef, DiskId)>,
 }
 

@@ -16,6 +16,7 @@
 //! until every job started before it has closed, so all modes do the same
 //! logical work.
 
+pub mod checkpoint;
 mod declarative;
 mod files;
 mod imperative;
@@ -24,10 +25,12 @@ mod result;
 pub mod stats;
 pub mod world;
 
+pub use checkpoint::CheckpointError;
 pub use result::{Churn, Comparisons, ModeResults, SimResult, Variants};
 pub use stats::{Mode, ModeResult, QuantumPoint, TaskTotals, WALL_UTILIZATION, io_wall, io_wall_search};
 pub use world::{Job, JobSets, PAPER_DEMAND_MB_S_PER_TB, World};
 
+use crate::cost::CostMeter;
 use crate::mix::Mix;
 use crate::model::{ModelError, ModelSpec};
 use declarative::Declarative;
@@ -222,7 +225,9 @@ impl SimConfig {
 }
 
 /// One run in progress. Call [`Simulation::step`] until it returns false,
-/// then [`Simulation::finish`].
+/// then [`Simulation::finish`]; between two steps the whole run may be
+/// saved and resumed in another process ([`checkpoint`]).
+#[derive(Serialize, Deserialize)]
 pub struct Simulation {
     config: SimConfig,
     world: World,
@@ -242,10 +247,16 @@ pub struct Simulation {
     /// the end of the horizon.
     layout: [(Vec<f64>, f64); 2],
     done: bool,
+    /// What the run has cost so far, this process included: a checkpoint
+    /// carries the earlier processes' share in its header.
+    #[serde(skip)]
+    meter: CostMeter,
 }
 
 impl Simulation {
     pub fn new(config: SimConfig) -> Result<Simulation, SimError> {
+        // The run's cost includes building the cluster.
+        let meter = CostMeter::default();
         config.validate()?;
         let world = World::new(&config)?;
         let disks = world.model.disk_count();
@@ -300,6 +311,7 @@ impl Simulation {
             initial_files_deleted: None,
             layout: [layout.clone(), layout],
             done: false,
+            meter,
         })
     }
 
@@ -314,6 +326,12 @@ impl Simulation {
     /// Quanta the run is expected to take, including the drain after the horizon.
     pub fn expected_quanta(&self) -> u32 {
         self.expected_quanta
+    }
+
+    /// What the run has cost so far, over every process it ran in; the
+    /// meter outlives [`Self::finish`].
+    pub fn cost_meter(&self) -> CostMeter {
+        self.meter
     }
 
     /// Quanta simulated so far.

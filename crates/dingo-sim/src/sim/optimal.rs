@@ -23,10 +23,11 @@ use super::world::{Job, JobSets};
 use crate::model::ClusterModel;
 use dingo_types::{MemberBitmap, TaskKind};
 use roaring::RoaringTreemap;
+use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
 /// Which deletions the bound may take credit for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OptimalRule {
     /// None: each distinct declared block is read once (the paper's definition).
     EachBlockOnce,
@@ -34,6 +35,7 @@ pub enum OptimalRule {
     ElideDeletedBeforeDeadline,
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct Optimal {
     rule: OptimalRule,
     pub recorder: Recorder,

@@ -74,7 +74,7 @@ pub struct QuantumPoint {
 }
 
 /// Accumulates one mode's reads.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Recorder {
     model: DiskModel,
     /// The last request size and its head time: every read of a run is one

@@ -5,5 +5,3 @@ pub mod flash;
 pub mod flash_tier;
 pub mod iocontrol;
 pub mod planner;
-
-pub use dingo_iobench::proc::peak_rss_bytes;

@@ -23,7 +23,7 @@ struct Output {
 
 pub fn run(args: &PlannerBenchArgs) -> anyhow::Result<()> {
     let report = dingo_sim::bench_planner::run(&args.options)?;
-    crate::output::print(&Output { report, peak_rss_bytes: super::peak_rss_bytes() }, args.json)
+    crate::output::print(&Output { report, peak_rss_bytes: dingo_sim::cost::peak_rss_bytes() }, args.json)
 }
 
 /// The report's table, then the peak memory.

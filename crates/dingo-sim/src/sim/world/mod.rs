@@ -28,6 +28,7 @@ use dingo_types::{
 };
 use roaring::RoaringTreemap;
 use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -39,7 +40,7 @@ use rates::{Rates, steady_layout};
 
 /// What a job reads, kept in the form every mode can walk, as compactly
 /// as the modes allow (a 1 EB month holds hundreds of millions of sets).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum JobSets {
     /// One set per file: its first `max_blocks` blocks (all of them for
     /// whole-file reads), any copy of each block.
@@ -133,7 +134,7 @@ pub fn data_flexible(task: TaskKind) -> bool {
 }
 
 /// What a job changes when its window closes.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 struct Commit {
     files: Vec<u64>,
     /// Scheme of the rewritten files; `None`: each file's own scheme (GC).
@@ -141,7 +142,7 @@ struct Commit {
 }
 
 /// One maintenance job: what one event of one task reads, by when.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Job {
     pub id: u32,
     pub task: TaskKind,
@@ -178,6 +179,7 @@ impl Job {
     }
 }
 
+#[derive(Serialize, Deserialize)]
 pub struct World {
     pub model: ClusterModel,
     config: SimConfig,

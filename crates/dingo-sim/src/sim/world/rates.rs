@@ -4,10 +4,11 @@
 use crate::model::{ClusterModel, Redundancy, StripeShape};
 use crate::sim::SimConfig;
 use dingo_types::{TaskKind, Topology};
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// Per-task event sizes derived from the demand.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub(super) struct Rates {
     /// Bytes per second each task reads.
     pub(super) bytes_per_sec: [f64; TaskKind::COUNT],

@@ -1,0 +1,74 @@
+//! What a run costs the machine — wall time and peak memory — summed over
+//! the processes it spans: a run resumed from a checkpoint adds its wall
+//! time to the earlier processes' and reports the largest peak of them all.
+
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// What a run cost: wall time and peak memory, over every process it spans.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunCost {
+    pub wall_seconds: f64,
+    pub peak_rss_bytes: u64,
+}
+
+/// A run's cost so far: what the earlier processes' checkpoint carried,
+/// plus this process since the meter started.
+#[derive(Clone, Copy, Debug)]
+pub struct CostMeter {
+    earlier: RunCost,
+    started: Instant,
+}
+
+impl CostMeter {
+    /// A meter of this process from `started`, after `earlier` (zero for
+    /// a fresh run).
+    pub fn since(earlier: RunCost, started: Instant) -> CostMeter {
+        CostMeter { earlier, started }
+    }
+
+    /// The wall seconds of every process so far and the largest peak RSS.
+    pub fn cost(&self) -> RunCost {
+        RunCost {
+            wall_seconds: self.earlier.wall_seconds + self.started.elapsed().as_secs_f64(),
+            peak_rss_bytes: self.earlier.peak_rss_bytes.max(peak_rss_bytes()),
+        }
+    }
+}
+
+impl Default for CostMeter {
+    fn default() -> CostMeter {
+        CostMeter::since(RunCost::default(), Instant::now())
+    }
+}
+
+/// Peak resident set size of this process (`VmHWM`); 0 where `/proc` is
+/// unavailable. One line of `/proc/self/status`, parsed here rather than
+/// through the `procfs` crate and its dependencies; every command that
+/// reports a peak RSS reads it through this function.
+pub fn peak_rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wall_time_adds_up_and_the_peak_is_the_largest() {
+        let earlier = RunCost { wall_seconds: 100.0, peak_rss_bytes: u64::MAX };
+        let cost = CostMeter::since(earlier, Instant::now()).cost();
+        assert!(cost.wall_seconds >= 100.0 && cost.wall_seconds < 200.0, "{cost:?}");
+        assert_eq!(cost.peak_rss_bytes, u64::MAX, "an earlier process's peak was larger");
+        let fresh = CostMeter::default().cost();
+        assert!(fresh.wall_seconds < 100.0);
+        assert!(fresh.peak_rss_bytes > 0, "this process's own peak");
+    }
+}
