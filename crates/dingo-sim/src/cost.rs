@@ -42,16 +42,39 @@ impl Default for CostMeter {
     }
 }
 
+/// Hands the heap's free pages back to the kernel (glibc's `malloc_trim`;
+/// nothing on other C libraries). glibc keeps freed memory for reuse; at
+/// 1 EB that kept memory, not the state, grew by gigabytes over a few
+/// quanta and set the month's peak (docs/SIMULATOR.md).
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns whole free pages to the kernel; it
+    // takes each arena's lock like any allocation.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Peak resident set size of this process (`VmHWM`); 0 where `/proc` is
-/// unavailable. One line of `/proc/self/status`, parsed here rather than
-/// through the `procfs` crate and its dependencies; every command that
-/// reports a peak RSS reads it through this function.
+/// unavailable. Every command that reports a peak RSS reads it here.
 pub fn peak_rss_bytes() -> u64 {
+    status_bytes("VmHWM:")
+}
+
+/// Resident set size of this process now (`VmRSS`); 0 where `/proc` is
+/// unavailable.
+pub fn resident_bytes() -> u64 {
+    status_bytes("VmRSS:")
+}
+
+/// A kB line of `/proc/self/status`, in bytes: parsed here rather than
+/// through the `procfs` crate and its dependencies.
+fn status_bytes(field: &str) -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
             s.lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .find_map(|l| l.strip_prefix(field))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         })
         .map_or(0, |kb| kb * 1024)
@@ -70,5 +93,7 @@ mod tests {
         let fresh = CostMeter::default().cost();
         assert!(fresh.wall_seconds < 100.0);
         assert!(fresh.peak_rss_bytes > 0, "this process's own peak");
+        let now = resident_bytes();
+        assert!(now > 0 && now <= peak_rss_bytes(), "resident {now}, peak {}", peak_rss_bytes());
     }
 }
