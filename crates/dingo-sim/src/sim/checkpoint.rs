@@ -24,7 +24,7 @@ use thiserror::Error;
 const MAGIC: &[u8; 16] = b"DINGO-SIM-CKPT\r\n";
 /// Bump on any change to the state's types: a checkpoint is read only by
 /// the code that wrote it.
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const BUFFER_BYTES: usize = 1 << 20;
 
 #[derive(Debug, Error)]
