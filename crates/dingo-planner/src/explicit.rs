@@ -5,7 +5,7 @@
 //!
 //! - members: each set's first member key whole, the others as
 //!   differences from the previous one (a stripe's blocks have
-//!   consecutive ids: one byte each);
+//!   consecutive ids within its data and within its parity: one byte each, but for the jump between them);
 //! - the block → set index, sorted by block: the low 32 bits of each
 //!   block and its set (8 bytes a pair), the high bits once per run of
 //!   blocks that share them. It covers every outstanding set and may
