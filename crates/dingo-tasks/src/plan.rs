@@ -131,7 +131,8 @@ pub async fn scrubbing(client: &Client, deadline_ms: u64) -> Result<Vec<Job>, Cl
 }
 
 /// Rebuilds every lost chunk: a replicated block from another copy, an EC
-/// member from the first `k` surviving members of its stripe.
+/// member from any `k` of the surviving members of its stripe (declared as
+/// a set needing `k` of them, so the planner chooses which).
 pub async fn reconstruction(client: &Client, label: &str, deadline_ms: u64) -> Result<Job, ClientError> {
     let lost: Vec<ChunkRef> = client.lost_chunks().await?;
     let lost_set: HashSet<ChunkRef> = lost.iter().copied().collect();
@@ -145,32 +146,41 @@ pub async fn reconstruction(client: &Client, label: &str, deadline_ms: u64) -> R
     let mut items = Vec::new();
     for chunk in lost {
         let Some(rec) = recs.get(&chunk.block.0) else { continue };
-        let sources: Vec<ChunkRef> = match dingo_proto::redundancy(rec.redundancy.as_ref()).ok() {
+        let (sources, needed): (Vec<ChunkRef>, u32) = match dingo_proto::redundancy(rec.redundancy.as_ref()).ok() {
             Some(Redundancy::Ec { data, parity }) => {
                 let width = u64::from(data) + u64::from(parity);
-                (rec.group..rec.group + width)
+                let survivors = (rec.group..rec.group + width)
                     .filter(|&b| b != rec.id)
                     .filter_map(|b| stripes.get(&b).filter(|m| m.group == rec.group))
                     .map(|m| ChunkRef { block: BlockId(m.id), copy: 0 })
                     .filter(|c| !lost_set.contains(c))
-                    .take(usize::from(data))
-                    .collect()
+                    .collect();
+                (survivors, u32::from(data))
             }
-            _ => rec
-                .chunks
-                .iter()
-                .map(|l| ChunkRef { block: chunk.block, copy: l.copy as u8 })
-                .filter(|c| *c != chunk && !lost_set.contains(c))
-                .take(1)
-                .collect(),
+            _ => {
+                let other = rec
+                    .chunks
+                    .iter()
+                    .map(|l| ChunkRef { block: chunk.block, copy: l.copy as u8 })
+                    .filter(|c| *c != chunk && !lost_set.contains(c))
+                    .take(1)
+                    .collect();
+                (other, 1)
+            }
         };
         if sources.is_empty() {
             tracing::error!(%chunk, "lost chunk has no surviving source; it cannot be rebuilt");
             continue;
         }
-        let bytes =
-            sources.iter().filter_map(|s| stripes.get(&s.block.0).or(recs.get(&s.block.0))).map(|r| r.size).sum();
-        let action = Action::Rebuild { lost: chunk, sources };
+        // What a rebuild reads: `needed` sources (a stripe's members are
+        // all of one size).
+        let bytes = sources
+            .iter()
+            .take(needed as usize)
+            .filter_map(|s| stripes.get(&s.block.0).or(recs.get(&s.block.0)))
+            .map(|r| r.size)
+            .sum();
+        let action = Action::Rebuild { lost: chunk, sources, needed };
         items.push(WorkItem { set: set_of(&action, &[]), action, bytes });
     }
     Ok(Job {

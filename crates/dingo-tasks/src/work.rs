@@ -37,9 +37,10 @@ pub enum Action {
     /// node lost its file. A copy
     /// no longer on that disk (moved away) is not this scrub's business.
     Scrub { chunk: ChunkRef, disk: u32 },
-    /// Recreate a lost chunk on a live disk from `sources` (another replica,
-    /// or `k` members of its stripe).
-    Rebuild { lost: ChunkRef, sources: Vec<ChunkRef> },
+    /// Recreate a lost chunk on a live disk from any `needed` of `sources`
+    /// (another replica; or any `k` of the surviving members of its stripe,
+    /// so the planner may pick those on idle disks or read anyway).
+    Rebuild { lost: ChunkRef, sources: Vec<ChunkRef>, needed: u32 },
     /// Move this copy to the emptiest eligible disk (rebuild it from
     /// redundancy instead if it is corrupt).
     Move(ChunkRef),
@@ -267,7 +268,7 @@ pub async fn execute_noting(
     let wrap = |source| ActionError { action: action.to_string(), source };
     let result = match action {
         Action::Scrub { chunk, disk } => scrub(client, *chunk, *disk, tag).await,
-        Action::Rebuild { lost, sources } => rebuild(client, *lost, sources, copies, tag).await,
+        Action::Rebuild { lost, sources, needed } => rebuild(client, *lost, sources, *needed, copies, tag).await,
         Action::Move(chunk) => move_chunk(client, *chunk, tag, notice).await,
         Action::Transcode { from, to, redundancy } => {
             transcode(client, (from, to), *redundancy, copies, tag, notice).await
@@ -347,7 +348,10 @@ fn deleted(block: u64) -> ClientError {
 pub fn set_of(action: &Action, file_blocks: &[u64]) -> BlockSet {
     match action {
         Action::Scrub { chunk: c, .. } | Action::Move(c) => BlockSet::new(vec![Member::Copy(*c)]),
-        Action::Rebuild { sources, .. } => BlockSet::any_of(sources.iter().map(|s| s.block)),
+        Action::Rebuild { sources, needed, .. } => {
+            let all = BlockSet::any_of(sources.iter().map(|s| s.block));
+            if (*needed as usize) < all.members.len() { BlockSet::choose(all.members, *needed) } else { all }
+        }
         Action::Transcode { .. }
         | Action::FileScrub { .. }
         | Action::Fsck { .. }
@@ -439,7 +443,11 @@ mod tests {
         let c = ChunkRef { block: BlockId(7), copy: 1 };
         assert_eq!(set_of(&Action::Move(c), &[]).members, vec![Member::Copy(c)]);
         let sources = vec![ChunkRef { block: BlockId(1), copy: 0 }, ChunkRef { block: BlockId(2), copy: 0 }];
-        let rebuild = Action::Rebuild { lost: c, sources };
-        assert_eq!(set_of(&rebuild, &[]).members, vec![Member::Any(BlockId(1)), Member::Any(BlockId(2))]);
+        let all = BlockSet::new(vec![Member::Any(BlockId(1)), Member::Any(BlockId(2))]);
+        let rebuild = Action::Rebuild { lost: c, sources: sources.clone(), needed: 2 };
+        assert_eq!(set_of(&rebuild, &[]), all);
+        // Any one of the two survivors: the planner chooses.
+        let rebuild = Action::Rebuild { lost: c, sources, needed: 1 };
+        assert_eq!(set_of(&rebuild, &[]), BlockSet::choose(all.members, 1));
     }
 }

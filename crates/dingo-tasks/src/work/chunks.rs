@@ -36,27 +36,35 @@ pub(super) async fn scrub(client: &Client, chunk: ChunkRef, disk: u32, tag: IoTa
     }
 }
 
+/// `sources` in the order a rebuild should try them: those the planner
+/// scheduled first, as the copy it scheduled (never the lost one itself),
+/// then the rest as listed. The client reads the first sources that
+/// suffice, so a rebuild reads what the planner chose and pinned.
+fn planned_first(lost: ChunkRef, sources: &[ChunkRef], copies: &ScheduledCopies) -> Vec<ChunkRef> {
+    let scheduled = |s: &ChunkRef| match copies.get(&s.block) {
+        Some(&copy) if (ChunkRef { block: s.block, copy: copy as u8 }) != lost => {
+            Some(ChunkRef { block: s.block, copy: copy as u8 })
+        }
+        _ => None,
+    };
+    let unscheduled = sources.iter().filter(|s| scheduled(s).is_none()).copied();
+    sources.iter().filter_map(scheduled).chain(unscheduled).collect()
+}
+
 pub(super) async fn rebuild(
     client: &Client,
     lost: ChunkRef,
     sources: &[ChunkRef],
+    needed: u32,
     copies: &ScheduledCopies,
     tag: IoTag,
 ) -> Result<Outcome, ClientError> {
-    // The planner may have picked other copies of the same source blocks
-    // (never the lost one itself).
-    let sources: Vec<ChunkRef> = sources
-        .iter()
-        .map(|s| match copies.get(&s.block) {
-            Some(&copy) if (ChunkRef { block: s.block, copy: copy as u8 }) != lost => {
-                ChunkRef { block: s.block, copy: copy as u8 }
-            }
-            _ => *s,
-        })
-        .collect();
+    let sources = planned_first(lost, sources, copies);
     // One metadata call for the sizes of the lost block and the sources
-    // (returned in the order asked); a deleted block fails the rebuild below.
-    let ids: Vec<BlockId> = std::iter::once(lost.block).chain(sources.iter().map(|s| s.block)).collect();
+    // read (returned in the order asked); a deleted block fails the
+    // rebuild below.
+    let read = sources.iter().take(needed as usize);
+    let ids: Vec<BlockId> = std::iter::once(lost.block).chain(read.map(|s| s.block)).collect();
     let sizes: Vec<u64> = client.blocks(&ids).await?.iter().map(|r| r.size).collect();
     match client.rebuild_chunk(lost, &sources, tag).await {
         // A source the planner chose is unreadable (its node died since the
@@ -98,5 +106,34 @@ pub(super) async fn move_chunk(
             Ok(Outcome { logical_bytes: rec.size, written_bytes: rec.size, repaired: 1, ..Outcome::default() })
         }
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dingo_types::BlockId;
+
+    fn c(block: u64, copy: u8) -> ChunkRef {
+        ChunkRef { block: BlockId(block), copy }
+    }
+
+    #[test]
+    fn a_rebuild_tries_the_planners_sources_first() {
+        // A stripe's survivors 1..=5; the planner scheduled 4 and 2.
+        let sources = [c(1, 0), c(2, 0), c(3, 0), c(4, 0), c(5, 0)];
+        let copies: ScheduledCopies = [(BlockId(4), 0), (BlockId(2), 0)].into_iter().collect();
+        assert_eq!(planned_first(c(9, 0), &sources, &copies), [c(2, 0), c(4, 0), c(1, 0), c(3, 0), c(5, 0)]);
+        // Imperative: nothing scheduled, the order as listed.
+        assert_eq!(planned_first(c(9, 0), &sources, &ScheduledCopies::new()), sources);
+    }
+
+    #[test]
+    fn a_replicated_rebuild_reads_the_scheduled_copy_never_the_lost_one() {
+        let copies: ScheduledCopies = [(BlockId(7), 0)].into_iter().collect();
+        assert_eq!(planned_first(c(7, 2), &[c(7, 1)], &copies), [c(7, 0)]);
+        // The planner "scheduled" the lost copy itself: the listed one stays.
+        let copies: ScheduledCopies = [(BlockId(7), 2)].into_iter().collect();
+        assert_eq!(planned_first(c(7, 2), &[c(7, 1)], &copies), [c(7, 1)]);
     }
 }

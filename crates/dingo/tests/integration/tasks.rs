@@ -128,9 +128,19 @@ async fn reconstruction_restores_a_dead_node_and_rebalancing_fills_a_new_one() {
     assert!(out.skipped && out.logical_bytes == 0, "{out:?}");
     let job = plan::reconstruction(&t.client, "node 0", deadline()).await.unwrap();
     assert_eq!(job.items.len(), lost.len());
+    // An EC member is rebuilt from any 3 of its stripe's 4 survivors (the
+    // planner would choose); a replicated copy from one other copy.
+    for item in &job.items {
+        let Action::Rebuild { sources, needed, .. } = &item.action else { panic!("{item:?}") };
+        let shape = if sources.len() > 1 { (4, 3, Some(3)) } else { (1, 1, None) };
+        assert_eq!((sources.len(), *needed, item.set.needed), shape, "{item:?}");
+        assert_eq!(item.bytes, u64::from(*needed) * BLOCK, "{item:?}");
+    }
     let report = imperative::run(&t.client, &job, deadline(), &never).await;
     assert!(report.complete(), "{report:?}");
     assert_eq!(report.items_done, lost.len() as u64);
+    // Each rebuild read `needed` sources, not every survivor.
+    assert_eq!(report.logical_bytes, job.items.iter().map(|i| i.bytes).sum::<u64>());
     assert!(t.client.lost_chunks().await.unwrap().is_empty());
     assert_eq!(t.client.read_all("/r/ec", IoTag::Foreground).await.unwrap(), ec);
     assert_eq!(t.client.read_all("/r/rep", IoTag::Foreground).await.unwrap(), rep);
@@ -200,7 +210,7 @@ async fn scheduled_copies_that_became_unreadable_are_read_elsewhere() {
     t.client.mark_node_dead(dingo_types::NodeId(victim)).await.unwrap();
     let block = dingo_types::BlockId(first.id);
     let lost = ChunkRef { block, copy: 2 };
-    let action = Action::Rebuild { lost, sources: vec![ChunkRef { block, copy: 1 }] };
+    let action = Action::Rebuild { lost, sources: vec![ChunkRef { block, copy: 1 }], needed: 1 };
     let copies: ScheduledCopies = [(block, 0)].into_iter().collect();
     let out = execute(&t.client, &action, &copies, tag).await.unwrap();
     assert_eq!(out.written_bytes, BLOCK);
