@@ -343,14 +343,7 @@ impl Declarative {
         let planner = &mut self.planner;
         let (planned, waited) = std::thread::scope(|scope| {
             scope.spawn(alongside);
-            let waited = in_flight.map(|replaying| {
-                let replay = Self::join(replaying, planner);
-                // The replay's working memory was freed on its own thread,
-                // into a heap arena planning does not allocate from: hand
-                // it back before planning piles the new schedule on top.
-                super::release_free_memory_if_large();
-                replay
-            });
+            let waited = in_flight.map(|replaying| Self::join(replaying, planner));
             let prepared = prepare(planner);
             let planned = prepared.map(|()| {
                 let (schedule, report) = planner.schedule(topo, now, budget);
@@ -395,6 +388,10 @@ impl Declarative {
     fn join(replaying: JoinHandle<(Box<Replay>, Schedule)>, planner: &mut Planner) -> Box<Replay> {
         let (replay, spent) = replaying.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
         planner.recycle(spent);
+        // The replay's working memory was freed on its own thread, into a
+        // heap arena the planning thread does not allocate from: hand it
+        // back before planning piles the next schedule on top.
+        super::release_free_memory_if_large();
         replay
     }
 
