@@ -321,7 +321,16 @@ impl Planner {
     /// Hands back a schedule the caller is done with, so the next quantum
     /// refills its vectors: a large quantum's reads take hundreds of
     /// megabytes, and fresh ones cost a page fault per 4 KiB written.
-    pub fn recycle(&mut self, schedule: Schedule) {
+    ///
+    /// Only what this schedule used is kept. Capacity beyond it was written
+    /// by some larger quantum before and stays resident while it is held,
+    /// so a run's largest quantum (gigabytes at 1 EB) would otherwise keep
+    /// its size for the rest of the run. Shrinking a large vector returns
+    /// its tail pages without a copy (the allocator remaps it).
+    pub fn recycle(&mut self, mut schedule: Schedule) {
+        schedule.reads.shrink_to(schedule.reads.len());
+        schedule.sets.shrink_to(schedule.sets.len());
+        schedule.decls.shrink_to(schedule.decls.len());
         self.spare = Some(schedule);
     }
 
@@ -634,6 +643,26 @@ mod tests {
         let (expected, _) = fresh.schedule(&topo, Timestamp(0), &Budget::UNLIMITED);
         let (planned, _) = recycling.schedule(&topo, Timestamp(0), &Budget::UNLIMITED);
         assert_eq!(planned, expected, "nothing of the spent schedule leaks into the next");
+    }
+
+    #[test]
+    fn a_recycled_schedule_keeps_only_the_capacity_it_used() {
+        let topo = cluster();
+        let mut p = planner();
+        p.declare(&topo, Timestamp(0), &decl(TaskKind::Reconstruction, singles([3, 100]), 2)).unwrap();
+        let (mut spent, _) = p.schedule(&topo, Timestamp(0), &Budget::UNLIMITED);
+        let used = (spent.reads.len(), spent.sets.len(), spent.decls.len());
+        // As if an earlier, far larger quantum had grown the buffers.
+        spent.reads.reserve(100_000);
+        spent.sets.reserve(100_000);
+        spent.decls.reserve(1_000);
+        p.recycle(spent);
+        let kept = p.spare.as_ref().expect("kept for the next quantum");
+        assert_eq!(
+            (kept.reads.capacity(), kept.sets.capacity(), kept.decls.capacity()),
+            used,
+            "capacity beyond the schedule's own is given back"
+        );
     }
 
     #[test]
