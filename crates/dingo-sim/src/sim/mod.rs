@@ -463,9 +463,10 @@ impl Simulation {
     /// The results. Optimal's jobs still open (only if the hard stop hit)
     /// are settled now.
     pub fn finish(mut self) -> SimResult {
+        let still_open = self.world.close_due(Timestamp(u64::MAX));
         for opt in [&mut self.optimal, &mut self.optimal_elide].into_iter().flatten() {
-            for job in self.world.close_due(Timestamp(u64::MAX)) {
-                opt.close(&job, &self.world.model, self.world.model.deleted(), &RoaringTreemap::new());
+            for job in &still_open {
+                opt.close(job, &self.world.model, self.world.model.deleted(), &RoaringTreemap::new());
             }
         }
         let model = &self.world.model;

@@ -206,7 +206,7 @@ impl Optimal {
                         if free < needed {
                             self.pending_members += unread.len();
                             self.pending.push((job.task, needed - free, unread));
-                            self.settle_pending();
+                            self.settle_pending(deleted, since);
                         }
                     }
                 }
@@ -221,14 +221,25 @@ impl Optimal {
     /// changes no figure; it keeps a month of unread candidates from piling
     /// up until the end (half a gigabyte at 100 PB), at an amortised cost
     /// of one pass over each candidate.
-    fn settle_pending(&mut self) {
+    ///
+    /// Under [`OptimalRule::ElideDeletedBeforeDeadline`] the unread
+    /// candidates deleted by now (`deleted` but `since`) are dropped too,
+    /// without counting against what the job needs: every job still to
+    /// settle has its deadline after their deletion, so none of them will
+    /// read them, and they can never be free. (Under the paper's rule a
+    /// later job may still read a deleted block it declared, so they stay.)
+    fn settle_pending(&mut self, deleted: &RoaringTreemap, since: &RoaringTreemap) {
         if self.pending_members <= SETTLE_FLOOR_MEMBERS.max(2 * self.pending_members_settled) {
             return;
         }
+        let dead = (self.rule == OptimalRule::ElideDeletedBeforeDeadline).then(|| deleted - since);
         let mut pending = std::mem::take(&mut self.pending);
         pending.retain_mut(|(_, needed, candidates)| {
-            let unread = self.unread(candidates);
+            let mut unread = self.unread(candidates);
             *needed = needed.saturating_sub(candidates.len() - unread.len());
+            if let Some(dead) = &dead {
+                unread.remove_blocks(dead);
+            }
             *candidates = unread;
             *needed > 0
         });
@@ -401,6 +412,35 @@ mod tests {
         assert_eq!(opt.pending[0].1, 5);
         assert_eq!(opt.pending_members, 2 * big);
         assert_eq!(opt.disk_bytes(), big + 5, "the scrub's reads plus the second job's five");
+    }
+
+    #[test]
+    fn the_elide_rule_drops_pending_candidates_deleted_since_without_counting_them_read() {
+        let m = model();
+        let mut opt = Optimal::new(OptimalRule::ElideDeletedBeforeDeadline, Recorder::new(1, DiskModel::HDD), 1);
+        let none = RoaringTreemap::new();
+        let copies = |copy: u8, blocks: u64| {
+            let mut b = MemberBitmap::new();
+            b.insert_copy_range(copy, 0..blocks);
+            b
+        };
+        let big = 2 * SETTLE_FLOOR_MEMBERS;
+        opt.close(&job(TaskKind::Rebalancing, JobSets::Members(copies(0, big)), Some(big / 2)), &m, &none, &none);
+        assert_eq!(opt.pending_members_settled, big);
+        // After the first job's deadline, half its candidates are deleted;
+        // the next job (deadline after that) triples the pending members.
+        let deleted: RoaringTreemap = (0..big / 2).collect();
+        opt.close(&job(TaskKind::Rebalancing, JobSets::Members(copies(1, 2 * big)), Some(5)), &m, &deleted, &none);
+        assert_eq!(opt.pending.len(), 2);
+        assert_eq!(opt.pending[0].1, big / 2, "deleted candidates are not free");
+        assert_eq!(opt.pending_members, big / 2 + (2 * big - big / 2), "the deleted ones are gone from both");
+        assert_eq!(opt.disk_bytes(), big / 2 + 5);
+        // Under the paper's rule a later job could still read them: kept.
+        let mut paper = Optimal::new(OptimalRule::EachBlockOnce, Recorder::new(1, DiskModel::HDD), 1);
+        paper.close(&job(TaskKind::Rebalancing, JobSets::Members(copies(0, big)), Some(big / 2)), &m, &none, &none);
+        paper.close(&job(TaskKind::Rebalancing, JobSets::Members(copies(1, 2 * big)), Some(5)), &m, &deleted, &none);
+        assert_eq!(paper.pending_members, 3 * big);
+        assert_eq!(paper.disk_bytes(), big / 2 + 5);
     }
 
     #[test]
