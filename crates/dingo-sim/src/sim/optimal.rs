@@ -390,24 +390,31 @@ mod tests {
         assert_eq!(opt.recorder.tasks[TaskKind::GarbageCollection.index()].elided_bytes, 40);
     }
 
+    /// Copy `copy` of blocks `0..blocks`.
+    fn copies(copy: u8, blocks: u64) -> MemberBitmap {
+        let mut b = MemberBitmap::new();
+        b.insert_copy_range(copy, 0..blocks);
+        b
+    }
+
+    /// A rebalancing job over copy `copy` of blocks `0..blocks` that needs `needed` of them.
+    fn rebalancing(copy: u8, blocks: u64, needed: u64) -> Job {
+        job(TaskKind::Rebalancing, JobSets::Members(copies(copy, blocks)), Some(needed))
+    }
+
     #[test]
     fn pending_candidates_are_settled_as_later_reads_cover_them() {
         let m = model();
         let mut opt = Optimal::new(OptimalRule::EachBlockOnce, Recorder::new(1, DiskModel::HDD), 1);
         let none = RoaringTreemap::new();
-        let copies = |copy: u8, blocks: u64| {
-            let mut b = MemberBitmap::new();
-            b.insert_copy_range(copy, 0..blocks);
-            b
-        };
         let big = 2 * SETTLE_FLOOR_MEMBERS;
-        opt.close(&job(TaskKind::Rebalancing, JobSets::Members(copies(0, big)), Some(big / 2)), &m, &none, &none);
+        opt.close(&rebalancing(0, big, big / 2), &m, &none, &none);
         assert_eq!((opt.pending.len(), opt.pending_members_settled), (1, big), "nothing read yet");
         // A scrub reads every candidate of the first job after it closed.
         opt.close(&job(TaskKind::Scrubbing, JobSets::Members(copies(0, big)), None), &m, &none, &none);
         assert_eq!(opt.disk_bytes(), big);
         // The next job doubles the pending candidates: the first job, covered, goes.
-        opt.close(&job(TaskKind::Rebalancing, JobSets::Members(copies(1, 2 * big)), Some(5)), &m, &none, &none);
+        opt.close(&rebalancing(1, 2 * big, 5), &m, &none, &none);
         assert_eq!(opt.pending.len(), 1);
         assert_eq!(opt.pending[0].1, 5);
         assert_eq!(opt.pending_members, 2 * big);
@@ -419,26 +426,21 @@ mod tests {
         let m = model();
         let mut opt = Optimal::new(OptimalRule::ElideDeletedBeforeDeadline, Recorder::new(1, DiskModel::HDD), 1);
         let none = RoaringTreemap::new();
-        let copies = |copy: u8, blocks: u64| {
-            let mut b = MemberBitmap::new();
-            b.insert_copy_range(copy, 0..blocks);
-            b
-        };
         let big = 2 * SETTLE_FLOOR_MEMBERS;
-        opt.close(&job(TaskKind::Rebalancing, JobSets::Members(copies(0, big)), Some(big / 2)), &m, &none, &none);
+        opt.close(&rebalancing(0, big, big / 2), &m, &none, &none);
         assert_eq!(opt.pending_members_settled, big);
         // After the first job's deadline, half its candidates are deleted;
         // the next job (deadline after that) triples the pending members.
         let deleted: RoaringTreemap = (0..big / 2).collect();
-        opt.close(&job(TaskKind::Rebalancing, JobSets::Members(copies(1, 2 * big)), Some(5)), &m, &deleted, &none);
+        opt.close(&rebalancing(1, 2 * big, 5), &m, &deleted, &none);
         assert_eq!(opt.pending.len(), 2);
         assert_eq!(opt.pending[0].1, big / 2, "deleted candidates are not free");
         assert_eq!(opt.pending_members, big / 2 + (2 * big - big / 2), "the deleted ones are gone from both");
         assert_eq!(opt.disk_bytes(), big / 2 + 5);
         // Under the paper's rule a later job could still read them: kept.
         let mut paper = Optimal::new(OptimalRule::EachBlockOnce, Recorder::new(1, DiskModel::HDD), 1);
-        paper.close(&job(TaskKind::Rebalancing, JobSets::Members(copies(0, big)), Some(big / 2)), &m, &none, &none);
-        paper.close(&job(TaskKind::Rebalancing, JobSets::Members(copies(1, 2 * big)), Some(5)), &m, &deleted, &none);
+        paper.close(&rebalancing(0, big, big / 2), &m, &none, &none);
+        paper.close(&rebalancing(1, 2 * big, 5), &m, &deleted, &none);
         assert_eq!(paper.pending_members, 3 * big);
         assert_eq!(paper.disk_bytes(), big / 2 + 5);
     }
