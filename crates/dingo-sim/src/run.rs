@@ -41,12 +41,10 @@ pub struct Progress {
 /// quantum and after each.
 pub fn simulate(config: SimConfig, mut progress: impl FnMut(u64, u64)) -> Result<SimResult, SimError> {
     let sim = Simulation::new(config)?;
-    let mut expected = u64::from(sim.expected_quanta());
-    progress(0, expected);
+    progress(0, u64::from(sim.expected_quanta()));
     sim.run(|s| {
         let done = u64::from(s.quanta_done());
-        expected = expected.max(done);
-        progress(done, expected);
+        progress(done, u64::from(s.expected_quanta()).max(done));
     })
 }
 
@@ -81,13 +79,11 @@ impl Segment {
     pub fn finish(self, mut progress: impl FnMut(u64, u64)) -> Result<(SimResult, RunCost), RunError> {
         let Segment { mut sim, checkpoints } = self;
         let meter = sim.cost_meter();
-        let mut expected = u64::from(sim.expected_quanta());
-        progress(u64::from(sim.quanta_done()), expected);
+        progress(u64::from(sim.quanta_done()), u64::from(sim.expected_quanta()));
         let mut last_checkpoint = Instant::now();
         while sim.step()? {
             let done = u64::from(sim.quanta_done());
-            expected = expected.max(done);
-            progress(done, expected);
+            progress(done, u64::from(sim.expected_quanta()).max(done));
             if let Some(c) = checkpoints.as_ref().filter(|c| last_checkpoint.elapsed() >= c.every) {
                 sim.save_checkpoint(&c.path)?;
                 last_checkpoint = Instant::now();

@@ -188,6 +188,28 @@ fn the_same_seed_gives_the_same_run() {
     assert_eq!(run(c.clone()), run(c));
 }
 
+/// Before the horizon the expected length is a bound; from the horizon
+/// on, when no job starts any more, it is the run's length exactly (the
+/// progress line of a 1 EB month said 480 quanta for 361).
+#[test]
+fn the_expected_length_is_exact_from_the_horizon_on() {
+    // Two days of the month-long tasks, not squeezed: they drain for a month.
+    let c = SimConfig { horizon: Duration::from_secs(2 * DAY), ..month(Mix::cluster_1(), 2.0) };
+    let horizon_quanta = (c.horizon.as_millis() / c.quantum.as_millis()) as u32;
+    let mut sim = Simulation::new(c).unwrap();
+    let bound = sim.expected_quanta();
+    let mut from_the_horizon = Vec::new();
+    while sim.step().unwrap() {
+        if sim.quanta_done() >= horizon_quanta {
+            from_the_horizon.push(sim.expected_quanta());
+        }
+    }
+    let length = sim.quanta_done();
+    assert!(length > horizon_quanta + 1, "the run drains past its horizon");
+    assert!(bound > length, "the bound ({bound}) is above the length");
+    assert!(from_the_horizon.iter().all(|&e| e == length), "{from_the_horizon:?} against {length} quanta");
+}
+
 /// A month on a cluster of small drives (many disks, so reconstruction's
 /// failures are many and its share is met to within a few percent), one
 /// mode only: what the world generates does not depend on the mode.

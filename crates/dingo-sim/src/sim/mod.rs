@@ -254,7 +254,8 @@ pub struct Simulation {
     optimal_elide: Option<Optimal>,
     quantum: u32,
     horizon_quanta: u32,
-    /// Expected quanta including the drain (for progress bars).
+    /// The quanta of the horizon and the longest deadline: a bound on the
+    /// run's length, drain included (see [`Self::expected_quanta`]).
     expected_quanta: u32,
     /// Hard stop, in case declarative work never finishes.
     max_quanta: u32,
@@ -340,9 +341,21 @@ impl Simulation {
         &self.world
     }
 
-    /// Quanta the run is expected to take, including the drain after the horizon.
+    /// Quanta the run is expected to take, including the drain after the
+    /// horizon. Before the horizon, a bound: the horizon plus the longest
+    /// deadline. From the horizon on no job starts, so the run ends once
+    /// the last open job has closed (a 1 EB month: 361 quanta, not the
+    /// bound's 480).
     pub fn expected_quanta(&self) -> u32 {
-        self.expected_quanta
+        if self.quantum < self.horizon_quanta {
+            return self.expected_quanta;
+        }
+        let Some(last) = self.world.last_deadline() else { return self.quantum };
+        let quantum_ms = self.config.quantum.as_millis().max(1) as u64;
+        let closing =
+            u32::try_from(last.0.saturating_sub(self.world.start().0).div_ceil(quantum_ms)).unwrap_or(u32::MAX);
+        // The quantum that closes it, then the one that finds nothing left.
+        closing.saturating_add(1).max(self.quantum)
     }
 
     /// What the run has cost so far, over every process it ran in; the

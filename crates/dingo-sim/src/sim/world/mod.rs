@@ -311,6 +311,11 @@ impl World {
         self.jobs.len()
     }
 
+    /// The latest deadline of the open jobs.
+    pub fn last_deadline(&self) -> Option<Timestamp> {
+        self.jobs.values().map(|j| j.deadline).max()
+    }
+
     /// Bytes per second task `task` reads at the configured demand.
     pub fn task_rate(&self, task: TaskKind) -> f64 {
         self.rates.bytes_per_sec[task.index()]
