@@ -351,9 +351,7 @@ impl Simulation {
             return self.expected_quanta;
         }
         let Some(last) = self.world.last_deadline() else { return self.quantum };
-        let quantum_ms = self.config.quantum.as_millis().max(1) as u64;
-        let closing =
-            u32::try_from(last.0.saturating_sub(self.world.start().0).div_ceil(quantum_ms)).unwrap_or(u32::MAX);
+        let closing = self.config.quanta(last.since(self.world.start()));
         // The quantum that closes it, then the one that finds nothing left.
         closing.saturating_add(1).max(self.quantum)
     }
