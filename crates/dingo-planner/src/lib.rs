@@ -43,4 +43,6 @@ pub use dispatcher::{
 pub use error::{CancelError, DeclareError, RestoreError};
 pub use lower_bound::ReadLowerBound;
 pub use planner::{Planner, PreparedDeclaration, QuantumPlan};
-pub use scheduler::{BlockBytes, ChunkRead, Schedule, ScheduledDecl, ScheduledSet};
+pub use scheduler::{
+    BlockBytes, ChunkRead, MAX_SCHEDULED_BLOCK_ID, MAX_SCHEDULED_DISKS, Schedule, ScheduledDecl, ScheduledSet,
+};

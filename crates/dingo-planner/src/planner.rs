@@ -523,7 +523,7 @@ mod tests {
         assert_eq!(gc.sets_delivered, 1, "its quota of one set, filled by the free one");
         assert_eq!(gc.disk_bytes, 0);
         let reads = &plan.schedule.reads;
-        assert_eq!(reads.iter().filter(|r| r.block == BlockId(3)).filter(|r| r.physical).count(), 1);
+        assert_eq!(reads.iter().filter(|r| r.block() == BlockId(3)).filter(|r| r.physical()).count(), 1);
     }
 
     #[test]
@@ -534,7 +534,7 @@ mod tests {
         let fsck = p.declare(&topo, Timestamp(0), &decl(TaskKind::Fsck, singles(0..10), 4)).unwrap();
         p.set_paused(BTreeSet::from([fsck]));
         let plan = p.plan_quantum(&topo, Timestamp(0), &Budget::UNLIMITED);
-        assert!(plan.schedule.reads.iter().all(|r| r.block == BlockId(3)), "only reconstruction is read");
+        assert!(plan.schedule.reads.iter().all(|r| r.block() == BlockId(3)), "only reconstruction is read");
         assert_eq!(plan.report.task(TaskKind::Fsck).sets_delivered, 0, "not even block 3, which was free");
         assert_eq!(p.status(recon), None, "reconstruction finished");
         let quota_before = p.outstanding.get(&fsck).unwrap().quota(Timestamp(0), p.config.quantum);
@@ -574,7 +574,7 @@ mod tests {
     fn reads_of_task(plan: &Schedule, task: TaskKind) -> Vec<(u64, bool)> {
         (0..plan.sets.len())
             .filter(|&s| plan.decls[plan.sets[s].decl as usize].task == task)
-            .flat_map(|s| plan.reads_of(s).iter().map(|r| (r.block.0, r.physical)))
+            .flat_map(|s| plan.reads_of(s).iter().map(|r| (r.block().0, r.physical())))
             .collect()
     }
 
@@ -778,7 +778,7 @@ mod tests {
         let budget = Budget { cluster_bytes: u64::MAX, disk_head_time_us: DiskBudget::PerDisk(per_disk) };
         let plan = p.plan_quantum(&topo, Timestamp(0), &budget);
         assert_eq!(plan.report.task(TaskKind::Transcoding).sets_delivered, 6);
-        assert!(plan.schedule.reads.iter().all(|r| r.disk != DiskId(0)));
+        assert!(plan.schedule.reads.iter().all(|r| r.disk() != DiskId(0)));
     }
 
     #[test]
@@ -852,7 +852,7 @@ mod tests {
         let scrub = plan.report.task(TaskKind::Scrubbing);
         assert_eq!(scrub.sets_elided, 2, "block 0 at note time, block 1 during the walk");
         assert_eq!(scrub.elided_bytes, 20 * MB);
-        assert!(plan.schedule.reads.iter().all(|r| r.block.0 >= 2));
+        assert!(plan.schedule.reads.iter().all(|r| r.block().0 >= 2));
     }
 
     #[test]
@@ -888,7 +888,7 @@ mod tests {
         let plan = p.plan_quantum(&topo, Timestamp(0), &Budget::UNLIMITED);
         assert_eq!(plan.report.task(TaskKind::Scrubbing).sets_elided, 2, "reported with the next quantum");
         assert_eq!(plan.report.task(TaskKind::Scrubbing).elided_bytes, 20 * MB);
-        let read: BTreeSet<u64> = plan.schedule.reads.iter().map(|r| r.block.0).collect();
+        let read: BTreeSet<u64> = plan.schedule.reads.iter().map(|r| r.block().0).collect();
         assert_eq!(read, [2, 3, 6, 7, 8, 9].into_iter().collect(), "nothing announced was read alone");
     }
 
@@ -923,7 +923,7 @@ mod tests {
         p.declare(&topo, Timestamp(0), &decl(TaskKind::Scrubbing, ReadSets::ChunksOnDisk(DiskId(2)), 1)).unwrap();
         let plan = p.plan_quantum(&topo, Timestamp(0), &Budget::UNLIMITED);
         assert_eq!(plan.schedule.sets.len(), 12, "11 replicas and one stripe member live on disk 2");
-        assert!(plan.schedule.reads.iter().all(|r| r.disk == DiskId(2)));
+        assert!(plan.schedule.reads.iter().all(|r| r.disk() == DiskId(2)));
     }
 
     #[test]
@@ -943,7 +943,7 @@ mod tests {
                 .unwrap()
         };
         let stripe_sets: Vec<usize> = (0..plan.schedule.sets.len())
-            .filter(|&s| plan.schedule.reads_of(s).iter().any(|r| r.group == GroupId(100)))
+            .filter(|&s| plan.schedule.reads_of(s).iter().any(|r| r.group() == GroupId(100)))
             .collect();
         assert_eq!(stripe_sets.len(), 3);
         assert!(stripe_sets.iter().all(|&s| group_of(s) == group_of(stripe_sets[0])));

@@ -3,10 +3,11 @@
 
 use crate::config::Limits;
 use crate::error::DeclareError;
+// Past it a block cannot be held in a schedule ([`crate::ChunkRead`]), so the
+// planner knows no such block, whatever the topology says.
+use crate::scheduler::MAX_SCHEDULED_BLOCK_ID;
 use crate::sets::Sets;
-use dingo_types::{
-    BlockId, BlockProblem, BlockRange, BlockSet, Declaration, MAX_BLOCK_ID, ReadSets, Timestamp, Topology,
-};
+use dingo_types::{BlockId, BlockProblem, BlockRange, BlockSet, Declaration, ReadSets, Timestamp, Topology};
 use rustc_hash::FxHashSet;
 
 /// Checks `decl` against the topology and limits and builds its compact
@@ -49,7 +50,7 @@ fn check(decl: &Declaration, topo: &impl Topology, now: Timestamp, limits: &Limi
         ReadSets::Sets(sets) => check_explicit(sets, topo, limits)?,
         ReadSets::Ranges(ranges) => check_ranges(ranges, topo, limits)?,
         ReadSets::EachMember(members) => {
-            if let Some(max) = members.blocks().max().filter(|&b| b > MAX_BLOCK_ID) {
+            if let Some(max) = members.blocks().max().filter(|&b| b > MAX_SCHEDULED_BLOCK_ID) {
                 return Err(DeclareError::BadMember(BlockProblem::Unknown(dingo_types::BlockId(max))));
             }
             topo.check_members(members).map_err(DeclareError::BadMember)?;
@@ -130,7 +131,7 @@ fn check_explicit(sets: &[BlockSet], topo: &impl Topology, limits: &Limits) -> R
             if !seen.insert(member) {
                 return Err(DeclareError::DuplicateMember { set: set_index, member });
             }
-            if member.block().0 > MAX_BLOCK_ID {
+            if member.block().0 > MAX_SCHEDULED_BLOCK_ID {
                 return Err(DeclareError::BadBlock { set: set_index, problem: BlockProblem::Unknown(member.block()) });
             }
             topo.check_member(member).map_err(|problem| DeclareError::BadBlock { set: set_index, problem })?;
@@ -156,9 +157,10 @@ fn check_ranges(ranges: &[BlockRange], topo: &impl Topology, limits: &Limits) ->
         }
         // Checked before anything adds to `start`: a range from the network
         // can end past `u64::MAX`.
-        let in_bounds = range.start.0 <= MAX_BLOCK_ID && range.checked_end().is_some_and(|end| end - 1 <= MAX_BLOCK_ID);
+        let in_bounds = range.start.0 <= MAX_SCHEDULED_BLOCK_ID
+            && range.checked_end().is_some_and(|end| end - 1 <= MAX_SCHEDULED_BLOCK_ID);
         if !in_bounds {
-            let first_beyond = BlockId(range.start.0.max(MAX_BLOCK_ID + 1));
+            let first_beyond = BlockId(range.start.0.max(MAX_SCHEDULED_BLOCK_ID + 1));
             return Err(DeclareError::BadBlock { set: index, problem: BlockProblem::Unknown(first_beyond) });
         }
         topo.check_range(*range).map_err(|problem| DeclareError::BadBlock { set: index, problem })?;
@@ -188,8 +190,19 @@ mod tests {
         let check = |d: &Declaration| check(d, &topo, Timestamp(1), &Limits::default());
         // The review's case: `start + len` overflows u64.
         assert_eq!(check(&ranges(u64::MAX - 1, 4)), Err(unknown(u64::MAX - 1)));
-        assert_eq!(check(&ranges(MAX_BLOCK_ID + 1, 1)), Err(unknown(MAX_BLOCK_ID + 1)));
-        assert_eq!(check(&ranges(MAX_BLOCK_ID, 2)), Err(unknown(MAX_BLOCK_ID + 1)), "ends one past the last id");
+        assert_eq!(check(&ranges(MAX_SCHEDULED_BLOCK_ID + 1, 1)), Err(unknown(MAX_SCHEDULED_BLOCK_ID + 1)));
+        assert_eq!(
+            check(&ranges(MAX_SCHEDULED_BLOCK_ID, 2)),
+            Err(unknown(MAX_SCHEDULED_BLOCK_ID + 1)),
+            "ends one past the last id"
+        );
         assert_eq!(check(&ranges(0, 1)), Ok(()));
+        // Below the ids a member key can carry (2^56) but past what a
+        // schedule holds: refused here, not a panic when it is scheduled.
+        let member = Declaration {
+            read_sets: ReadSets::Sets(vec![BlockSet::new(vec![dingo_types::Member::Any(BlockId(1 << 48))])]),
+            ..ranges(0, 1)
+        };
+        assert_eq!(check(&member), Err(unknown(1 << 48)));
     }
 }

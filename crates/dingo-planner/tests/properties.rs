@@ -195,10 +195,10 @@ proptest! {
             prop_assert!(physical <= budget.cluster_bytes, "quantum {}: {} > {}", q, physical, budget.cluster_bytes);
             let mut per_disk = vec![0u64; DISKS as usize];
             let mut seen_chunks = BTreeSet::new();
-            for read in plan.schedule.reads.iter().filter(|r| r.physical) {
+            for read in plan.schedule.reads.iter().filter(|r| r.physical()) {
                 let bytes = plan.schedule.read_bytes(read);
-                prop_assert_eq!(Some(bytes), topo.block(read.block).map(|info| info.size), "the schedule's size of a block");
-                per_disk[read.disk.0 as usize] += topo.disk_model(read.disk).head_time_us(bytes);
+                prop_assert_eq!(Some(bytes), topo.block(read.block()).map(|info| info.size), "the schedule's size of a block");
+                per_disk[read.disk().0 as usize] += topo.disk_model(read.disk()).head_time_us(bytes);
                 prop_assert!(seen_chunks.insert(read.chunk()), "chunk read from disk twice in one quantum");
             }
             for (d, used) in per_disk.iter().enumerate() {
@@ -220,16 +220,16 @@ proptest! {
                 let reads = plan.schedule.reads_of(s);
                 prop_assert!(!reads.is_empty(), "an all-deleted set was delivered");
                 if q >= 1 {
-                    prop_assert!(reads.iter().all(|r| !deleted.contains(&r.block.0)), "deleted block read");
+                    prop_assert!(reads.iter().all(|r| !deleted.contains(&r.block().0)), "deleted block read");
                 }
                 for r in reads {
-                    prop_assert_eq!(topo.copy_disk(r.chunk()), Some(r.disk), "read resolved to the wrong disk");
+                    prop_assert_eq!(topo.copy_disk(r.chunk()), Some(r.disk()), "read resolved to the wrong disk");
                 }
                 // A set needing `n` of its members reads `n` distinct ones
                 // (fewer only once some were deleted).
                 if let Shape::Choose(sets) = &r.ids[&decl].0.shape {
                     let (members, n) = &sets[set.key as usize];
-                    let blocks: BTreeSet<u64> = reads.iter().map(|r| r.block.0).collect();
+                    let blocks: BTreeSet<u64> = reads.iter().map(|r| r.block().0).collect();
                     prop_assert_eq!(blocks.len(), reads.len(), "a member read twice");
                     prop_assert!(blocks.iter().all(|b| members.contains(b)), "read a non-member");
                     let live = members.iter().filter(|b| q == 0 || !deleted.contains(b)).count();

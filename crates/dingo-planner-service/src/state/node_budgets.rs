@@ -38,13 +38,14 @@ impl State {
     /// with zeros, so each node hears every quantum and replies.
     pub(super) fn node_budgets(&self, schedule: &Schedule, start_ms: u64, end_ms: u64) -> Vec<NodeBudget> {
         let mut per_disk: BTreeMap<u32, DiskQuantumBudget> = BTreeMap::new();
-        for r in schedule.reads.iter().filter(|r| r.physical) {
-            let b =
-                per_disk.entry(r.disk.0).or_insert_with(|| DiskQuantumBudget { disk: r.disk.0, ..Default::default() });
+        for r in schedule.reads.iter().filter(|r| r.physical()) {
+            let b = per_disk
+                .entry(r.disk().0)
+                .or_insert_with(|| DiskQuantumBudget { disk: r.disk().0, ..Default::default() });
             let bytes = schedule.read_bytes(r);
             b.bytes += bytes;
             b.reads += 1;
-            b.head_time_us += self.topo.disk_model(r.disk).head_time_us(bytes);
+            b.head_time_us += self.topo.disk_model(r.disk()).head_time_us(bytes);
         }
         self.topo
             .live_disks_by_node()

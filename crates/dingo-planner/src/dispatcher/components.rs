@@ -78,7 +78,7 @@ pub(super) fn component_order(
     let mut components = Components { parent: std::mem::take(&mut scratch.parent) };
     components.parent.clear();
     components.parent.extend(0..n as u32);
-    let max_group = schedule.reads.iter().map(|r| r.group.0).max().unwrap_or(0);
+    let max_group = schedule.reads.iter().map(|r| r.group().0).max().unwrap_or(0);
     // About GROUP_PARTITIONS partitions of a power of two groups each (a
     // shift per read, not a division), at most 2^32 groups each so that a
     // group's offset in its partition fits in 32 bits (8 bytes a read
@@ -91,7 +91,7 @@ pub(super) fn component_order(
     starts.clear();
     starts.resize(partitions + 1, 0);
     for r in &schedule.reads {
-        starts[partition(r.group.0) + 1] += 1;
+        starts[partition(r.group().0) + 1] += 1;
     }
     for p in 1..=partitions {
         starts[p] += starts[p - 1];
@@ -107,11 +107,11 @@ pub(super) fn component_order(
     for s in 0..schedule.sets.len() {
         let mut lowest = u64::MAX;
         for r in schedule.reads_of(s) {
-            let p = partition(r.group.0);
+            let p = partition(r.group().0);
             let slot = &mut cursor[p];
-            bucketed[*slot] = ((r.group.0 - ((p as u64) << shift)) as u32, s as u32);
+            bucketed[*slot] = ((r.group().0 - ((p as u64) << shift)) as u32, s as u32);
             *slot += 1;
-            lowest = lowest.min(r.group.0);
+            lowest = lowest.min(r.group().0);
         }
         lowest_group.push(lowest);
     }

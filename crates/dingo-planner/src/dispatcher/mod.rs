@@ -116,12 +116,12 @@ impl Dispatch {
             let set = &schedule.sets[s as usize];
             let decl = &schedule.decls[set.decl as usize];
             let reads = schedule.reads_of(s as usize).iter().map(|r| DeliveredRead {
-                block: r.block,
-                copy: r.copy,
-                disk: r.disk,
-                group: r.group,
+                block: r.block(),
+                copy: r.copy(),
+                disk: r.disk(),
+                group: r.group(),
                 bytes: schedule.read_bytes(r),
-                physical: r.physical,
+                physical: r.physical(),
             });
             let delivered = DeliveredSet { key: set.key, reads: reads.collect() };
             match callbacks.last_mut() {
@@ -292,11 +292,11 @@ impl Packer {
             if !self.chunks.get(&key).is_some_and(|u| u.group == g && u.readers == 1) {
                 continue;
             }
-            let bytes = sizes.of(r.block);
+            let bytes = sizes.of(r.block());
             added += bytes;
-            match self.added_on_disk.iter_mut().find(|(disk, _)| *disk == r.disk) {
+            match self.added_on_disk.iter_mut().find(|(disk, _)| *disk == r.disk()) {
                 Some((_, on_disk)) => *on_disk += bytes,
-                None => self.added_on_disk.push((r.disk, bytes)),
+                None => self.added_on_disk.push((r.disk(), bytes)),
             }
         }
         self.open.pinned_bytes + added > self.cache_budget
@@ -317,7 +317,7 @@ impl Packer {
         // The set pins at most all its bytes, on one disk at worst: only
         // near a budget is it worth looking its chunks up to count what it
         // would add.
-        let at_most: u64 = reads.iter().map(|r| sizes.of(r.block)).sum();
+        let at_most: u64 = reads.iter().map(|r| sizes.of(r.block())).sum();
         let near_budget = self.open.pinned_bytes + at_most > self.cache_budget
             || self.open.max_disk_pinned + at_most > self.disk_cache_budget;
         if pos > self.open.start && near_budget && self.would_overflow(reads, sizes, g) {
@@ -325,16 +325,16 @@ impl Packer {
         }
         let g = self.group_index();
         for r in reads {
-            let bytes = sizes.of(r.block);
+            let bytes = sizes.of(r.block());
             let key = Member::Copy(r.chunk()).key();
-            let first_use = ChunkUse { group: g, readers: 0, disk: r.disk, bytes, payer: None };
+            let first_use = ChunkUse { group: g, readers: 0, disk: r.disk(), bytes, payer: None };
             let entry = self.chunks.entry(key).or_insert(first_use);
             if entry.group != g {
                 // Read in an earlier group of a split component: its pin has
                 // lapsed by now (a free read here is read again).
                 *entry = first_use;
             }
-            if r.physical {
+            if r.physical() {
                 self.open.disk_bytes += bytes;
                 entry.payer = Some(task);
             } else if let Some(payer) = entry.payer {
@@ -374,9 +374,9 @@ impl Packer {
         }
         for r in reads {
             // A free read with no paying read in its group is read again.
-            self.open.disk_bytes += sizes.of(r.block);
-            if !r.physical {
-                self.split_loss_bytes += sizes.of(r.block);
+            self.open.disk_bytes += sizes.of(r.block());
+            if !r.physical() {
+                self.split_loss_bytes += sizes.of(r.block());
             }
         }
     }
@@ -386,7 +386,7 @@ impl Packer {
 /// strictly ascending chunk order (ranges and stripes are listed that way;
 /// anything else takes the general path).
 fn distinct_chunks(reads: &[ChunkRead]) -> bool {
-    reads.windows(2).all(|w| (w[0].block, w[0].copy) < (w[1].block, w[1].copy))
+    reads.windows(2).all(|w| (w[0].block(), w[0].copy()) < (w[1].block(), w[1].copy()))
 }
 
 pub fn dispatch(schedule: &Schedule, config: &PlannerConfig) -> Dispatch {
@@ -587,18 +587,13 @@ mod tests {
             let twice = next(&mut rng).is_multiple_of(10);
             for b in start..start + len {
                 let copy = (next(&mut rng) % 2) as u8;
-                let read = ChunkRead {
-                    block: BlockId(b),
-                    copy,
-                    disk: DiskId((b % 7) as u32),
-                    group: GroupId(b / 3),
-                    physical: !next(&mut rng).is_multiple_of(3),
-                };
+                let physical = !next(&mut rng).is_multiple_of(3);
+                let read = ChunkRead::new(BlockId(b), copy, DiskId((b % 7) as u32), GroupId(b / 3), physical);
                 // Blocks of three sizes, so the sizes kept apart are used.
                 out.block_bytes.record(BlockId(b), 10 + b % 3);
                 out.reads.push(read);
                 if twice {
-                    out.reads.push(ChunkRead { physical: false, ..read });
+                    out.reads.push(read.with_physical(false));
                 }
             }
         }
@@ -644,18 +639,14 @@ mod tests {
     /// order are every scrub, every bridge, then every rebalance.
     fn one_disk_component() -> Schedule {
         let mut out = with_decls([TaskKind::Scrubbing, TaskKind::GarbageCollection, TaskKind::Rebalancing].into_iter());
-        let read = |block: u64, disk: u32, group: u64, physical: bool| ChunkRead {
-            block: BlockId(block),
-            copy: 0,
-            disk: DiskId(disk),
-            group: GroupId(group),
-            physical,
+        let read = |block: u64, disk: u32, group: u64, physical: bool| {
+            ChunkRead::new(BlockId(block), 0, DiskId(disk), GroupId(group), physical)
         };
         let mut push = |decl: u32, reads: &[ChunkRead]| {
             let key = out.sets.len() as u64;
             out.sets.push(ScheduledSet { decl, first_read: out.reads.len() as u32, key });
             for r in reads {
-                out.block_bytes.record(r.block, 10);
+                out.block_bytes.record(r.block(), 10);
                 out.reads.push(*r);
             }
         };

@@ -55,7 +55,7 @@ impl BlockBytes {
             return;
         }
         for read in reads {
-            self.record(read.block, from.of(read.block));
+            self.record(read.block(), from.of(read.block()));
         }
     }
 }
@@ -66,7 +66,7 @@ mod tests {
     use dingo_types::{DiskId, GroupId};
 
     fn read(block: u64) -> ChunkRead {
-        ChunkRead { block: BlockId(block), copy: 0, disk: DiskId(0), group: GroupId(0), physical: true }
+        ChunkRead::new(BlockId(block), 0, DiskId(0), GroupId(0), true)
     }
 
     #[test]

@@ -16,10 +16,10 @@ impl<T: Topology> QuantumState<'_, T> {
         let mut order: Vec<(bool, std::cmp::Reverse<u64>, usize)> = (0..self.staged.len())
             .map(|i| {
                 let r = &self.staged[i];
-                let used = self.scheduled.disk_used_us[r.disk.0 as usize];
-                let left = self.budget.disk_limit_us(r.disk.0).saturating_sub(used);
+                let used = self.scheduled.disk_used_us[r.disk().0 as usize];
+                let left = self.budget.disk_limit_us(r.disk().0).saturating_sub(used);
                 // Free reads first (`false` sorts first); then most head time left.
-                (r.physical, std::cmp::Reverse(if r.physical { left } else { 0 }), i)
+                (r.physical(), std::cmp::Reverse(if r.physical() { left } else { 0 }), i)
             })
             .collect();
         order.sort_unstable();
@@ -31,9 +31,9 @@ impl<T: Topology> QuantumState<'_, T> {
             self.staged[to] = self.staged[from];
             self.staged_bytes[to] = self.staged_bytes[from];
             self.staged_us[to] = self.staged_us[from];
-            if self.staged[to].physical {
+            if self.staged[to].physical() {
                 new_bytes += self.staged_bytes[to];
-                self.pending_us.add(self.staged[to].disk, self.staged_us[to]);
+                self.pending_us.add(self.staged[to].disk(), self.staged_us[to]);
             }
         }
         self.staged.truncate(order.len());

@@ -31,7 +31,7 @@ mod pending;
 mod schedule;
 
 pub use block_bytes::BlockBytes;
-pub use schedule::{ChunkRead, Schedule, ScheduledDecl, ScheduledSet};
+pub use schedule::{ChunkRead, MAX_SCHEDULED_BLOCK_ID, MAX_SCHEDULED_DISKS, Schedule, ScheduledDecl, ScheduledSet};
 
 /// A walk through one declaration gives up after this many sets in a row
 /// that did not fit (a hot disk, a lost copy), so one quantum's work stays
@@ -152,6 +152,8 @@ pub(crate) fn schedule_quantum<T: Topology + Sync>(
     buffers: Schedule,
     worker_spares: &mut Vec<Schedule>,
 ) -> (Schedule, QuantumReport) {
+    // A schedule's reads name disks in 24 bits ([`ChunkRead`]).
+    assert!(topo.disk_count() <= MAX_SCHEDULED_DISKS, "{} disks, more than a schedule can name", topo.disk_count());
     let mut schedule = buffers;
     schedule.start = now;
     schedule.clear();
@@ -317,13 +319,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             let info = self.topo.block_copies(chunk.block, &mut self.copy_disks).expect("a scheduled block exists");
             let disk = self.copy_disks[usize::from(chunk.copy)].expect("a scheduled chunk is on a live disk");
             let first_read = u32::try_from(self.schedule.reads.len()).expect("over 4G reads in one quantum");
-            self.schedule.reads.push(ChunkRead {
-                block: chunk.block,
-                copy: chunk.copy,
-                disk,
-                group: info.group,
-                physical: false,
-            });
+            self.schedule.reads.push(ChunkRead::new(chunk.block, chunk.copy, disk, info.group, false));
             self.schedule.block_bytes.record(chunk.block, info.size);
             self.schedule.sets.push(ScheduledSet { decl, first_read, key });
             bytes += info.size;
@@ -438,7 +434,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
                 }
             }
             self.staged_us.push(us);
-            self.staged.push(ChunkRead { block: b, copy, disk, group: info.group, physical: !free });
+            self.staged.push(ChunkRead::new(b, copy, disk, info.group, !free));
             self.staged_bytes.push(info.size);
         }
         if let Some(needed) = choose {
@@ -480,24 +476,24 @@ impl<'a, T: Topology> QuantumState<'a, T> {
     /// already scheduled (a set naming it twice) turns free; `distinct`
     /// says the set names each block once (a range), so that cannot happen.
     fn record_physical(&mut self, run: &mut [ChunkRead], distinct: bool) {
-        if !run[0].physical {
+        if !run[0].physical() {
             return;
         }
         let scheduled = self.scheduled.owned();
-        let copy = usize::from(run[0].copy);
+        let copy = usize::from(run[0].copy());
         if scheduled.copies.len() <= copy {
             scheduled.copies.resize_with(copy + 1, RoaringTreemap::new);
         }
-        let blocks = run[0].block.0..run[run.len() - 1].block.0 + 1;
+        let blocks = run[0].block().0..run[run.len() - 1].block().0 + 1;
         if run.len() > 1 && (distinct || none_in(&scheduled.copies[copy], blocks.clone())) {
             scheduled.copies[copy].insert_range(blocks.clone());
             scheduled.blocks.insert_range(blocks);
             return;
         }
         for read in run {
-            read.physical = scheduled.copies[copy].insert(read.block.0);
-            if read.physical {
-                scheduled.blocks.insert(read.block.0);
+            *read = read.with_physical(scheduled.copies[copy].insert(read.block().0));
+            if read.physical() {
+                scheduled.blocks.insert(read.block().0);
             }
         }
     }
@@ -518,11 +514,11 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             // A run of physical reads of one copy of consecutive blocks (a
             // file's stretch on one scheme) is recorded with range inserts.
             let mut end = i + 1;
-            if staged[i].physical {
+            if staged[i].physical() {
                 while end < staged.len()
-                    && staged[end].physical
-                    && staged[end].copy == staged[i].copy
-                    && staged[end].block.0 == staged[end - 1].block.0 + 1
+                    && staged[end].physical()
+                    && staged[end].copy() == staged[i].copy()
+                    && staged[end].block().0 == staged[end - 1].block().0 + 1
                 {
                     end += 1;
                 }
@@ -532,9 +528,9 @@ impl<'a, T: Topology> QuantumState<'a, T> {
                 staged[i..end].iter().zip(&self.staged_us[i..end]).zip(&self.staged_bytes[i..end])
             {
                 stats.logical_bytes += bytes;
-                self.schedule.block_bytes.record(read.block, bytes);
-                if read.physical {
-                    self.scheduled.owned().disk_used_us[read.disk.0 as usize] += us;
+                self.schedule.block_bytes.record(read.block(), bytes);
+                if read.physical() {
+                    self.scheduled.owned().disk_used_us[read.disk().0 as usize] += us;
                     self.cluster_left = self.cluster_left.saturating_sub(bytes);
                     self.task_left[d.task.index()] = self.task_left[d.task.index()].saturating_sub(bytes);
                     stats.disk_bytes += bytes;

@@ -8,22 +8,134 @@ use serde::{Deserialize, Serialize};
 /// One physical or free read of one chunk, as scheduled. Its size is
 /// kept by the schedule ([`Schedule::read_bytes`]), not by the read.
 ///
-/// The chunk is held as its two fields rather than a [`ChunkRef`], whose
-/// seven bytes of padding would make this 32 bytes instead of 24: a
-/// quantum of a 1 EB cluster holds hundreds of millions of reads, two
-/// schedules at a time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// Packed in 16 bytes (a quantum of a 1 EB cluster holds over a hundred
+/// million reads, and the free pass holds a second copy of its share while
+/// it plans): its fields as plain integers would take 24 with padding.
+/// Hence the limits below, asserted by [`ChunkRead::new`]: block and group
+/// ids under 2^48 ([`MAX_SCHEDULED_BLOCK_ID`], which the planner checks
+/// declarations against), disks under 2^24 ([`MAX_SCHEDULED_DISKS`]),
+/// copies under 2^7 (more than [`dingo_types::MAX_COPIES`]).
+#[derive(Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(into = "ReadFields", try_from = "ReadFields")]
 pub struct ChunkRead {
-    pub block: BlockId,
-    pub copy: u8,
-    pub disk: DiskId,
-    pub group: GroupId,
-    /// True for the one read per chunk that goes to disk this quantum;
-    /// false when another set already scheduled the chunk (a free read).
-    pub physical: bool,
+    /// Bits 0-47 the block, 48-95 the group, 96-119 the disk, 120-126 the
+    /// copy, 127 whether the read is physical.
+    packed: u128,
 }
 
-const _: () = assert!(std::mem::size_of::<ChunkRead>() <= 24, "a schedule holds millions of reads");
+/// Largest block (and group) id a schedule can hold; the planner rejects
+/// declarations naming a larger one.
+pub const MAX_SCHEDULED_BLOCK_ID: u64 = (1 << ID_BITS) - 1;
+/// Disks a schedule can name: ids `0..MAX_SCHEDULED_DISKS`.
+pub const MAX_SCHEDULED_DISKS: u32 = 1 << DISK_BITS;
+
+const ID_BITS: u32 = 48;
+const DISK_BITS: u32 = 24;
+const COPY_BITS: u32 = 7;
+const GROUP_SHIFT: u32 = ID_BITS;
+const DISK_SHIFT: u32 = 2 * ID_BITS;
+const COPY_SHIFT: u32 = DISK_SHIFT + DISK_BITS;
+const PHYSICAL_SHIFT: u32 = COPY_SHIFT + COPY_BITS;
+const _: () = assert!(PHYSICAL_SHIFT == 127, "the fields fill the 128 bits exactly");
+const _: () = assert!((dingo_types::MAX_COPIES as u32) <= 1 << COPY_BITS);
+const _: () = assert!(std::mem::size_of::<ChunkRead>() == 16, "a schedule holds millions of reads");
+
+impl ChunkRead {
+    /// A read of copy `copy` of `block` (in redundancy group `group`) on
+    /// `disk`; `physical`: the one read per chunk that goes to disk this
+    /// quantum, false when another set already scheduled the chunk (a free
+    /// read).
+    ///
+    /// Panics past the limits of the type's doc: the planner validates
+    /// declared blocks, and a group is one of its blocks' ids.
+    pub fn new(block: BlockId, copy: u8, disk: DiskId, group: GroupId, physical: bool) -> ChunkRead {
+        assert!(block.0 <= MAX_SCHEDULED_BLOCK_ID, "{block} is past the largest schedulable block id");
+        assert!(group.0 <= MAX_SCHEDULED_BLOCK_ID, "group {} is past the largest schedulable id", group.0);
+        assert!(disk.0 < MAX_SCHEDULED_DISKS, "{disk} is past the schedulable disks");
+        assert!(u32::from(copy) < 1 << COPY_BITS, "copy {copy} is past the schedulable copies");
+        let packed = u128::from(block.0)
+            | u128::from(group.0) << GROUP_SHIFT
+            | u128::from(disk.0) << DISK_SHIFT
+            | u128::from(copy) << COPY_SHIFT
+            | u128::from(physical) << PHYSICAL_SHIFT;
+        ChunkRead { packed }
+    }
+
+    fn field(&self, shift: u32, bits: u32) -> u64 {
+        ((self.packed >> shift) & ((1 << bits) - 1)) as u64
+    }
+
+    pub fn block(&self) -> BlockId {
+        BlockId(self.field(0, ID_BITS))
+    }
+
+    pub fn copy(&self) -> u8 {
+        self.field(COPY_SHIFT, COPY_BITS) as u8
+    }
+
+    pub fn disk(&self) -> DiskId {
+        DiskId(self.field(DISK_SHIFT, DISK_BITS) as u32)
+    }
+
+    /// The redundancy group (stripe) of the block.
+    pub fn group(&self) -> GroupId {
+        GroupId(self.field(GROUP_SHIFT, ID_BITS))
+    }
+
+    /// True for the one read per chunk that goes to disk this quantum;
+    /// false when another set already scheduled the chunk (a free read).
+    pub fn physical(&self) -> bool {
+        self.packed >> PHYSICAL_SHIFT == 1
+    }
+
+    /// The same read, physical or free as `physical` says.
+    pub fn with_physical(self, physical: bool) -> ChunkRead {
+        let kept = self.packed & !(1 << PHYSICAL_SHIFT);
+        ChunkRead { packed: kept | u128::from(physical) << PHYSICAL_SHIFT }
+    }
+
+    pub fn chunk(&self) -> ChunkRef {
+        ChunkRef { block: self.block(), copy: self.copy() }
+    }
+}
+
+impl std::fmt::Debug for ChunkRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        ReadFields::from(*self).fmt(f)
+    }
+}
+
+/// [`ChunkRead`]'s fields unpacked: its serialized form, so a schedule
+/// written out reads as plain fields and one read back is checked.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename = "ChunkRead")]
+struct ReadFields {
+    block: BlockId,
+    copy: u8,
+    disk: DiskId,
+    group: GroupId,
+    physical: bool,
+}
+
+impl From<ChunkRead> for ReadFields {
+    fn from(r: ChunkRead) -> ReadFields {
+        ReadFields { block: r.block(), copy: r.copy(), disk: r.disk(), group: r.group(), physical: r.physical() }
+    }
+}
+
+impl TryFrom<ReadFields> for ChunkRead {
+    type Error = String;
+
+    fn try_from(f: ReadFields) -> Result<ChunkRead, String> {
+        if f.block.0 > MAX_SCHEDULED_BLOCK_ID || f.group.0 > MAX_SCHEDULED_BLOCK_ID {
+            return Err(format!("block {} or group {} is past the largest schedulable id", f.block.0, f.group.0));
+        }
+        if f.disk.0 >= MAX_SCHEDULED_DISKS || u32::from(f.copy) >= 1 << COPY_BITS {
+            return Err(format!("disk {} or copy {} is past the schedulable ones", f.disk.0, f.copy));
+        }
+        Ok(ChunkRead::new(f.block, f.copy, f.disk, f.group, f.physical))
+    }
+}
 
 /// A declaration as scheduled in one quantum.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,12 +174,6 @@ pub struct Schedule {
     pub block_bytes: BlockBytes,
 }
 
-impl ChunkRead {
-    pub fn chunk(&self) -> ChunkRef {
-        ChunkRef { block: self.block, copy: self.copy }
-    }
-}
-
 impl Schedule {
     /// The reads of set `set` (an index into `sets`).
     pub fn reads_of(&self, set: usize) -> &[ChunkRead] {
@@ -77,15 +183,15 @@ impl Schedule {
 
     /// The bytes `read` (one of `reads`) reads.
     pub fn read_bytes(&self, read: &ChunkRead) -> u64 {
-        self.block_bytes.of(read.block)
+        self.block_bytes.of(read.block())
     }
 
     pub fn physical_bytes(&self) -> u64 {
-        self.reads.iter().filter(|r| r.physical).map(|r| self.read_bytes(r)).sum()
+        self.reads.iter().filter(|r| r.physical()).map(|r| self.read_bytes(r)).sum()
     }
 
     pub fn free_bytes(&self) -> u64 {
-        self.reads.iter().filter(|r| !r.physical).map(|r| self.read_bytes(r)).sum()
+        self.reads.iter().filter(|r| !r.physical()).map(|r| self.read_bytes(r)).sum()
     }
 
     /// Empties the schedule, keeping its vectors' memory for reuse.
@@ -103,15 +209,9 @@ mod tests {
 
     #[test]
     fn schedule_records_are_compact_and_sets_find_their_reads() {
-        assert_eq!(std::mem::size_of::<ChunkRead>(), 24);
+        assert_eq!(std::mem::size_of::<ChunkRead>(), 16);
         assert_eq!(std::mem::size_of::<ScheduledSet>(), 16);
-        let read = |block: u64, copy: u8| ChunkRead {
-            block: BlockId(block),
-            copy,
-            disk: DiskId(0),
-            group: GroupId(block),
-            physical: true,
-        };
+        let read = |block: u64, copy: u8| ChunkRead::new(BlockId(block), copy, DiskId(0), GroupId(block), true);
         let schedule = Schedule {
             reads: vec![read(1, 2), read(2, 0), read(3, 1)],
             sets: vec![
@@ -123,5 +223,43 @@ mod tests {
         assert_eq!(schedule.reads_of(0), &[read(1, 2)]);
         assert_eq!(schedule.reads_of(1), &[read(2, 0), read(3, 1)], "the last set runs to the end");
         assert_eq!(read(1, 2).chunk(), ChunkRef { block: BlockId(1), copy: 2 });
+    }
+
+    #[test]
+    fn a_packed_read_gives_back_every_field_up_to_its_limit() {
+        let fields = [
+            (0, 0, 0, 0, false),
+            (1, 3, 5, 1, true),
+            (MAX_SCHEDULED_BLOCK_ID, 127, MAX_SCHEDULED_DISKS - 1, MAX_SCHEDULED_BLOCK_ID, true),
+            (MAX_SCHEDULED_BLOCK_ID, 0, 0, 0, false),
+            (0, 127, 0, MAX_SCHEDULED_BLOCK_ID, false),
+        ];
+        for (block, copy, disk, group, physical) in fields {
+            let r = ChunkRead::new(BlockId(block), copy, DiskId(disk), GroupId(group), physical);
+            assert_eq!(
+                (r.block(), r.copy(), r.disk(), r.group(), r.physical()),
+                (BlockId(block), copy, DiskId(disk), GroupId(group), physical)
+            );
+            let flipped = r.with_physical(!physical);
+            assert_eq!(
+                (flipped.block(), flipped.copy(), flipped.disk(), flipped.group()),
+                (r.block(), r.copy(), r.disk(), r.group())
+            );
+            assert_eq!(flipped.physical(), !physical);
+            let json = serde_json::to_string(&r).unwrap();
+            assert_eq!(serde_json::from_str::<ChunkRead>(&json).unwrap(), r, "{json}");
+        }
+    }
+
+    #[test]
+    fn a_read_past_the_limits_is_refused() {
+        let too_far = MAX_SCHEDULED_BLOCK_ID + 1;
+        let json = format!(r#"{{"block":{too_far},"copy":0,"disk":0,"group":0,"physical":true}}"#);
+        let err = serde_json::from_str::<ChunkRead>(&json).unwrap_err().to_string();
+        assert!(err.contains("past the largest schedulable id"), "{err}");
+        let json = format!(r#"{{"block":0,"copy":0,"disk":{MAX_SCHEDULED_DISKS},"group":0,"physical":true}}"#);
+        assert!(serde_json::from_str::<ChunkRead>(&json).is_err());
+        let panicked = std::panic::catch_unwind(|| ChunkRead::new(BlockId(too_far), 0, DiskId(0), GroupId(0), true));
+        assert!(panicked.is_err(), "a block id past the limit would alias another");
     }
 }

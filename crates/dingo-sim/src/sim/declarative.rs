@@ -463,7 +463,7 @@ impl Replay {
                 for read in schedule.reads_of(s as usize) {
                     let source = match self.cache.read(read.chunk(), task) {
                         Some(owner) => Source::Cache(owner),
-                        None => Source::Disk(read.disk),
+                        None => Source::Disk(read.disk()),
                     };
                     self.recorder.read(task, schedule.read_bytes(read), source);
                 }
@@ -488,8 +488,8 @@ impl Replay {
         let mut used = std::mem::take(&mut self.disk_used);
         used.clear();
         used.resize(self.recorder.disk_count(), 0);
-        for r in schedule.reads.iter().filter(|r| r.physical) {
-            used[r.disk.0 as usize] += self.recorder.head_time_us(schedule.read_bytes(r));
+        for r in schedule.reads.iter().filter(|r| r.physical()) {
+            used[r.disk().0 as usize] += self.recorder.head_time_us(schedule.read_bytes(r));
         }
         let over = used.iter().enumerate().any(|(d, &us)| us > budget.disk_limit_us(d as u32));
         self.disk_used = used;
@@ -565,8 +565,7 @@ mod tests {
             taken: 1,
             overloaded: false,
         };
-        let read =
-            |physical: bool| ChunkRead { block: BlockId(7), copy: 0, disk: DiskId(0), group: GroupId(7), physical };
+        let read = |physical: bool| ChunkRead::new(BlockId(7), 0, DiskId(0), GroupId(7), physical);
         let mut schedule = Schedule {
             decls: vec![decl(1, TaskKind::Scrubbing, 1_000_000), decl(2, TaskKind::Reconstruction, 1_000)],
             sets: vec![
