@@ -49,16 +49,23 @@ impl ChunkRead {
     /// Panics past the limits of the type's doc: the planner validates
     /// declared blocks, and a group is one of its blocks' ids.
     pub fn new(block: BlockId, copy: u8, disk: DiskId, group: GroupId, physical: bool) -> ChunkRead {
-        assert!(block.0 <= MAX_SCHEDULED_BLOCK_ID, "{block} is past the largest schedulable block id");
-        assert!(group.0 <= MAX_SCHEDULED_BLOCK_ID, "group {} is past the largest schedulable id", group.0);
-        assert!(disk.0 < MAX_SCHEDULED_DISKS, "{disk} is past the schedulable disks");
-        assert!(u32::from(copy) < 1 << COPY_BITS, "copy {copy} is past the schedulable copies");
+        Self::checked(block, copy, disk, group, physical).unwrap_or_else(|problem| panic!("{problem}"))
+    }
+
+    /// [`Self::new`], with an error past the limits instead of a panic.
+    fn checked(block: BlockId, copy: u8, disk: DiskId, group: GroupId, physical: bool) -> Result<ChunkRead, String> {
+        if block.0 > MAX_SCHEDULED_BLOCK_ID || group.0 > MAX_SCHEDULED_BLOCK_ID {
+            return Err(format!("block {} or group {} is past the largest schedulable id", block.0, group.0));
+        }
+        if disk.0 >= MAX_SCHEDULED_DISKS || u32::from(copy) >= 1 << COPY_BITS {
+            return Err(format!("disk {} or copy {copy} is past the schedulable ones", disk.0));
+        }
         let packed = u128::from(block.0)
             | u128::from(group.0) << GROUP_SHIFT
             | u128::from(disk.0) << DISK_SHIFT
             | u128::from(copy) << COPY_SHIFT
             | u128::from(physical) << PHYSICAL_SHIFT;
-        ChunkRead { packed }
+        Ok(ChunkRead { packed })
     }
 
     fn field(&self, shift: u32, bits: u32) -> u64 {
@@ -127,13 +134,7 @@ impl TryFrom<ReadFields> for ChunkRead {
     type Error = String;
 
     fn try_from(f: ReadFields) -> Result<ChunkRead, String> {
-        if f.block.0 > MAX_SCHEDULED_BLOCK_ID || f.group.0 > MAX_SCHEDULED_BLOCK_ID {
-            return Err(format!("block {} or group {} is past the largest schedulable id", f.block.0, f.group.0));
-        }
-        if f.disk.0 >= MAX_SCHEDULED_DISKS || u32::from(f.copy) >= 1 << COPY_BITS {
-            return Err(format!("disk {} or copy {} is past the schedulable ones", f.disk.0, f.copy));
-        }
-        Ok(ChunkRead::new(f.block, f.copy, f.disk, f.group, f.physical))
+        ChunkRead::checked(f.block, f.copy, f.disk, f.group, f.physical)
     }
 }
 
