@@ -37,8 +37,8 @@ pub use accounting::{QuantumReport, TaskStats};
 pub use config::{Budget, DiskBudget, LeftoverPolicy, Limits, PlannerConfig, TaskCaps};
 pub use declaration::DeclarationStatus;
 pub use dispatcher::{
-    CacheDirective, Callback, DeliveredRead, DeliveredSet, Dispatch, DispatchGroup, DispatchScratch, dispatch,
-    dispatch_into,
+    CacheDirective, Callback, DeliveredRead, DeliveredSet, Dispatch, DispatchGroup, DispatchScratch, GroupPin,
+    dispatch, dispatch_into,
 };
 pub use error::{CancelError, DeclareError, RestoreError};
 pub use lower_bound::ReadLowerBound;

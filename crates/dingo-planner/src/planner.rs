@@ -948,9 +948,9 @@ mod tests {
         assert_eq!(stripe_sets.len(), 3);
         assert!(stripe_sets.iter().all(|&s| group_of(s) == group_of(stripe_sets[0])));
         let g = group_of(stripe_sets[0]);
-        let pinned: Vec<BlockId> = d.pins_of(g).iter().map(|p| p.chunk.block).collect();
+        let pinned: Vec<BlockId> = d.pins_of(&plan.schedule, g).map(|p| p.chunk.block).collect();
         assert_eq!(pinned, vec![BlockId(101), BlockId(102)]);
-        assert!(d.pins_of(g).iter().all(|p| p.readers == 2 && p.until > d.groups[g].at));
+        assert!(d.pins_of(&plan.schedule, g).all(|p| p.readers == 2 && p.until > d.groups[g].at));
         let callbacks = d.callbacks(&plan.schedule, g);
         assert!(callbacks.iter().any(|c| c.task == TaskKind::FileScrubbing && c.sets.len() == 2));
     }

@@ -49,8 +49,7 @@ impl State {
             let at_ms = plan.dispatch.groups[g].at.as_millis();
             let pins: Vec<PinRecord> = plan
                 .dispatch
-                .pins_of(g)
-                .iter()
+                .pins_of(&plan.schedule, g)
                 .map(|p| PinRecord {
                     block: p.chunk.block.0,
                     copy: u32::from(p.chunk.copy),

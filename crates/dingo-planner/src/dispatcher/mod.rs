@@ -40,6 +40,25 @@ pub struct CacheDirective {
     pub until: Timestamp,
 }
 
+/// One chunk a group pins, as a [`Dispatch`] holds it: 16 bytes where a
+/// [`CacheDirective`] takes 40. The replay of a 1 EB quantum holds tens of
+/// millions of them at once; a pin's size follows from the schedule and
+/// its lapse time from its group, so [`Dispatch::pins_of`] gives them back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupPin {
+    /// The chunk's [`Member::Copy`] key.
+    chunk_key: u64,
+    disk: DiskId,
+    readers: u32,
+}
+
+impl GroupPin {
+    pub fn chunk(&self) -> ChunkRef {
+        let Member::Copy(chunk) = Member::from_key(self.chunk_key) else { unreachable!("pins are of copies") };
+        chunk
+    }
+}
+
 /// One dispatch round: callbacks for its sets, preceded by its directives.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DispatchGroup {
@@ -48,6 +67,8 @@ pub struct DispatchGroup {
     pub sets: Range<u32>,
     /// Range of [`Dispatch::pins`].
     pub pins: Range<u32>,
+    /// When the group's pins lapse: the next group's time plus the grace.
+    pub pins_until: Timestamp,
     /// Bytes this group reads from disk.
     pub disk_bytes: u64,
     /// Bytes it pins in the cache.
@@ -58,7 +79,7 @@ pub struct DispatchGroup {
 pub struct Dispatch {
     pub groups: Vec<DispatchGroup>,
     pub order: Vec<u32>,
-    pub pins: Vec<CacheDirective>,
+    pub pins: Vec<GroupPin>,
     /// Extra disk bytes caused by splitting components over the cache budget.
     pub split_loss_bytes: u64,
     /// Largest `pinned_bytes` of any group: the cache the quantum needs.
@@ -142,9 +163,23 @@ impl Dispatch {
         self.free_bytes_from[rider.index()][payer.index()]
     }
 
-    pub fn pins_of(&self, g: usize) -> &[CacheDirective] {
-        let r = &self.groups[g].pins;
-        &self.pins[r.start as usize..r.end as usize]
+    /// The directives of group `g` (of a dispatch of `schedule`).
+    pub fn pins_of<'a>(
+        &'a self,
+        schedule: &'a Schedule,
+        g: usize,
+    ) -> impl ExactSizeIterator<Item = CacheDirective> + 'a {
+        let group = &self.groups[g];
+        self.pins[group.pins.start as usize..group.pins.end as usize].iter().map(move |p| {
+            let chunk = p.chunk();
+            CacheDirective {
+                chunk,
+                disk: p.disk,
+                bytes: schedule.block_bytes.of(chunk.block),
+                readers: p.readers,
+                until: group.pins_until,
+            }
+        })
     }
 }
 
@@ -157,7 +192,6 @@ struct ChunkUse {
     group: u32,
     readers: u32,
     disk: DiskId,
-    bytes: u64,
     /// The task whose read of the chunk goes to disk in this group, once
     /// seen.
     payer: Option<TaskKind>,
@@ -200,9 +234,8 @@ struct Packer {
     /// Closed groups: their sets (positions in the order), disk bytes,
     /// pinned bytes and the end of their pins in `pins`.
     closed: Vec<ClosedGroup>,
-    /// Pins, group after group (their `until` is set once the groups are
-    /// known).
-    pins: Vec<CacheDirective>,
+    /// Pins, group after group.
+    pins: Vec<GroupPin>,
     split_loss_bytes: u64,
     free_bytes_from: [[u64; TaskKind::COUNT]; TaskKind::COUNT],
     /// Whether lone sets skip the chunk table ([`Packer::add_alone`]);
@@ -223,10 +256,7 @@ impl Packer {
         for key in self.open.chunks.drain(..) {
             let u = &self.chunks[&key];
             if u.group == g && u.readers >= 2 {
-                let Member::Copy(chunk) = Member::from_key(key) else { unreachable!("chunk keys are copies") };
-                let pin =
-                    CacheDirective { chunk, disk: u.disk, bytes: u.bytes, readers: u.readers, until: Timestamp(0) };
-                self.pins.push(pin);
+                self.pins.push(GroupPin { chunk_key: key, disk: u.disk, readers: u.readers });
             }
         }
     }
@@ -327,7 +357,7 @@ impl Packer {
         for r in reads {
             let bytes = sizes.of(r.block());
             let key = Member::Copy(r.chunk()).key();
-            let first_use = ChunkUse { group: g, readers: 0, disk: r.disk(), bytes, payer: None };
+            let first_use = ChunkUse { group: g, readers: 0, disk: r.disk(), payer: None };
             let entry = self.chunks.entry(key).or_insert(first_use);
             if entry.group != g {
                 // Read in an earlier group of a split component: its pin has
@@ -523,14 +553,12 @@ fn dispatch_with(
         // A pin lapses with its group, so none lives past the quantum's
         // end by more than the grace.
         debug_assert!(until.0 <= quantum_end.0.saturating_add(grace), "a pin outlives its round");
-        for pin in &mut out.pins[pin_start as usize..closed.pins_end as usize] {
-            pin.until = until;
-        }
         out.max_pinned_bytes = out.max_pinned_bytes.max(closed.pinned_bytes);
         out.groups.push(DispatchGroup {
             at: group_time(g),
             sets: closed.sets,
             pins: pin_start..closed.pins_end,
+            pins_until: until,
             disk_bytes: closed.disk_bytes,
             pinned_bytes: closed.pinned_bytes,
         });
@@ -633,6 +661,32 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_groups_pins_give_back_their_chunks_sizes_and_lapse_with_the_group() {
+        assert_eq!(std::mem::size_of::<GroupPin>(), 16);
+        for seed in 0..50 {
+            let s = schedule(seed);
+            let config = PlannerConfig { dispatch_rounds: 4, group_cache_bytes: 40, ..PlannerConfig::default() };
+            let d = dispatch(&s, &config);
+            for (g, group) in d.groups.iter().enumerate() {
+                let pins: Vec<CacheDirective> = d.pins_of(&s, g).collect();
+                assert_eq!(pins.len(), group.pins.len());
+                for p in &pins {
+                    assert_eq!(p.bytes, s.block_bytes.of(p.chunk.block), "seed {seed}: a pin's size is its block's");
+                    assert_eq!(p.until, group.pins_until);
+                    assert!(p.until > group.at && p.readers >= 2);
+                    let readers = d.order[group.sets.start as usize..group.sets.end as usize]
+                        .iter()
+                        .flat_map(|&set| s.reads_of(set as usize))
+                        .filter(|r| r.chunk() == p.chunk)
+                        .count();
+                    assert_eq!(p.readers as usize, readers, "seed {seed}: a pin expects its group's readers");
+                }
+                assert_eq!(pins.iter().map(|p| p.bytes).sum::<u64>(), group.pinned_bytes, "seed {seed}, group {g}");
+            }
+        }
+    }
+
     /// One disk's chunks, each read by a scrub set and a rebalancing set,
     /// the stripes joined into one component by sets reading other blocks
     /// of two stripes each (a file's range, say): the sets in scheduling
@@ -663,8 +717,8 @@ mod tests {
     }
 
     /// Bytes pinned on `disk` by group `g`.
-    fn pinned_on(d: &Dispatch, g: usize, disk: u32) -> u64 {
-        d.pins_of(g).iter().filter(|p| p.disk == DiskId(disk)).map(|p| p.bytes).sum()
+    fn pinned_on(d: &Dispatch, s: &Schedule, g: usize, disk: u32) -> u64 {
+        d.pins_of(s, g).filter(|p| p.disk == DiskId(disk)).map(|p| p.bytes).sum()
     }
 
     #[test]
@@ -672,11 +726,11 @@ mod tests {
         let s = one_disk_component();
         let unlimited = dispatch(&s, &PlannerConfig { dispatch_rounds: 1, ..PlannerConfig::default() });
         assert_eq!(unlimited.groups.len(), 1);
-        assert_eq!(pinned_on(&unlimited, 0, 0), 60, "every shared chunk pinned at once");
+        assert_eq!(pinned_on(&unlimited, &s, 0, 0), 60, "every shared chunk pinned at once");
         let config = PlannerConfig { dispatch_rounds: 1, group_disk_cache_bytes: 20, ..PlannerConfig::default() };
         let d = dispatch(&s, &config);
         for g in 0..d.groups.len() {
-            assert!(pinned_on(&d, g, 0) <= 20, "group {g} pins {} on disk 0", pinned_on(&d, g, 0));
+            assert!(pinned_on(&d, &s, g, 0) <= 20, "group {g} pins {} on disk 0", pinned_on(&d, &s, g, 0));
         }
         // Sets of a stripe come side by side, so a split parts one chunk
         // from its second reader each time (in scheduling order, every

@@ -85,7 +85,7 @@ impl PinCache {
     }
 
     /// Takes a group's directives; returns the most bytes pinned on one disk after.
-    fn admit(&mut self, directives: &[CacheDirective]) -> u64 {
+    fn admit(&mut self, directives: impl IntoIterator<Item = CacheDirective>) -> u64 {
         let mut group_max = 0;
         let mut refused: Vec<(u32, u64)> = Vec::new();
         for d in directives {
@@ -443,7 +443,7 @@ impl Replay {
         let rank = &self.deadline_rank;
         for (g, group) in dispatch.groups.iter().enumerate() {
             self.cache.expire(group.at);
-            max_pinned = max_pinned.max(self.cache.admit(dispatch.pins_of(g)));
+            max_pinned = max_pinned.max(self.cache.admit(dispatch.pins_of(&schedule, g)));
             // A group's callbacks all fire at `group.at`, so any order among
             // them is one the system could see. Nearest deadline first: a
             // chunk's disk read is then charged to the reader with the
@@ -542,7 +542,7 @@ mod tests {
     #[test]
     fn a_pinned_chunk_is_free_only_after_its_first_read_and_until_its_readers_are_done() {
         let mut cache = PinCache::new(2, 100);
-        cache.admit(&[directive(1, 0, 2, 50)]);
+        cache.admit([directive(1, 0, 2, 50)]);
         let chunk = ChunkRef { block: BlockId(1), copy: 0 };
         assert_eq!(cache.read(chunk, TaskKind::Scrubbing), None, "first read goes to disk");
         assert_eq!(cache.read(chunk, TaskKind::Fsck), Some(TaskKind::Scrubbing));
@@ -608,7 +608,7 @@ mod tests {
     #[test]
     fn full_regions_refuse_pins_and_pins_expire() {
         let mut cache = PinCache::new(1, 15);
-        cache.admit(&[directive(1, 0, 2, 50), directive(2, 0, 2, 50)]);
+        cache.admit([directive(1, 0, 2, 50), directive(2, 0, 2, 50)]);
         assert_eq!(cache.refused_bytes, 10);
         let second = ChunkRef { block: BlockId(2), copy: 0 };
         assert_eq!(cache.read(second, TaskKind::Scrubbing), None);
