@@ -53,7 +53,9 @@ pub struct GroupPin {
 }
 
 impl GroupPin {
-    pub fn chunk(&self) -> ChunkRef {
+    /// Readers outside this module take whole directives from
+    /// [`Dispatch::pins_of`].
+    fn chunk(&self) -> ChunkRef {
         let Member::Copy(chunk) = Member::from_key(self.chunk_key) else { unreachable!("pins are of copies") };
         chunk
     }
