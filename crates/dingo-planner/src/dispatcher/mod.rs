@@ -25,7 +25,6 @@ use crate::config::PlannerConfig;
 use crate::scheduler::{BlockBytes, ChunkRead, Schedule};
 use components::{OrderScratch, component_order};
 use dingo_types::{BlockId, ChunkRef, DeclarationId, DiskId, GroupId, Member, TaskKind, Timestamp};
-use fixedbitset::FixedBitSet;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
@@ -83,13 +82,6 @@ pub struct Dispatch {
     pub groups: Vec<DispatchGroup>,
     pub order: Vec<u32>,
     pub pins: Vec<GroupPin>,
-    /// Positions in `order` of the sets that share no chunk with any other
-    /// set of the quantum and name each of theirs once: no pin holds their
-    /// chunks, so every read of theirs goes to disk. Most sets of a large
-    /// quantum (a file, a scrubbed chunk); the replay reads them without a
-    /// cache lookup per read.
-    #[serde(with = "crate::bits_serde")]
-    pub unshared: FixedBitSet,
     /// Extra disk bytes caused by splitting components over the cache budget.
     pub split_loss_bytes: u64,
     /// Largest `pinned_bytes` of any group: the cache the quantum needs.
@@ -346,10 +338,10 @@ impl Packer {
     }
 
     /// Adds the set at position `pos` of the order, with its reads (their
-    /// blocks' sizes in `sizes`), for `task`; `unshared`: the set is a
-    /// component of its own and names each chunk once.
-    fn add(&mut self, pos: u32, reads: &[ChunkRead], sizes: &BlockBytes, task: TaskKind, unshared: bool) {
-        if unshared && self.lone_path {
+    /// blocks' sizes in `sizes`), for `task`; `alone`: the set is a
+    /// component of its own.
+    fn add(&mut self, pos: u32, reads: &[ChunkRead], sizes: &BlockBytes, task: TaskKind, alone: bool) {
+        if alone && self.lone_path && distinct_chunks(reads) {
             self.add_alone(pos, reads, sizes);
             return;
         }
@@ -488,7 +480,6 @@ fn dispatch_with(
     out.groups.clear();
     out.order.clear();
     out.pins.clear();
-    out.unshared = FixedBitSet::new();
     out.split_loss_bytes = 0;
     out.max_pinned_bytes = 0;
     out.free_bytes_from = [[0; TaskKind::COUNT]; TaskKind::COUNT];
@@ -533,8 +524,6 @@ fn dispatch_with(
     };
     let mut next_component = component_starts.iter().copied().peekable();
     let sets = order.len() as u32;
-    // Fresh, not cleared: a reused one would keep an earlier quantum's length.
-    let mut unshared = FixedBitSet::with_capacity(order.len());
     for (pos, &s) in order.iter().enumerate() {
         let pos = pos as u32;
         let starts = next_component.next_if_eq(&pos).is_some();
@@ -548,12 +537,7 @@ fn dispatch_with(
         let alone = starts && next_component.peek().copied().unwrap_or(sets) == pos + 1;
         let set = &schedule.sets[s as usize];
         let task = schedule.decls[set.decl as usize].task;
-        let reads = schedule.reads_of(s as usize);
-        let is_unshared = alone && distinct_chunks(reads);
-        if is_unshared {
-            unshared.insert(pos as usize);
-        }
-        packer.add(pos, reads, &schedule.block_bytes, task, is_unshared);
+        packer.add(pos, schedule.reads_of(s as usize), &schedule.block_bytes, task, alone);
     }
     packer.close(order.len() as u32);
 
@@ -561,7 +545,6 @@ fn dispatch_with(
     let group_time = |g: usize| Timestamp(schedule.start.0 + spacing * g as u64);
     let grace = u64::try_from(config.pin_grace.as_millis()).unwrap_or(u64::MAX);
     out.order = order;
-    out.unshared = unshared;
     out.split_loss_bytes = packer.split_loss_bytes;
     out.free_bytes_from = packer.free_bytes_from;
     out.pins = std::mem::take(&mut packer.pins);
@@ -704,37 +687,6 @@ mod tests {
                 assert_eq!(pins.iter().map(|p| p.bytes).sum::<u64>(), group.pinned_bytes, "seed {seed}, group {g}");
             }
         }
-    }
-
-    #[test]
-    fn unshared_sets_share_no_chunk_and_no_pin_holds_theirs() {
-        let mut marked = 0;
-        for seed in 0..50 {
-            let s = schedule(seed);
-            let config = PlannerConfig { dispatch_rounds: 4, group_cache_bytes: 40, ..PlannerConfig::default() };
-            let d = dispatch(&s, &config);
-            assert_eq!(d.unshared.len(), d.order.len());
-            let pinned: std::collections::HashSet<ChunkRef> =
-                (0..d.groups.len()).flat_map(|g| d.pins_of(&s, g).map(|p| p.chunk)).collect();
-            for (pos, &set) in d.order.iter().enumerate() {
-                let own = s.reads_of(set as usize);
-                let chunks: Vec<ChunkRef> = own.iter().map(|r| r.chunk()).collect();
-                let names_each_once = chunks.len() == chunks.iter().collect::<std::collections::HashSet<_>>().len();
-                let others_in_its_groups = (0..s.sets.len())
-                    .filter(|&other| other != set as usize)
-                    .flat_map(|other| s.reads_of(other))
-                    .any(|r| own.iter().any(|o| o.group() == r.group()));
-                // Unshared exactly when no other set touches its redundancy
-                // groups and it reads each chunk once; then no pin of the
-                // quantum holds one of its chunks.
-                assert_eq!(d.unshared.contains(pos), names_each_once && !others_in_its_groups, "seed {seed}, {pos}");
-                if d.unshared.contains(pos) {
-                    marked += 1;
-                    assert!(chunks.iter().all(|c| !pinned.contains(c)), "seed {seed}: a pin holds an unshared chunk");
-                }
-            }
-        }
-        assert!(marked > 0, "the schedules have unshared sets");
     }
 
     /// One disk's chunks, each read by a scrub set and a rebalancing set,
