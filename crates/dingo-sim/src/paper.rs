@@ -16,6 +16,7 @@ use dingo_planner::LeftoverPolicy;
 use dingo_types::TaskKind;
 use serde::Serialize;
 use std::fmt::Write as _;
+use std::sync::Mutex;
 use std::time::Duration;
 
 const TB: u64 = 1_000_000_000_000;
@@ -229,11 +230,23 @@ pub struct PaperRuns {
     pub runs: Vec<(PlannedRun, SimResult)>,
 }
 
-/// Runs the plan; `progress(i, n, run)` is called before each simulation.
-pub fn run(options: &PaperOptions, mut progress: impl FnMut(usize, usize, &PlannedRun)) -> Result<PaperRuns, SimError> {
+/// Runs the plan, up to `jobs` simulations at once (the results do not
+/// depend on it); `progress(started, n, run)` is called as each simulation
+/// starts, with the number started so far.
+pub fn run(
+    options: &PaperOptions,
+    jobs: usize,
+    progress: impl FnMut(usize, usize, &PlannedRun) + Send,
+) -> Result<PaperRuns, SimError> {
     let planned = plan(options);
-    let results = run_distinct(planned.iter().map(|p| &p.config), |i, config| {
-        progress(i, planned.len(), &planned[i]);
+    let progress = Mutex::new((0, progress));
+    let results = run_distinct(planned.iter().map(|p| &p.config), jobs, |i, config| {
+        {
+            let mut guard = progress.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let (started, report) = &mut *guard;
+            report(*started, planned.len(), &planned[i]);
+            *started += 1;
+        }
         Simulation::new(config.clone())?.run(|_| {})
     })?;
     Ok(PaperRuns { options: options.clone(), runs: planned.into_iter().zip(results).collect() })

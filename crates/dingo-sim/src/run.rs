@@ -9,6 +9,7 @@ use crate::scenario::{Scenario, ScenarioError};
 use crate::sim::{CheckpointError, Mode, Modes, SimConfig, SimError, SimResult, Simulation};
 use crate::sweep::{self, SweepError, SweepKind, SweepPoint, SweepSummary};
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
@@ -206,7 +207,7 @@ pub struct SweepRun {
 impl SweepOptions {
     /// Simulates every point (identical points once), the values given or
     /// else the parameter's defaults.
-    pub fn run(&self, mut progress: impl FnMut(Progress)) -> Result<SweepRun, RunError> {
+    pub fn run(&self, progress: impl FnMut(Progress) + Send) -> Result<SweepRun, RunError> {
         let base = self.scenario.config(Modes::ALL)?;
         let points = if self.values.is_empty() {
             sweep::points(self.what, self.what.default_values(), &base)?
@@ -214,9 +215,16 @@ impl SweepOptions {
             sweep::points(self.what, &self.values, &base)?
         };
         let runs = points.len();
-        let results = sweep::run_distinct(points.iter().map(|p| &p.config), |run, config| {
+        // One point at a time: the progress reports one run's quanta.
+        let progress = Mutex::new(progress);
+        let results = sweep::run_distinct(points.iter().map(|p| &p.config), 1, |run, config| {
             simulate(config.clone(), |quanta_done, quanta_expected| {
-                progress(Progress { run, runs, quanta_done, quanta_expected });
+                (progress.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))(Progress {
+                    run,
+                    runs,
+                    quanta_done,
+                    quanta_expected,
+                });
             })
         })?;
         let summary = sweep::summarize(self.what, &base, &points, &results);

@@ -8,6 +8,7 @@ use dingo_types::{ByteSizeError, TaskKind, format_bytes, parse_bytes};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use thiserror::Error;
 
@@ -161,26 +162,67 @@ pub fn points(kind: SweepKind, values: &[impl AsRef<str>], base: &SimConfig) -> 
     Ok(out)
 }
 
-/// Simulates each configuration with `simulate(index, config)`, in order;
-/// identical configurations (×1 of every task, say) are simulated once.
-pub fn run_distinct<'a, E>(
+/// Simulates each configuration with `simulate(index, config)` and returns
+/// the results in the configurations' order; identical configurations (×1
+/// of every task, say) are simulated once, by the first index that names
+/// them. Up to `jobs` simulations run at once, each on a thread of its own:
+/// every simulation is seeded by its configuration alone, so the results do
+/// not depend on `jobs`. The first error stops further simulations from
+/// starting and is returned.
+///
+/// Written on `std::thread::scope` rather than with rayon: a shared counter
+/// hands out the distinct configurations, a dozen lines for the one
+/// parallel loop the simulator's drivers have.
+pub fn run_distinct<'a, E: Send>(
     configs: impl IntoIterator<Item = &'a SimConfig>,
-    mut simulate: impl FnMut(usize, &SimConfig) -> Result<SimResult, E>,
+    jobs: usize,
+    simulate: impl Fn(usize, &SimConfig) -> Result<SimResult, E> + Sync,
 ) -> Result<Vec<SimResult>, E> {
-    let mut done: Vec<(&SimConfig, SimResult)> = Vec::new();
-    let mut results = Vec::new();
-    for (i, config) in configs.into_iter().enumerate() {
-        let result = match done.iter().find(|(c, _)| *c == config) {
-            Some((_, r)) => r.clone(),
-            None => {
-                let r = simulate(i, config)?;
-                done.push((config, r.clone()));
-                r
-            }
-        };
-        results.push(result);
+    let configs: Vec<&SimConfig> = configs.into_iter().collect();
+    // `first_index[d]`: the index that simulates distinct configuration `d`;
+    // `distinct_of[i]`: the distinct configuration index `i` names.
+    let mut first_index: Vec<usize> = Vec::new();
+    let distinct_of: Vec<usize> = (0..configs.len())
+        .map(|i| {
+            first_index.iter().position(|&f| configs[f] == configs[i]).unwrap_or_else(|| {
+                first_index.push(i);
+                first_index.len() - 1
+            })
+        })
+        .collect();
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    // Each worker takes the next distinct configuration until none is left
+    // or one has failed; it returns what it simulated, by distinct index.
+    let worker = || {
+        let mut done = Vec::new();
+        while !failed.load(Ordering::Relaxed) {
+            let d = next.fetch_add(1, Ordering::Relaxed);
+            let Some(&i) = first_index.get(d) else { break };
+            let result = simulate(i, configs[i]);
+            failed.fetch_or(result.is_err(), Ordering::Relaxed);
+            done.push((d, result));
+        }
+        done
+    };
+    let mut done = std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..jobs.clamp(1, first_index.len().max(1))).map(|_| scope.spawn(worker)).collect();
+        let mut done = worker();
+        for helper in helpers {
+            done.extend(helper.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+        }
+        done
+    });
+    // Distinct configurations are handed out in order, so after a failure
+    // every one not simulated comes after a failed one: sorted, the first
+    // error is met before any gap.
+    done.sort_by_key(|(d, _)| *d);
+    let mut distinct = Vec::with_capacity(done.len());
+    for (d, result) in done {
+        assert_eq!(d, distinct.len(), "distinct configuration {d} was simulated, an earlier one was not");
+        distinct.push(result?);
     }
-    Ok(results)
+    Ok(distinct_of.into_iter().map(|d| distinct[d].clone()).collect())
 }
 
 /// One point's figures.
@@ -369,15 +411,38 @@ mod tests {
     fn identical_configurations_run_once() {
         let base = SimConfig::default();
         let points = points(SweepKind::Intensity, &["1", "2"], &base).unwrap();
-        let mut simulated = Vec::new();
-        let results = run_distinct(points.iter().map(|p| &p.config), |i, _| {
-            simulated.push(i);
-            Ok::<_, ()>(sim_result())
-        })
-        .unwrap();
-        assert_eq!(results.len(), 6);
-        // The ×1 point of every task is the base configuration.
-        assert_eq!(simulated, [0, 1, 3, 5]);
+        // The simulated index stands in the result, to check the order.
+        let simulate = |i: usize, _: &SimConfig| Ok::<_, ()>(SimResult { seed: i as u64, ..sim_result() });
+        for jobs in [1, 2, 3, 8] {
+            let simulated = std::sync::Mutex::new(Vec::new());
+            let results = run_distinct(points.iter().map(|p| &p.config), jobs, |i, c| {
+                simulated.lock().unwrap().push(i);
+                simulate(i, c)
+            })
+            .unwrap();
+            // The ×1 point of every task is the base configuration: point 0.
+            let seeds: Vec<u64> = results.iter().map(|r| r.seed).collect();
+            assert_eq!(seeds, [0, 1, 0, 3, 0, 5], "jobs {jobs}");
+            let mut simulated = simulated.into_inner().unwrap();
+            simulated.sort();
+            assert_eq!(simulated, [0, 1, 3, 5], "jobs {jobs}");
+        }
+    }
+
+    #[test]
+    fn the_first_error_is_returned_and_stops_later_simulations() {
+        let base = SimConfig::default();
+        let points = points(SweepKind::Demand, &["1", "2", "3", "4", "5", "6"], &base).unwrap();
+        for jobs in [1, 2] {
+            let started = AtomicUsize::new(0);
+            let outcome = run_distinct(points.iter().map(|p| &p.config), jobs, |i, _| {
+                started.fetch_add(1, Ordering::Relaxed);
+                if i >= 1 { Err(i) } else { Ok(sim_result()) }
+            });
+            assert_eq!(outcome.unwrap_err(), 1, "jobs {jobs}");
+            // Each worker stops at its first failure.
+            assert!(started.into_inner() <= 1 + jobs, "jobs {jobs}");
+        }
     }
 
     #[test]
