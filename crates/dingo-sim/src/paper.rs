@@ -16,6 +16,7 @@ use dingo_planner::LeftoverPolicy;
 use dingo_types::TaskKind;
 use serde::Serialize;
 use std::fmt::Write as _;
+use std::num::NonZeroUsize;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -81,16 +82,24 @@ pub struct PaperScale {
     pub sweep_capacity_bytes: Option<u64>,
     #[cfg_attr(feature = "clap", arg(long, default_value_t = 1))]
     pub seed: u64,
+    /// Simulations run at once (default: the machine's cores); the results do not depend on it.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub jobs: Option<NonZeroUsize>,
 }
 
 impl Default for PaperScale {
     /// The full form at seed 1, as `dingo sim paper` runs by default.
     fn default() -> Self {
-        PaperScale { quick: false, capacity_bytes: None, sweep_capacity_bytes: None, seed: 1 }
+        PaperScale { quick: false, capacity_bytes: None, sweep_capacity_bytes: None, seed: 1, jobs: None }
     }
 }
 
 impl PaperScale {
+    /// The simulations to run at once: as asked, else one per core.
+    pub fn jobs(&self) -> usize {
+        self.jobs.or_else(|| std::thread::available_parallelism().ok()).map_or(1, NonZeroUsize::get)
+    }
+
     /// [`PaperOptions::full`] or [`PaperOptions::quick`] with what was given.
     pub fn options(&self) -> PaperOptions {
         let form = if self.quick { PaperOptions::quick() } else { PaperOptions::full() };
@@ -570,5 +579,8 @@ mod tests {
         assert!(options.quick);
         assert_eq!((options.capacity_bytes, options.sweep_capacity_bytes, options.seed), (3 * PB, 2 * PB, 7));
         assert_eq!(PaperScale::default().options().capacity_bytes, 100 * PB);
+        let cores = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+        assert_eq!(PaperScale::default().jobs(), cores);
+        assert_eq!(PaperScale { jobs: NonZeroUsize::new(3), ..PaperScale::default() }.jobs(), 3);
     }
 }

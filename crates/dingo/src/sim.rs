@@ -46,9 +46,6 @@ pub enum SimCommand {
         /// Print one JSON object (per figure, the published and measured values) instead of the table.
         #[arg(long)]
         json: bool,
-        /// Simulations run at once (default: the machine's cores); the results do not depend on it.
-        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
-        jobs: Option<u32>,
     },
 }
 
@@ -75,10 +72,9 @@ pub fn run(command: SimCommand) -> anyhow::Result<()> {
                 outln!("report: {}", dir.join("report.html").display());
             }
         }
-        SimCommand::Paper { scale, out, json, jobs } => {
-            let jobs = jobs.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |j| j as usize);
+        SimCommand::Paper { scale, out, json } => {
             let mut progress = Progress::new(json, "runs");
-            let runs = dingo_sim::paper::run(&scale.options(), jobs, |i, n, p| {
+            let runs = dingo_sim::paper::run(&scale.options(), scale.jobs(), |i, n, p| {
                 progress.bar.set_message(format!("{} cluster {:?} {}={}", p.figure, p.cluster, p.parameter, p.x));
                 progress.advance(i as u64, n as u64);
             })?;
