@@ -97,7 +97,7 @@ impl Default for PaperScale {
 impl PaperScale {
     /// The simulations to run at once: as asked, else one per core.
     pub fn jobs(&self) -> usize {
-        self.jobs.or_else(|| std::thread::available_parallelism().ok()).map_or(1, NonZeroUsize::get)
+        crate::sweep::jobs_or_cores(self.jobs)
     }
 
     /// [`PaperOptions::full`] or [`PaperOptions::quick`] with what was given.

@@ -8,6 +8,7 @@ use crate::cost::RunCost;
 use crate::scenario::{Scenario, ScenarioError};
 use crate::sim::{CheckpointError, Mode, Modes, SimConfig, SimError, SimResult, Simulation};
 use crate::sweep::{self, SweepError, SweepKind, SweepPoint, SweepSummary};
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -27,15 +28,41 @@ pub enum RunError {
     CheckpointInterval,
 }
 
-/// Where a sweep stands, reported after each simulated quantum.
+/// Where a sweep stands, reported after each simulated quantum of any of
+/// its points (several run at once).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Progress {
-    /// The point under way, from 0, of `runs`.
-    pub run: usize,
+    /// Points started and points finished, of `runs` distinct points.
+    pub runs_started: usize,
+    pub runs_done: usize,
     pub runs: usize,
+    /// Quanta simulated, over every point.
     pub quanta_done: u64,
-    /// The horizon's quanta, or more once jobs run on to their deadlines.
+    /// The started points' horizons (more once jobs run on to their
+    /// deadlines) and, for each point not started, their mean.
     pub quanta_expected: u64,
+}
+
+/// The quanta each started point has simulated and expects, by point.
+struct SweepTally {
+    quanta: Vec<Option<(u64, u64)>>,
+    runs_done: usize,
+    runs: usize,
+}
+
+impl SweepTally {
+    fn progress(&self) -> Progress {
+        let started: Vec<(u64, u64)> = self.quanta.iter().flatten().copied().collect();
+        let expected: u64 = started.iter().map(|q| q.1).sum();
+        let not_started = self.runs.saturating_sub(started.len()) as u64;
+        Progress {
+            runs_started: started.len(),
+            runs_done: self.runs_done,
+            runs: self.runs,
+            quanta_done: started.iter().map(|q| q.0).sum(),
+            quanta_expected: expected + not_started * expected / (started.len().max(1) as u64),
+        }
+    }
 }
 
 /// Simulates `config`, calling `progress(done, expected)` before the first
@@ -194,6 +221,9 @@ pub struct SweepOptions {
     pub values: Vec<String>,
     #[cfg_attr(feature = "clap", command(flatten))]
     pub scenario: Scenario,
+    /// Points simulated at once (default: the machine's cores); the results do not depend on it.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub jobs: Option<NonZeroUsize>,
 }
 
 /// A sweep's points, their results (in the same order) and their summary.
@@ -214,18 +244,24 @@ impl SweepOptions {
         } else {
             sweep::points(self.what, &self.values, &base)?
         };
-        let runs = points.len();
-        // One point at a time: the progress reports one run's quanta.
-        let progress = Mutex::new(progress);
-        let results = sweep::run_distinct(points.iter().map(|p| &p.config), 1, |run, config| {
-            simulate(config.clone(), |quanta_done, quanta_expected| {
-                (progress.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))(Progress {
-                    run,
-                    runs,
-                    quanta_done,
-                    quanta_expected,
-                });
-            })
+        let configs: Vec<&SimConfig> = points.iter().map(|p| &p.config).collect();
+        let tally = SweepTally {
+            quanta: vec![None; points.len()],
+            runs_done: 0,
+            runs: sweep::Distinct::of(&configs).first_index.len(),
+        };
+        let state = Mutex::new((tally, progress));
+        let lock = || state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let results = sweep::run_distinct(configs, sweep::jobs_or_cores(self.jobs), |point, config| {
+            let result = simulate(config.clone(), |quanta_done, quanta_expected| {
+                let (tally, report) = &mut *lock();
+                tally.quanta[point] = Some((quanta_done, quanta_expected));
+                report(tally.progress());
+            });
+            let (tally, report) = &mut *lock();
+            tally.runs_done += 1;
+            report(tally.progress());
+            result
         })?;
         let summary = sweep::summarize(self.what, &base, &points, &results);
         Ok(SweepRun { points, results, summary })
@@ -278,14 +314,24 @@ mod tests {
 
     #[test]
     fn a_sweep_simulates_each_distinct_point_once_and_refuses_bad_values() {
-        let options =
-            SweepOptions { what: SweepKind::Demand, values: vec!["1".into(), "1.0".into()], scenario: small() };
-        let mut runs = Vec::new();
-        let sweep = options.run(|p| runs.push(p.run)).unwrap();
-        assert_eq!(sweep.points.len(), 2);
-        assert_eq!(sweep.results.len(), 2);
-        runs.dedup();
-        assert_eq!(runs, [0], "the second point equals the first");
+        let values = vec!["1".into(), "1.0".into(), "2".into()];
+        let options = SweepOptions { what: SweepKind::Demand, values, scenario: small(), jobs: NonZeroUsize::new(1) };
+        let mut seen = Vec::new();
+        let sweep = options.run(|p| seen.push(p)).unwrap();
+        assert_eq!(sweep.points.len(), 3);
+        assert_eq!(sweep.results.len(), 3);
+        assert_eq!(sweep.results[0], sweep.results[1], "the second point equals the first");
+        assert!(seen.iter().all(|p| p.runs == 2 && p.runs_done <= p.runs_started), "{seen:?}");
+        let last = seen.last().unwrap();
+        assert_eq!((last.runs_started, last.runs_done), (2, 2));
+        assert_eq!(last.quanta_done, last.quanta_expected);
+        assert!(seen.windows(2).all(|w| w[0].quanta_done <= w[1].quanta_done), "{seen:?}");
+        // Two points at once: the same results, the same final tally.
+        let mut seen_parallel = Vec::new();
+        let parallel = SweepOptions { jobs: NonZeroUsize::new(2), ..options.clone() };
+        let parallel_sweep = parallel.run(|p| seen_parallel.push(p)).unwrap();
+        assert_eq!(parallel_sweep.results, sweep.results);
+        assert_eq!(seen_parallel.last(), Some(last));
         let bad = SweepOptions { values: vec!["-1".into()], ..options };
         assert!(matches!(bad.run(|_| {}), Err(RunError::Sweep(SweepError::Negative(_)))));
     }

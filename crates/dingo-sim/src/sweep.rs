@@ -8,6 +8,7 @@ use dingo_types::{ByteSizeError, TaskKind, format_bytes, parse_bytes};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use thiserror::Error;
@@ -162,6 +163,35 @@ pub fn points(kind: SweepKind, values: &[impl AsRef<str>], base: &SimConfig) -> 
     Ok(out)
 }
 
+/// The simulations to run at once: as asked, else one per core.
+pub fn jobs_or_cores(jobs: Option<NonZeroUsize>) -> usize {
+    jobs.or_else(|| std::thread::available_parallelism().ok()).map_or(1, NonZeroUsize::get)
+}
+
+/// Which configurations of a list are the same.
+pub struct Distinct {
+    /// `first_index[d]`: the first index naming distinct configuration `d`,
+    /// the one [`run_distinct`] simulates.
+    pub first_index: Vec<usize>,
+    /// `distinct_of[i]`: the distinct configuration index `i` names.
+    pub distinct_of: Vec<usize>,
+}
+
+impl Distinct {
+    pub fn of(configs: &[&SimConfig]) -> Distinct {
+        let mut first_index: Vec<usize> = Vec::new();
+        let distinct_of = (0..configs.len())
+            .map(|i| {
+                first_index.iter().position(|&f| configs[f] == configs[i]).unwrap_or_else(|| {
+                    first_index.push(i);
+                    first_index.len() - 1
+                })
+            })
+            .collect();
+        Distinct { first_index, distinct_of }
+    }
+}
+
 /// Simulates each configuration with `simulate(index, config)` and returns
 /// the results in the configurations' order; identical configurations (×1
 /// of every task, say) are simulated once, by the first index that names
@@ -179,17 +209,7 @@ pub fn run_distinct<'a, E: Send>(
     simulate: impl Fn(usize, &SimConfig) -> Result<SimResult, E> + Sync,
 ) -> Result<Vec<SimResult>, E> {
     let configs: Vec<&SimConfig> = configs.into_iter().collect();
-    // `first_index[d]`: the index that simulates distinct configuration `d`;
-    // `distinct_of[i]`: the distinct configuration index `i` names.
-    let mut first_index: Vec<usize> = Vec::new();
-    let distinct_of: Vec<usize> = (0..configs.len())
-        .map(|i| {
-            first_index.iter().position(|&f| configs[f] == configs[i]).unwrap_or_else(|| {
-                first_index.push(i);
-                first_index.len() - 1
-            })
-        })
-        .collect();
+    let Distinct { first_index, distinct_of } = Distinct::of(&configs);
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
     // Each worker takes the next distinct configuration until none is left

@@ -57,7 +57,12 @@ pub fn run(command: SimCommand) -> anyhow::Result<()> {
         SimCommand::Sweep { options, output: RunOutput { out, json } } => {
             let mut progress = Progress::new(json, "quanta");
             let sweep = options.run(|p| {
-                progress.bar.set_message(format!("point {}/{}", p.run + 1, p.runs));
+                progress.bar.set_message(format!(
+                    "points: {} of {} done, {} running",
+                    p.runs_done,
+                    p.runs,
+                    p.runs_started - p.runs_done
+                ));
                 progress.advance(p.quanta_done, p.quanta_expected);
             })?;
             progress.bar.finish_and_clear();
