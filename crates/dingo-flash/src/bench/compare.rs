@@ -143,12 +143,16 @@ pub fn comparisons(report: &BenchReport) -> Vec<Comparison> {
             bar: "Kangaroo ≥ 90 %".into(),
             met: k.flash_utilisation >= 0.9,
         });
+        let at_200_bytes = Kangaroo::stats_when_full(report.budgets.device_pages(), 200).dram_bits_per_object();
         out.push(Comparison {
-            claim: "Kangaroo DRAM bits/object (trace mean size)".into(),
+            claim: "Kangaroo DRAM bits/object: defaults, full of 200 B objects; best budgeted run".into(),
             published: "7.0 at 200 B (Table 4.2)".into(),
-            measured: format!("{:.2} at {} B", k.dram_bits_per_object, report.mean_object_bytes),
-            bar: "≤ 7.5 at 200 B (unit test)".into(),
-            met: true,
+            measured: format!(
+                "{at_200_bytes:.2} at 200 B; {:.2} at {} B ({})",
+                k.dram_bits_per_object, report.mean_object_bytes, k.label
+            ),
+            bar: "≤ 7.5 at 200 B".into(),
+            met: at_200_bytes <= 7.5,
         });
     }
     let ab = &report.kangaroo_ablations;

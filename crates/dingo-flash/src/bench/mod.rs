@@ -127,6 +127,10 @@ pub fn run_meta_comparison(options: &BenchOptions) -> (String, Vec<RunResult>) {
     (name, compare::fairywren_meta_runs(&budgets, &trace, mean_size(&trace), options.seed))
 }
 
+/// KLog sizes (share of the small-object cache) the budgeted search tries;
+/// 5 % is the thesis' default (Table 4.3).
+pub const KANGAROO_LOG_FRACTIONS: [f64; 4] = [0.05, 0.10, 0.20, 0.30];
+
 /// Runs every system and configuration on the size's synthetic trace.
 pub fn run_bench(options: &BenchOptions) -> BenchReport {
     let (name, trace) = synthetic_trace(options.size, options.seed);
@@ -166,13 +170,24 @@ pub fn run_bench_on(options: &BenchOptions, trace_name: &str, trace: &[Object]) 
             seed,
         }))
     }));
-    runs.extend(ladder(&budgets, trace, "defaults (log 5 %, n=2, RRIP 3)", "kangaroo", |p| {
-        Box::new(Kangaroo::new(KangarooConfig {
-            admission_probability: p,
-            seed,
-            ..KangarooConfig::new(pages, mean_object_bytes)
-        }))
-    }));
+    // Kangaroo is configured like the others, by search within both budgets
+    // (the thesis configures each design for its lowest miss ratio under the
+    // budgets, L1165). Its lever besides admission is KLog's size: a larger
+    // log packs more objects per set write and costs index DRAM (L1224).
+    // The bench models no DRAM cache, so DRAM the index leaves unused buys
+    // nothing; 30 % of flash keeps the index under the budget at this trace's
+    // sizes (about 18 of 20 bits/object at full size).
+    for log_fraction in KANGAROO_LOG_FRACTIONS {
+        let label = format!("log {} %, n=2, RRIP 3", log_fraction * 100.0);
+        runs.extend(ladder(&budgets, trace, &label, "kangaroo", |p| {
+            Box::new(Kangaroo::new(KangarooConfig {
+                admission_probability: p,
+                log_fraction,
+                seed,
+                ..KangarooConfig::new(pages, mean_object_bytes)
+            }))
+        }));
+    }
     let best_within_budget = ["set-associative", "log-structured", "kangaroo"]
         .iter()
         .filter_map(|system| {

@@ -106,6 +106,21 @@ pub(crate) fn tables_for(entries: u64, buckets: u32) -> u32 {
 }
 
 impl Kangaroo {
+    /// Table 4.2's measurement: a default Kangaroo (everything admitted) on
+    /// `device_pages`, filled with four times its capacity of
+    /// `object_bytes`-byte objects; its stats, for DRAM bits per object.
+    pub fn stats_when_full(device_pages: u64, object_bytes: u32) -> EngineStats {
+        let mut k = Kangaroo::new(KangarooConfig {
+            admission_probability: 1.0,
+            ..KangarooConfig::new(device_pages, object_bytes)
+        });
+        let objects = 4 * device_pages * PAGE_BYTES / u64::from(object_bytes);
+        for key in 0..objects {
+            k.insert(Object { key, size_bytes: object_bytes });
+        }
+        k.stats()
+    }
+
     pub fn new(config: KangarooConfig) -> Kangaroo {
         let cache_pages = fraction_of(config.device_pages, config.cache_fraction);
         let loc_segments = (fraction_of(cache_pages, config.loc_fraction) / u64::from(config.loc_segment_pages)) as u32;
@@ -310,11 +325,7 @@ mod tests {
     /// (7.0 in the thesis), measured on a full cache.
     #[test]
     fn dram_is_at_most_7_5_bits_per_object_at_200_bytes() {
-        let mut k = Kangaroo::new(small(1 << 13));
-        for key in 0..400_000u64 {
-            k.insert(Object { key, size_bytes: 200 });
-        }
-        let s = k.stats();
+        let s = Kangaroo::stats_when_full(1 << 13, 200);
         let bits = s.dram_bits_per_object();
         assert!(bits <= 7.5, "{bits:.2} bits/object over {} objects", s.stored_objects);
         // The cache really is full: ≥ 90 % of its capacity holds objects.
