@@ -13,6 +13,7 @@
 
 pub mod bench;
 mod bloom;
+pub mod carbon;
 pub mod device;
 pub mod engine;
 mod hash;

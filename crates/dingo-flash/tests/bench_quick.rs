@@ -42,6 +42,16 @@ fn quick_bench_reports_every_system() {
     assert!(fw_meta.max_active_zones <= 4);
     assert!(k_meta.write_amplification.device > 1.0);
     assert!(report.comparisons.iter().any(|c| c.claim.contains("Meta-like")));
+    // Carbon and cost from the measured rates, for both comparisons' traces.
+    assert_eq!(report.footprints.len(), 2);
+    for trace in &report.footprints {
+        let systems: Vec<&str> = trace.systems.iter().map(|f| f.system.as_str()).collect();
+        assert_eq!(systems, ["kangaroo", "fairywren", "minimum writes"]);
+        assert!(trace.systems.iter().all(|f| f.kg_co2_per_year() > 0.0 && f.dollars_per_year() > 0.0));
+        let minimum = &trace.systems[2];
+        assert!(trace.systems.iter().all(|f| f.kg_co2_per_year() >= minimum.kg_co2_per_year()), "{trace:?}");
+        assert!(trace.fairywren_vs_kangaroo().is_some());
+    }
 
     let dir = tempfile::tempdir().unwrap();
     write_report(&report, dir.path()).unwrap();

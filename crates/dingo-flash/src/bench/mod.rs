@@ -3,10 +3,12 @@
 
 mod ablation;
 mod compare;
+mod footprint;
 mod replay;
 mod report;
 
 pub use compare::Comparison;
+pub use footprint::{DEPLOYED_DRIVE_BYTES, DEPLOYED_REQUESTS_PER_SECOND, TraceFootprints};
 pub use replay::{RunResult, WriteAmplification, replay};
 pub use report::{markdown, meta_markdown, write_report};
 
@@ -90,6 +92,9 @@ pub struct BenchReport {
     pub fairywren_meta: Vec<RunResult>,
     /// Kangaroo with one parameter changed at a time (Fig. 4.14).
     pub kangaroo_ablations: Vec<RunResult>,
+    /// Carbon and cost of Kangaroo, FairyWREN and minimum writes deployed
+    /// at the thesis' scale, per trace of the comparisons (Fig. 5.13-5.16).
+    pub footprints: Vec<TraceFootprints>,
     /// The bars, published against measured.
     pub comparisons: Vec<Comparison>,
 }
@@ -200,6 +205,13 @@ pub fn run_bench_on(options: &BenchOptions, trace_name: &str, trace: &[Object]) 
     let fairywren = compare::fairywren_runs(&budgets, trace, mean_object_bytes, seed);
     let kangaroo_ablations = ablation::kangaroo_ablations(&budgets, trace, mean_object_bytes, seed);
     let (meta_trace, fairywren_meta) = run_meta_comparison(options);
+    let footprints = [(trace_name, &fairywren), (meta_trace.as_str(), &fairywren_meta)]
+        .into_iter()
+        .filter_map(|(name, runs)| {
+            let find = |system: &str| runs.iter().find(|r| r.system == system);
+            Some(footprint::footprints(name, &budgets, find("kangaroo")?, find("fairywren")?))
+        })
+        .collect();
     let mut report = BenchReport {
         size: options.size,
         trace: trace_name.to_string(),
@@ -211,6 +223,7 @@ pub fn run_bench_on(options: &BenchOptions, trace_name: &str, trace: &[Object]) 
         meta_trace,
         fairywren_meta,
         kangaroo_ablations,
+        footprints,
         comparisons: Vec::new(),
     };
     report.comparisons = compare::comparisons(&report);
