@@ -1,8 +1,10 @@
 //! DINGO's reports: charts ([`plots`], SVG and PNG) and the HTML pages
-//! ([`html`]) of a simulator run ([`run`]), a sweep ([`sweep`]) and the
-//! paper reproduction ([`paper`]). Each writer takes the typed results of
-//! `dingo_sim` and a directory.
+//! ([`html`]) of a simulator run ([`run`]), a sweep ([`sweep`]), the
+//! paper reproduction ([`paper`]) and the flash benchmark ([`flash`]).
+//! Each writer takes the typed results of `dingo_sim` or `dingo_flash` and
+//! a directory.
 
+pub mod flash;
 pub mod html;
 pub mod markers;
 pub mod paper;

@@ -150,7 +150,9 @@ fn draw_line<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, chart: &LineChart
         let anno = if s.dashed {
             ctx.draw_series(DashedLineSeries::new(s.points.iter().copied(), 10, 6, style)).map_err(err)?
         } else {
-            ctx.draw_series(LineSeries::new(s.points.iter().copied(), style)).map_err(err)?
+            // A line needs two points: a series of one is drawn as a dot.
+            let dot_size = if s.points.len() == 1 { 4 } else { 0 };
+            ctx.draw_series(LineSeries::new(s.points.iter().copied(), style).point_size(dot_size)).map_err(err)?
         };
         let (color, dashed) = (s.color, s.dashed);
         anno.label(&s.name).legend(move |(x, y)| legend_line(x, y, color, dashed));

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 pub struct FlashBenchArgs {
     #[command(flatten)]
     run: ExperimentArgs,
-    /// Write flash.json, flash-runs.csv and flash.md here.
+    /// Write flash.json, flash-runs.csv, flash.md and the figures (SVG and PNG) here.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Replay this Twitter cache-trace CSV instead of the synthetic trace.
@@ -37,6 +37,7 @@ pub fn run(args: &FlashBenchArgs) -> anyhow::Result<()> {
     };
     if let Some(dir) = &args.out {
         write_report(&report, dir).with_context(|| format!("writing {}", dir.display()))?;
+        dingo_report::flash::write_flash_figures(dir, &report)?;
     }
     args.run.show(&report)
 }
