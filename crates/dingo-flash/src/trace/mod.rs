@@ -3,9 +3,13 @@
 //! small-object fractions of the thesis' traces. The real traces are not reachable here;
 //! only comparisons between systems on the same trace are meaningful.
 
+mod file;
+mod kvcache;
 mod twitter;
 
-pub use twitter::{TraceError, TraceFileError, read_twitter_csv, read_twitter_file};
+pub use file::{TraceError, TraceFileError, TraceFormat, read_trace_file};
+pub use kvcache::{MAX_OP_COUNT, read_kvcache_csv};
+pub use twitter::read_twitter_csv;
 
 use serde::Serialize;
 

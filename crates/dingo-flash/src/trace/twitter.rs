@@ -5,20 +5,10 @@
 //! deletes are skipped: the engines model a look-aside cache that fills on
 //! a miss. Keys are hashed to 64-bit ids.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::io::BufRead;
 
-use crate::hash::mix64;
 use crate::object::Object;
-
-/// A line that does not parse.
-#[derive(Debug, thiserror::Error)]
-pub enum TraceError {
-    #[error("line {line}: {reason}")]
-    Malformed { line: u64, reason: String },
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-}
+use crate::trace::file::{TraceError, key_id};
 
 /// Reads up to `limit` requests (all if `None`).
 pub fn read_twitter_csv(reader: impl BufRead, limit: Option<u64>) -> Result<Vec<Object>, TraceError> {
@@ -56,35 +46,6 @@ pub fn read_twitter_csv(reader: impl BufRead, limit: Option<u64>) -> Result<Vec<
     Ok(out)
 }
 
-/// A trace file that cannot be replayed.
-#[derive(Debug, thiserror::Error)]
-pub enum TraceFileError {
-    #[error("opening {}", path.display())]
-    Open { path: PathBuf, source: std::io::Error },
-    #[error("reading {}", path.display())]
-    Read { path: PathBuf, source: TraceError },
-    #[error("{} holds fewer than two requests", path.display())]
-    TooShort { path: PathBuf },
-}
-
-/// Reads up to `limit` requests of the trace file at `path`; a benchmark
-/// needs at least two (one to warm up, one to measure).
-pub fn read_twitter_file(path: &Path, limit: Option<u64>) -> Result<Vec<Object>, TraceFileError> {
-    let file = std::fs::File::open(path).map_err(|source| TraceFileError::Open { path: path.into(), source })?;
-    let trace = read_twitter_csv(BufReader::new(file), limit)
-        .map_err(|source| TraceFileError::Read { path: path.into(), source })?;
-    if trace.len() < 2 {
-        return Err(TraceFileError::TooShort { path: path.into() });
-    }
-    Ok(trace)
-}
-
-/// A stable 64-bit id for a key string (FNV-1a, then mixed).
-fn key_id(key: &str) -> u64 {
-    let fnv = key.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3));
-    mix64(fnv)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,18 +60,6 @@ mod tests {
         assert_eq!(trace[1].size_bytes, 10);
         assert_ne!(trace[0].key, trace[1].key);
         assert_eq!(read_twitter_csv(csv.as_bytes(), Some(1)).unwrap().len(), 1);
-    }
-
-    #[test]
-    fn a_file_needs_two_requests() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("trace.csv");
-        std::fs::write(&path, "0,k,1,2,3,get,0\n1,k,1,2,3,set,0\n").unwrap();
-        assert!(matches!(read_twitter_file(&path, None), Err(TraceFileError::TooShort { .. })));
-        std::fs::write(&path, "0,k,1,2,3,get,0\n1,k,1,2,3,get,0\n").unwrap();
-        assert_eq!(read_twitter_file(&path, None).unwrap().len(), 2);
-        let missing = dir.path().join("missing.csv");
-        assert!(matches!(read_twitter_file(&missing, None), Err(TraceFileError::Open { .. })));
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! `dingo bench flash`: the flash cache engines (`dingo_flash::bench`)
 //! compared on a synthetic trace under equal DRAM and device-write budgets,
-//! or on a Twitter cache-trace CSV the user has.
+//! or on a Twitter or CacheLib kvcache trace CSV the user has.
 
 use crate::output::ExperimentArgs;
 use anyhow::Context;
 use clap::Args;
 use dingo_flash::bench::{BenchOptions, BenchSize, run_bench, run_bench_on, write_report};
+use dingo_flash::trace::{TraceFormat, read_trace_file};
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -16,8 +17,11 @@ pub struct FlashBenchArgs {
     #[arg(long)]
     out: Option<PathBuf>,
     /// Replay this Twitter cache-trace CSV instead of the synthetic trace.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "kvcache_trace")]
     twitter_trace: Option<PathBuf>,
+    /// Replay this CacheLib kvcache trace CSV (with its header) instead of the synthetic trace.
+    #[arg(long)]
+    kvcache_trace: Option<PathBuf>,
     /// Read at most this many requests of the trace.
     #[arg(long)]
     max_requests: Option<u64>,
@@ -28,9 +32,14 @@ pub struct FlashBenchArgs {
 pub fn run(args: &FlashBenchArgs) -> anyhow::Result<()> {
     let size = if args.run.quick { BenchSize::Quick } else { BenchSize::Full };
     let options = BenchOptions { size, seed: args.seed };
-    let report = match &args.twitter_trace {
-        Some(path) => {
-            let trace = dingo_flash::trace::read_twitter_file(path, args.max_requests)?;
+    let file = match (&args.twitter_trace, &args.kvcache_trace) {
+        (Some(path), _) => Some((path, TraceFormat::Twitter)),
+        (None, Some(path)) => Some((path, TraceFormat::Kvcache)),
+        (None, None) => None,
+    };
+    let report = match file {
+        Some((path, format)) => {
+            let trace = read_trace_file(path, format, args.max_requests)?;
             run_bench_on(&options, &path.display().to_string(), &trace)
         }
         None => run_bench(&options),
