@@ -115,9 +115,18 @@ fn err<E: std::fmt::Display>(e: E) -> String {
 
 fn draw_line<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, chart: &LineChart) -> DrawResult {
     area.fill(&WHITE).map_err(err)?;
-    let xs = chart.series.iter().flat_map(|s| s.points.iter().map(|p| p.0));
+    let xs = chart.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).chain(chart.markers.iter().map(|m| m.0));
     let (x_min, x_max) = xs.fold((f64::MAX, f64::MIN), |(lo, hi), x| (lo.min(x), hi.max(x)));
-    let (x_min, x_max) = if x_min > x_max { (0.0, 1.0) } else { (x_min, x_max.max(x_min + 1e-9)) };
+    // A range of one value gets some width: plotters' tick arithmetic
+    // overflows on a range a billionth wide.
+    let (x_min, x_max) = if x_min > x_max {
+        (0.0, 1.0)
+    } else if x_max - x_min < 1e-6 * x_min.abs().max(1.0) {
+        let pad = 0.05 * x_min.abs().max(1.0);
+        (x_min - pad, x_max + pad)
+    } else {
+        (x_min, x_max)
+    };
     let y_top = chart
         .series
         .iter()
@@ -328,4 +337,34 @@ fn draw_bars<DB: DrawingBackend>(area: DrawingArea<DB, Shift>, chart: &BarChart)
     }
     area.present().map_err(err)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression: every point at one x (a trace the cache holds whole:
+    /// nothing written, one point per series) made plotters overflow
+    /// computing ticks, with or without a marker elsewhere.
+    #[test]
+    fn a_chart_whose_points_share_one_x_is_drawn() {
+        let dir = tempfile::tempdir().unwrap();
+        for markers in [Vec::new(), vec![(625.0, "budget".to_string())]] {
+            let chart = LineChart {
+                title: "t".into(),
+                x_label: "x".into(),
+                y_label: "y".into(),
+                series: vec![Series {
+                    name: "s".into(),
+                    color: DISK_COLOR,
+                    points: vec![(0.0, 0.0); 3],
+                    dashed: false,
+                }],
+                hline: None,
+                markers,
+            };
+            save_line(dir.path(), "one-x", &chart).unwrap();
+            assert!(dir.path().join("one-x.png").metadata().unwrap().len() > 0);
+        }
+    }
 }

@@ -51,7 +51,12 @@ pub fn footprints(trace: &str, budgets: &Budgets, kangaroo: &RunResult, fairywre
         dram_bytes: run.dram_bits as f64 / 8.0 * scale,
         conventional_drive,
     };
-    let inserted_bytes_per_request = fairywren.device_write_bytes_per_request / fairywren.write_amplification.total;
+    // Total WA is zero only when nothing was written (a trace that fits).
+    let inserted_bytes_per_request = if fairywren.write_amplification.total > 0.0 {
+        fairywren.device_write_bytes_per_request / fairywren.write_amplification.total
+    } else {
+        0.0
+    };
     let minimum = CacheDeployment {
         system: "minimum writes".into(),
         cache_bytes: DEPLOYED_DRIVE_BYTES,

@@ -16,6 +16,7 @@ mod conformance;
 mod demo;
 mod drain;
 mod file_tasks;
+mod flash_bench;
 mod flash_tier_live;
 mod georep;
 mod operator;

@@ -1,0 +1,44 @@
+//! End to end: `dingo bench flash --quick --kvcache-trace CSV --out DIR`
+//! replays a CacheLib kvcache trace through every engine and writes the
+//! report, its data and its figures; a trace without its header is
+//! refused with a clear error.
+
+use std::fmt::Write as _;
+use std::process::Command;
+
+use crate::common::EXE;
+
+#[test]
+fn a_kvcache_trace_is_replayed_and_its_report_and_figures_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("kvcache.csv");
+    let mut csv = String::from("key,op,size,op_count,key_size\n");
+    for i in 0..3000u64 {
+        let key = (i * 7919) % 500;
+        let _ = writeln!(csv, "k{key},GET,{},1,20", 100 + key % 300);
+    }
+    std::fs::write(&trace, csv).unwrap();
+    let out_dir = dir.path().join("out");
+    let out = Command::new(EXE)
+        .args(["bench", "flash", "--quick", "--json", "--kvcache-trace"])
+        .arg(&trace)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bench flash failed: {stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert_eq!(report["trace"], trace.display().to_string());
+    assert_eq!(report["budgets"]["requests"], 3000);
+    assert!(!report["footprints"].as_array().unwrap().is_empty());
+    for file in ["flash.json", "flash-runs.csv", "flash.md", "flash-misses-vs-writes.png", "flash-carbon.svg"] {
+        assert!(out_dir.join(file).metadata().unwrap().len() > 0, "{file}");
+    }
+
+    std::fs::write(&trace, "k1,GET,100,1,20\nk2,GET,100,1,20\n").unwrap();
+    let out = Command::new(EXE).args(["bench", "flash", "--quick", "--kvcache-trace"]).arg(&trace).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no column \"key\""), "{stderr}");
+}
