@@ -258,9 +258,13 @@ impl SweepOptions {
                 tally.quanta[point] = Some((quanta_done, quanta_expected));
                 report(tally.progress());
             });
-            let (tally, report) = &mut *lock();
-            tally.runs_done += 1;
-            report(tally.progress());
+            // A run that fails may not have started (a configuration the
+            // simulation refuses); the sweep ends with its error.
+            if result.is_ok() {
+                let (tally, report) = &mut *lock();
+                tally.runs_done += 1;
+                report(tally.progress());
+            }
             result
         })?;
         let summary = sweep::summarize(self.what, &base, &points, &results);
@@ -332,6 +336,12 @@ mod tests {
         let parallel_sweep = parallel.run(|p| seen_parallel.push(p)).unwrap();
         assert_eq!(parallel_sweep.results, sweep.results);
         assert_eq!(seen_parallel.last(), Some(last));
+        // Regression: a point the simulation refuses (too few nodes for a
+        // stripe) never started, so it is not counted done.
+        let refused = SweepOptions { scenario: Scenario { disks_per_node: 36, ..small() }, ..options.clone() };
+        let mut reports = Vec::new();
+        assert!(matches!(refused.run(|p| reports.push(p)), Err(RunError::Sim(_))));
+        assert!(reports.iter().all(|p| p.runs_done <= p.runs_started), "{reports:?}");
         let bad = SweepOptions { values: vec!["-1".into()], ..options };
         assert!(matches!(bad.run(|_| {}), Err(RunError::Sweep(SweepError::Negative(_)))));
     }
