@@ -57,12 +57,7 @@ pub fn run(command: SimCommand) -> anyhow::Result<()> {
         SimCommand::Sweep { options, output: RunOutput { out, json } } => {
             let mut progress = Progress::new(json, "quanta");
             let sweep = options.run(|p| {
-                progress.bar.set_message(format!(
-                    "points: {} of {} done, {} running",
-                    p.runs_done,
-                    p.runs,
-                    p.runs_started - p.runs_done
-                ));
+                progress.bar.set_message(format!("points done {}/{}", p.runs_done, p.runs));
                 progress.advance(p.quanta_done, p.quanta_expected);
             })?;
             progress.bar.finish_and_clear();

@@ -20,7 +20,7 @@ use crate::engine::kangaroo::{Kangaroo, KangarooConfig};
 use crate::engine::log_structured::{LogStructured, LogStructuredConfig};
 use crate::engine::set_assoc::{SetAssoc, SetAssocConfig};
 use crate::object::Object;
-use crate::trace::TraceConfig;
+use crate::trace::{TraceConfig, TraceFileError, TraceFormat, read_trace_file};
 
 /// How big a run is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -140,6 +140,18 @@ pub const KANGAROO_LOG_FRACTIONS: [f64; 4] = [0.05, 0.10, 0.20, 0.30];
 pub fn run_bench(options: &BenchOptions) -> BenchReport {
     let (name, trace) = synthetic_trace(options.size, options.seed);
     run_bench_on(options, &name, &trace)
+}
+
+/// Runs every system and configuration on up to `limit` requests of the
+/// trace file at `path`, named by its path.
+pub fn run_bench_on_file(
+    options: &BenchOptions,
+    path: &std::path::Path,
+    format: TraceFormat,
+    limit: Option<u64>,
+) -> Result<BenchReport, TraceFileError> {
+    let trace = read_trace_file(path, format, limit)?;
+    Ok(run_bench_on(options, &path.display().to_string(), &trace))
 }
 
 /// Runs every system and configuration on a given trace, for example one

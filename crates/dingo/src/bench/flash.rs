@@ -1,12 +1,11 @@
-//! `dingo bench flash`: the flash cache engines (`dingo_flash::bench`)
-//! compared on a synthetic trace under equal DRAM and device-write budgets,
-//! or on a Twitter or CacheLib kvcache trace CSV the user has.
+//! `dingo bench flash`: `dingo_flash::bench` on a synthetic trace, or on a
+//! Twitter or CacheLib kvcache trace CSV, and its figures.
 
 use crate::output::ExperimentArgs;
 use anyhow::Context;
 use clap::Args;
-use dingo_flash::bench::{BenchOptions, BenchSize, run_bench, run_bench_on, write_report};
-use dingo_flash::trace::{TraceFormat, read_trace_file};
+use dingo_flash::bench::{BenchOptions, BenchSize, run_bench, run_bench_on_file, write_report};
+use dingo_flash::trace::TraceFormat;
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -32,16 +31,9 @@ pub struct FlashBenchArgs {
 pub fn run(args: &FlashBenchArgs) -> anyhow::Result<()> {
     let size = if args.run.quick { BenchSize::Quick } else { BenchSize::Full };
     let options = BenchOptions { size, seed: args.seed };
-    let file = match (&args.twitter_trace, &args.kvcache_trace) {
-        (Some(path), _) => Some((path, TraceFormat::Twitter)),
-        (None, Some(path)) => Some((path, TraceFormat::Kvcache)),
-        (None, None) => None,
-    };
-    let report = match file {
-        Some((path, format)) => {
-            let trace = read_trace_file(path, format, args.max_requests)?;
-            run_bench_on(&options, &path.display().to_string(), &trace)
-        }
+    let twitter = args.twitter_trace.as_ref().map(|path| (path, TraceFormat::Twitter));
+    let report = match twitter.or(args.kvcache_trace.as_ref().map(|path| (path, TraceFormat::Kvcache))) {
+        Some((path, format)) => run_bench_on_file(&options, path, format, args.max_requests)?,
         None => run_bench(&options),
     };
     if let Some(dir) = &args.out {
