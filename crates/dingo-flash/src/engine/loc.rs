@@ -58,6 +58,24 @@ impl LargeObjectLog {
         self.index.get(&key).map(|&(size, _)| size)
     }
 
+    /// The size of `key`'s newest copy and the sealed segment holding it,
+    /// `None` for the segment while it is in the DRAM buffer.
+    pub fn locate(&self, key: u64) -> Option<(u32, Option<u32>)> {
+        let &(size, sequence) = self.index.get(&key)?;
+        if sequence == self.sequence {
+            return Some((size, None));
+        }
+        // Sealed segments hold consecutive sequences, oldest first.
+        let oldest = self.contents[self.sealed.front()?].0;
+        let segment = self.sealed.get((sequence - oldest) as usize).copied()?;
+        Some((size, Some(segment)))
+    }
+
+    /// The objects sealed into `segment`, in the order written.
+    pub fn segment_objects(&self, segment: u32) -> &[Object] {
+        self.contents.get(&segment).map_or(&[], |(_, objects)| objects.as_slice())
+    }
+
     /// Buffers `object`; when the buffer is full it is sealed first, and
     /// the returned write says where it goes.
     pub fn insert(&mut self, object: Object) -> Option<SegmentWrite> {

@@ -1,0 +1,89 @@
+//! The real engine (Kangaroo with its pages in a file) against the
+//! simulator on the same trace, and what a corrupted byte does.
+
+use std::time::Instant;
+
+use dingo_flash::bench::Budgets;
+use dingo_flash::device::PAGE_BYTES;
+use dingo_flash::engine::CacheEngine;
+use dingo_flash::engine::kangaroo::{Kangaroo, KangarooConfig};
+use dingo_flash::object::Object;
+use dingo_flash::real::{FilePages, real_markdown, run_real_bench};
+use dingo_flash::trace::TraceConfig;
+
+/// The smallest device the default KLog geometry fits (two 16-page
+/// segments in each of 4 partitions).
+const DEVICE_PAGES: u64 = 4096;
+
+#[test]
+fn real_engine_matches_the_simulator_and_verifies_every_hit() {
+    let started = Instant::now();
+    // About 3.6 keys per cached object, as in the benchmark's traces.
+    let trace = TraceConfig::fb_like(200_000, 42).generate(200_000);
+    let budgets = Budgets {
+        device_bytes: DEVICE_PAGES * PAGE_BYTES,
+        dram_budget_bits: DEVICE_PAGES * PAGE_BYTES * 8 / 125,
+        device_write_bytes_per_request: 625.0,
+        requests: trace.len() as u64,
+        warmup_requests: trace.len() as u64 / 2,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let report = run_real_bench("fb-like small", &trace, &budgets, 42, dir.path()).unwrap();
+    println!("{}", real_markdown(&report));
+    assert!(report.agrees_within(0.10), "{:?}", report.cross_checks());
+    // The code is shared, so the runs are not just close but identical.
+    let (sim, real) = (&report.simulator, &report.real.result);
+    assert_eq!(sim.miss_ratio, real.miss_ratio);
+    assert_eq!(sim.device_write_bytes_per_request, real.device_write_bytes_per_request);
+    let file = report.real.file;
+    assert!(file.verified > 10_000, "hits must come from flash: {file:?}");
+    assert_eq!(file.verified, file.reads, "every flash hit verified: {file:?}");
+    assert_eq!((file.corrupt, file.missing, file.oversized_pages, file.io_errors), (0, 0, 0, 0));
+    assert!(report.real.get.ops > 0 && report.real.put.ops > 0 && report.real.get.p99_us >= report.real.get.p50_us);
+    println!("test took {:.1} s", started.elapsed().as_secs_f64());
+}
+
+#[test]
+fn a_corrupted_byte_in_the_file_is_a_miss_not_wrong_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pages.img");
+    let config = KangarooConfig { admission_probability: 1.0, ..KangarooConfig::new(DEVICE_PAGES, 200) };
+    let mut k = Kangaroo::with_pages(config, FilePages::create(&path).unwrap());
+    let object = |key| Object { key, size_bytes: 200 };
+    for key in 0..40_000u64 {
+        if k.get(key).is_none() {
+            k.insert(object(key));
+        }
+    }
+    // A key the engine serves by reading the file (not from its DRAM buffer).
+    let key = (0..1_000u64)
+        .find(|&key| {
+            let reads = k.pages().stats().reads;
+            k.get(key) == Some(200) && k.pages().stats().reads == reads + 1
+        })
+        .expect("early keys have moved to flash");
+    let before = k.pages().stats();
+    assert_eq!((before.corrupt, before.verified), (0, before.reads));
+
+    // Flip the first payload byte of every stored copy of the key: each
+    // record is `key u64 | size u32 | payload`.
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mut record = key.to_le_bytes().to_vec();
+    record.extend_from_slice(&200u32.to_le_bytes());
+    let copies: Vec<usize> =
+        bytes.windows(record.len()).enumerate().filter(|(_, w)| *w == record).map(|(at, _)| at).collect();
+    assert!(!copies.is_empty());
+    for at in &copies {
+        bytes[at + record.len()] ^= 0x01;
+    }
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    std::os::unix::fs::FileExt::write_all_at(&file, &bytes, 0).unwrap();
+    file.sync_all().unwrap();
+
+    assert_eq!(k.get(key), None, "a corrupted page must read as a miss");
+    let after = k.pages().stats();
+    assert_eq!((after.reads, after.corrupt, after.verified), (before.reads + 1, 1, before.verified));
+    // Look-aside: the miss is inserted again and served, verified, later.
+    k.insert(object(key));
+    assert_eq!(k.get(key), Some(200));
+}
