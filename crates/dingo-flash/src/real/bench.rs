@@ -22,6 +22,8 @@ pub struct OpTiming {
     pub ops_per_sec: f64,
     pub p50_us: f64,
     pub p99_us: f64,
+    /// Puts that seal a KLog segment (and flush sets) show only here.
+    pub p999_us: f64,
 }
 
 impl OpTiming {
@@ -37,6 +39,7 @@ impl OpTiming {
             ops_per_sec: nanos.len() as f64 / total_secs.max(1e-9),
             p50_us: at(0.50),
             p99_us: at(0.99),
+            p999_us: at(0.999),
         }
     }
 }
@@ -202,7 +205,7 @@ pub fn real_markdown(report: &RealBenchReport) -> String {
         report.budgets.warmup_requests,
         report.budgets.device_bytes >> 20
     );
-    out += "| engine | miss ratio | app B/req | device B/req | get ops/s | get p50 / p99 µs | put ops/s | put p50 / p99 µs | O_DIRECT | wall s |\n";
+    out += "| engine | miss ratio | app B/req | device B/req | get ops/s | get p50 / p99 / p99.9 µs | put ops/s | put p50 / p99 / p99.9 µs | O_DIRECT | wall s |\n";
     out += "|---|---|---|---|---|---|---|---|---|---|\n";
     out += &format!(
         "| simulator | {:.4} | {:.0} | {:.0} | – | – | – | – | – | {:.1} |\n",
@@ -210,16 +213,18 @@ pub fn real_markdown(report: &RealBenchReport) -> String {
     );
     let direct = if r.o_direct { "yes" } else { "no: the filesystem refused it, buffered IO (page-cache latencies)" };
     out += &format!(
-        "| real (file) | {:.4} | {:.0} | {:.0} | {:.0} | {:.1} / {:.1} | {:.0} | {:.1} / {:.1} | {direct} | {:.1} |\n\n",
+        "| real (file) | {:.4} | {:.0} | {:.0} | {:.0} | {:.1} / {:.1} / {:.1} | {:.0} | {:.1} / {:.1} / {:.1} | {direct} | {:.1} |\n\n",
         r.result.miss_ratio,
         r.result.app_write_bytes_per_request,
         r.result.device_write_bytes_per_request,
         r.get.ops_per_sec,
         r.get.p50_us,
         r.get.p99_us,
+        r.get.p999_us,
         r.put.ops_per_sec,
         r.put.p50_us,
         r.put.p99_us,
+        r.put.p999_us,
         r.wall_secs
     );
     out += "| measure | simulator | real | real / simulator | within 10 % |\n|---|---|---|---|---|\n";
