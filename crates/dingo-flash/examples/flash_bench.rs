@@ -4,9 +4,9 @@
 //! synthetic trace (sized by `quick`/`full`). `meta-quick` / `meta-full`
 //! run only Fig. 5.12's comparison on the Meta-like trace and print it.
 //! `real-quick [REQUESTS] [DIR]` replays the first REQUESTS (default 600000)
-//! of the quick trace through the simulated and the real Kangaroo (its pages
-//! in a file in a new temporary directory under DIR, default the system's)
-//! and prints the cross-check.
+//! of the quick trace through the simulated and the real Kangaroo, then
+//! FairyWREN (their pages in a file in a new temporary directory under DIR,
+//! default the system's), and prints the cross-checks.
 
 use std::io::BufReader;
 use std::path::PathBuf;
@@ -15,7 +15,7 @@ use dingo_flash::bench::{
     BenchOptions, BenchSize, Budgets, markdown, meta_markdown, run_bench, run_bench_on, run_meta_comparison,
     synthetic_trace, write_report,
 };
-use dingo_flash::real::{real_markdown, run_real_bench};
+use dingo_flash::real::{RealSystem, real_markdown, run_real_bench};
 use dingo_flash::trace::read_twitter_csv;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -50,7 +50,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// The real engine against the simulator on a prefix of the quick trace.
+/// The real engines against the simulator on a prefix of the quick trace.
 fn real_quick(requests: Option<String>, dir: Option<String>) -> Result<(), Box<dyn std::error::Error>> {
     let requests: usize = requests.as_deref().unwrap_or("600000").parse()?;
     let (name, mut trace) = synthetic_trace(BenchSize::Quick, 42);
@@ -60,7 +60,10 @@ fn real_quick(requests: Option<String>, dir: Option<String>) -> Result<(), Box<d
         Some(parent) => tempfile::tempdir_in(parent)?,
         None => tempfile::tempdir()?,
     };
-    let report = run_real_bench(&format!("{name}, first {}", trace.len()), &trace, &budgets, 42, dir.path())?;
-    println!("{}", real_markdown(&report));
+    let trace_name = format!("{name}, first {}", trace.len());
+    for system in [RealSystem::Kangaroo, RealSystem::FairyWren] {
+        let report = run_real_bench(system, &trace_name, &trace, &budgets, 42, dir.path())?;
+        println!("{}", real_markdown(&report));
+    }
     Ok(())
 }

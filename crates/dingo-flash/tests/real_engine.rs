@@ -8,7 +8,7 @@ use dingo_flash::device::PAGE_BYTES;
 use dingo_flash::engine::CacheEngine;
 use dingo_flash::engine::kangaroo::{Kangaroo, KangarooConfig};
 use dingo_flash::object::Object;
-use dingo_flash::real::{FilePages, real_markdown, run_real_bench};
+use dingo_flash::real::{FilePages, RealSystem, real_markdown, run_real_bench};
 use dingo_flash::trace::TraceConfig;
 
 /// The smallest device the default KLog geometry fits (two 16-page
@@ -16,10 +16,19 @@ use dingo_flash::trace::TraceConfig;
 const DEVICE_PAGES: u64 = 4096;
 
 #[test]
-fn real_engine_matches_the_simulator_and_verifies_every_hit() {
+fn real_kangaroo_matches_the_simulator_and_verifies_every_hit() {
+    real_engine_matches_the_simulator(RealSystem::Kangaroo);
+}
+
+#[test]
+fn real_fairywren_matches_the_simulator_and_verifies_every_hit() {
+    real_engine_matches_the_simulator(RealSystem::FairyWren);
+}
+
+fn real_engine_matches_the_simulator(system: RealSystem) {
     let started = Instant::now();
     // Kept small for a debug build: a flash hit costs a direct read.
-    let trace = TraceConfig::fb_like(120_000, 42).generate(120_000);
+    let trace = TraceConfig::fb_like(80_000, 42).generate(80_000);
     let budgets = Budgets {
         device_bytes: DEVICE_PAGES * PAGE_BYTES,
         dram_budget_bits: DEVICE_PAGES * PAGE_BYTES * 8 / 125,
@@ -28,7 +37,7 @@ fn real_engine_matches_the_simulator_and_verifies_every_hit() {
         warmup_requests: trace.len() as u64 / 2,
     };
     let dir = tempfile::tempdir().unwrap();
-    let report = run_real_bench("fb-like small", &trace, &budgets, 42, dir.path()).unwrap();
+    let report = run_real_bench(system, "fb-like small", &trace, &budgets, 42, dir.path()).unwrap();
     println!("{}", real_markdown(&report));
     assert!(report.agrees_within(0.10), "{:?}", report.cross_checks());
     // The code is shared, so the runs are not just close but identical.

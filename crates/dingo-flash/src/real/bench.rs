@@ -1,7 +1,7 @@
-//! The real engine against the simulator: one trace replayed through
-//! Kangaroo twice, same configuration and seed, once with no payloads and
-//! once with its pages in a file; the same [`replay`] measures both, and
-//! the real run also times every get and put.
+//! The real engine against the simulator: one trace replayed through an
+//! engine (Kangaroo or FairyWREN) twice, same configuration and seed, once
+//! with no payloads and once with its pages in a file; the same [`replay`]
+//! measures both, and the real run also times every get and put.
 
 use std::path::Path;
 use std::time::Instant;
@@ -9,6 +9,7 @@ use std::time::Instant;
 use serde::Serialize;
 
 use crate::bench::{Budgets, RunResult, mean_size, replay};
+use crate::engine::fairywren::{FairyWren, FairyWrenConfig};
 use crate::engine::kangaroo::{Kangaroo, KangarooConfig};
 use crate::engine::{CacheEngine, EngineStats};
 use crate::object::Object;
@@ -59,12 +60,41 @@ pub struct RealRun {
     pub wall_secs: f64,
 }
 
+/// The engines the real bench runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum RealSystem {
+    /// Kangaroo on the FTL model: defaults (log 5 %, n = 2, RRIP 3), admission 1.
+    Kangaroo,
+    /// FairyWREN on the zoned model: defaults (Table 5.4), 256 zones as in the benchmark.
+    FairyWren,
+}
+
+impl RealSystem {
+    pub fn name(self) -> &'static str {
+        match self {
+            RealSystem::Kangaroo => "kangaroo",
+            RealSystem::FairyWren => "fairywren",
+        }
+    }
+}
+
+/// The configuration both runs of a system share.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub enum RealConfig {
+    Kangaroo(KangarooConfig),
+    FairyWren(FairyWrenConfig),
+}
+
+/// Zones of the FairyWREN device, as in the benchmark's comparison.
+const FAIRYWREN_ZONES: u64 = 256;
+
 /// The simulator and the real engine on one trace.
 #[derive(Clone, Debug, Serialize)]
 pub struct RealBenchReport {
+    pub system: RealSystem,
     pub trace: String,
     pub budgets: Budgets,
-    pub config: KangarooConfig,
+    pub config: RealConfig,
     pub simulator: RunResult,
     pub simulator_wall_secs: f64,
     pub real: RealRun,
@@ -144,15 +174,50 @@ impl<E: CacheEngine> CacheEngine for Timed<'_, E> {
     }
 }
 
-/// Kangaroo at its defaults (log 5 %, n = 2, RRIP 3) with everything
-/// admitted, on the budgets' device, sized for `trace`'s mean object.
-pub fn real_bench_config(budgets: &Budgets, trace: &[Object], seed: u64) -> KangarooConfig {
-    KangarooConfig { admission_probability: 1.0, seed, ..KangarooConfig::new(budgets.device_pages(), mean_size(trace)) }
+/// A system's configuration on the budgets' device, sized for `trace`'s
+/// mean object, everything admitted.
+pub fn real_bench_config(system: RealSystem, budgets: &Budgets, trace: &[Object], seed: u64) -> RealConfig {
+    let (pages, mean) = (budgets.device_pages(), mean_size(trace));
+    match system {
+        RealSystem::Kangaroo => RealConfig::Kangaroo(KangarooConfig {
+            admission_probability: 1.0,
+            seed,
+            ..KangarooConfig::new(pages, mean)
+        }),
+        RealSystem::FairyWren => RealConfig::FairyWren(FairyWrenConfig {
+            admission_probability: 1.0,
+            seed,
+            ..FairyWrenConfig::new(pages, (pages / FAIRYWREN_ZONES) as u32, mean)
+        }),
+    }
 }
 
-/// Replays `trace` through the simulated and the real Kangaroo
+/// The real engine's replay, timed.
+struct TimedRun {
+    result: RunResult,
+    get: OpTiming,
+    put: OpTiming,
+    wall_secs: f64,
+}
+
+fn replay_timed(engine: &mut impl CacheEngine, trace: &[Object], budgets: &Budgets, system: &str) -> TimedRun {
+    let mut timed = Timed {
+        engine,
+        warmup_requests: budgets.warmup_requests,
+        requests: 0,
+        get_nanos: Vec::with_capacity(trace.len()),
+        put_nanos: Vec::new(),
+    };
+    let started = Instant::now();
+    let result = replay(&mut timed, trace, budgets, system, "real", 1.0);
+    let wall_secs = started.elapsed().as_secs_f64();
+    TimedRun { result, get: OpTiming::of(timed.get_nanos), put: OpTiming::of(timed.put_nanos), wall_secs }
+}
+
+/// Replays `trace` through the simulated and the real `system`
 /// ([`real_bench_config`]); the real one's pages live in a new file in `dir`.
 pub fn run_real_bench(
+    system: RealSystem,
     trace_name: &str,
     trace: &[Object],
     budgets: &Budgets,
@@ -160,32 +225,34 @@ pub fn run_real_bench(
     dir: &Path,
 ) -> Result<RealBenchReport, RealError> {
     assert!(trace.len() as u64 > budgets.warmup_requests, "nothing left to measure after warm-up");
-    let config = real_bench_config(budgets, trace, seed);
-    let label = "defaults (log 5 %, n=2, RRIP 3), p=1";
-
-    let started = Instant::now();
-    let simulator = replay(&mut Kangaroo::new(config), trace, budgets, "kangaroo (simulator)", label, 1.0);
-    let simulator_wall_secs = started.elapsed().as_secs_f64();
-
-    let pages = FilePages::create(&dir.join("kangaroo-pages.img"))?;
+    let config = real_bench_config(system, budgets, trace, seed);
+    let pages = FilePages::create(&dir.join(format!("{}-pages.img", system.name())))?;
     let o_direct = pages.is_direct();
-    let mut engine = Kangaroo::with_pages(config, pages);
-    let mut timed = Timed {
-        engine: &mut engine,
-        warmup_requests: budgets.warmup_requests,
-        requests: 0,
-        get_nanos: Vec::with_capacity(trace.len()),
-        put_nanos: Vec::new(),
-    };
+    let sim_name = format!("{} (simulator)", system.name());
+    let real_name = format!("{} (real)", system.name());
     let started = Instant::now();
-    let result = replay(&mut timed, trace, budgets, "kangaroo (real)", label, 1.0);
-    let wall_secs = started.elapsed().as_secs_f64();
-    let (get, put) = (OpTiming::of(timed.get_nanos), OpTiming::of(timed.put_nanos));
-    let mut pages = engine.into_pages();
+    let (simulator, simulator_wall_secs, run, mut pages) = match config {
+        RealConfig::Kangaroo(c) => {
+            let simulator = replay(&mut Kangaroo::new(c), trace, budgets, &sim_name, "simulator", 1.0);
+            let simulator_wall_secs = started.elapsed().as_secs_f64();
+            let mut engine = Kangaroo::with_pages(c, pages);
+            let run = replay_timed(&mut engine, trace, budgets, &real_name);
+            (simulator, simulator_wall_secs, run, engine.into_pages())
+        }
+        RealConfig::FairyWren(c) => {
+            let simulator = replay(&mut FairyWren::new(c), trace, budgets, &sim_name, "simulator", 1.0);
+            let simulator_wall_secs = started.elapsed().as_secs_f64();
+            let mut engine = FairyWren::with_pages(c, pages);
+            let run = replay_timed(&mut engine, trace, budgets, &real_name);
+            (simulator, simulator_wall_secs, run, engine.into_pages())
+        }
+    };
     if let Some(error) = pages.take_error() {
         return Err(error);
     }
+    let TimedRun { result, get, put, wall_secs } = run;
     Ok(RealBenchReport {
+        system,
         trace: trace_name.to_string(),
         budgets: *budgets,
         config,
@@ -199,7 +266,8 @@ pub fn run_real_bench(
 pub fn real_markdown(report: &RealBenchReport) -> String {
     let (s, r) = (&report.simulator, &report.real);
     let mut out = format!(
-        "Trace {}: {} requests measured after {} of warm-up; device {} MiB; Kangaroo defaults, admission 1.\n\n",
+        "{} (defaults, admission 1) on trace {}: {} requests measured after {} of warm-up; device {} MiB.\n\n",
+        report.system.name(),
         report.trace,
         s.requests,
         report.budgets.warmup_requests,

@@ -16,7 +16,10 @@
 mod bench;
 mod direct;
 
-pub use bench::{CrossCheck, OpTiming, RealBenchReport, RealRun, real_bench_config, real_markdown, run_real_bench};
+pub use bench::{
+    CrossCheck, OpTiming, RealBenchReport, RealConfig, RealRun, RealSystem, real_bench_config, real_markdown,
+    run_real_bench,
+};
 
 use std::io;
 use std::path::{Path, PathBuf};
