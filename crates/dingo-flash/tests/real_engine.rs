@@ -6,6 +6,7 @@ use std::time::Instant;
 use dingo_flash::bench::Budgets;
 use dingo_flash::device::PAGE_BYTES;
 use dingo_flash::engine::CacheEngine;
+use dingo_flash::engine::fairywren::{FairyWren, FairyWrenConfig};
 use dingo_flash::engine::kangaroo::{Kangaroo, KangarooConfig};
 use dingo_flash::object::Object;
 use dingo_flash::real::{FilePages, RealSystem, real_markdown, run_real_bench};
@@ -118,4 +119,51 @@ fn large_objects_are_read_back_from_loc_segments() {
     let s = k.pages().stats();
     assert_eq!((s.reads, s.verified, s.corrupt), (reads + 1, reads + 1, 0));
     assert_eq!(k.get(5), None, "evicted with its segment");
+}
+
+/// Random gets and inserts (look-aside) of objects of 1 B to 4 KiB, so
+/// that KLog, KSet, FWLog, both subsets and both LOCs all serve hits:
+/// the real engine answers every get exactly as the simulator does.
+#[test]
+fn real_engines_answer_every_get_as_the_simulator_does() {
+    let mut rng = fastrand::Rng::with_seed(7);
+    let ops: Vec<Object> =
+        (0..30_000).map(|_| Object { key: rng.u64(0..4_000), size_bytes: rng.u32(1..=4096) }).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let replay_both = |sim: &mut dyn CacheEngine, real: &mut dyn CacheEngine| {
+        let mut hits = 0;
+        for &o in &ops {
+            let found = real.get(o.key);
+            assert_eq!(found, sim.get(o.key), "key {}", o.key);
+            if found.is_none() {
+                sim.insert(o);
+                real.insert(o);
+            } else {
+                hits += 1;
+            }
+        }
+        hits
+    };
+
+    let k = KangarooConfig {
+        admission_probability: 1.0,
+        threshold: 1,
+        partitions: 2,
+        segment_pages: 4,
+        loc_fraction: 0.1,
+        loc_segment_pages: 4,
+        ..KangarooConfig::new(2048, 1000)
+    };
+    let mut real = Kangaroo::with_pages(k, FilePages::create(&dir.path().join("k.img")).unwrap());
+    let hits = replay_both(&mut Kangaroo::new(k), &mut real);
+    let s = real.pages().stats();
+    assert!(s.verified > 1_000 && hits > 2_000, "{hits} hits, {s:?}");
+    assert_eq!((s.verified, s.corrupt, s.missing, s.io_errors), (s.reads, 0, 0, 0));
+
+    let fw = FairyWrenConfig { seed: 3, ..FairyWrenConfig::new(2048, 16, 1000) };
+    let mut real = FairyWren::with_pages(fw, FilePages::create(&dir.path().join("fw.img")).unwrap());
+    let hits = replay_both(&mut FairyWren::new(fw), &mut real);
+    let s = real.pages().stats();
+    assert!(s.verified > 1_000 && hits > 2_000, "{hits} hits, {s:?}");
+    assert_eq!((s.verified, s.corrupt, s.missing, s.io_errors), (s.reads, 0, 0, 0));
 }
