@@ -128,7 +128,7 @@ fn large_objects_are_read_back_from_loc_segments() {
 fn real_engines_answer_every_get_as_the_simulator_does() {
     let mut rng = fastrand::Rng::with_seed(7);
     let ops: Vec<Object> =
-        (0..30_000).map(|_| Object { key: rng.u64(0..4_000), size_bytes: rng.u32(1..=4096) }).collect();
+        (0..20_000).map(|_| Object { key: rng.u64(0..3_000), size_bytes: rng.u32(1..=4096) }).collect();
     let dir = tempfile::tempdir().unwrap();
     let replay_both = |sim: &mut dyn CacheEngine, real: &mut dyn CacheEngine| {
         let mut hits = 0;
