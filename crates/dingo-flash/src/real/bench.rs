@@ -23,7 +23,7 @@ pub struct OpTiming {
     pub ops_per_sec: f64,
     pub p50_us: f64,
     pub p99_us: f64,
-    /// Puts that seal a KLog segment (and flush sets) show only here.
+    /// Puts that seal a segment (and write sets or run GC) show only here.
     pub p999_us: f64,
 }
 
