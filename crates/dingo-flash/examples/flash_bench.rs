@@ -3,13 +3,19 @@
 //! With a Twitter cache-trace CSV the systems replay it instead of the
 //! synthetic trace (sized by `quick`/`full`). `meta-quick` / `meta-full`
 //! run only Fig. 5.12's comparison on the Meta-like trace and print it.
+//! `real-quick [REQUESTS] [DIR]` replays the first REQUESTS (default 600000)
+//! of the quick trace through the simulated and the real Kangaroo, then
+//! FairyWREN (their pages in a file in a new temporary directory under DIR,
+//! default the system's), and prints the cross-checks.
 
 use std::io::BufReader;
 use std::path::PathBuf;
 
 use dingo_flash::bench::{
-    BenchOptions, BenchSize, markdown, meta_markdown, run_bench, run_bench_on, run_meta_comparison, write_report,
+    BenchOptions, BenchSize, Budgets, markdown, meta_markdown, run_bench, run_bench_on, run_meta_comparison,
+    synthetic_trace, write_report,
 };
+use dingo_flash::real::{RealSystem, real_markdown, run_real_bench};
 use dingo_flash::trace::read_twitter_csv;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -19,7 +25,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("full") => (BenchSize::Full, false),
         Some("meta-quick") => (BenchSize::Quick, true),
         Some("meta-full") => (BenchSize::Full, true),
-        Some(other) => return Err(format!("unknown size {other}: use quick, full, meta-quick or meta-full").into()),
+        Some("real-quick") => return real_quick(args.next(), args.next()),
+        Some(other) => {
+            return Err(format!("unknown size {other}: use quick, full, meta-quick, meta-full or real-quick").into());
+        }
     };
     if meta_only {
         let (trace, runs) = run_meta_comparison(&BenchOptions { size, seed: 42 });
@@ -38,5 +47,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     write_report(&report, &out)?;
     println!("{}", markdown(&report));
+    Ok(())
+}
+
+/// The real engines against the simulator on a prefix of the quick trace.
+fn real_quick(requests: Option<String>, dir: Option<String>) -> Result<(), Box<dyn std::error::Error>> {
+    let requests: usize = requests.as_deref().unwrap_or("600000").parse()?;
+    let (name, mut trace) = synthetic_trace(BenchSize::Quick, 42);
+    trace.truncate(requests);
+    let budgets = Budgets::for_size(BenchSize::Quick, trace.len() as u64);
+    let dir = match dir {
+        Some(parent) => tempfile::tempdir_in(parent)?,
+        None => tempfile::tempdir()?,
+    };
+    let trace_name = format!("{name}, first {}", trace.len());
+    for system in [RealSystem::Kangaroo, RealSystem::FairyWren] {
+        let report = run_real_bench(system, &trace_name, &trace, &budgets, 42, dir.path())?;
+        println!("{}", real_markdown(&report));
+    }
     Ok(())
 }

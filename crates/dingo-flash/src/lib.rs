@@ -4,8 +4,8 @@
 //!
 //! The core is pure and deterministic: engines and devices never read a
 //! clock, a file or a random source they were not handed; a seed and a
-//! trace fix every result. Only [`bench::write_report`] and the trace
-//! readers touch IO.
+//! trace fix every result. Only [`bench::write_report`], the trace
+//! readers and [`real`] (the real engine's page file) touch IO.
 //!
 //! Entry points: [`bench::run_bench`] / [`bench::run_bench_on`] produce a
 //! [`bench::BenchReport`]; the engines implement [`engine::CacheEngine`];
@@ -21,6 +21,8 @@ pub mod index;
 mod log;
 pub mod model;
 pub mod object;
+pub mod page;
+pub mod real;
 mod set;
 pub mod tier;
 pub mod trace;

@@ -127,6 +127,23 @@ impl SegmentLog {
         self.open * self.seg_pages + self.open_page
     }
 
+    /// The log page holding a live entry's object, or `None` while it is in
+    /// the open segment (the DRAM buffer, served without a flash read).
+    pub fn flash_page(&self, entry: EntryRef) -> Option<u32> {
+        let page = self.index.get(entry).offset();
+        (page / self.seg_pages != self.open).then_some(page)
+    }
+
+    /// What a slot's pages hold, page by page, dead copies included: the
+    /// bytes a seal writes.
+    pub fn slot_objects(&self, slot: u32) -> Vec<Vec<Object>> {
+        let base = (slot * self.seg_pages) as usize;
+        self.pages[base..base + self.seg_pages as usize]
+            .iter()
+            .map(|page| page.iter().map(|p| p.object).collect())
+            .collect()
+    }
+
     /// Whether a slot is free for the next seal.
     pub fn has_free_slot(&self) -> bool {
         !self.free.is_empty()

@@ -243,7 +243,7 @@ pub fn run_bench_on(options: &BenchOptions, trace_name: &str, trace: &[Object]) 
 }
 
 /// Mean object size of a trace, bytes.
-fn mean_size(trace: &[Object]) -> u32 {
+pub(crate) fn mean_size(trace: &[Object]) -> u32 {
     (trace.iter().map(|o| u64::from(o.size_bytes)).sum::<u64>() / trace.len().max(1) as u64) as u32
 }
 

@@ -9,6 +9,12 @@
 //! trace gives both systems one of 10 % (Table 5.4), and Kangaroo's then
 //! shares the FTL (and its garbage collection) with the sets.
 //!
+//! Payloads: every flash write also goes to the engine's [`PageStore`]
+//! (KLog segments and KSet sets page by page, LOC segments as one extent),
+//! and every flash hit is read back through it; a read that fails
+//! verification is a miss. The simulator's store, [`NoPages`], does nothing,
+//! so the same code is the simulator and, over `crate::real`, the real engine.
+//!
 //! Invariants: an object lives in at most one KLog partition (its set's);
 //! a KLog object moves to KSet only together with every other KLog object
 //! of its set and only when there are at least `threshold` of them.
@@ -22,6 +28,7 @@ use crate::hash::{probe_hash, set_of};
 use crate::index::tag_of;
 use crate::log::{AppendError, LiveObject, SegmentLog};
 use crate::object::{MAX_SMALL_OBJECT_BYTES, Object};
+use crate::page::{NoPages, PageStore};
 use crate::set::{Rrip, SetArray, SetDram, SetObject, fill};
 
 /// Kangaroo's parameters; defaults from Table 4.3 and L941-966.
@@ -84,7 +91,7 @@ impl KangarooConfig {
     }
 }
 
-pub struct Kangaroo {
+pub struct Kangaroo<S: PageStore = NoPages> {
     config: KangarooConfig,
     device: FtlDevice,
     klog: Vec<SegmentLog>,
@@ -98,6 +105,8 @@ pub struct Kangaroo {
     rrip: Rrip,
     admission: RandomAdmission,
     stats: EngineStats,
+    /// Where the pages' contents go: nowhere in the simulator.
+    pages: S,
 }
 
 /// Sizes an index: enough 16-bit-addressed tables for `entries`, at most one per bucket.
@@ -106,6 +115,11 @@ pub(crate) fn tables_for(entries: u64, buckets: u32) -> u32 {
 }
 
 impl Kangaroo {
+    /// The simulator: no payloads stored.
+    pub fn new(config: KangarooConfig) -> Kangaroo {
+        Kangaroo::with_pages(config, NoPages)
+    }
+
     /// Table 4.2's measurement: a default Kangaroo (everything admitted) on
     /// `device_pages`, filled with four times its capacity of
     /// `object_bytes`-byte objects; its stats, for DRAM bits per object.
@@ -120,8 +134,11 @@ impl Kangaroo {
         }
         k.stats()
     }
+}
 
-    pub fn new(config: KangarooConfig) -> Kangaroo {
+impl<S: PageStore> Kangaroo<S> {
+    /// An engine whose flash writes and hits also go through `pages`.
+    pub fn with_pages(config: KangarooConfig, pages: S) -> Kangaroo<S> {
         let cache_pages = fraction_of(config.device_pages, config.cache_fraction);
         let loc_segments = (fraction_of(cache_pages, config.loc_fraction) / u64::from(config.loc_segment_pages)) as u32;
         let loc = (loc_segments > 0).then(|| {
@@ -171,7 +188,23 @@ impl Kangaroo {
             admission: RandomAdmission::new(config.admission_probability, config.seed),
             stats,
             config,
+            pages,
         }
+    }
+
+    /// The page store, for its counters.
+    pub fn pages(&self) -> &S {
+        &self.pages
+    }
+
+    /// The page store, once the engine is done with it.
+    pub fn into_pages(self) -> S {
+        self.pages
+    }
+
+    /// First device page of KLog partition `p`.
+    fn partition_base_page(&self, p: usize) -> u64 {
+        self.klog_base_page + p as u64 * u64::from(self.slots_per_partition) * u64::from(self.config.segment_pages)
     }
 
     /// (set, partition, bucket, tag) of a key.
@@ -206,8 +239,11 @@ impl Kangaroo {
         }
         let slot = self.klog[p].seal();
         let seg_pages = u64::from(self.config.segment_pages);
-        let page = self.klog_base_page + (p as u64 * u64::from(self.slots_per_partition) + u64::from(slot)) * seg_pages;
+        let page = self.partition_base_page(p) + u64::from(slot) * seg_pages;
         self.device.write(page, seg_pages).expect("KLog lies inside the device");
+        if self.pages.stores_pages() {
+            self.pages.write_pages(page, &self.klog[p].slot_objects(slot));
+        }
         let long = self.rrip.long();
         for object in readmit {
             self.log_append(object, long);
@@ -244,8 +280,12 @@ impl Kangaroo {
         let existing = self.kset.take(set);
         let incoming = incoming.iter().map(|l| SetObject { object: l.object, rrip: l.rrip }).collect();
         let (kept, _evicted) = fill(self.rrip.rank(existing, incoming), self.kset.set_bytes());
+        let page = self.kset_base_page + u64::from(set);
+        if self.pages.stores_pages() {
+            self.pages.write_pages(page, &[kept.iter().map(|o| o.object).collect()]);
+        }
         self.kset.store(set, kept);
-        self.device.write(self.kset_base_page + u64::from(set), 1).expect("KSet lies inside the device");
+        self.device.write(page, 1).expect("KSet lies inside the device");
     }
 
     /// KSet's set count.
@@ -259,17 +299,31 @@ impl Kangaroo {
     }
 }
 
-impl CacheEngine for Kangaroo {
+impl<S: PageStore> CacheEngine for Kangaroo<S> {
     fn get(&mut self, key: u64) -> Option<u32> {
-        if let Some(size) = self.loc.as_ref().and_then(|l| l.get(key)) {
-            return Some(size);
+        if let Some(loc) = &self.loc
+            && let Some((size, segment)) = loc.locate(key)
+        {
+            let pages = u64::from(loc.segment_pages());
+            // The open segment is DRAM; a sealed one is read back whole, since
+            // the index keeps no offset inside it.
+            let verified = segment.is_none_or(|s| self.pages.read_verified(u64::from(s) * pages, pages, key, size));
+            return verified.then_some(size);
         }
         let (set, p, bucket, tag) = self.place(key);
         if let Some(live) = self.klog[p].lookup(key, bucket, tag) {
+            let size = live.object.size_bytes;
+            if let Some(offset) = self.klog[p].flash_page(live.entry) {
+                let page = self.partition_base_page(p) + u64::from(offset);
+                if !self.pages.read_verified(page, 1, key, size) {
+                    return None;
+                }
+            }
             self.klog[p].set_rrip(live.entry, self.rrip.promote(live.rrip));
-            return Some(live.object.size_bytes);
+            return Some(size);
         }
-        self.kset.lookup(set, key)
+        let size = self.kset.lookup(set, key)?;
+        self.pages.read_verified(self.kset_base_page + u64::from(set), 1, key, size).then_some(size)
     }
 
     fn insert(&mut self, object: Object) {
@@ -285,7 +339,11 @@ impl CacheEngine for Kangaroo {
                 // The evicted segment is simply overwritten: the FTL's GC
                 // copies whatever else shares its erase units.
                 let pages = u64::from(loc.segment_pages());
-                self.device.write(u64::from(write.segment) * pages, pages).expect("the LOC lies inside the device");
+                let page = u64::from(write.segment) * pages;
+                self.device.write(page, pages).expect("the LOC lies inside the device");
+                if self.pages.stores_pages() {
+                    self.pages.write_extent(page, pages, loc.segment_objects(write.segment));
+                }
             }
             return;
         }

@@ -54,8 +54,22 @@ impl LargeObjectLog {
         }
     }
 
-    pub fn get(&self, key: u64) -> Option<u32> {
-        self.index.get(&key).map(|&(size, _)| size)
+    /// The size of `key`'s newest copy and the sealed segment holding it,
+    /// `None` for the segment while it is in the DRAM buffer.
+    pub fn locate(&self, key: u64) -> Option<(u32, Option<u32>)> {
+        let &(size, sequence) = self.index.get(&key)?;
+        if sequence == self.sequence {
+            return Some((size, None));
+        }
+        // Sealed segments hold consecutive sequences, oldest first.
+        let oldest = self.contents[self.sealed.front()?].0;
+        let segment = self.sealed.get((sequence - oldest) as usize).copied()?;
+        Some((size, Some(segment)))
+    }
+
+    /// The objects sealed into `segment`, in the order written.
+    pub fn segment_objects(&self, segment: u32) -> &[Object] {
+        self.contents.get(&segment).map_or(&[], |(_, objects)| objects.as_slice())
     }
 
     /// Buffers `object`; when the buffer is full it is sealed first, and
@@ -128,10 +142,11 @@ mod tests {
         assert_eq!(log.insert(object(1)), Some(SegmentWrite { segment: 7, evicted: None }));
         // Key 1's first copy (segment 8) is dead; evicting 8 keeps key 1.
         assert_eq!(log.insert(object(3)), Some(SegmentWrite { segment: 8, evicted: Some(8) }));
-        assert_eq!(log.get(1), Some(4096));
-        assert_eq!(log.get(2), Some(4096));
+        assert_eq!(log.locate(1), Some((4096, Some(8))), "its newest copy");
+        assert_eq!(log.locate(2), Some((4096, Some(7))));
         assert_eq!(log.insert(object(4)), Some(SegmentWrite { segment: 7, evicted: Some(7) }));
-        assert_eq!(log.get(2), None, "key 2 was in the evicted segment");
+        assert_eq!(log.locate(2), None, "key 2 was in the evicted segment");
+        assert_eq!(log.locate(4), Some((4096, None)), "in the buffer");
         assert_eq!((log.objects(), log.bytes()), (3, 3 * 4096));
     }
 }

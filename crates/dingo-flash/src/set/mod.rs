@@ -12,6 +12,7 @@ pub use rrip::{Rrip, SetObject, fill};
 use fixedbitset::FixedBitSet;
 
 use crate::bloom::BloomArray;
+use crate::object::Object;
 
 /// Per-set DRAM sizing.
 #[derive(Clone, Copy, Debug)]
@@ -100,6 +101,11 @@ impl SetArray {
         self.objects += objects.len() as u64;
         self.bytes += bytes;
         self.sets[set as usize] = objects;
+    }
+
+    /// What set `set` holds, NEAR to FAR: what its page holds.
+    pub fn objects_of(&self, set: u32) -> impl Iterator<Item = Object> + '_ {
+        self.sets[set as usize].iter().map(|o| o.object)
     }
 
     pub fn objects(&self) -> u64 {

@@ -76,8 +76,9 @@ impl SetZones {
         self.open[subset as usize] = Some(zone);
     }
 
-    /// Appends a subset at its stream's open zone (which has room).
-    pub fn append(&mut self, device: &mut ZonedDevice, set: u32, subset: Subset) {
+    /// Appends a subset at its stream's open zone (which has room); returns
+    /// the device page it starts at.
+    pub fn append(&mut self, device: &mut ZonedDevice, set: u32, subset: Subset) -> u32 {
         let zone = self.open[subset as usize].expect("caller opened a zone");
         let offset = device.append(zone, self.subset_pages).expect("the open zone has room");
         let page = zone * self.zone_pages + offset;
@@ -87,6 +88,17 @@ impl SetZones {
         }
         self.live[zone as usize] += 1;
         self.contents[zone as usize].push(Placed { set, subset, page });
+        page
+    }
+
+    /// The device page a subset was last written at, if ever.
+    pub fn location(&self, set: u32, subset: Subset) -> Option<u32> {
+        let page = self.location[subset as usize][set as usize];
+        (page != NOWHERE).then_some(page)
+    }
+
+    pub fn subset_pages(&self) -> u32 {
+        self.subset_pages
     }
 
     /// The GC victim: the sealed zone of either log with the fewest live

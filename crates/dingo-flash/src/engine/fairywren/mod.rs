@@ -9,6 +9,10 @@
 //! hot + cold + one being filled by a segment write, within the device's
 //! limit of 4 (L1525).
 //!
+//! Payloads: as in Kangaroo, every zone write also goes to the engine's
+//! [`PageStore`] (FWLog segments page by page, subsets and LOC segments as
+//! one extent each) and every flash hit is read back through it.
+//!
 //! Ablations (Fig. 5.18): `nest_packing = false` is "physical separation"
 //! (GC copies sets unchanged); `hot_cold = false` keeps one 8 KiB subset.
 
@@ -23,6 +27,7 @@ use crate::hash::{probe_hash, set_of};
 use crate::index::tag_of;
 use crate::log::{AppendError, LiveObject, SegmentLog};
 use crate::object::{MAX_SMALL_OBJECT_BYTES, Object};
+use crate::page::{NoPages, PageStore};
 use crate::set::{Rrip, SetArray, SetDram, SetObject, fill};
 use fwsets::{SetZones, Subset};
 
@@ -96,7 +101,7 @@ impl FairyWrenConfig {
     }
 }
 
-pub struct FairyWren {
+pub struct FairyWren<S: PageStore = NoPages> {
     config: FairyWrenConfig,
     device: ZonedDevice,
     loc: LargeObjectLog,
@@ -116,10 +121,20 @@ pub struct FairyWren {
     rrip: Rrip,
     admission: RandomAdmission,
     stats: EngineStats,
+    /// Where the pages' contents go: nowhere in the simulator.
+    pages: S,
 }
 
 impl FairyWren {
+    /// The simulator: no payloads stored.
     pub fn new(config: FairyWrenConfig) -> FairyWren {
+        FairyWren::with_pages(config, NoPages)
+    }
+}
+
+impl<S: PageStore> FairyWren<S> {
+    /// An engine whose zone writes and flash hits also go through `pages`.
+    pub fn with_pages(config: FairyWrenConfig, pages: S) -> FairyWren<S> {
         let zones = config.zones;
         let loc_zones = ((f64::from(zones) * config.loc_fraction) as u32).max(2);
         let soc_zones = zones - loc_zones;
@@ -165,7 +180,18 @@ impl FairyWren {
             rrip: Rrip::new(config.rrip_bits),
             admission: RandomAdmission::new(config.admission_probability, config.seed),
             config,
+            pages,
         }
+    }
+
+    /// The page store, for its counters.
+    pub fn pages(&self) -> &S {
+        &self.pages
+    }
+
+    /// The page store, once the engine is done with it.
+    pub fn into_pages(self) -> S {
+        self.pages
     }
 
     fn place(&self, key: u64) -> (u32, u16) {
@@ -194,8 +220,13 @@ impl FairyWren {
                 self.zones.set_open(subset, zone);
             }
         }
-        self.zones.append(&mut self.device, set, subset);
+        let page = self.zones.append(&mut self.device, set, subset);
         let pages = u64::from(self.subsets[0].set_bytes()) / PAGE_BYTES;
+        if self.pages.stores_pages() {
+            // A GC copy rewrites the subset as it is; a pack stored it first.
+            let objects: Vec<Object> = self.subsets[subset as usize].objects_of(set).collect();
+            self.pages.write_extent(u64::from(page), pages, &objects);
+        }
         match self.cause {
             Cause::Flush => self.breakdown.flush_pages += pages,
             Cause::GcPack => self.breakdown.gc_pack_pages += pages,
@@ -358,6 +389,10 @@ impl FairyWren {
         let zone = self.take_zone();
         let slot = self.fwlog.seal();
         self.device.append(zone, self.config.zone_pages).expect("an empty zone takes a whole segment");
+        if self.pages.stores_pages() {
+            let page = u64::from(zone) * u64::from(self.config.zone_pages);
+            self.pages.write_pages(page, &self.fwlog.slot_objects(slot));
+        }
         self.fwlog_zone[slot as usize] = zone;
         self.breakdown.log_pages += u64::from(self.config.zone_pages);
     }
@@ -404,25 +439,38 @@ fn split_fitting(ranked: Vec<SetObject>, capacity_bytes: u32) -> (Vec<SetObject>
     })
 }
 
-impl CacheEngine for FairyWren {
+impl<S: PageStore> CacheEngine for FairyWren<S> {
     fn get(&mut self, key: u64) -> Option<u32> {
-        if let Some(size) = self.loc.get(key) {
-            return Some(size);
+        let zone_pages = u64::from(self.config.zone_pages);
+        if let Some((size, segment)) = self.loc.locate(key) {
+            // The open segment is DRAM; a sealed one (a zone) is read whole.
+            let verified =
+                segment.is_none_or(|z| self.pages.read_verified(u64::from(z) * zone_pages, zone_pages, key, size));
+            return verified.then_some(size);
         }
         let (set, tag) = self.place(key);
         if let Some(live) = self.fwlog.lookup(key, set, tag) {
+            let size = live.object.size_bytes;
+            if let Some(offset) = self.fwlog.flash_page(live.entry) {
+                let (slot, in_zone) = (u64::from(offset) / zone_pages, u64::from(offset) % zone_pages);
+                let page = u64::from(self.fwlog_zone[slot as usize]) * zone_pages + in_zone;
+                if !self.pages.read_verified(page, 1, key, size) {
+                    return None;
+                }
+            }
             self.fwlog.set_rrip(live.entry, self.rrip.promote(live.rrip));
-            return Some(live.object.size_bytes);
+            return Some(size);
         }
         // Cold subsets hold the popular objects: try them first.
-        let mut found = None;
-        for s in self.subsets.iter_mut().rev() {
-            found = s.lookup(set, key);
-            if found.is_some() {
-                break;
+        let subset_pages = u64::from(self.zones.subset_pages());
+        for (i, subset) in [Subset::Hot, Subset::Cold].into_iter().enumerate().take(self.subsets.len()).rev() {
+            if let Some(size) = self.subsets[i].lookup(set, key) {
+                let page = self.zones.location(set, subset).map(u64::from);
+                let verified = page.is_some_and(|p| self.pages.read_verified(p, subset_pages, key, size));
+                return verified.then_some(size);
             }
         }
-        found
+        None
     }
 
     fn insert(&mut self, object: Object) {
@@ -439,6 +487,14 @@ impl CacheEngine for FairyWren {
                 self.device
                     .append(write.segment, self.config.zone_pages)
                     .expect("an empty LOC zone takes a whole segment");
+                if self.pages.stores_pages() {
+                    let pages = u64::from(self.config.zone_pages);
+                    self.pages.write_extent(
+                        u64::from(write.segment) * pages,
+                        pages,
+                        self.loc.segment_objects(write.segment),
+                    );
+                }
             }
             return;
         }
