@@ -4,6 +4,7 @@
 mod ablation;
 mod compare;
 mod footprint;
+mod parallel;
 mod replay;
 mod report;
 
@@ -162,30 +163,33 @@ pub fn run_bench_on(options: &BenchOptions, trace_name: &str, trace: &[Object]) 
     let mean_object_bytes = mean_size(trace);
     let pages = budgets.device_pages();
     let seed = options.seed;
-    let mut runs = Vec::new();
-
+    let mut jobs: Vec<parallel::Job<'_, Vec<RunResult>>> = Vec::new();
     for fraction in [0.5, 0.65, 0.81, 0.93] {
-        runs.extend(ladder(&budgets, trace, &format!("sets on {fraction} of flash"), "set-associative", |p| {
-            Box::new(SetAssoc::new(SetAssocConfig {
-                device_pages: pages,
-                cache_fraction: fraction,
-                admission_probability: p,
-                mean_object_bytes,
-                bloom_bits_per_object: 3.0,
-                seed,
-            }))
+        jobs.push(Box::new(move || {
+            ladder(&budgets, trace, &format!("sets on {fraction} of flash"), "set-associative", |p| {
+                Box::new(SetAssoc::new(SetAssocConfig {
+                    device_pages: pages,
+                    cache_fraction: fraction,
+                    admission_probability: p,
+                    mean_object_bytes,
+                    bloom_bits_per_object: 3.0,
+                    seed,
+                }))
+            })
         }));
     }
-    runs.extend(ladder(&budgets, trace, "FIFO log, index ≤ DRAM budget", "log-structured", |p| {
-        Box::new(LogStructured::new(LogStructuredConfig {
-            device_pages: pages,
-            max_cache_fraction: 0.93,
-            dram_budget_bits: budgets.dram_budget_bits,
-            segment_pages: 16,
-            admission_probability: p,
-            mean_object_bytes,
-            seed,
-        }))
+    jobs.push(Box::new(move || {
+        ladder(&budgets, trace, "FIFO log, index ≤ DRAM budget", "log-structured", |p| {
+            Box::new(LogStructured::new(LogStructuredConfig {
+                device_pages: pages,
+                max_cache_fraction: 0.93,
+                dram_budget_bits: budgets.dram_budget_bits,
+                segment_pages: 16,
+                admission_probability: p,
+                mean_object_bytes,
+                seed,
+            }))
+        })
     }));
     // Kangaroo is configured like the others, by search within both budgets
     // (the thesis configures each design for its lowest miss ratio under the
@@ -195,16 +199,31 @@ pub fn run_bench_on(options: &BenchOptions, trace_name: &str, trace: &[Object]) 
     // nothing; 30 % of flash keeps the index under the budget at this trace's
     // sizes (about 18 of 20 bits/object at full size).
     for log_fraction in KANGAROO_LOG_FRACTIONS {
-        let label = format!("log {} %, n=2, RRIP 3", log_fraction * 100.0);
-        runs.extend(ladder(&budgets, trace, &label, "kangaroo", |p| {
-            Box::new(Kangaroo::new(KangarooConfig {
-                admission_probability: p,
-                log_fraction,
-                seed,
-                ..KangarooConfig::new(pages, mean_object_bytes)
-            }))
+        jobs.push(Box::new(move || {
+            let label = format!("log {} %, n=2, RRIP 3", log_fraction * 100.0);
+            ladder(&budgets, trace, &label, "kangaroo", |p| {
+                Box::new(Kangaroo::new(KangarooConfig {
+                    admission_probability: p,
+                    log_fraction,
+                    seed,
+                    ..KangarooConfig::new(pages, mean_object_bytes)
+                }))
+            })
         }));
     }
+    let budgeted = jobs.len();
+    jobs.push(Box::new(move || compare::fairywren_runs(&budgets, trace, mean_object_bytes, seed)));
+    jobs.push(Box::new(move || ablation::kangaroo_ablations(&budgets, trace, mean_object_bytes, seed)));
+    // The Meta-like comparison replays its own trace, beside the others.
+    let ((meta_trace, fairywren_meta), mut results) = std::thread::scope(|scope| {
+        let meta = scope.spawn(|| run_meta_comparison(options));
+        let results = parallel::run_all(&jobs);
+        (meta.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), results)
+    });
+    let kangaroo_ablations = results.pop().expect("the ablations job");
+    let fairywren = results.pop().expect("the FairyWREN job");
+    debug_assert_eq!(results.len(), budgeted);
+    let runs: Vec<RunResult> = results.into_iter().flatten().collect();
     let best_within_budget = ["set-associative", "log-structured", "kangaroo"]
         .iter()
         .filter_map(|system| {
@@ -214,9 +233,6 @@ pub fn run_bench_on(options: &BenchOptions, trace_name: &str, trace: &[Object]) 
                 .cloned()
         })
         .collect();
-    let fairywren = compare::fairywren_runs(&budgets, trace, mean_object_bytes, seed);
-    let kangaroo_ablations = ablation::kangaroo_ablations(&budgets, trace, mean_object_bytes, seed);
-    let (meta_trace, fairywren_meta) = run_meta_comparison(options);
     let footprints = [(trace_name, &fairywren), (meta_trace.as_str(), &fairywren_meta)]
         .into_iter()
         .filter_map(|(name, runs)| {
