@@ -12,7 +12,7 @@ use dingo_planner_client::wire::Callback;
 use dingo_types::{BlockId, BlockSet, Declaration, DeclarationId, ReadSets, TaskKind, Timestamp};
 use futures::StreamExt;
 use serde::Serialize;
-use std::collections::HashSet;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -54,8 +54,10 @@ pub struct AuditReport {
 #[derive(Default)]
 struct State {
     report: AuditReport,
-    /// `(declaration, set key)` of every set whose ack the planner confirmed.
-    acked: HashSet<(u64, u64)>,
+    /// `(declaration, set key)` of every set whose ack the planner
+    /// confirmed, with the delivery that carried it (the first one, if a
+    /// set came in two).
+    acked: BTreeMap<(u64, u64), u64>,
     declared: Vec<DeclarationId>,
 }
 
@@ -104,11 +106,20 @@ impl Auditor {
                     not_done = reply.declarations.iter().filter(|d| !d.done).count() as u64;
                     let mut state = self.state.lock().expect("audit lock");
                     for d in &reply.declarations {
-                        let confirmed = state.acked.iter().filter(|(id, _)| *id == d.declaration).count() as u64;
-                        if d.acked_sets < confirmed {
+                        // Which delivery confirmed each set: what a report of
+                        // a broken count needs to be followed up.
+                        let confirmed: Vec<(u64, u64)> = state
+                            .acked
+                            .range((d.declaration, 0)..=(d.declaration, u64::MAX))
+                            .map(|(&(_, key), &delivery)| (key, delivery))
+                            .collect();
+                        if d.acked_sets < confirmed.len() as u64 {
                             state.violation(format!(
-                                "declaration {} reports {} acknowledged sets; {confirmed} acknowledgements were confirmed",
-                                d.declaration, d.acked_sets
+                                "declaration {} reports {} acknowledged sets; {} acknowledgements were confirmed \
+                                 (set key, delivery): {confirmed:?}; status: {d:?}",
+                                d.declaration,
+                                d.acked_sets,
+                                confirmed.len()
                             ));
                         }
                     }
@@ -221,7 +232,7 @@ async fn handle(
         s.report.callbacks += 1;
         s.report.redeliveries += u64::from(cb.redelivery);
         for &(decl, key) in &keys {
-            if s.acked.contains(&(decl, key)) {
+            if s.acked.contains_key(&(decl, key)) {
                 s.report.acked_sets_redelivered += 1;
                 s.violation(format!(
                     "set {key} of declaration {decl} delivered again (delivery {}) after its acknowledgement was confirmed",
@@ -250,7 +261,9 @@ async fn handle(
         if ok {
             s.report.acks_confirmed += 1;
             s.report.sets_acked += keys.len() as u64;
-            s.acked.extend(keys.iter().copied());
+            for &key in &keys {
+                s.acked.entry(key).or_insert(cb.delivery);
+            }
         } else {
             s.report.acks_failed += 1;
         }

@@ -72,6 +72,14 @@ pub struct Summary {
     pub refusals: u64,
     pub planner_crashes: u64,
     pub client_crashes: u64,
+    /// Blocks deleted by tasks, and sets the planner elided at once on an
+    /// announcement of such a deletion.
+    pub blocks_deleted: u64,
+    pub announced_elided_sets: u64,
+    /// Declarations done with sets elided (never delivered: deleted).
+    pub declarations_with_elided_sets: u64,
+    /// Times a node went down.
+    pub node_outages: u64,
     /// A hash of the whole trace: equal for equal runs.
     pub trace_digest: u64,
     /// The trace, if asked for.
@@ -124,7 +132,7 @@ impl std::fmt::Display for Campaign {
         let t = &self.totals;
         writeln!(
             f,
-            "{} seeds, {} violations; {} quanta, {} declarations, {} deliveries, {} acks, {} refusals, {} planner crashes, {} client crashes",
+            "{} seeds, {} violations; {} quanta, {} declarations, {} deliveries, {} acks, {} refusals, {} planner crashes, {} client crashes, {} blocks deleted, {} sets elided on announcement, {} declarations done with elided sets, {} node outages",
             self.seeds,
             self.violations.len(),
             t.quanta,
@@ -133,7 +141,11 @@ impl std::fmt::Display for Campaign {
             t.acks,
             t.refusals,
             t.planner_crashes,
-            t.client_crashes
+            t.client_crashes,
+            t.blocks_deleted,
+            t.announced_elided_sets,
+            t.declarations_with_elided_sets,
+            t.node_outages
         )?;
         self.violations.iter().try_for_each(|v| writeln!(f, "{v}"))
     }
@@ -156,6 +168,10 @@ pub fn run_seeds(first: u64, count: u64, options: &Options, stop_at_first: bool)
                 t.refusals += s.refusals;
                 t.planner_crashes += s.planner_crashes;
                 t.client_crashes += s.client_crashes;
+                t.blocks_deleted += s.blocks_deleted;
+                t.announced_elided_sets += s.announced_elided_sets;
+                t.declarations_with_elided_sets += s.declarations_with_elided_sets;
+                t.node_outages += s.node_outages;
             }
             Err(v) => {
                 campaign.trace.extend(v.trace.iter().cloned());
@@ -181,6 +197,9 @@ mod tests {
         let t = &campaign.totals;
         eprintln!("{} seeds: {t:?}", campaign.seeds);
         assert!(t.planner_crashes > 0 && t.client_crashes > 0 && t.refusals > 0 && t.acks > 0, "{t:?}");
+        // Deletions reach the planner both ways and end declarations early.
+        assert!(t.blocks_deleted > 0 && t.announced_elided_sets > 0 && t.declarations_with_elided_sets > 0, "{t:?}");
+        assert!(t.node_outages > 0, "{t:?}");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! it rebuilds the truth from the requests it made and the callbacks
 //! that came out.
 
-use crate::world::World;
+use crate::world::{World, node_of};
 use dingo_proto::planner as pb;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,7 +16,8 @@ pub(crate) type Check = Result<(), String>;
 #[derive(Clone)]
 pub(crate) struct DeclInfo {
     pub(crate) owner: String,
-    pub(crate) keys: BTreeSet<u64>,
+    /// Its sets' wire keys, each with the blocks the set names.
+    pub(crate) keys: BTreeMap<u64, Vec<u64>>,
     /// `sets_needed`, or every set.
     pub(crate) needed: u64,
     pub(crate) deadline_ms: u64,
@@ -42,6 +43,9 @@ pub(crate) struct Oracle {
     acked: BTreeSet<u64>,
     /// Deliveries each client has received on a stream.
     received: BTreeMap<String, BTreeSet<u64>>,
+    /// Blocks deleted, or announced for a deletion that will be made: a
+    /// set naming only such blocks may be elided instead of delivered.
+    elidable: BTreeSet<u64>,
 }
 
 impl Oracle {
@@ -59,11 +63,24 @@ impl Oracle {
         }
     }
 
-    /// Whether declaration `id` needs nothing more: every needed set
-    /// acknowledged, or cancelled.
+    /// A task deletes `block`, or announces it will.
+    pub(crate) fn deleting(&mut self, block: u64) {
+        self.elidable.insert(block);
+    }
+
+    /// Whether set `key` of `d` names only deleted (or announced) blocks.
+    fn elidable(&self, d: &DeclInfo, key: u64) -> bool {
+        d.keys.get(&key).is_some_and(|blocks| blocks.iter().all(|b| self.elidable.contains(b)))
+    }
+
+    /// Whether declaration `id` may need nothing more: every needed set
+    /// acknowledged, every other set elidable, or cancelled.
     fn finished(&self, id: u64) -> bool {
         let Some(d) = self.decls.get(&id) else { return false };
-        d.cancelled || self.acked_keys(id).len() as u64 >= d.needed
+        let acked = self.acked_keys(id);
+        d.cancelled
+            || acked.len() as u64 >= d.needed
+            || d.keys.keys().all(|k| acked.contains(k) || self.elidable(d, *k))
     }
 
     fn acked_keys(&self, declaration: u64) -> BTreeSet<u64> {
@@ -92,7 +109,7 @@ impl Oracle {
             }
             let keys: Vec<u64> = cb.sets.iter().map(|s| s.key).collect();
             for &key in &keys {
-                if !self.decls[&cb.declaration].keys.contains(&key) {
+                if !self.decls[&cb.declaration].keys.contains_key(&key) {
                     return Err(format!(
                         "delivery {} names set {key}, not in declaration {}",
                         cb.delivery, cb.declaration
@@ -140,6 +157,29 @@ impl Oracle {
             }
             None => Ok(()),
         }
+    }
+
+    /// A quantum's plan reads no block the planner knew deleted, and no
+    /// disk of a node it knew down, when it planned (it reads the
+    /// metadata service first).
+    pub(crate) fn reads_nothing_gone<'a>(world: &World, callbacks: impl Iterator<Item = &'a pb::Callback>) -> Check {
+        for cb in callbacks {
+            for r in cb.sets.iter().flat_map(|s| &s.reads) {
+                if world.seen_deleted.contains(&r.block) {
+                    return Err(format!(
+                        "delivery {} (declaration {}) reads block {}, deleted before the quantum was planned",
+                        cb.delivery, cb.declaration, r.block
+                    ));
+                }
+                if world.seen_dead_node == Some(node_of(r.disk)) {
+                    return Err(format!(
+                        "delivery {} (declaration {}) reads disk {}, whose node was down when the quantum was planned",
+                        cb.delivery, cb.declaration, r.disk
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A callback goes out on a stream of `owner`: a committed delivery of
@@ -216,30 +256,55 @@ impl Oracle {
         self.decls.iter().filter(|(_, d)| !d.cancelled).map(left).sum()
     }
 
-    /// After the drain: each declaration is cancelled (by a committed
-    /// cancel) or done with exactly its needed sets acknowledged, and it
-    /// reports a missed deadline exactly when the quantum that scheduled
-    /// its last set started at or after the deadline.
-    pub(crate) fn at_end(&self, statuses: &[pb::DeclarationStatus]) -> Check {
+    /// After the drain (every announced deletion made by then): each
+    /// declaration is cancelled (by a committed cancel) or done, with its
+    /// acknowledged sets counted as the oracle saw them, and every needed
+    /// set not acknowledged naming only deleted blocks (elided, as many as
+    /// the planner reports). It reports a missed deadline when the quantum
+    /// that scheduled its last set started at or after the deadline, and
+    /// otherwise not, unless sets were elided (a set left at the deadline
+    /// and elided later still made it miss). Returns the declarations done
+    /// with sets elided.
+    pub(crate) fn at_end(&self, statuses: &[pb::DeclarationStatus]) -> Result<u64, String> {
+        let mut with_elided = 0;
         for s in statuses {
             let d = &self.decls[&s.declaration];
-            let acked = self.acked_keys(s.declaration).len() as u64;
+            let acked = self.acked_keys(s.declaration);
+            let count = acked.len() as u64;
             let id = s.declaration;
             if d.cancelled {
-                if !s.cancelled || acked > d.needed {
-                    return Err(format!("cancelled declaration {id}: {acked} sets acknowledged; {s:?}"));
+                if !s.cancelled || count > d.needed {
+                    return Err(format!("cancelled declaration {id}: {count} sets acknowledged; {s:?}"));
                 }
                 continue;
             }
             if !s.done || s.cancelled {
                 return Err(format!("declaration {id} did not finish after the faults stopped: {s:?}"));
             }
-            if acked != d.needed || s.acked_sets != d.needed || s.delivered_sets != d.needed {
-                return Err(format!("declaration {id} needs {} sets, {acked} were acknowledged; {s:?}", d.needed));
+            if count > d.needed || s.acked_sets != count || s.delivered_sets != count {
+                return Err(format!("declaration {id} needs {} sets, {count} were acknowledged; {s:?}", d.needed));
             }
+            let unread: Vec<u64> = d.keys.keys().copied().filter(|k| !acked.contains(k)).collect();
+            if count < d.needed
+                && let Some(k) = unread.iter().find(|&&k| !self.elidable(d, k))
+            {
+                return Err(format!(
+                    "declaration {id} is done with {count} of its {} needed sets acknowledged, yet set {k} \
+                     names blocks not deleted; {s:?}",
+                    d.needed
+                ));
+            }
+            let could_elide = unread.iter().filter(|&&k| self.elidable(d, k)).count() as u64;
+            if s.elided_sets > could_elide {
+                return Err(format!(
+                    "declaration {id} reports {} sets elided; only {could_elide} name only deleted blocks; {s:?}",
+                    s.elided_sets
+                ));
+            }
+            with_elided += u64::from(s.elided_sets > 0);
             let last_quantum_ms = self.deliveries.values().filter(|x| x.declaration == id).map(|x| x.quantum_ms).max();
             let missed = last_quantum_ms.is_some_and(|q| q >= d.deadline_ms);
-            if s.missed_deadline != missed {
+            if s.missed_deadline != missed && (missed || s.elided_sets == 0) {
                 return Err(format!(
                     "declaration {id}: last set scheduled in the quantum of {last_quantum_ms:?}, deadline {}, \
                      yet missed_deadline = {}",
@@ -247,6 +312,6 @@ impl Oracle {
                 ));
             }
         }
-        Ok(())
+        Ok(with_elided)
     }
 }

@@ -1,6 +1,7 @@
 //! What one seed simulates: a small cluster (disks on nodes, blocks with
-//! two copies each), the planner's configuration, the task clients, and
-//! the declarations and budgets they send, all drawn from the seed.
+//! two copies each) whose blocks tasks delete as the run goes on, the
+//! planner's configuration, the task clients, and the declarations and
+//! budgets they send, all drawn from the seed.
 
 use dingo_planner::LeftoverPolicy;
 use dingo_planner_service::ServiceConfig;
@@ -9,7 +10,7 @@ use dingo_proto::v1::{BlockRow, BlockState, ClusterStatusReply, DiskModel as PbM
 use dingo_types::{
     BlockId, BlockRange, BlockSet, ChunkRef, Declaration, DiskId, DiskModel, Member, ReadSets, TaskKind, Timestamp,
 };
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Simulated time starts here (Unix ms), far from zero so a deadline "in
 /// the past" is representable.
@@ -29,13 +30,31 @@ pub(crate) struct World {
     pub(crate) blocks: Vec<Block>,
     pub(crate) clients: Vec<String>,
     pub(crate) config: ServiceConfig,
+    /// Blocks deleted at the metadata service (a task's garbage collection
+    /// or transcoding), for good.
+    pub(crate) deleted: BTreeSet<u64>,
+    /// The deleted blocks as the planner last read them, at its start or
+    /// its refresh before a quantum: its view lags the metadata service.
+    pub(crate) seen_deleted: BTreeSet<u64>,
+    /// Deletions announced to the planner and not made yet: block → when
+    /// its task deletes it (announced deletions are always made).
+    pub(crate) announced: BTreeMap<u64, u64>,
+    /// The node that is down, if one is (at most one at a time), and the
+    /// one the planner last saw down.
+    pub(crate) dead_node: Option<u32>,
+    pub(crate) seen_dead_node: Option<u32>,
+}
+
+/// The node serving `disk` (two disks per node).
+pub(crate) fn node_of(disk: u32) -> u32 {
+    disk / 2
 }
 
 /// A declaration with what the oracle needs to know of it.
 pub(crate) struct Drafted {
     pub(crate) decl: Declaration,
-    /// The wire keys of its sets.
-    pub(crate) keys: BTreeSet<u64>,
+    /// The wire keys of its sets, each with the blocks it names.
+    pub(crate) keys: BTreeMap<u64, Vec<u64>>,
 }
 
 impl World {
@@ -62,7 +81,17 @@ impl World {
             leftover: if rng.bool() { LeftoverPolicy::Fill } else { LeftoverPolicy::Unused },
             ..ServiceConfig::new("admin")
         };
-        let mut world = World { disks, blocks, clients, config };
+        let mut world = World {
+            disks,
+            blocks,
+            clients,
+            config,
+            deleted: BTreeSet::new(),
+            seen_deleted: BTreeSet::new(),
+            announced: BTreeMap::new(),
+            dead_node: None,
+            seen_dead_node: None,
+        };
         let budget = world.budget(rng);
         // Zero is "unlimited" on the wire; the config says so by leaving
         // the limit out.
@@ -73,27 +102,35 @@ impl World {
         world
     }
 
-    /// The block table as the metadata service reports it.
-    pub(crate) fn rows(&self) -> Vec<BlockRow> {
+    /// The block table and the nodes as the metadata service reports them
+    /// now: the planner reading them sees every deletion made so far and
+    /// the node that is down.
+    pub(crate) fn snapshot(&mut self) -> (Vec<BlockRow>, ClusterStatusReply) {
+        self.seen_deleted.clone_from(&self.deleted);
+        self.seen_dead_node = self.dead_node;
+        (self.rows(), self.cluster())
+    }
+
+    fn rows(&self) -> Vec<BlockRow> {
         (0..)
             .zip(&self.blocks)
             .map(|(id, b)| BlockRow {
                 id,
                 size: b.size_bytes,
-                state: BlockState::Sealed as i32,
+                state: if self.deleted.contains(&id) { BlockState::Deleted } else { BlockState::Sealed } as i32,
                 group: id,
                 disks: b.disks.to_vec(),
             })
             .collect()
     }
 
-    /// Two disks per node, every node alive.
-    pub(crate) fn cluster(&self) -> ClusterStatusReply {
+    /// Two disks per node, all alive but the dead one.
+    fn cluster(&self) -> ClusterStatusReply {
         let nodes = (0..self.disks.len().div_ceil(2))
             .map(|n| NodeStatus {
                 id: n as u32,
                 addr: format!("node-{n}"),
-                alive: true,
+                alive: self.dead_node != Some(n as u32),
                 disks: (2 * n..(2 * n + 2).min(self.disks.len()))
                     .map(|d| DiskStatus {
                         id: d as u32,
@@ -123,42 +160,69 @@ impl World {
         }
     }
 
-    /// A declaration the planner must accept.
+    /// Blocks no task has deleted or announced it will delete: what a task
+    /// declares (the planner, whose view lags, knows them all as live).
+    pub(crate) fn live_blocks(&self) -> Vec<u64> {
+        (0..self.blocks.len() as u64).filter(|b| !self.deleted.contains(b) && !self.announced.contains_key(b)).collect()
+    }
+
+    /// A task deletes `block` now (its announcement, if any, is kept: the
+    /// oracle counts an announced block as deleted from the announcement).
+    pub(crate) fn delete(&mut self, block: u64) {
+        self.deleted.insert(block);
+    }
+
+    /// Makes the announced deletions due by `now_ms`; all of them if `None`.
+    pub(crate) fn make_due_deletions(&mut self, now_ms: Option<u64>) {
+        let due: Vec<u64> =
+            self.announced.iter().filter(|(_, at)| now_ms.is_none_or(|now| **at <= now)).map(|(b, _)| *b).collect();
+        for b in due {
+            self.announced.remove(&b);
+            self.deleted.insert(b);
+        }
+    }
+
+    /// A declaration the planner must accept: it names only live blocks
+    /// (or, for a disk scrub, the chunks the planner knows on that disk,
+    /// which it refuses as naming nothing if it knows the disk's node down).
     pub(crate) fn valid_declaration(&self, rng: &mut fastrand::Rng, now_ms: u64) -> Drafted {
         let block_count = self.blocks.len() as u64;
-        let (read_sets, keys): (ReadSets, BTreeSet<u64>) = match rng.u8(0..10) {
+        let live = self.live_blocks();
+        let is_live = |b: u64| b < block_count && !self.deleted.contains(&b) && !self.announced.contains_key(&b);
+        let (read_sets, keys): (ReadSets, BTreeMap<u64, Vec<u64>>) = match rng.u8(0..10) {
             0..6 => {
-                let sets: Vec<BlockSet> = (0..rng.u64(1..=5))
-                    .map(|_| {
-                        let mut blocks = BTreeSet::new();
-                        for _ in 0..rng.u64(1..=MAX_SET_BLOCKS) {
-                            blocks.insert(BlockId(rng.u64(0..block_count)));
-                        }
-                        BlockSet::any_of(blocks)
-                    })
+                let sets: Vec<BTreeSet<u64>> = (0..rng.u64(1..=5))
+                    .map(|_| (0..rng.u64(1..=MAX_SET_BLOCKS)).map(|_| live[rng.usize(0..live.len())]).collect())
                     .collect();
-                let keys = (0..sets.len() as u64).collect();
-                (ReadSets::Sets(sets), keys)
+                let keys = (0..).zip(sets.iter().map(|s| s.iter().copied().collect())).collect();
+                (ReadSets::Sets(sets.into_iter().map(|s| BlockSet::any_of(s.into_iter().map(BlockId))).collect()), keys)
             }
             6..9 => {
                 let mut ranges = Vec::new();
-                let mut start = rng.u64(0..block_count);
+                let mut start = live[rng.usize(0..live.len())];
                 while start < block_count && ranges.len() < 4 {
-                    let len = rng.u64(1..=MAX_SET_BLOCKS).min(block_count - start);
+                    if !is_live(start) {
+                        start += 1;
+                        continue;
+                    }
+                    let most = rng.u64(1..=MAX_SET_BLOCKS);
+                    let len = (start..block_count).take(most as usize).take_while(|&b| is_live(b)).count() as u64;
                     ranges.push(BlockRange { start: BlockId(start), len: len as u32 });
                     start += len + rng.u64(0..4);
                 }
-                let keys = ranges.iter().map(|r| r.start.0).collect();
+                let keys = ranges.iter().map(|r| (r.start.0, (r.start.0..r.end()).collect())).collect();
                 (ReadSets::Ranges(ranges), keys)
             }
             _ => {
                 let disk = rng.u32(0..self.disks.len() as u32);
-                let keys: BTreeSet<u64> = (0..)
+                let down = self.seen_dead_node == Some(node_of(disk));
+                let keys: BTreeMap<u64, Vec<u64>> = (0..)
                     .zip(&self.blocks)
+                    .filter(|(id, _)| !down && !self.seen_deleted.contains(id))
                     .flat_map(|(id, b)| {
                         (0..2u8)
                             .filter(move |&c| b.disks[usize::from(c)] == disk)
-                            .map(move |copy| Member::Copy(ChunkRef { block: BlockId(id), copy }).key())
+                            .map(move |copy| (Member::Copy(ChunkRef { block: BlockId(id), copy }).key(), vec![id]))
                     })
                     .collect();
                 if keys.is_empty() {
@@ -185,7 +249,12 @@ impl World {
         match rng.u8(0..4) {
             0 => decl.deadline = Timestamp(now_ms - rng.u64(0..=QUANTUM_MS)),
             1 => decl.sets_needed = Some(if rng.bool() { 0 } else { keys.len() as u64 + 1 }),
-            2 => decl.read_sets = ReadSets::Sets(vec![BlockSet::any_of([BlockId(self.blocks.len() as u64)])]),
+            // A block past the table, or one the planner knows deleted.
+            2 => {
+                let gone = self.seen_deleted.iter().nth(rng.usize(0..=self.seen_deleted.len()));
+                let block = gone.copied().unwrap_or(self.blocks.len() as u64);
+                decl.read_sets = ReadSets::Sets(vec![BlockSet::any_of([BlockId(block)])]);
+            }
             _ => decl.read_sets = ReadSets::Sets(vec![BlockSet::any_of([BlockId(0)]), BlockSet::new(Vec::new())]),
         }
         decl

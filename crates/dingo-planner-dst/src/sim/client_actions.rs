@@ -1,6 +1,7 @@
 //! What the simulated task clients do: subscribe (again), go away, declare
 //! (also nonsense), work through their callbacks and acknowledge them late,
-//! twice, or with deliveries they were never given, cancel, and crash.
+//! twice, or with deliveries they were never given, cancel, delete blocks
+//! (announcing it first, or not), and crash.
 
 use super::{Job, Request, Sim};
 use crate::Violation;
@@ -16,6 +17,7 @@ impl Sim<'_> {
             match roll {
                 0..50 => self.take_inbox(c),
                 50..53 => self.crash_client(c),
+                53..55 => self.delete_block(false)?,
                 _ => {
                     let ms = self.rng.u64(1..=200);
                     self.advance(ms)
@@ -44,6 +46,7 @@ impl Sim<'_> {
                 Ok(())
             }
             86..88 => self.subscribe(c, true),
+            88..90 => self.delete_block(true),
             _ => {
                 {
                     let ms = self.rng.u64(1..=50);
@@ -166,6 +169,33 @@ impl Sim<'_> {
             }
             Err(_) => Ok(()),
         }
+    }
+
+    /// A task (garbage collection, transcoding) deletes a live block, at
+    /// most half of them over the run; with the planner up, it may announce
+    /// the deletion first and make it up to two quanta later.
+    fn delete_block(&mut self, planner_up: bool) -> Result<(), Violation> {
+        let live = self.world.live_blocks();
+        if live.len() * 2 <= self.world.blocks.len() {
+            return Ok(());
+        }
+        let block = live[self.rng.usize(0..live.len())];
+        self.oracle.deleting(block);
+        self.summary.blocks_deleted += 1;
+        if planner_up && self.rng.bool() {
+            let at = self.now_ms + self.rng.u64(0..=2 * crate::world::QUANTUM_MS);
+            self.world.announced.insert(block, at);
+            let members: dingo_types::MemberBitmap =
+                [dingo_types::Member::Any(dingo_types::BlockId(block))].into_iter().collect();
+            let (elided, step) = self.process().machine.announce_deletions(&members);
+            self.summary.announced_elided_sets += elided;
+            self.note(|| format!("block {block} announced for deletion: {elided} sets elided"));
+            self.queue(step, Request::Announce { block });
+        } else {
+            self.world.delete(block);
+            self.note(|| format!("block {block} deleted"));
+        }
+        Ok(())
     }
 
     fn cancel(&mut self, c: usize, bogus: bool) -> Result<(), Violation> {

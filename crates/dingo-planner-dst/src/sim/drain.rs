@@ -11,6 +11,9 @@ impl Sim<'_> {
             self.restart()?;
         }
         self.note(|| "faults stop".into());
+        // Every task makes the deletion it announced; the node down returns.
+        self.world.make_due_deletions(None);
+        self.world.dead_node = None;
         // Any one set fits every budget (`World::budget`), and the most
         // urgent declaration is owed at least one set a quantum, so each
         // quantum serves a set while any is left.
@@ -46,7 +49,8 @@ impl Sim<'_> {
         }
         let ids = self.oracle.declared_ids();
         let statuses = self.process().machine.status(&ids).map_err(|e| self.violation(format!("status: {e}")))?;
-        self.check(self.oracle.at_end(&statuses))
+        self.summary.declarations_with_elided_sets = self.oracle.at_end(&statuses).map_err(|m| self.violation(m))?;
+        Ok(())
     }
 
     /// Works through the persister's queue.

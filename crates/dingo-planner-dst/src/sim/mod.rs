@@ -23,10 +23,27 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// What a queued step was, for the oracle and the answer.
 enum Request {
-    Declare { client: usize, id: u64, info: DeclInfo },
-    Subscribe { client: usize, stream: u64 },
-    Ack { client: usize, ids: Vec<u64> },
-    Cancel { client: usize, id: u64 },
+    Declare {
+        client: usize,
+        id: u64,
+        info: DeclInfo,
+    },
+    Subscribe {
+        client: usize,
+        stream: u64,
+    },
+    Ack {
+        client: usize,
+        ids: Vec<u64>,
+    },
+    Cancel {
+        client: usize,
+        id: u64,
+    },
+    /// A task's `AnnounceDeletions` of a block it is about to delete.
+    Announce {
+        block: u64,
+    },
     Budget(pb::Budget),
     Plan,
     Dispatch,
@@ -39,6 +56,7 @@ impl Request {
             Request::Subscribe { stream, .. } => format!("subscription {stream}"),
             Request::Ack { ids, .. } => format!("ack {ids:?}"),
             Request::Cancel { id, .. } => format!("cancel {id}"),
+            Request::Announce { block } => format!("announcement of block {block}"),
             Request::Budget(b) => format!("budget {b:?}"),
             Request::Plan => "quantum".into(),
             Request::Dispatch => "dispatch".into(),
@@ -178,22 +196,40 @@ impl<'a> Sim<'a> {
             }
             98 => self.admin_budget(),
             _ => {
-                {
-                    let ms = self.rng.u64(1..=50);
-                    self.advance(ms)
-                };
+                self.node_dies_or_returns();
                 Ok(())
             }
         }
     }
 
+    /// A node goes down (its copies unreadable until it returns), or the
+    /// one that is down comes back.
+    fn node_dies_or_returns(&mut self) {
+        let nodes = self.world.disks.len().div_ceil(2) as u32;
+        self.world.dead_node = match self.world.dead_node {
+            Some(n) => {
+                self.note(|| format!("node {n} is back"));
+                None
+            }
+            None => {
+                let n = self.rng.u32(0..nodes);
+                self.summary.node_outages += 1;
+                self.note(|| format!("node {n} goes down"));
+                Some(n)
+            }
+        };
+    }
+
+    /// Time passes; the announced deletions it brings are made.
     fn advance(&mut self, ms: u64) {
         self.now_ms += ms;
+        self.world.make_due_deletions(Some(self.now_ms));
     }
 
     fn restart(&mut self) -> Result<(), Violation> {
+        let (rows, cluster) = self.world.snapshot();
         let w = &self.world;
-        let machine = Machine::start(w.config.clone(), &self.store, w.rows(), w.cluster(), self.now_ms)
+        let machine = Machine::start(w.config.clone(), &self.store, rows, cluster, self.now_ms)
             .map_err(|e| self.violation(format!("the planner cannot restart from its store: {e}")))?;
         self.planner = Some(Process {
             machine,
@@ -268,6 +304,10 @@ impl<'a> Sim<'a> {
         if now < p.next_quantum_ms {
             return Ok(());
         }
+        // The driver reads the metadata service before it plans.
+        let (rows, cluster) = self.world.snapshot();
+        let p = self.process();
+        p.machine.refresh_topology(rows, cluster);
         let budget = p.budget;
         if p.machine.budget_at(now) != budget {
             let got = p.machine.budget_at(now);
@@ -280,6 +320,7 @@ impl<'a> Sim<'a> {
             if p.next_quantum_ms + QUANTUM_MS > now { p.next_quantum_ms + QUANTUM_MS } else { now + QUANTUM_MS };
         p.timer_busy = true;
         self.check(Oracle::within_budget(&self.world, &budget, step.planned()))?;
+        self.check(Oracle::reads_nothing_gone(&self.world, step.planned()))?;
         let planned = step.planned().count();
         self.summary.quanta += 1;
         self.note(|| format!("quantum planned: {planned} deliveries"));
@@ -380,6 +421,7 @@ impl<'a> Sim<'a> {
                 self.budget_committed = *b;
                 Ok(())
             }
+            Request::Announce { .. } => Ok(()),
             Request::Plan => {
                 self.summary.deliveries_seen += step.planned().count() as u64;
                 self.oracle.planned(step.planned())
@@ -410,7 +452,7 @@ impl<'a> Sim<'a> {
             }
             Request::Cancel { client, id } => self.clients[client].decls.retain(|&d| d != id),
             Request::Plan | Request::Dispatch => self.process().timer_busy = false,
-            Request::Subscribe { .. } | Request::Budget(_) => {}
+            Request::Subscribe { .. } | Request::Budget(_) | Request::Announce { .. } => {}
         }
     }
 }

@@ -14,7 +14,7 @@ use crate::topology::{MetaTopology, Snapshot};
 use dingo_planner::DeclareError;
 use dingo_proto::planner as pb;
 use dingo_proto::v1::{BlockRow, ClusterStatusReply};
-use dingo_types::{Declaration, DeclarationId};
+use dingo_types::{Declaration, DeclarationId, MemberBitmap};
 use tonic::Status;
 
 /// The planner service's state machine without its driver.
@@ -82,6 +82,19 @@ impl Machine {
         let mut topo = MetaTopology::default();
         topo.apply(Snapshot { rows, cluster });
         Ok(Machine { state: State::restore(config, store.load()?, topo, now_ms)? })
+    }
+
+    /// A fresh view of the metadata service, as the driver fetches before
+    /// each quantum: sets whose blocks were all deleted are elided.
+    /// Nothing is stored (a restart reads the topology afresh).
+    pub fn refresh_topology(&mut self, rows: Vec<BlockRow>, cluster: ClusterStatusReply) {
+        self.state.apply_topology(Snapshot { rows, cluster });
+    }
+
+    /// `AnnounceDeletions`: a task is about to delete `members`; returns the
+    /// sets elided. A step that stores nothing, as in the service.
+    pub fn announce_deletions(&mut self, members: &MemberBitmap) -> (u64, Step) {
+        (self.state.announce_deletions(members), Step(Ready::default()))
     }
 
     pub fn declare(
