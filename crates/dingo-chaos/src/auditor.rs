@@ -8,7 +8,7 @@
 use crate::workload::Oracle;
 use dingo_client::Client;
 use dingo_planner_client::PlannerClient;
-use dingo_planner_client::wire::Callback;
+use dingo_planner_client::wire::{Callback, DeclarationStatus};
 use dingo_types::{BlockId, BlockSet, Declaration, DeclarationId, ReadSets, TaskKind, Timestamp};
 use futures::StreamExt;
 use serde::Serialize;
@@ -101,27 +101,17 @@ impl Auditor {
         let mut not_done = declared.len() as u64;
         let mut last_error = String::new();
         while Instant::now() < deadline {
+            // The callback task goes on acknowledging while the status call
+            // is under way: only acknowledgements confirmed before it was
+            // sent must show in its reply (comparing with those confirmed
+            // by the time it came back was a false alarm, seen once in CI).
+            let confirmed_before = self.state.lock().expect("audit lock").acked.clone();
             match tokio::time::timeout(CALL_TIMEOUT, self.planner.status(&declared)).await {
                 Ok(Ok(reply)) => {
                     not_done = reply.declarations.iter().filter(|d| !d.done).count() as u64;
                     let mut state = self.state.lock().expect("audit lock");
-                    for d in &reply.declarations {
-                        // Which delivery confirmed each set: what a report of
-                        // a broken count needs to be followed up.
-                        let confirmed: Vec<(u64, u64)> = state
-                            .acked
-                            .range((d.declaration, 0)..=(d.declaration, u64::MAX))
-                            .map(|(&(_, key), &delivery)| (key, delivery))
-                            .collect();
-                        if d.acked_sets < confirmed.len() as u64 {
-                            state.violation(format!(
-                                "declaration {} reports {} acknowledged sets; {} acknowledgements were confirmed \
-                                 (set key, delivery): {confirmed:?}; status: {d:?}",
-                                d.declaration,
-                                d.acked_sets,
-                                confirmed.len()
-                            ));
-                        }
+                    for v in undercounted(&confirmed_before, &reply.declarations) {
+                        state.violation(v);
                     }
                     if not_done == 0 {
                         break;
@@ -143,6 +133,29 @@ impl Auditor {
         }
         state.report.clone()
     }
+}
+
+/// Each declaration whose status counts fewer acknowledged sets than the
+/// acknowledgements `confirmed` (set → delivery) name for it, described
+/// with those sets and deliveries, which is what following it up needs.
+fn undercounted(confirmed: &BTreeMap<(u64, u64), u64>, statuses: &[DeclarationStatus]) -> Vec<String> {
+    let mut out = Vec::new();
+    for d in statuses {
+        let sets: Vec<(u64, u64)> = confirmed
+            .range((d.declaration, 0)..=(d.declaration, u64::MAX))
+            .map(|(&(_, key), &delivery)| (key, delivery))
+            .collect();
+        if d.acked_sets < sets.len() as u64 {
+            out.push(format!(
+                "declaration {} reports {} acknowledged sets; {} acknowledgements were confirmed before the \
+                 status was asked (set key, delivery): {sets:?}; status: {d:?}",
+                d.declaration,
+                d.acked_sets,
+                sets.len()
+            ));
+        }
+    }
+    out
 }
 
 async fn declare_loop(
@@ -267,5 +280,24 @@ async fn handle(
         } else {
             s.report.acks_failed += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(declaration: u64, acked_sets: u64) -> DeclarationStatus {
+        DeclarationStatus { declaration, acked_sets, ..Default::default() }
+    }
+
+    #[test]
+    fn only_a_status_counting_fewer_sets_than_were_confirmed_is_a_violation() {
+        let confirmed: BTreeMap<(u64, u64), u64> = [((40, 0), 7), ((40, 1), 7), ((41, 0), 8)].into();
+        assert!(undercounted(&confirmed, &[status(40, 2), status(41, 1), status(42, 0)]).is_empty());
+        let v = undercounted(&confirmed, &[status(40, 1), status(41, 1)]);
+        assert_eq!(v.len(), 1, "{v:?}");
+        assert!(v[0].starts_with("declaration 40 reports 1 acknowledged sets; 2 acknowledgements"), "{v:?}");
+        assert!(v[0].contains("[(0, 7), (1, 7)]"), "{v:?}");
     }
 }
