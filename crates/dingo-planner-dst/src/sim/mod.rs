@@ -195,8 +195,16 @@ impl<'a> Sim<'a> {
                 Ok(())
             }
             98 => self.admin_budget(),
-            _ => {
+            99 => {
                 self.node_dies_or_returns();
+                Ok(())
+            }
+            // A persister or pin step with nothing to do: time passes.
+            _ => {
+                {
+                    let ms = self.rng.u64(1..=50);
+                    self.advance(ms)
+                };
                 Ok(())
             }
         }
