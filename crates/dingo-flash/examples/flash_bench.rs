@@ -12,10 +12,9 @@ use std::io::BufReader;
 use std::path::PathBuf;
 
 use dingo_flash::bench::{
-    BenchOptions, BenchSize, Budgets, markdown, meta_markdown, run_bench, run_bench_on, run_meta_comparison,
-    synthetic_trace, write_report,
+    BenchOptions, BenchSize, markdown, meta_markdown, run_bench, run_bench_on, run_meta_comparison, write_report,
 };
-use dingo_flash::real::{RealSystem, real_markdown, run_real_bench};
+use dingo_flash::real::run_real_cross_checks;
 use dingo_flash::trace::read_twitter_csv;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -53,17 +52,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// The real engines against the simulator on a prefix of the quick trace.
 fn real_quick(requests: Option<String>, dir: Option<String>) -> Result<(), Box<dyn std::error::Error>> {
     let requests: usize = requests.as_deref().unwrap_or("600000").parse()?;
-    let (name, mut trace) = synthetic_trace(BenchSize::Quick, 42);
-    trace.truncate(requests);
-    let budgets = Budgets::for_size(BenchSize::Quick, trace.len() as u64);
-    let dir = match dir {
-        Some(parent) => tempfile::tempdir_in(parent)?,
-        None => tempfile::tempdir()?,
-    };
-    let trace_name = format!("{name}, first {}", trace.len());
-    for system in [RealSystem::Kangaroo, RealSystem::FairyWren] {
-        let report = run_real_bench(system, &trace_name, &trace, &budgets, 42, dir.path())?;
-        println!("{}", real_markdown(&report));
-    }
+    print!("{}", run_real_cross_checks(requests, 42, dir.as_deref().map(std::path::Path::new))?);
     Ok(())
 }

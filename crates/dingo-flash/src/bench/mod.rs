@@ -2,12 +2,14 @@
 //! equal DRAM and device-write budgets; the result is a [`BenchReport`].
 
 mod ablation;
+mod choice;
 mod compare;
 mod footprint;
 mod parallel;
 mod replay;
 mod report;
 
+pub use choice::BenchChoice;
 pub use compare::Comparison;
 pub use footprint::{DEPLOYED_DRIVE_BYTES, DEPLOYED_REQUESTS_PER_SECOND, TraceFootprints};
 pub use replay::{RunResult, WriteAmplification, replay};

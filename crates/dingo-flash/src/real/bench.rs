@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use crate::bench::{Budgets, RunResult, mean_size, replay};
+use crate::bench::{BenchSize, Budgets, RunResult, mean_size, replay, synthetic_trace};
 use crate::engine::fairywren::{FairyWren, FairyWrenConfig};
 use crate::engine::kangaroo::{Kangaroo, KangarooConfig};
 use crate::engine::{CacheEngine, EngineStats};
@@ -62,6 +62,7 @@ pub struct RealRun {
 
 /// The engines the real bench runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum RealSystem {
     /// Kangaroo on the FTL model: defaults (log 5 %, n = 2, RRIP 3), admission 1.
     Kangaroo,
@@ -314,4 +315,38 @@ pub fn real_markdown(report: &RealBenchReport) -> String {
         f.io_errors
     );
     out
+}
+
+/// Both engines, simulated and real, on one prefix of the quick synthetic
+/// trace (`dingo bench flash --real`).
+#[derive(Clone, Debug, Serialize)]
+pub struct RealCrossChecks {
+    pub reports: Vec<RealBenchReport>,
+}
+
+impl std::fmt::Display for RealCrossChecks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.reports.iter().try_for_each(|r| writeln!(f, "{}", real_markdown(r)))
+    }
+}
+
+/// Replays the first `requests` of the quick synthetic trace through the
+/// simulated and the real Kangaroo, then FairyWREN, their pages in files
+/// in a new temporary directory under `parent` (the system's if `None`),
+/// removed afterwards. `requests` must be at least 1.
+pub fn run_real_cross_checks(requests: usize, seed: u64, parent: Option<&Path>) -> Result<RealCrossChecks, RealError> {
+    let (name, mut trace) = synthetic_trace(BenchSize::Quick, seed);
+    trace.truncate(requests);
+    let budgets = Budgets::for_size(BenchSize::Quick, trace.len() as u64);
+    let dir = match parent {
+        Some(parent) => tempfile::tempdir_in(parent),
+        None => tempfile::tempdir(),
+    }
+    .map_err(|source| RealError::Create { path: parent.unwrap_or(&std::env::temp_dir()).to_path_buf(), source })?;
+    let trace_name = format!("{name}, first {}", trace.len());
+    let reports = [RealSystem::Kangaroo, RealSystem::FairyWren]
+        .into_iter()
+        .map(|system| run_real_bench(system, &trace_name, &trace, &budgets, seed, dir.path()))
+        .collect::<Result<_, _>>()?;
+    Ok(RealCrossChecks { reports })
 }

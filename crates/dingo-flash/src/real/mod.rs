@@ -17,8 +17,8 @@ mod bench;
 mod direct;
 
 pub use bench::{
-    CrossCheck, OpTiming, RealBenchReport, RealConfig, RealRun, RealSystem, real_bench_config, real_markdown,
-    run_real_bench,
+    CrossCheck, OpTiming, RealBenchReport, RealConfig, RealCrossChecks, RealRun, RealSystem, real_bench_config,
+    real_markdown, run_real_bench, run_real_cross_checks,
 };
 
 use std::io;

@@ -42,3 +42,33 @@ fn a_kvcache_trace_is_replayed_and_its_report_and_figures_written() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no column \"key\""), "{stderr}");
 }
+
+/// `--real`: both real engines against the simulator on a prefix of the
+/// quick trace, their page files in a temporary directory under `--out`
+/// that is gone afterwards; no requests at all is refused.
+#[test]
+fn the_real_engines_are_cross_checked_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(EXE)
+        .args(["bench", "flash", "--json", "--real", "20000", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "bench flash --real failed: {stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let reports = report["reports"].as_array().unwrap();
+    assert_eq!(reports.iter().map(|r| r["system"].as_str().unwrap()).collect::<Vec<_>>(), ["kangaroo", "fairywren"]);
+    for r in reports {
+        let (simulated, real) = (&r["simulator"], &r["real"]["result"]);
+        assert!(simulated["requests"].as_u64().unwrap() > 0, "{r}");
+        let ratio = real["miss_ratio"].as_f64().unwrap() / simulated["miss_ratio"].as_f64().unwrap();
+        assert!((ratio - 1.0).abs() <= 0.1, "{r}");
+        assert_eq!(r["real"]["file"]["corrupt"], 0, "{r}");
+    }
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "the page files outlived the run");
+
+    let out = Command::new(EXE).args(["bench", "flash", "--real", "0"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--real"), "{}", String::from_utf8_lossy(&out.stderr));
+}
