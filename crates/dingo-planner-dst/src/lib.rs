@@ -80,6 +80,10 @@ pub struct Summary {
     pub declarations_with_elided_sets: u64,
     /// Times a node went down.
     pub node_outages: u64,
+    /// Blocks tasks wrote during the run, and quanta the planner skipped
+    /// with the metadata service unreachable.
+    pub blocks_written: u64,
+    pub quanta_skipped: u64,
     /// A hash of the whole trace: equal for equal runs.
     pub trace_digest: u64,
     /// The trace, if asked for.
@@ -132,7 +136,7 @@ impl std::fmt::Display for Campaign {
         let t = &self.totals;
         writeln!(
             f,
-            "{} seeds, {} violations; {} quanta, {} declarations, {} deliveries, {} acks, {} refusals, {} planner crashes, {} client crashes, {} blocks deleted, {} sets elided on announcement, {} declarations done with elided sets, {} node outages",
+            "{} seeds, {} violations; {} quanta, {} declarations, {} deliveries, {} acks, {} refusals, {} planner crashes, {} client crashes, {} blocks deleted, {} sets elided on announcement, {} declarations done with elided sets, {} node outages, {} blocks written, {} quanta skipped",
             self.seeds,
             self.violations.len(),
             t.quanta,
@@ -145,7 +149,9 @@ impl std::fmt::Display for Campaign {
             t.blocks_deleted,
             t.announced_elided_sets,
             t.declarations_with_elided_sets,
-            t.node_outages
+            t.node_outages,
+            t.blocks_written,
+            t.quanta_skipped
         )?;
         self.violations.iter().try_for_each(|v| writeln!(f, "{v}"))
     }
@@ -172,6 +178,8 @@ pub fn run_seeds(first: u64, count: u64, options: &Options, stop_at_first: bool)
                 t.announced_elided_sets += s.announced_elided_sets;
                 t.declarations_with_elided_sets += s.declarations_with_elided_sets;
                 t.node_outages += s.node_outages;
+                t.blocks_written += s.blocks_written;
+                t.quanta_skipped += s.quanta_skipped;
             }
             Err(v) => {
                 campaign.trace.extend(v.trace.iter().cloned());
@@ -199,7 +207,7 @@ mod tests {
         assert!(t.planner_crashes > 0 && t.client_crashes > 0 && t.refusals > 0 && t.acks > 0, "{t:?}");
         // Deletions reach the planner both ways and end declarations early.
         assert!(t.blocks_deleted > 0 && t.announced_elided_sets > 0 && t.declarations_with_elided_sets > 0, "{t:?}");
-        assert!(t.node_outages > 0, "{t:?}");
+        assert!(t.node_outages > 0 && t.blocks_written > 0 && t.quanta_skipped > 0, "{t:?}");
     }
 
     #[test]

@@ -36,6 +36,12 @@ pub(crate) struct World {
     /// The deleted blocks as the planner last read them, at its start or
     /// its refresh before a quantum: its view lags the metadata service.
     pub(crate) seen_deleted: BTreeSet<u64>,
+    /// Blocks in the table as the planner last read it (tasks write new
+    /// ones as the run goes on; their ids are dense from 0).
+    pub(crate) seen_blocks: u64,
+    /// The metadata service is unreachable until then (Unix ms): the
+    /// planner skips its quanta, and cannot start, until it is back.
+    pub(crate) meta_down_until: Option<u64>,
     /// Deletions announced to the planner and not made yet: block → when
     /// its task deletes it (announced deletions are always made).
     pub(crate) announced: BTreeMap<u64, u64>,
@@ -88,6 +94,8 @@ impl World {
             config,
             deleted: BTreeSet::new(),
             seen_deleted: BTreeSet::new(),
+            seen_blocks: 0,
+            meta_down_until: None,
             announced: BTreeMap::new(),
             dead_node: None,
             seen_dead_node: None,
@@ -103,9 +111,10 @@ impl World {
     }
 
     /// The block table and the nodes as the metadata service reports them
-    /// now: the planner reading them sees every deletion made so far and
-    /// the node that is down.
+    /// now: the planner reading them sees every block written and deleted
+    /// so far and the node that is down.
     pub(crate) fn snapshot(&mut self) -> (Vec<BlockRow>, ClusterStatusReply) {
+        self.seen_blocks = self.blocks.len() as u64;
         self.seen_deleted.clone_from(&self.deleted);
         self.seen_dead_node = self.dead_node;
         (self.rows(), self.cluster())
@@ -160,10 +169,39 @@ impl World {
         }
     }
 
-    /// Blocks no task has deleted or announced it will delete: what a task
-    /// declares (the planner, whose view lags, knows them all as live).
+    /// Blocks the planner has seen written that no task has deleted or
+    /// announced it will delete: what a task declares (the planner, whose
+    /// view lags, knows them all as live).
     pub(crate) fn live_blocks(&self) -> Vec<u64> {
-        (0..self.blocks.len() as u64).filter(|b| !self.deleted.contains(b) && !self.announced.contains_key(b)).collect()
+        (0..self.seen_blocks).filter(|b| !self.deleted.contains(b) && !self.announced.contains_key(b)).collect()
+    }
+
+    /// A task writes a new block: two copies on two disks, no larger than
+    /// the largest so far (so any one set still fits every budget).
+    pub(crate) fn write_block(&mut self, rng: &mut fastrand::Rng) -> u64 {
+        let largest = self.blocks.iter().map(|b| b.size_bytes).max().unwrap_or(64_000);
+        let disk_count = self.disks.len() as u32;
+        let first = rng.u32(0..disk_count);
+        let second = (first + rng.u32(1..disk_count)) % disk_count;
+        self.blocks.push(Block { size_bytes: rng.u64(64_000..=largest), disks: [first, second] });
+        self.blocks.len() as u64 - 1
+    }
+
+    /// The wire keys (and blocks) of the chunks on `disk` as the planner
+    /// resolves a scrub of it: none if it last saw the disk's node down.
+    pub(crate) fn disk_chunk_keys(&self, disk: u32) -> BTreeMap<u64, Vec<u64>> {
+        if self.seen_dead_node == Some(node_of(disk)) {
+            return BTreeMap::new();
+        }
+        (0..self.seen_blocks)
+            .zip(&self.blocks)
+            .filter(|(id, _)| !self.seen_deleted.contains(id))
+            .flat_map(|(id, b)| {
+                (0..2u8)
+                    .filter(move |&c| b.disks[usize::from(c)] == disk)
+                    .map(move |copy| (Member::Copy(ChunkRef { block: BlockId(id), copy }).key(), vec![id]))
+            })
+            .collect()
     }
 
     /// A task deletes `block` now (its announcement, if any, is kept: the
@@ -186,7 +224,7 @@ impl World {
     /// (or, for a disk scrub, the chunks the planner knows on that disk,
     /// which it refuses as naming nothing if it knows the disk's node down).
     pub(crate) fn valid_declaration(&self, rng: &mut fastrand::Rng, now_ms: u64) -> Drafted {
-        let block_count = self.blocks.len() as u64;
+        let block_count = self.seen_blocks;
         let live = self.live_blocks();
         let is_live = |b: u64| b < block_count && !self.deleted.contains(&b) && !self.announced.contains_key(&b);
         let (read_sets, keys): (ReadSets, BTreeMap<u64, Vec<u64>>) = match rng.u8(0..10) {
@@ -215,16 +253,7 @@ impl World {
             }
             _ => {
                 let disk = rng.u32(0..self.disks.len() as u32);
-                let down = self.seen_dead_node == Some(node_of(disk));
-                let keys: BTreeMap<u64, Vec<u64>> = (0..)
-                    .zip(&self.blocks)
-                    .filter(|(id, _)| !down && !self.seen_deleted.contains(id))
-                    .flat_map(|(id, b)| {
-                        (0..2u8)
-                            .filter(move |&c| b.disks[usize::from(c)] == disk)
-                            .map(move |copy| (Member::Copy(ChunkRef { block: BlockId(id), copy }).key(), vec![id]))
-                    })
-                    .collect();
+                let keys = self.disk_chunk_keys(disk);
                 if keys.is_empty() {
                     return self.valid_declaration(rng, now_ms);
                 }
@@ -252,7 +281,7 @@ impl World {
             // A block past the table, or one the planner knows deleted.
             2 => {
                 let gone = self.seen_deleted.iter().nth(rng.usize(0..=self.seen_deleted.len()));
-                let block = gone.copied().unwrap_or(self.blocks.len() as u64);
+                let block = gone.copied().unwrap_or(self.seen_blocks);
                 decl.read_sets = ReadSets::Sets(vec![BlockSet::any_of([BlockId(block)])]);
             }
             _ => decl.read_sets = ReadSets::Sets(vec![BlockSet::any_of([BlockId(0)]), BlockSet::new(Vec::new())]),

@@ -6,6 +6,7 @@
 use super::{Job, Request, Sim};
 use crate::Violation;
 use crate::oracle::DeclInfo;
+use dingo_types::ReadSets;
 
 impl Sim<'_> {
     /// A random client does something; with the planner down, only what
@@ -18,6 +19,7 @@ impl Sim<'_> {
                 0..50 => self.take_inbox(c),
                 50..53 => self.crash_client(c),
                 53..55 => self.delete_block(false)?,
+                55..57 => self.write_block(),
                 _ => {
                     let ms = self.rng.u64(1..=200);
                     self.advance(ms)
@@ -47,6 +49,10 @@ impl Sim<'_> {
             }
             86..88 => self.subscribe(c, true),
             88..90 => self.delete_block(true),
+            90..92 => {
+                self.write_block();
+                Ok(())
+            }
             _ => {
                 {
                     let ms = self.rng.u64(1..=50);
@@ -100,7 +106,21 @@ impl Sim<'_> {
         let owner = self.clients[c].name.clone();
         let now = self.now_ms;
         let (decl, keys) = if valid {
-            let d = self.world.valid_declaration(&mut self.rng, now);
+            let mut d = self.world.valid_declaration(&mut self.rng, now);
+            if let ReadSets::ChunksOnDisk(disk) = d.decl.read_sets {
+                // The service reads the metadata service before it resolves
+                // a disk scrub, and fails the call if it cannot.
+                if self.world.meta_down_until.is_some() {
+                    return Ok(());
+                }
+                let (rows, cluster) = self.world.snapshot();
+                self.process().machine.refresh_topology(rows, cluster);
+                d.keys = self.world.disk_chunk_keys(disk.0);
+                if d.keys.is_empty() {
+                    return Ok(());
+                }
+                d.decl.sets_needed = d.decl.sets_needed.map(|n| n.min(d.keys.len() as u64));
+            }
             (d.decl, Some(d.keys))
         } else {
             (self.world.invalid_declaration(&mut self.rng, now), None)
@@ -196,6 +216,14 @@ impl Sim<'_> {
             self.note(|| format!("block {block} deleted"));
         }
         Ok(())
+    }
+
+    /// A task writes a new block; the planner sees it at its next read of
+    /// the metadata service.
+    fn write_block(&mut self) {
+        let block = self.world.write_block(&mut self.rng);
+        self.summary.blocks_written += 1;
+        self.note(|| format!("block {block} written"));
     }
 
     fn cancel(&mut self, c: usize, bogus: bool) -> Result<(), Violation> {

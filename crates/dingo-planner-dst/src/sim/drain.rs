@@ -7,13 +7,15 @@ use crate::Violation;
 
 impl Sim<'_> {
     pub(super) fn drain(&mut self) -> Result<(), Violation> {
+        // Every task makes the deletion it announced; the node down and the
+        // metadata service come back.
+        self.world.make_due_deletions(None);
+        self.world.dead_node = None;
+        self.world.meta_down_until = None;
         if self.planner.is_none() {
             self.restart()?;
         }
         self.note(|| "faults stop".into());
-        // Every task makes the deletion it announced; the node down returns.
-        self.world.make_due_deletions(None);
-        self.world.dead_node = None;
         // Any one set fits every budget (`World::budget`), and the most
         // urgent declaration is owed at least one set a quantum, so each
         // quantum serves a set while any is left.

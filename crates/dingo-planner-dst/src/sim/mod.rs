@@ -173,7 +173,8 @@ impl<'a> Sim<'a> {
     /// One step of the fault phase.
     fn act(&mut self) -> Result<(), Violation> {
         if self.planner.is_none() {
-            if self.now_ms >= self.down_until_ms {
+            // The planner reads the metadata service to start.
+            if self.now_ms >= self.down_until_ms && self.world.meta_down_until.is_none() {
                 return self.restart();
             }
             return self.client_act(false);
@@ -196,7 +197,13 @@ impl<'a> Sim<'a> {
             }
             98 => self.admin_budget(),
             99 => {
-                self.node_dies_or_returns();
+                if self.rng.bool() {
+                    self.node_dies_or_returns();
+                } else if self.world.meta_down_until.is_none() {
+                    let until = self.now_ms + self.rng.u64(1..=3 * QUANTUM_MS);
+                    self.world.meta_down_until = Some(until);
+                    self.note(|| format!("the metadata service is unreachable until +{}ms", until - START_MS));
+                }
                 Ok(())
             }
             // A persister or pin step with nothing to do: time passes.
@@ -228,10 +235,15 @@ impl<'a> Sim<'a> {
         };
     }
 
-    /// Time passes; the announced deletions it brings are made.
+    /// Time passes; the announced deletions it brings are made, and the
+    /// metadata service comes back when its outage is over.
     fn advance(&mut self, ms: u64) {
         self.now_ms += ms;
         self.world.make_due_deletions(Some(self.now_ms));
+        if self.world.meta_down_until.is_some_and(|until| until <= self.now_ms) {
+            self.world.meta_down_until = None;
+            self.note(|| "the metadata service is back".into());
+        }
     }
 
     fn restart(&mut self) -> Result<(), Violation> {
@@ -298,7 +310,7 @@ impl<'a> Sim<'a> {
     /// The quantum loop: a due group's directives go out, or a quantum is
     /// planned; it waits for its own step before it looks again.
     fn timer(&mut self) -> Result<(), Violation> {
-        let now = self.now_ms;
+        let (now, meta_down) = (self.now_ms, self.world.meta_down_until.is_some());
         let p = self.process();
         if p.timer_busy || p.pins_in_flight.is_some() {
             return Ok(());
@@ -312,7 +324,15 @@ impl<'a> Sim<'a> {
         if now < p.next_quantum_ms {
             return Ok(());
         }
-        // The driver reads the metadata service before it plans.
+        // The driver reads the metadata service before it plans, and skips
+        // the quantum if it cannot.
+        if meta_down {
+            p.next_quantum_ms =
+                if p.next_quantum_ms + QUANTUM_MS > now { p.next_quantum_ms + QUANTUM_MS } else { now + QUANTUM_MS };
+            self.summary.quanta_skipped += 1;
+            self.note(|| "quantum skipped: the metadata service is unreachable".into());
+            return Ok(());
+        }
         let (rows, cluster) = self.world.snapshot();
         let p = self.process();
         p.machine.refresh_topology(rows, cluster);
