@@ -1,6 +1,7 @@
 //! What one seed simulates: a small cluster (disks on nodes, blocks with
-//! two copies each) whose blocks tasks delete as the run goes on, the
-//! planner's configuration, the task clients, and the declarations and
+//! two copies each) whose blocks tasks write and delete as the run goes
+//! on, with a node or the metadata service down at times, the planner's
+//! configuration, the task clients, and the declarations and
 //! budgets they send, all drawn from the seed.
 
 use dingo_planner::LeftoverPolicy;
@@ -173,7 +174,12 @@ impl World {
     /// announced it will delete: what a task declares (the planner, whose
     /// view lags, knows them all as live).
     pub(crate) fn live_blocks(&self) -> Vec<u64> {
-        (0..self.seen_blocks).filter(|b| !self.deleted.contains(b) && !self.announced.contains_key(b)).collect()
+        (0..self.seen_blocks).filter(|&b| self.is_live(b)).collect()
+    }
+
+    /// Whether `block` is one of [`Self::live_blocks`].
+    fn is_live(&self, block: u64) -> bool {
+        block < self.seen_blocks && !self.deleted.contains(&block) && !self.announced.contains_key(&block)
     }
 
     /// A task writes a new block: two copies on two disks, no larger than
@@ -204,8 +210,7 @@ impl World {
             .collect()
     }
 
-    /// A task deletes `block` now (its announcement, if any, is kept: the
-    /// oracle counts an announced block as deleted from the announcement).
+    /// A task deletes `block` now, unannounced.
     pub(crate) fn delete(&mut self, block: u64) {
         self.deleted.insert(block);
     }
@@ -226,7 +231,6 @@ impl World {
     pub(crate) fn valid_declaration(&self, rng: &mut fastrand::Rng, now_ms: u64) -> Drafted {
         let block_count = self.seen_blocks;
         let live = self.live_blocks();
-        let is_live = |b: u64| b < block_count && !self.deleted.contains(&b) && !self.announced.contains_key(&b);
         let (read_sets, keys): (ReadSets, BTreeMap<u64, Vec<u64>>) = match rng.u8(0..10) {
             0..6 => {
                 let sets: Vec<BTreeSet<u64>> = (0..rng.u64(1..=5))
@@ -239,12 +243,12 @@ impl World {
                 let mut ranges = Vec::new();
                 let mut start = live[rng.usize(0..live.len())];
                 while start < block_count && ranges.len() < 4 {
-                    if !is_live(start) {
+                    if !self.is_live(start) {
                         start += 1;
                         continue;
                     }
                     let most = rng.u64(1..=MAX_SET_BLOCKS);
-                    let len = (start..block_count).take(most as usize).take_while(|&b| is_live(b)).count() as u64;
+                    let len = (start..block_count).take(most as usize).take_while(|&b| self.is_live(b)).count() as u64;
                     ranges.push(BlockRange { start: BlockId(start), len: len as u32 });
                     start += len + rng.u64(0..4);
                 }

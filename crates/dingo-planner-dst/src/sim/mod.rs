@@ -94,6 +94,18 @@ struct Process {
     budget: pb::Budget,
 }
 
+impl Process {
+    /// The next quantum starts one quantum after this one, or one after
+    /// `now_ms` if the loop fell behind (as the driver does).
+    fn schedule_next_quantum(&mut self, now_ms: u64) {
+        self.next_quantum_ms = if self.next_quantum_ms + QUANTUM_MS > now_ms {
+            self.next_quantum_ms + QUANTUM_MS
+        } else {
+            now_ms + QUANTUM_MS
+        };
+    }
+}
+
 pub(crate) struct Sim<'a> {
     seed: u64,
     options: &'a Options,
@@ -197,12 +209,9 @@ impl<'a> Sim<'a> {
             }
             98 => self.admin_budget(),
             99 => {
-                if self.rng.bool() {
-                    self.node_dies_or_returns();
-                } else if self.world.meta_down_until.is_none() {
-                    let until = self.now_ms + self.rng.u64(1..=3 * QUANTUM_MS);
-                    self.world.meta_down_until = Some(until);
-                    self.note(|| format!("the metadata service is unreachable until +{}ms", until - START_MS));
+                match self.rng.bool() {
+                    true => self.node_dies_or_returns(),
+                    false => self.metadata_service_goes_away(),
                 }
                 Ok(())
             }
@@ -233,6 +242,16 @@ impl<'a> Sim<'a> {
                 Some(n)
             }
         };
+    }
+
+    /// The metadata service becomes unreachable for up to 3 quanta, unless
+    /// it already is.
+    fn metadata_service_goes_away(&mut self) {
+        if self.world.meta_down_until.is_none() {
+            let until = self.now_ms + self.rng.u64(1..=3 * QUANTUM_MS);
+            self.world.meta_down_until = Some(until);
+            self.note(|| format!("the metadata service is unreachable until +{}ms", until - START_MS));
+        }
     }
 
     /// Time passes; the announced deletions it brings are made, and the
@@ -327,8 +346,7 @@ impl<'a> Sim<'a> {
         // The driver reads the metadata service before it plans, and skips
         // the quantum if it cannot.
         if meta_down {
-            p.next_quantum_ms =
-                if p.next_quantum_ms + QUANTUM_MS > now { p.next_quantum_ms + QUANTUM_MS } else { now + QUANTUM_MS };
+            p.schedule_next_quantum(now);
             self.summary.quanta_skipped += 1;
             self.note(|| "quantum skipped: the metadata service is unreachable".into());
             return Ok(());
@@ -344,8 +362,7 @@ impl<'a> Sim<'a> {
             );
         }
         let step = p.machine.plan_quantum(now);
-        p.next_quantum_ms =
-            if p.next_quantum_ms + QUANTUM_MS > now { p.next_quantum_ms + QUANTUM_MS } else { now + QUANTUM_MS };
+        p.schedule_next_quantum(now);
         p.timer_busy = true;
         self.check(Oracle::within_budget(&self.world, &budget, step.planned()))?;
         self.check(Oracle::reads_nothing_gone(&self.world, step.planned()))?;
