@@ -212,6 +212,7 @@ mod tests {
             ("[node.io]\nslowdown = [{ disk = 0, factor = 0.0, for_ms = 5 }]\n", "node.io.slowdown"),
             ("[node.io]\nwaiting = { goal_ms = 0 }\n", "node.io.waiting.goal_ms = 0"),
             ("[node.io]\nscheduler = \"fifo\"\nwaiting = { goal_ms = 1 }\n", "node.io.waiting needs scheduler"),
+            ("[node.io]\nwaiting = { size = \"64KiB\" }\n", "node.io.waiting needs either goal_ms"),
             ("[node.io]\nshares = [{ declaration = 1, share = 1.5 }]\n", "node.io.shares.share = 1.5"),
             ("[cluster]\nnodes = 0\n", "cluster.nodes must be at least 1"),
         ] {

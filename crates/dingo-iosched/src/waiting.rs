@@ -51,7 +51,7 @@ pub struct WaitingConfig {
     /// Foreground trace the tuner replays, µs of history ("a short trace
     /// capturing the workload's periodicity", W:319-323).
     pub window_us: u64,
-    /// How often the tuner reruns, µs.
+    /// How often the tuner reruns, µs; [`NEVER_RETUNE`]: a fixed gate.
     pub retune_us: u64,
     /// The disk's cost model: positioning per request, and transfer rate.
     pub positioning_us: u64,
@@ -77,7 +77,27 @@ impl Default for WaitingConfig {
     }
 }
 
+/// `retune_us` of a gate whose `(s, t)` never changes.
+pub const NEVER_RETUNE: u64 = u64::MAX;
+
 impl WaitingConfig {
+    /// This configuration with `(s, t)` fixed at `(size_bytes, threshold_us)`
+    /// and never tuned: CFQ's idle class, Practical scrubbing's baseline
+    /// (Table III's CFQ rows: 64 KB requests after 10 ms idle, W:374-405).
+    pub fn fixed(self, size_bytes: u64, threshold_us: u64) -> WaitingConfig {
+        WaitingConfig {
+            initial_size_bytes: size_bytes,
+            initial_threshold_us: threshold_us,
+            retune_us: NEVER_RETUNE,
+            ..self
+        }
+    }
+
+    /// Whether the tuner ever runs.
+    pub fn is_tuned(&self) -> bool {
+        self.retune_us != NEVER_RETUNE
+    }
+
     /// Head time of one request of `bytes`.
     pub fn cost_us(&self, bytes: u64) -> u64 {
         self.positioning_us + self.transfer_us(bytes)
@@ -251,6 +271,9 @@ impl Gate {
 
     /// A foreground request arrived.
     pub fn record(&mut self, arrival_us: u64, cost_us: u64) {
+        if !self.cfg.is_tuned() {
+            return; // no tuner to replay it
+        }
         self.trace.push_back((arrival_us, cost_us));
         if self.trace.len() > MAX_TRACE
             && let Some((dropped_at, _)) = self.trace.pop_front()
@@ -371,6 +394,24 @@ mod tests {
         // Trace older than the window is dropped at the next tune.
         g.maybe_retune(3_000_000);
         assert!(g.trace.is_empty());
+    }
+
+    #[test]
+    fn a_fixed_gate_keeps_its_size_and_threshold_and_records_no_trace() {
+        let c = cfg().fixed(64 << 10, 10_000);
+        assert!(!c.is_tuned() && cfg().is_tuned());
+        let mut g = Gate::new(c);
+        for i in 0..100 {
+            g.record(i * 20_000, 5_000);
+            g.foreground_served(i * 20_000, 5_000);
+        }
+        assert!(g.trace.is_empty());
+        g.foreground_served(2_000_000, 5_000);
+        assert_eq!(g.open_at_us(), 2_005_000 + 10_000);
+        // A day later it has still not been tuned.
+        g.maybe_retune(86_400_000_000);
+        let s = g.state(86_400_000_000, false);
+        assert_eq!((s.retunes, s.params), (0, GateParams { size_bytes: 64 << 10, threshold_us: 10_000 }));
     }
 
     #[test]

@@ -33,11 +33,14 @@
 //! # Waiting gate on best effort (off when absent): fire after idle time,
 //! # (size, threshold) tuned every retune_s on the last window_s of foreground
 //! waiting = { goal_ms = 2.0, max_slowdown_ms = 50, window_s = 600, retune_s = 300 }
+//! # or fixed and never tuned (CFQ's idle class, Practical scrubbing's baseline):
+//! # waiting = { size = "64KiB", threshold_ms = 10 }
 //! shares = [{ declaration = 7, share = 0.3 }]  # fair-queueing weight of a declaration
 //! ```
 
 use crate::{DiskSpec, IoSettings, Slowdown, WaitingSettings};
 use dingo_iosched::PolicyKind;
+use dingo_iosched::waiting::WaitingConfig;
 use dingo_types::{ByteSize, DiskModel};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
@@ -130,14 +133,24 @@ pub struct IoSection {
     pub shares: Vec<ShareEntry>,
 }
 
-/// `[node.io] waiting`: the gate's mean-slowdown goal and tuner timing.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// `[node.io] waiting`: either a mean-slowdown goal and tuner timing, or a
+/// fixed request size and idle threshold.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WaitingEntry {
-    pub goal_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub goal_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_slowdown_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub window_s: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub retune_s: Option<f64>,
+    /// A fixed gate's request size (with `threshold_ms`, without `goal_ms`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<ByteSize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threshold_ms: Option<f64>,
 }
 
 /// `[node.io] shares`: one declaration's guaranteed share of head time.
@@ -265,18 +278,38 @@ impl NodeSection {
                 ensure(v.is_finite() && v > 0.0, || format!("node.io.waiting.{key} = {v} must be a positive number"))?;
                 Ok(v)
             };
-            let mut g =
-                WaitingSettings { goal_us: (positive(w.goal_ms, "goal_ms")? * 1e3) as u64, ..Default::default() };
-            if let Some(v) = w.max_slowdown_ms {
-                g.max_slowdown_us = (positive(v, "max_slowdown_ms")? * 1e3) as u64;
-            }
-            if let Some(v) = w.window_s {
-                g.window_us = (positive(v, "window_s")? * 1e6) as u64;
-            }
-            if let Some(v) = w.retune_s {
-                g.retune_us = (positive(v, "retune_s")? * 1e6) as u64;
-            }
-            s.waiting = Some(g);
+            s.waiting = Some(match (w.goal_ms, w.size, w.threshold_ms) {
+                (Some(goal_ms), None, None) => {
+                    let default = WaitingConfig::default();
+                    let scaled = |v: Option<f64>, key: &str, scale: f64, default: u64| match v {
+                        None => Ok(default),
+                        Some(v) => Ok((positive(v, key)? * scale) as u64),
+                    };
+                    WaitingSettings::Tuned {
+                        goal_us: (positive(goal_ms, "goal_ms")? * 1e3) as u64,
+                        max_slowdown_us: scaled(w.max_slowdown_ms, "max_slowdown_ms", 1e3, default.max_slowdown_us)?,
+                        window_us: scaled(w.window_s, "window_s", 1e6, default.window_us)?,
+                        retune_us: scaled(w.retune_s, "retune_s", 1e6, default.retune_us)?,
+                    }
+                }
+                (None, Some(size), Some(threshold_ms)) => {
+                    ensure(w.max_slowdown_ms.is_none() && w.window_s.is_none() && w.retune_s.is_none(), || {
+                        "node.io.waiting: a fixed gate (size, threshold_ms) is never tuned: drop max_slowdown_ms, \
+                         window_s and retune_s"
+                            .into()
+                    })?;
+                    ensure(size.bytes() >= MIN_SEGMENT_BYTES, || "node.io.waiting.size must be at least 4KiB".into())?;
+                    let threshold_us = (positive(threshold_ms, "threshold_ms")? * 1e3) as u64;
+                    WaitingSettings::Fixed { size_bytes: size.bytes(), threshold_us }
+                }
+                _ => {
+                    return Err(NodeConfigError(
+                        "node.io.waiting needs either goal_ms (a tuned gate) or both size and threshold_ms (a fixed \
+                         gate), not both"
+                            .into(),
+                    ));
+                }
+            });
         }
         for e in &io.shares {
             ensure(e.declaration > 0, || {
@@ -436,10 +469,10 @@ mod tests {
         let section = NodeSection {
             io: IoSection {
                 waiting: Some(WaitingEntry {
-                    goal_ms: 1.5,
-                    max_slowdown_ms: None,
+                    goal_ms: Some(1.5),
                     window_s: Some(30.0),
                     retune_s: Some(5.0),
+                    ..WaitingEntry::default()
                 }),
                 shares: vec![ShareEntry { declaration: 3, share: 0.25 }],
                 ..IoSection::default()
@@ -447,9 +480,37 @@ mod tests {
             ..NodeSection::default()
         };
         let d = section.io_settings(0).unwrap();
-        let w = d.waiting.unwrap();
-        assert_eq!((w.goal_us, w.retune_us, w.window_us, w.max_slowdown_us), (1_500, 5_000_000, 30_000_000, 50_000));
+        let tuned = WaitingSettings::Tuned {
+            goal_us: 1_500,
+            max_slowdown_us: 50_000,
+            window_us: 30_000_000,
+            retune_us: 5_000_000,
+        };
+        assert_eq!(d.waiting, Some(tuned));
         assert_eq!(d.shares, vec![(3, 250_000)]);
+        // A fixed gate: CFQ's idle class.
+        let fixed = |entry: WaitingEntry| {
+            let io = IoSection { waiting: Some(entry), ..IoSection::default() };
+            NodeSection { io, ..NodeSection::default() }.io_settings(0).map(|s| s.waiting)
+        };
+        let cfq =
+            WaitingEntry { size: Some("64KiB".parse().unwrap()), threshold_ms: Some(10.0), ..WaitingEntry::default() };
+        assert_eq!(
+            fixed(cfq.clone()).unwrap(),
+            Some(WaitingSettings::Fixed { size_bytes: 65_536, threshold_us: 10_000 })
+        );
+        // Mixing the two forms, or half of the fixed one, is refused by name.
+        for (entry, message) in [
+            (WaitingEntry { goal_ms: Some(1.0), ..cfq.clone() }, "either goal_ms"),
+            (WaitingEntry { threshold_ms: None, ..cfq.clone() }, "both size and threshold_ms"),
+            (WaitingEntry::default(), "either goal_ms"),
+            (WaitingEntry { retune_s: Some(5.0), ..cfq.clone() }, "never tuned"),
+            (WaitingEntry { size: Some("1KiB".parse().unwrap()), ..cfq.clone() }, "size must be at least 4KiB"),
+            (WaitingEntry { threshold_ms: Some(-1.0), ..cfq.clone() }, "threshold_ms = -1 must be a positive number"),
+        ] {
+            let e = fixed(entry).unwrap_err().to_string();
+            assert!(e.contains(message), "{e}");
+        }
     }
 
     #[test]

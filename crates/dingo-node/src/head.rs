@@ -39,24 +39,41 @@ pub struct IoSettings {
     pub shares: Vec<(u64, u64)>,
 }
 
-/// The Waiting gate's goal and tuner timing (`[node.io] waiting`); the cost
-/// model is the disk's.
+/// The Waiting gate on best effort (`[node.io] waiting`); the cost model is
+/// the disk's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WaitingSettings {
-    pub goal_us: u64,
-    pub max_slowdown_us: u64,
-    pub window_us: u64,
-    pub retune_us: u64,
+pub enum WaitingSettings {
+    /// `(s, t)` tuned online for a mean-slowdown goal (Practical scrubbing's
+    /// Waiting).
+    Tuned { goal_us: u64, max_slowdown_us: u64, window_us: u64, retune_us: u64 },
+    /// `(s, t)` fixed, never tuned: CFQ's idle class, the paper's baseline.
+    Fixed { size_bytes: u64, threshold_us: u64 },
 }
 
-impl Default for WaitingSettings {
-    fn default() -> Self {
+impl WaitingSettings {
+    /// A tuned gate for `goal_us` with the default tuner timing.
+    pub fn tuned(goal_us: u64) -> WaitingSettings {
         let w = WaitingConfig::default();
-        WaitingSettings {
-            goal_us: w.goal_us,
+        WaitingSettings::Tuned {
+            goal_us,
             max_slowdown_us: w.max_slowdown_us,
             window_us: w.window_us,
             retune_us: w.retune_us,
+        }
+    }
+
+    /// The gate's configuration on a disk of `model`.
+    fn config(self, model: DiskModel) -> WaitingConfig {
+        let on_disk = WaitingConfig {
+            positioning_us: model.positioning_us,
+            transfer_bytes_per_sec: model.transfer_bytes_per_sec,
+            ..WaitingConfig::default()
+        };
+        match self {
+            WaitingSettings::Tuned { goal_us, max_slowdown_us, window_us, retune_us } => {
+                WaitingConfig { goal_us, max_slowdown_us, window_us, retune_us, ..on_disk }
+            }
+            WaitingSettings::Fixed { size_bytes, threshold_us } => on_disk.fixed(size_bytes, threshold_us),
         }
     }
 }
@@ -174,15 +191,7 @@ impl Head {
             reposition_us: model.positioning_us,
             min_share_ppm: io.min_share_ppm,
             util_target_ppm: io.util_target_ppm,
-            waiting: io.waiting.map(|w| WaitingConfig {
-                goal_us: w.goal_us,
-                max_slowdown_us: w.max_slowdown_us,
-                window_us: w.window_us,
-                retune_us: w.retune_us,
-                positioning_us: model.positioning_us,
-                transfer_bytes_per_sec: model.transfer_bytes_per_sec,
-                ..WaitingConfig::default()
-            }),
+            waiting: io.waiting.map(|w| w.config(model)),
             ..ClassfulConfig::default()
         };
         let mut policy = io.scheduler.build(config);
@@ -574,7 +583,7 @@ mod tests {
 
     #[test]
     fn a_waiting_gate_holds_best_effort_until_the_disk_has_been_idle() {
-        let waiting = WaitingSettings { goal_us: 1_000, ..WaitingSettings::default() };
+        let waiting = WaitingSettings::tuned(1_000);
         // No reservation: it would serve one unit at once (the bucket starts full).
         let io = IoSettings { waiting: Some(waiting), min_share_ppm: 0, ..IoSettings::default() };
         let head = Head::new(MODEL, &io);
@@ -588,6 +597,20 @@ mod tests {
         head.serve(100_000, SCRUB, || ());
         assert!(t.elapsed() >= Duration::from_millis(90), "{:?}", t.elapsed());
         assert!(head.gate().unwrap().open);
+    }
+
+    #[test]
+    fn a_fixed_gate_reports_its_own_size_and_threshold_and_never_retunes() {
+        let waiting = WaitingSettings::Fixed { size_bytes: 64 << 10, threshold_us: 10_000 };
+        let io = IoSettings { waiting: Some(waiting), min_share_ppm: 0, ..IoSettings::default() };
+        let head = Head::new(MODEL, &io);
+        let ((), _) = head.serve(4096, IoTag::Foreground, || ());
+        let gate = head.gate().unwrap();
+        assert_eq!((gate.params.size_bytes, gate.params.threshold_us), (64 << 10, 10_000));
+        let t = Instant::now();
+        head.serve(65_536, SCRUB, || ());
+        assert!(t.elapsed() >= Duration::from_millis(9), "{:?}", t.elapsed());
+        assert_eq!(head.gate().unwrap().retunes, 0);
     }
 
     /// Maintenance head time served in `window` while four threads keep

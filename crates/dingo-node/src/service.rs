@@ -330,7 +330,7 @@ mod tests {
     fn the_stats_carry_a_disks_waiting_gate() {
         let dir = tempfile::tempdir().unwrap();
         let hdd = DiskModel { positioning_us: 8_000, transfer_bytes_per_sec: 60_000_000 };
-        let gated = IoSettings { waiting: Some(WaitingSettings::default()), ..IoSettings::default() };
+        let gated = IoSettings { waiting: Some(WaitingSettings::tuned(2_000)), ..IoSettings::default() };
         let specs = [(Some(hdd), gated), (Some(hdd), IoSettings::default()), (None, IoSettings::default())]
             .into_iter()
             .enumerate()

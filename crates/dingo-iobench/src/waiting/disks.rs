@@ -31,13 +31,54 @@ pub(super) struct DiskResult {
     pub(super) measured: DiskRun,
 }
 
-/// Starts a cluster (gate for `goal_us`, or off), runs `jobs[i]` on disk `i`
+/// The gate every disk of a cluster's nodes runs (`[node.io] waiting`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ClusterGate {
+    Off,
+    /// Tuned online for a mean-slowdown goal.
+    Tuned {
+        goal_us: u64,
+    },
+    /// CFQ's fixed parameters, never tuned (the paper's baseline).
+    CfqLike,
+}
+
+impl ClusterGate {
+    /// The node config's `waiting` line, if any.
+    fn config_line(self, spec: &WaitSpec) -> Option<String> {
+        match self {
+            ClusterGate::Off => None,
+            ClusterGate::Tuned { goal_us } => Some(format!(
+                "waiting = {{ goal_ms = {}, window_s = {}, retune_s = {} }}\n",
+                goal_us as f64 / 1e3,
+                spec.window_us as f64 / 1e6,
+                spec.retune_us as f64 / 1e6
+            )),
+            ClusterGate::CfqLike => Some(format!(
+                "waiting = {{ size = \"{}\", threshold_ms = {} }}\n",
+                model::CFQ_REQUEST_BYTES,
+                model::CFQ_THRESHOLD_US as f64 / 1e3
+            )),
+        }
+    }
+
+    /// The cluster's name in the per-second series.
+    fn name(self) -> String {
+        match self {
+            ClusterGate::Off => "baseline".into(),
+            ClusterGate::Tuned { goal_us } => format!("goal-{goal_us}us"),
+            ClusterGate::CfqLike => "cfq-like".into(),
+        }
+    }
+}
+
+/// Starts a cluster with `gate` on every disk, runs `jobs[i]` on disk `i`
 /// with run `jobs[i].1`'s foreground, and returns what each disk measured
 /// and the machine's CPU utilisation.
 pub(super) async fn one_cluster(
     opts: &Options,
     spec: &WaitSpec,
-    goal_us: Option<u64>,
+    gate: ClusterGate,
     jobs: &[(Background, u32)],
     fgs: &[Vec<FgRead>],
     dir: &Path,
@@ -48,13 +89,8 @@ pub(super) async fn one_cluster(
     let pinned_bytes = jobs.len() as u64 * 4 * 2 * spec.scrub_read_bytes;
     let mut config =
         cluster::node_config(pinned_bytes, spec.positioning_us, spec.transfer_bytes_per_sec, PolicyKind::Classful);
-    if let Some(g) = goal_us {
-        config.push_str(&format!(
-            "waiting = {{ goal_ms = {}, window_s = {}, retune_s = {} }}\n",
-            g as f64 / 1e3,
-            spec.window_us as f64 / 1e6,
-            spec.retune_us as f64 / 1e6
-        ));
+    if let Some(line) = gate.config_line(spec) {
+        config.push_str(&line);
     }
     // Three disks a node: placement fills one disk of a node first, and
     // chunks move only between nodes, so other nodes must have some to give.
@@ -126,7 +162,7 @@ pub(super) async fn one_cluster(
     let after = disk_state(&client, &targets).await?;
     drop(cluster);
     let _ = std::fs::remove_dir_all(dir);
-    let cluster_name = goal_us.map_or("baseline".to_string(), |g| format!("goal-{g}us"));
+    let cluster_name = gate.name();
     let mut out = Vec::new();
     for (i, (job, run, _, rec)) in results.into_iter().enumerate() {
         let mut measured = std::mem::take(&mut *rec.lock().unwrap_or_else(|p| p.into_inner()));
@@ -136,8 +172,8 @@ pub(super) async fn one_cluster(
                 let disk_bytes = after[i].0.saturating_sub(before[i].0);
                 measured.achieved_free_bytes = measured.achieved_free_bytes.saturating_sub(disk_bytes);
             }
-            Background::Waiting { .. } => measured.gate = after[i].1,
-            Background::Reference | Background::FixedRate { .. } | Background::CfqLike => {}
+            Background::Waiting { .. } | Background::CfqLike => measured.gate = after[i].1,
+            Background::Reference | Background::FixedRate { .. } => {}
         }
         series.extend(per_second(spec, &fgs[run as usize], &measured, &cluster_name, job, run));
         out.push(DiskResult { job, run, measured });

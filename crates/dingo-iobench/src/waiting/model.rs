@@ -127,13 +127,7 @@ impl WaitSpec {
     pub fn classful_for(&self, job: Background) -> ClassfulConfig {
         match job {
             Background::CfqLike => ClassfulConfig {
-                waiting: Some(WaitingConfig {
-                    initial_size_bytes: CFQ_REQUEST_BYTES,
-                    initial_threshold_us: CFQ_THRESHOLD_US,
-                    // Never tuned.
-                    retune_us: u64::MAX,
-                    ..self.waiting(0)
-                }),
+                waiting: Some(self.waiting(0).fixed(CFQ_REQUEST_BYTES, CFQ_THRESHOLD_US)),
                 ..self.classful(None)
             },
             _ => self.classful(job.goal_us()),
