@@ -84,6 +84,10 @@ pub struct Summary {
     /// with the metadata service unreachable.
     pub blocks_written: u64,
     pub quanta_skipped: u64,
+    /// Copies a rebalancer moved (announced or not), and copies lost until
+    /// a repair.
+    pub copies_moved: u64,
+    pub copies_lost: u64,
     /// A hash of the whole trace: equal for equal runs.
     pub trace_digest: u64,
     /// The trace, if asked for.
@@ -136,7 +140,7 @@ impl std::fmt::Display for Campaign {
         let t = &self.totals;
         writeln!(
             f,
-            "{} seeds, {} violations; {} quanta, {} declarations, {} deliveries, {} acks, {} refusals, {} planner crashes, {} client crashes, {} blocks deleted, {} sets elided on announcement, {} declarations done with elided sets, {} node outages, {} blocks written, {} quanta skipped",
+            "{} seeds, {} violations; {} quanta, {} declarations, {} deliveries, {} acks, {} refusals, {} planner crashes, {} client crashes, {} blocks deleted, {} sets elided on announcement, {} declarations done with elided sets, {} node outages, {} blocks written, {} quanta skipped, {} copies moved, {} copies lost",
             self.seeds,
             self.violations.len(),
             t.quanta,
@@ -151,7 +155,9 @@ impl std::fmt::Display for Campaign {
             t.declarations_with_elided_sets,
             t.node_outages,
             t.blocks_written,
-            t.quanta_skipped
+            t.quanta_skipped,
+            t.copies_moved,
+            t.copies_lost
         )?;
         self.violations.iter().try_for_each(|v| writeln!(f, "{v}"))
     }
@@ -180,6 +186,8 @@ pub fn run_seeds(first: u64, count: u64, options: &Options, stop_at_first: bool)
                 t.node_outages += s.node_outages;
                 t.blocks_written += s.blocks_written;
                 t.quanta_skipped += s.quanta_skipped;
+                t.copies_moved += s.copies_moved;
+                t.copies_lost += s.copies_lost;
             }
             Err(v) => {
                 campaign.trace.extend(v.trace.iter().cloned());
@@ -208,6 +216,7 @@ mod tests {
         // Deletions reach the planner both ways and end declarations early.
         assert!(t.blocks_deleted > 0 && t.announced_elided_sets > 0 && t.declarations_with_elided_sets > 0, "{t:?}");
         assert!(t.node_outages > 0 && t.blocks_written > 0 && t.quanta_skipped > 0, "{t:?}");
+        assert!(t.copies_moved > 0 && t.copies_lost > 0, "{t:?}");
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! it rebuilds the truth from the requests it made and the callbacks
 //! that came out.
 
-use crate::world::{World, node_of};
+use crate::world::{NO_DISK, World, node_of};
 use dingo_proto::planner as pb;
+use dingo_types::Member;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A broken promise, described in one line.
@@ -16,8 +17,8 @@ pub(crate) type Check = Result<(), String>;
 #[derive(Clone)]
 pub(crate) struct DeclInfo {
     pub(crate) owner: String,
-    /// Its sets' wire keys, each with the blocks the set names.
-    pub(crate) keys: BTreeMap<u64, Vec<u64>>,
+    /// Its sets' wire keys, each with the members the set names.
+    pub(crate) keys: BTreeMap<u64, Vec<Member>>,
     /// `sets_needed`, or every set.
     pub(crate) needed: u64,
     pub(crate) deadline_ms: u64,
@@ -46,6 +47,9 @@ pub(crate) struct Oracle {
     /// Blocks deleted, or announced for a deletion that will be made: a
     /// set naming only such blocks may be elided instead of delivered.
     elidable: BTreeSet<u64>,
+    /// Copies a rebalancer announced it moves away, `(block, copy)`: a set
+    /// naming exactly such a copy may be elided too.
+    elidable_copies: BTreeSet<(u64, u8)>,
 }
 
 impl Oracle {
@@ -68,9 +72,21 @@ impl Oracle {
         self.elidable.insert(block);
     }
 
-    /// Whether set `key` of `d` names only deleted (or announced) blocks.
+    /// A rebalancer announces it moves `copy` of `block` away.
+    pub(crate) fn moving_copy(&mut self, block: u64, copy: u8) {
+        self.elidable_copies.insert((block, copy));
+    }
+
+    /// Whether set `key` of `d` names only deleted (or announced) blocks,
+    /// or copies announced moving away.
     fn elidable(&self, d: &DeclInfo, key: u64) -> bool {
-        d.keys.get(&key).is_some_and(|blocks| blocks.iter().all(|b| self.elidable.contains(b)))
+        let gone = |m: &Member| match *m {
+            Member::Any(b) => self.elidable.contains(&b.0),
+            Member::Copy(c) => {
+                self.elidable.contains(&c.block.0) || self.elidable_copies.contains(&(c.block.0, c.copy))
+            }
+        };
+        d.keys.get(&key).is_some_and(|members| members.iter().all(gone))
     }
 
     /// Whether declaration `id` may need nothing more: every needed set
@@ -169,6 +185,14 @@ impl Oracle {
                     return Err(format!(
                         "delivery {} (declaration {}) reads block {}, deleted before the quantum was planned",
                         cb.delivery, cb.declaration, r.block
+                    ));
+                }
+                let copy_disk = world.seen_copies.get(r.block as usize).and_then(|d| d.get(r.copy as usize)).copied();
+                if copy_disk != Some(r.disk) || r.disk == NO_DISK {
+                    return Err(format!(
+                        "delivery {} (declaration {}) reads copy {} of block {} on disk {}; the planner last saw \
+                         it on {copy_disk:?} (u32::MAX: lost)",
+                        cb.delivery, cb.declaration, r.copy, r.block, r.disk
                     ));
                 }
                 if world.seen_dead_node == Some(node_of(r.disk)) {
@@ -290,14 +314,15 @@ impl Oracle {
             {
                 return Err(format!(
                     "declaration {id} is done with {count} of its {} needed sets acknowledged, yet set {k} \
-                     names blocks not deleted; {s:?}",
+                     names data neither deleted nor announced; {s:?}",
                     d.needed
                 ));
             }
             let could_elide = unread.iter().filter(|&&k| self.elidable(d, k)).count() as u64;
             if s.elided_sets > could_elide {
                 return Err(format!(
-                    "declaration {id} reports {} sets elided; only {could_elide} name only deleted blocks; {s:?}",
+                    "declaration {id} reports {} sets elided; only {could_elide} name only deleted or announced \
+                     data; {s:?}",
                     s.elided_sets
                 ));
             }

@@ -1,6 +1,7 @@
 //! What one seed simulates: a small cluster (disks on nodes, blocks with
-//! two copies each) whose blocks tasks write and delete as the run goes
-//! on, with a node or the metadata service down at times, the planner's
+//! two copies each) whose blocks tasks write and delete, and whose copies
+//! move between disks or are lost and repaired, as the run goes on, with a
+//! node or the metadata service down at times, the planner's
 //! configuration, the task clients, and the declarations and
 //! budgets they send, all drawn from the seed.
 
@@ -20,9 +21,12 @@ pub(crate) const QUANTUM_MS: u64 = 1000;
 /// Blocks in one explicit set or range at most.
 const MAX_SET_BLOCKS: u64 = 3;
 
+/// The disk of a copy that is lost (the metadata service's "unknown").
+pub(crate) const NO_DISK: u32 = u32::MAX;
+
 pub(crate) struct Block {
     pub(crate) size_bytes: u64,
-    /// Disk of copy 0 and of copy 1.
+    /// Disk of copy 0 and of copy 1 ([`NO_DISK`]: lost), never the same.
     pub(crate) disks: [u32; 2],
 }
 
@@ -37,15 +41,18 @@ pub(crate) struct World {
     /// The deleted blocks as the planner last read them, at its start or
     /// its refresh before a quantum: its view lags the metadata service.
     pub(crate) seen_deleted: BTreeSet<u64>,
-    /// Blocks in the table as the planner last read it (tasks write new
-    /// ones as the run goes on; their ids are dense from 0).
-    pub(crate) seen_blocks: u64,
+    /// Each block's copy disks as the planner last read the table (tasks
+    /// write new blocks as the run goes on; their ids are dense from 0).
+    pub(crate) seen_copies: Vec<[u32; 2]>,
     /// The metadata service is unreachable until then (Unix ms): the
     /// planner skips its quanta, and cannot start, until it is back.
     pub(crate) meta_down_until: Option<u64>,
     /// Deletions announced to the planner and not made yet: block → when
     /// its task deletes it (announced deletions are always made).
     pub(crate) announced: BTreeMap<u64, u64>,
+    /// Copies a rebalancer announced it is moving away, not moved yet:
+    /// `(block, copy)` → (the disk it goes to, when).
+    pub(crate) moving: BTreeMap<(u64, u8), (u32, u64)>,
     /// The node that is down, if one is (at most one at a time), and the
     /// one the planner last saw down.
     pub(crate) dead_node: Option<u32>,
@@ -60,8 +67,8 @@ pub(crate) fn node_of(disk: u32) -> u32 {
 /// A declaration with what the oracle needs to know of it.
 pub(crate) struct Drafted {
     pub(crate) decl: Declaration,
-    /// The wire keys of its sets, each with the blocks it names.
-    pub(crate) keys: BTreeMap<u64, Vec<u64>>,
+    /// The wire keys of its sets, each with the members it names.
+    pub(crate) keys: BTreeMap<u64, Vec<Member>>,
 }
 
 impl World {
@@ -95,9 +102,10 @@ impl World {
             config,
             deleted: BTreeSet::new(),
             seen_deleted: BTreeSet::new(),
-            seen_blocks: 0,
+            seen_copies: Vec::new(),
             meta_down_until: None,
             announced: BTreeMap::new(),
+            moving: BTreeMap::new(),
             dead_node: None,
             seen_dead_node: None,
         };
@@ -115,7 +123,7 @@ impl World {
     /// now: the planner reading them sees every block written and deleted
     /// so far and the node that is down.
     pub(crate) fn snapshot(&mut self) -> (Vec<BlockRow>, ClusterStatusReply) {
-        self.seen_blocks = self.blocks.len() as u64;
+        self.seen_copies = self.blocks.iter().map(|b| b.disks).collect();
         self.seen_deleted.clone_from(&self.deleted);
         self.seen_dead_node = self.dead_node;
         (self.rows(), self.cluster())
@@ -174,12 +182,66 @@ impl World {
     /// announced it will delete: what a task declares (the planner, whose
     /// view lags, knows them all as live).
     pub(crate) fn live_blocks(&self) -> Vec<u64> {
-        (0..self.seen_blocks).filter(|&b| self.is_live(b)).collect()
+        (0..self.seen_blocks()).filter(|&b| self.is_live(b)).collect()
     }
 
     /// Whether `block` is one of [`Self::live_blocks`].
     fn is_live(&self, block: u64) -> bool {
-        block < self.seen_blocks && !self.deleted.contains(&block) && !self.announced.contains_key(&block)
+        block < self.seen_blocks() && !self.deleted.contains(&block) && !self.announced.contains_key(&block)
+    }
+
+    /// Blocks in the table as the planner last read it.
+    pub(crate) fn seen_blocks(&self) -> u64 {
+        self.seen_copies.len() as u64
+    }
+
+    /// A live block's copy that can move or be lost: both copies on disks
+    /// (so the block stays readable), no move of either pending.
+    pub(crate) fn movable_copy(&self, rng: &mut fastrand::Rng) -> Option<(u64, u8)> {
+        let candidates: Vec<(u64, u8)> = self
+            .live_blocks()
+            .into_iter()
+            .filter(|&b| self.blocks[b as usize].disks.iter().all(|&d| d != NO_DISK))
+            .filter(|&b| !self.moving.contains_key(&(b, 0)) && !self.moving.contains_key(&(b, 1)))
+            .flat_map(|b| [(b, 0), (b, 1)])
+            .collect();
+        (!candidates.is_empty()).then(|| candidates[rng.usize(0..candidates.len())])
+    }
+
+    /// A disk holding neither copy of `block`: where one of its copies can go.
+    pub(crate) fn free_disk_for(&self, rng: &mut fastrand::Rng, block: u64) -> u32 {
+        let taken = self.blocks[block as usize].disks;
+        let free: Vec<u32> = (0..self.disks.len() as u32).filter(|d| !taken.contains(d)).collect();
+        free[rng.usize(0..free.len())]
+    }
+
+    /// Copy `copy` of `block` now lives on `disk` (a move, or a repair of a
+    /// lost copy; [`NO_DISK`]: lost).
+    pub(crate) fn place_copy(&mut self, (block, copy): (u64, u8), disk: u32) {
+        self.blocks[block as usize].disks[usize::from(copy)] = disk;
+    }
+
+    /// Makes the announced moves due by `now_ms`; all of them if `None`.
+    pub(crate) fn make_due_moves(&mut self, now_ms: Option<u64>) {
+        let due: Vec<((u64, u8), u32)> = self
+            .moving
+            .iter()
+            .filter(|(_, (_, at))| now_ms.is_none_or(|now| *at <= now))
+            .map(|(&copy, &(to, _))| (copy, to))
+            .collect();
+        for (copy, to) in due {
+            self.moving.remove(&copy);
+            self.place_copy(copy, to);
+        }
+    }
+
+    /// Lost copies of live blocks.
+    pub(crate) fn lost_copies(&self) -> Vec<(u64, u8)> {
+        (0..)
+            .zip(&self.blocks)
+            .filter(|(id, _)| !self.deleted.contains(id))
+            .flat_map(|(id, b)| (0..2u8).filter(move |&c| b.disks[usize::from(c)] == NO_DISK).map(move |c| (id, c)))
+            .collect()
     }
 
     /// A task writes a new block: two copies on two disks, no larger than
@@ -193,19 +255,20 @@ impl World {
         self.blocks.len() as u64 - 1
     }
 
-    /// The wire keys (and blocks) of the chunks on `disk` as the planner
+    /// The wire keys (and members) of the chunks on `disk` as the planner
     /// resolves a scrub of it: none if it last saw the disk's node down.
-    pub(crate) fn disk_chunk_keys(&self, disk: u32) -> BTreeMap<u64, Vec<u64>> {
+    pub(crate) fn disk_chunk_keys(&self, disk: u32) -> BTreeMap<u64, Vec<Member>> {
         if self.seen_dead_node == Some(node_of(disk)) {
             return BTreeMap::new();
         }
-        (0..self.seen_blocks)
-            .zip(&self.blocks)
+        (0..)
+            .zip(&self.seen_copies)
             .filter(|(id, _)| !self.seen_deleted.contains(id))
-            .flat_map(|(id, b)| {
+            .flat_map(|(id, disks)| {
                 (0..2u8)
-                    .filter(move |&c| b.disks[usize::from(c)] == disk)
-                    .map(move |copy| (Member::Copy(ChunkRef { block: BlockId(id), copy }).key(), vec![id]))
+                    .filter(move |&c| disks[usize::from(c)] == disk)
+                    .map(move |copy| Member::Copy(ChunkRef { block: BlockId(id), copy }))
+                    .map(|m| (m.key(), vec![m]))
             })
             .collect()
     }
@@ -229,14 +292,15 @@ impl World {
     /// (or, for a disk scrub, the chunks the planner knows on that disk,
     /// which it refuses as naming nothing if it knows the disk's node down).
     pub(crate) fn valid_declaration(&self, rng: &mut fastrand::Rng, now_ms: u64) -> Drafted {
-        let block_count = self.seen_blocks;
+        let block_count = self.seen_blocks();
         let live = self.live_blocks();
-        let (read_sets, keys): (ReadSets, BTreeMap<u64, Vec<u64>>) = match rng.u8(0..10) {
+        let any = |b: u64| Member::Any(BlockId(b));
+        let (read_sets, keys): (ReadSets, BTreeMap<u64, Vec<Member>>) = match rng.u8(0..10) {
             0..6 => {
                 let sets: Vec<BTreeSet<u64>> = (0..rng.u64(1..=5))
                     .map(|_| (0..rng.u64(1..=MAX_SET_BLOCKS)).map(|_| live[rng.usize(0..live.len())]).collect())
                     .collect();
-                let keys = (0..).zip(sets.iter().map(|s| s.iter().copied().collect())).collect();
+                let keys = (0..).zip(sets.iter().map(|s| s.iter().copied().map(any).collect())).collect();
                 (ReadSets::Sets(sets.into_iter().map(|s| BlockSet::any_of(s.into_iter().map(BlockId))).collect()), keys)
             }
             6..9 => {
@@ -252,7 +316,7 @@ impl World {
                     ranges.push(BlockRange { start: BlockId(start), len: len as u32 });
                     start += len + rng.u64(0..4);
                 }
-                let keys = ranges.iter().map(|r| (r.start.0, (r.start.0..r.end()).collect())).collect();
+                let keys = ranges.iter().map(|r| (r.start.0, (r.start.0..r.end()).map(any).collect())).collect();
                 (ReadSets::Ranges(ranges), keys)
             }
             _ => {
@@ -285,7 +349,7 @@ impl World {
             // A block past the table, or one the planner knows deleted.
             2 => {
                 let gone = self.seen_deleted.iter().nth(rng.usize(0..=self.seen_deleted.len()));
-                let block = gone.copied().unwrap_or(self.seen_blocks);
+                let block = gone.copied().unwrap_or(self.seen_blocks());
                 decl.read_sets = ReadSets::Sets(vec![BlockSet::any_of([BlockId(block)])]);
             }
             _ => decl.read_sets = ReadSets::Sets(vec![BlockSet::any_of([BlockId(0)]), BlockSet::new(Vec::new())]),

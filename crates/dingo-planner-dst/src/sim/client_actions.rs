@@ -1,12 +1,14 @@
 //! What the simulated task clients do: subscribe (again), go away, declare
 //! (also nonsense), work through their callbacks and acknowledge them late,
 //! twice, or with deliveries they were never given, cancel, delete blocks
-//! (announcing it first, or not), and crash.
+//! and move copies (announcing it first, or not), repair lost copies, and
+//! crash.
 
 use super::{Job, Request, Sim};
 use crate::Violation;
 use crate::oracle::DeclInfo;
-use dingo_types::ReadSets;
+use crate::world::{QUANTUM_MS, START_MS};
+use dingo_types::{BlockId, ChunkRef, Member, MemberBitmap, ReadSets};
 
 impl Sim<'_> {
     /// A random client does something; with the planner down, only what
@@ -20,6 +22,8 @@ impl Sim<'_> {
                 50..53 => self.crash_client(c),
                 53..55 => self.delete_block(false)?,
                 55..57 => self.write_block(),
+                57..59 => self.move_copy(false),
+                59..61 => self.repair_copy(),
                 _ => {
                     let ms = self.rng.u64(1..=200);
                     self.advance(ms)
@@ -51,6 +55,14 @@ impl Sim<'_> {
             88..90 => self.delete_block(true),
             90..92 => {
                 self.write_block();
+                Ok(())
+            }
+            92..94 => {
+                self.move_copy(true);
+                Ok(())
+            }
+            94..95 => {
+                self.repair_copy();
                 Ok(())
             }
             _ => {
@@ -98,7 +110,7 @@ impl Sim<'_> {
 
     pub(super) fn take_inbox(&mut self, c: usize) {
         let rng = &mut self.rng;
-        let late = || if rng.u8(0..3) == 0 { 0 } else { rng.u64(0..=3 * crate::world::QUANTUM_MS) };
+        let late = || if rng.u8(0..3) == 0 { 0 } else { rng.u64(0..=3 * QUANTUM_MS) };
         self.clients[c].take_inbox(self.now_ms, late);
     }
 
@@ -203,19 +215,56 @@ impl Sim<'_> {
         self.oracle.deleting(block);
         self.summary.blocks_deleted += 1;
         if planner_up && self.rng.bool() {
-            let at = self.now_ms + self.rng.u64(0..=2 * crate::world::QUANTUM_MS);
+            let at = self.now_ms + self.rng.u64(0..=2 * QUANTUM_MS);
             self.world.announced.insert(block, at);
-            let members: dingo_types::MemberBitmap =
-                [dingo_types::Member::Any(dingo_types::BlockId(block))].into_iter().collect();
-            let (elided, step) = self.process().machine.announce_deletions(&members);
-            self.summary.announced_elided_sets += elided;
-            self.note(|| format!("block {block} announced for deletion: {elided} sets elided"));
-            self.queue(step, Request::Announce { block });
+            self.announce(Member::Any(BlockId(block)));
         } else {
             self.world.delete(block);
             self.note(|| format!("block {block} deleted"));
         }
         Ok(())
+    }
+
+    /// A task's `AnnounceDeletions` of `member`: the planner elides at once
+    /// every set it covers.
+    fn announce(&mut self, member: Member) {
+        let members: MemberBitmap = [member].into_iter().collect();
+        let (elided, step) = self.process().machine.announce_deletions(&members);
+        self.summary.announced_elided_sets += elided;
+        self.note(|| format!("{member} announced for deletion: {elided} sets elided"));
+        self.queue(step, Request::Announce { member });
+    }
+
+    /// A rebalancer moves a copy of a live block to a disk holding neither
+    /// copy; with the planner up, it may announce the copy it moves away
+    /// (a per-copy announcement) and move it up to two quanta later.
+    fn move_copy(&mut self, planner_up: bool) {
+        let Some((block, copy)) = self.world.movable_copy(&mut self.rng) else { return };
+        let to = self.world.free_disk_for(&mut self.rng, block);
+        self.summary.copies_moved += 1;
+        if planner_up && self.rng.bool() {
+            let at = self.now_ms + self.rng.u64(0..=2 * QUANTUM_MS);
+            self.world.moving.insert((block, copy), (to, at));
+            self.oracle.moving_copy(block, copy);
+            self.note(|| format!("copy {copy} of block {block} moves to disk {to} at +{}ms", at - START_MS));
+            self.announce(Member::Copy(ChunkRef { block: BlockId(block), copy }));
+        } else {
+            self.world.place_copy((block, copy), to);
+            self.note(|| format!("copy {copy} of block {block} moved to disk {to}"));
+        }
+    }
+
+    /// Reconstruction writes a lost copy again, on a disk holding neither
+    /// copy; the planner sees it at its next read of the metadata service.
+    pub(super) fn repair_copy(&mut self) {
+        let lost = self.world.lost_copies();
+        if lost.is_empty() {
+            return;
+        }
+        let (block, copy) = lost[self.rng.usize(0..lost.len())];
+        let to = self.world.free_disk_for(&mut self.rng, block);
+        self.world.place_copy((block, copy), to);
+        self.note(|| format!("copy {copy} of block {block} repaired on disk {to}"));
     }
 
     /// A task writes a new block; the planner sees it at its next read of

@@ -7,9 +7,14 @@ use crate::Violation;
 
 impl Sim<'_> {
     pub(super) fn drain(&mut self) -> Result<(), Violation> {
-        // Every task makes the deletion it announced; the node down and the
-        // metadata service come back.
+        // Every task makes the deletion and the move it announced, every
+        // lost copy is repaired; the node down and the metadata service
+        // come back.
         self.world.make_due_deletions(None);
+        self.world.make_due_moves(None);
+        while !self.world.lost_copies().is_empty() {
+            self.repair_copy();
+        }
         self.world.dead_node = None;
         self.world.meta_down_until = None;
         if self.planner.is_none() {

@@ -40,9 +40,10 @@ enum Request {
         client: usize,
         id: u64,
     },
-    /// A task's `AnnounceDeletions` of a block it is about to delete.
+    /// A task's `AnnounceDeletions` of a block it is about to delete, or
+    /// of a copy it is about to move away.
     Announce {
-        block: u64,
+        member: dingo_types::Member,
     },
     Budget(pb::Budget),
     Plan,
@@ -56,7 +57,7 @@ impl Request {
             Request::Subscribe { stream, .. } => format!("subscription {stream}"),
             Request::Ack { ids, .. } => format!("ack {ids:?}"),
             Request::Cancel { id, .. } => format!("cancel {id}"),
-            Request::Announce { block } => format!("announcement of block {block}"),
+            Request::Announce { member } => format!("announcement of {member}"),
             Request::Budget(b) => format!("budget {b:?}"),
             Request::Plan => "quantum".into(),
             Request::Dispatch => "dispatch".into(),
@@ -209,9 +210,10 @@ impl<'a> Sim<'a> {
             }
             98 => self.admin_budget(),
             99 => {
-                match self.rng.bool() {
-                    true => self.node_dies_or_returns(),
-                    false => self.metadata_service_goes_away(),
+                match self.rng.u8(0..3) {
+                    0 => self.node_dies_or_returns(),
+                    1 => self.metadata_service_goes_away(),
+                    _ => self.copy_lost(),
                 }
                 Ok(())
             }
@@ -244,6 +246,15 @@ impl<'a> Sim<'a> {
         };
     }
 
+    /// A disk loses one copy of a block whose other copy is on a disk (the
+    /// metadata service then lists the copy on no disk) until a repair.
+    fn copy_lost(&mut self) {
+        let Some((block, copy)) = self.world.movable_copy(&mut self.rng) else { return };
+        self.world.place_copy((block, copy), crate::world::NO_DISK);
+        self.summary.copies_lost += 1;
+        self.note(|| format!("copy {copy} of block {block} is lost"));
+    }
+
     /// The metadata service becomes unreachable for up to 3 quanta, unless
     /// it already is.
     fn metadata_service_goes_away(&mut self) {
@@ -254,11 +265,12 @@ impl<'a> Sim<'a> {
         }
     }
 
-    /// Time passes; the announced deletions it brings are made, and the
-    /// metadata service comes back when its outage is over.
+    /// Time passes; the announced deletions and moves it brings are made,
+    /// and the metadata service comes back when its outage is over.
     fn advance(&mut self, ms: u64) {
         self.now_ms += ms;
         self.world.make_due_deletions(Some(self.now_ms));
+        self.world.make_due_moves(Some(self.now_ms));
         if self.world.meta_down_until.is_some_and(|until| until <= self.now_ms) {
             self.world.meta_down_until = None;
             self.note(|| "the metadata service is back".into());
