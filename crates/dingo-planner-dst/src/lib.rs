@@ -88,6 +88,9 @@ pub struct Summary {
     /// a repair.
     pub copies_moved: u64,
     pub copies_lost: u64,
+    /// Declarations refused on a stale topology and tried again after a
+    /// refresh, as the service does.
+    pub stale_retries: u64,
     /// A hash of the whole trace: equal for equal runs.
     pub trace_digest: u64,
     /// The trace, if asked for.
@@ -140,7 +143,7 @@ impl std::fmt::Display for Campaign {
         let t = &self.totals;
         writeln!(
             f,
-            "{} seeds, {} violations; {} quanta, {} declarations, {} deliveries, {} acks, {} refusals, {} planner crashes, {} client crashes, {} blocks deleted, {} sets elided on announcement, {} declarations done with elided sets, {} node outages, {} blocks written, {} quanta skipped, {} copies moved, {} copies lost",
+            "{} seeds, {} violations; {} quanta, {} declarations, {} deliveries, {} acks, {} refusals, {} planner crashes, {} client crashes, {} blocks deleted, {} sets elided on announcement, {} declarations done with elided sets, {} node outages, {} blocks written, {} quanta skipped, {} copies moved, {} copies lost, {} declarations retried on a refreshed topology",
             self.seeds,
             self.violations.len(),
             t.quanta,
@@ -157,7 +160,8 @@ impl std::fmt::Display for Campaign {
             t.blocks_written,
             t.quanta_skipped,
             t.copies_moved,
-            t.copies_lost
+            t.copies_lost,
+            t.stale_retries
         )?;
         self.violations.iter().try_for_each(|v| writeln!(f, "{v}"))
     }
@@ -188,6 +192,7 @@ pub fn run_seeds(first: u64, count: u64, options: &Options, stop_at_first: bool)
                 t.quanta_skipped += s.quanta_skipped;
                 t.copies_moved += s.copies_moved;
                 t.copies_lost += s.copies_lost;
+                t.stale_retries += s.stale_retries;
             }
             Err(v) => {
                 campaign.trace.extend(v.trace.iter().cloned());
@@ -216,7 +221,7 @@ mod tests {
         // Deletions reach the planner both ways and end declarations early.
         assert!(t.blocks_deleted > 0 && t.announced_elided_sets > 0 && t.declarations_with_elided_sets > 0, "{t:?}");
         assert!(t.node_outages > 0 && t.blocks_written > 0 && t.quanta_skipped > 0, "{t:?}");
-        assert!(t.copies_moved > 0 && t.copies_lost > 0, "{t:?}");
+        assert!(t.copies_moved > 0 && t.copies_lost > 0 && t.stale_retries > 0, "{t:?}");
     }
 
     #[test]

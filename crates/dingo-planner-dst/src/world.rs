@@ -190,6 +190,12 @@ impl World {
         block < self.seen_blocks() && !self.deleted.contains(&block) && !self.announced.contains_key(&block)
     }
 
+    /// Blocks tasks wrote since the planner last read the table, none of
+    /// them deleted (a task declares them before the planner has seen them).
+    pub(crate) fn fresh_blocks(&self) -> Vec<u64> {
+        (self.seen_blocks()..self.blocks.len() as u64).filter(|b| !self.deleted.contains(b)).collect()
+    }
+
     /// Blocks in the table as the planner last read it.
     pub(crate) fn seen_blocks(&self) -> u64 {
         self.seen_copies.len() as u64
@@ -297,8 +303,14 @@ impl World {
         let any = |b: u64| Member::Any(BlockId(b));
         let (read_sets, keys): (ReadSets, BTreeMap<u64, Vec<Member>>) = match rng.u8(0..10) {
             0..6 => {
+                // Now and then blocks written since the planner's last read
+                // too: the service retries after a refresh.
+                let mut pool = live.clone();
+                if rng.u8(0..4) == 0 {
+                    pool.extend(self.fresh_blocks());
+                }
                 let sets: Vec<BTreeSet<u64>> = (0..rng.u64(1..=5))
-                    .map(|_| (0..rng.u64(1..=MAX_SET_BLOCKS)).map(|_| live[rng.usize(0..live.len())]).collect())
+                    .map(|_| (0..rng.u64(1..=MAX_SET_BLOCKS)).map(|_| pool[rng.usize(0..pool.len())]).collect())
                     .collect();
                 let keys = (0..).zip(sets.iter().map(|s| s.iter().copied().map(any).collect())).collect();
                 (ReadSets::Sets(sets.into_iter().map(|s| BlockSet::any_of(s.into_iter().map(BlockId))).collect()), keys)
@@ -345,11 +357,15 @@ impl World {
         let Drafted { mut decl, keys } = self.valid_declaration(rng, now_ms);
         match rng.u8(0..4) {
             0 => decl.deadline = Timestamp(now_ms - rng.u64(0..=QUANTUM_MS)),
-            1 => decl.sets_needed = Some(if rng.bool() { 0 } else { keys.len() as u64 + 1 }),
-            // A block past the table, or one the planner knows deleted.
+            // More sets than it names, even after the refresh a disk scrub
+            // is declared on (a disk holds at most one copy of each block).
+            1 => decl.sets_needed = Some(if rng.bool() { 0 } else { keys.len().max(self.blocks.len()) as u64 + 1 }),
+            // A block past the table (as the metadata service has it, so a
+            // retry on a refreshed topology is refused too), or one the
+            // planner knows deleted.
             2 => {
                 let gone = self.seen_deleted.iter().nth(rng.usize(0..=self.seen_deleted.len()));
-                let block = gone.copied().unwrap_or(self.seen_blocks());
+                let block = gone.copied().unwrap_or(self.blocks.len() as u64);
                 decl.read_sets = ReadSets::Sets(vec![BlockSet::any_of([BlockId(block)])]);
             }
             _ => decl.read_sets = ReadSets::Sets(vec![BlockSet::any_of([BlockId(0)]), BlockSet::new(Vec::new())]),

@@ -26,6 +26,7 @@ pub mod config;
 mod driver;
 mod error;
 mod files;
+mod freshness;
 mod keys;
 mod memory_store;
 mod metrics;
@@ -38,6 +39,7 @@ mod topology;
 
 pub use config::{BudgetSection, ClientEntry, ConfigError, ServiceConfig, ServiceOverrides};
 pub use files::declaration_from_files;
+pub use freshness::{may_be_stale, refresh_first};
 pub use memory_store::{MemoryStore, StoredTables};
 pub use records::RecordError;
 pub use service::{RunError, run};

@@ -6,6 +6,7 @@ use crate::config::{ConfigError, ServiceConfig};
 use crate::driver::{PersistJob, Shared, drive};
 use crate::error::ServiceError;
 use crate::files::resolve_files;
+use crate::freshness::{may_be_stale, refresh_first};
 use crate::outbox::{CallbackStream, STREAM_BUFFER_CALLBACKS};
 use crate::records::RecordError;
 use crate::state::{Ready, State};
@@ -13,12 +14,11 @@ use crate::store::{RedbStore, StoreError};
 use crate::topology::{self, MetaTopology};
 use dingo_client::{Client, ClientError};
 use dingo_daemon::now_ms;
-use dingo_planner::DeclareError;
 use dingo_planner_client::convert::{declaration_from_wire, member_from_wire};
 use dingo_proto::MAX_MESSAGE_BYTES;
 use dingo_proto::planner as pb;
 use dingo_proto::planner::planner_server::{Planner, PlannerServer};
-use dingo_types::{BlockProblem, Declaration, MAX_BLOCK_ID, MemberBitmap, ReadSets};
+use dingo_types::{Declaration, MAX_BLOCK_ID, MemberBitmap};
 use futures::FutureExt;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -60,12 +60,10 @@ pub enum RunError {
     Stopped(String),
 }
 
-/// Declares for `owner`. Disk and cluster scrubs are resolved against a
-/// fresh topology; otherwise a rejection that a stale topology could cause
-/// (unknown or unsealed block, unknown disk) is retried once after a
-/// refresh.
+/// Declares for `owner`, on a fresh topology when [`refresh_first`] says
+/// so, and once more after a refresh when a refusal [`may_be_stale`].
 async fn declare(shared: &Shared, owner: &str, decl: Declaration) -> Result<pb::DeclareReply, Status> {
-    let mut refreshed = matches!(decl.read_sets, ReadSets::ChunksOnDisk(_) | ReadSets::AllChunks);
+    let mut refreshed = refresh_first(&decl);
     if refreshed {
         shared.refresh().await?;
     }
@@ -86,16 +84,6 @@ async fn declare(shared: &Shared, owner: &str, decl: Declaration) -> Result<pb::
             }
             Err(e) => return Err(Status::invalid_argument(e.to_string())),
         }
-    }
-}
-
-/// Rejections a refreshed topology may turn into acceptance.
-fn may_be_stale(e: &DeclareError) -> bool {
-    let stale = |p: &BlockProblem| matches!(p, BlockProblem::Unknown(_) | BlockProblem::Unsealed(_));
-    match e {
-        DeclareError::BadBlock { problem, .. } | DeclareError::BadMember(problem) => stale(problem),
-        DeclareError::UnknownDisk(_) => true,
-        _ => false,
     }
 }
 

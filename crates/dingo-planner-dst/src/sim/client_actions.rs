@@ -8,6 +8,7 @@ use super::{Job, Request, Sim};
 use crate::Violation;
 use crate::oracle::DeclInfo;
 use crate::world::{QUANTUM_MS, START_MS};
+use dingo_planner_service::{may_be_stale, refresh_first};
 use dingo_types::{BlockId, ChunkRef, Member, MemberBitmap, ReadSets};
 
 impl Sim<'_> {
@@ -114,30 +115,47 @@ impl Sim<'_> {
         self.clients[c].take_inbox(self.now_ms, late);
     }
 
+    /// Declares as the service does: a disk scrub on a fresh topology, and
+    /// a declaration refused for a reason a stale topology could cause
+    /// (`dingo_planner_service::may_be_stale`) once more after a refresh.
+    /// With the metadata service unreachable the call fails instead.
     fn declare(&mut self, c: usize, valid: bool) -> Result<(), Violation> {
         let owner = self.clients[c].name.clone();
         let now = self.now_ms;
         let (decl, keys) = if valid {
-            let mut d = self.world.valid_declaration(&mut self.rng, now);
-            if let ReadSets::ChunksOnDisk(disk) = d.decl.read_sets {
-                // The service reads the metadata service before it resolves
-                // a disk scrub, and fails the call if it cannot.
-                if self.world.meta_down_until.is_some() {
-                    return Ok(());
-                }
-                let (rows, cluster) = self.world.snapshot();
-                self.process().machine.refresh_topology(rows, cluster);
-                d.keys = self.world.disk_chunk_keys(disk.0);
-                if d.keys.is_empty() {
-                    return Ok(());
-                }
-                d.decl.sets_needed = d.decl.sets_needed.map(|n| n.min(d.keys.len() as u64));
-            }
+            let d = self.world.valid_declaration(&mut self.rng, now);
             (d.decl, Some(d.keys))
         } else {
             (self.world.invalid_declaration(&mut self.rng, now), None)
         };
-        let accepted = self.request("declare", |m| m.declare(&owner, &decl, now))?;
+        let (mut decl, mut keys) = (decl, keys);
+        let mut refreshed = refresh_first(&decl);
+        if refreshed {
+            if !self.refresh_for_declare() {
+                return Ok(());
+            }
+            if let (ReadSets::ChunksOnDisk(disk), Some(keys)) = (&decl.read_sets, keys.as_mut()) {
+                *keys = self.world.disk_chunk_keys(disk.0);
+                if keys.is_empty() {
+                    return Ok(());
+                }
+                decl.sets_needed = decl.sets_needed.map(|n| n.min(keys.len() as u64));
+            }
+        }
+        let mut accepted = self.request("declare", |m| m.declare(&owner, &decl, now))?;
+        if let Err(e) = &accepted
+            && !refreshed
+            && may_be_stale(e)
+        {
+            if !self.refresh_for_declare() {
+                return Ok(());
+            }
+            refreshed = true;
+            self.summary.stale_retries += 1;
+            self.note(|| "declaration retried on a refreshed topology".into());
+            accepted = self.request("declare", |m| m.declare(&owner, &decl, now))?;
+        }
+        let retried = if refreshed { " (on a refreshed topology)" } else { "" };
         match (accepted, keys) {
             (Ok((id, step)), Some(keys)) => {
                 let needed = decl.sets_needed.unwrap_or(keys.len() as u64);
@@ -148,9 +166,23 @@ impl Sim<'_> {
                 Ok(())
             }
             (Ok((id, _)), None) => Err(self.violation(format!("nonsense accepted as declaration {}: {decl:?}", id.0))),
-            (Err(e), Some(_)) => Err(self.violation(format!("a valid declaration was refused ({e}): {decl:?}"))),
+            (Err(e), Some(_)) => {
+                Err(self.violation(format!("a valid declaration was refused{retried} ({e}): {decl:?}")))
+            }
             (Err(_), None) => Ok(()),
         }
+    }
+
+    /// The service reads the metadata service for a declaration; false if
+    /// it is unreachable (the call fails).
+    fn refresh_for_declare(&mut self) -> bool {
+        if self.world.meta_down_until.is_some() {
+            self.note(|| "declaration failed: the metadata service is unreachable".into());
+            return false;
+        }
+        let (rows, cluster) = self.world.snapshot();
+        self.process().machine.refresh_topology(rows, cluster);
+        true
     }
 
     /// Acknowledges what the client has finished, maybe with its unsure

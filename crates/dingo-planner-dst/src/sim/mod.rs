@@ -311,12 +311,12 @@ impl<'a> Sim<'a> {
     }
 
     /// Runs a request on the machine; a refusal must leave it unchanged.
-    /// Returns the answer, or the refusal as text.
+    /// Returns the answer, or the refusal.
     fn request<T, E: std::fmt::Display>(
         &mut self,
         what: &str,
         f: impl FnOnce(&mut Machine) -> Result<T, E>,
-    ) -> Result<Result<T, String>, Violation> {
+    ) -> Result<Result<T, E>, Violation> {
         let machine = &mut self.process().machine;
         let before = machine.fingerprint();
         match f(machine) {
@@ -328,7 +328,7 @@ impl<'a> Sim<'a> {
                 if changed {
                     return Err(self.violation(format!("the refused {what} ({e}) changed the planner's state")));
                 }
-                Ok(Err(e.to_string()))
+                Ok(Err(e))
             }
         }
     }
