@@ -8,7 +8,7 @@
 
 use crate::world::{NO_DISK, World, node_of};
 use dingo_proto::planner as pb;
-use dingo_types::Member;
+use dingo_types::{BlockSet, Member};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A broken promise, described in one line.
@@ -17,8 +17,8 @@ pub(crate) type Check = Result<(), String>;
 #[derive(Clone)]
 pub(crate) struct DeclInfo {
     pub(crate) owner: String,
-    /// Its sets' wire keys, each with the members the set names.
-    pub(crate) keys: BTreeMap<u64, Vec<Member>>,
+    /// Its sets' wire keys, each with the set as declared.
+    pub(crate) keys: BTreeMap<u64, BlockSet>,
     /// `sets_needed`, or every set.
     pub(crate) needed: u64,
     pub(crate) deadline_ms: u64,
@@ -86,7 +86,7 @@ impl Oracle {
                 self.elidable.contains(&c.block.0) || self.elidable_copies.contains(&(c.block.0, c.copy))
             }
         };
-        d.keys.get(&key).is_some_and(|members| members.iter().all(gone))
+        d.keys.get(&key).is_some_and(|set| set.members.iter().all(gone))
     }
 
     /// Whether declaration `id` may need nothing more: every needed set
@@ -108,8 +108,14 @@ impl Oracle {
     }
 
     /// A quantum's deliveries, committed: each names sets of a committed
-    /// declaration of its owner, and no set is in two deliveries.
-    pub(crate) fn planned<'a>(&mut self, callbacks: impl Iterator<Item = &'a pb::Callback>) -> Check {
+    /// declaration of its owner, no set is in two deliveries, and each set
+    /// reads what it declared ([`reads_as_declared`]; `deleted`: the blocks
+    /// the planner knows deleted, a superset of those it knew at planning).
+    pub(crate) fn planned<'a>(
+        &mut self,
+        callbacks: impl Iterator<Item = &'a pb::Callback>,
+        deleted: &BTreeSet<u64>,
+    ) -> Check {
         for cb in callbacks {
             let owner = match self.decls.get(&cb.declaration) {
                 Some(d) => d.owner.clone(),
@@ -124,13 +130,17 @@ impl Oracle {
                 return Err(format!("delivery id {} was stored twice", cb.delivery));
             }
             let keys: Vec<u64> = cb.sets.iter().map(|s| s.key).collect();
-            for &key in &keys {
-                if !self.decls[&cb.declaration].keys.contains_key(&key) {
+            for s in &cb.sets {
+                let key = s.key;
+                let Some(declared) = self.decls[&cb.declaration].keys.get(&key) else {
                     return Err(format!(
                         "delivery {} names set {key}, not in declaration {}",
                         cb.delivery, cb.declaration
                     ));
-                }
+                };
+                reads_as_declared(declared, &s.reads, deleted).map_err(|e| {
+                    format!("delivery {} (declaration {}), set {key}: {e}", cb.delivery, cb.declaration)
+                })?;
                 if let Some(other) = self.set_delivery.insert((cb.declaration, key), cb.delivery) {
                     return Err(format!(
                         "set {key} of declaration {} scheduled twice: deliveries {other} and {}",
@@ -338,5 +348,39 @@ impl Oracle {
             }
         }
         Ok(with_elided)
+    }
+}
+
+/// A delivered set reads members of its own, each at most once (an
+/// exact-copy member that very copy): every member not deleted, or, for a
+/// set needing `k` of its members, `k` of them (at most `k` once a member
+/// is deleted, when the live readable ones may be fewer); at least one,
+/// since a set with nothing to read is elided, not delivered.
+fn reads_as_declared(set: &BlockSet, reads: &[pb::ChunkRead], deleted: &BTreeSet<u64>) -> Check {
+    let mut read = vec![false; set.members.len()];
+    for r in reads {
+        let matches = |m: &Member| match *m {
+            Member::Copy(c) => c.block.0 == r.block && u32::from(c.copy) == r.copy,
+            Member::Any(b) => b.0 == r.block,
+        };
+        let i = set
+            .members
+            .iter()
+            .position(matches)
+            .ok_or_else(|| format!("reads copy {} of block {}, not a member", r.copy, r.block))?;
+        if std::mem::replace(&mut read[i], true) {
+            return Err(format!("reads member {} twice", set.members[i]));
+        }
+    }
+    let count = read.iter().filter(|&&r| r).count();
+    let any_deleted = set.members.iter().any(|m| deleted.contains(&m.block().0));
+    let unread_live = set.members.iter().zip(&read).find(|(m, r)| !**r && !deleted.contains(&m.block().0));
+    match set.needed {
+        _ if count == 0 => Err("delivered with nothing to read".into()),
+        None => unread_live.map_or(Ok(()), |(m, _)| Err(format!("does not read member {m}, not deleted"))),
+        Some(k) if count > k as usize || (count < k as usize && !any_deleted) => {
+            Err(format!("reads {count} members; it needs {k} of {}", set.members.len()))
+        }
+        Some(_) => Ok(()),
     }
 }

@@ -67,8 +67,8 @@ pub(crate) fn node_of(disk: u32) -> u32 {
 /// A declaration with what the oracle needs to know of it.
 pub(crate) struct Drafted {
     pub(crate) decl: Declaration,
-    /// The wire keys of its sets, each with the members it names.
-    pub(crate) keys: BTreeMap<u64, Vec<Member>>,
+    /// The wire keys of its sets, each with the set as declared.
+    pub(crate) keys: BTreeMap<u64, BlockSet>,
 }
 
 impl World {
@@ -263,7 +263,7 @@ impl World {
 
     /// The wire keys (and members) of the chunks on `disk` as the planner
     /// resolves a scrub of it: none if it last saw the disk's node down.
-    pub(crate) fn disk_chunk_keys(&self, disk: u32) -> BTreeMap<u64, Vec<Member>> {
+    pub(crate) fn disk_chunk_keys(&self, disk: u32) -> BTreeMap<u64, BlockSet> {
         if self.seen_dead_node == Some(node_of(disk)) {
             return BTreeMap::new();
         }
@@ -274,7 +274,7 @@ impl World {
                 (0..2u8)
                     .filter(move |&c| disks[usize::from(c)] == disk)
                     .map(move |copy| Member::Copy(ChunkRef { block: BlockId(id), copy }))
-                    .map(|m| (m.key(), vec![m]))
+                    .map(|m| (m.key(), BlockSet::new(vec![m])))
             })
             .collect()
     }
@@ -300,8 +300,7 @@ impl World {
     pub(crate) fn valid_declaration(&self, rng: &mut fastrand::Rng, now_ms: u64) -> Drafted {
         let block_count = self.seen_blocks();
         let live = self.live_blocks();
-        let any = |b: u64| Member::Any(BlockId(b));
-        let (read_sets, keys): (ReadSets, BTreeMap<u64, Vec<Member>>) = match rng.u8(0..10) {
+        let (read_sets, keys): (ReadSets, BTreeMap<u64, BlockSet>) = match rng.u8(0..10) {
             0..6 => {
                 // Now and then blocks written since the planner's last read
                 // too: the service retries after a refresh.
@@ -309,11 +308,29 @@ impl World {
                 if rng.u8(0..4) == 0 {
                     pool.extend(self.fresh_blocks());
                 }
-                let sets: Vec<BTreeSet<u64>> = (0..rng.u64(1..=5))
-                    .map(|_| (0..rng.u64(1..=MAX_SET_BLOCKS)).map(|_| pool[rng.usize(0..pool.len())]).collect())
+                let sets: Vec<BlockSet> = (0..rng.u64(1..=5))
+                    .map(|_| {
+                        let blocks: BTreeSet<u64> =
+                            (0..rng.u64(1..=MAX_SET_BLOCKS)).map(|_| pool[rng.usize(0..pool.len())]).collect();
+                        // Now and then exact copies (reconstruction names the
+                        // survivors it reads), and now and then any k of the
+                        // members (k of a stripe's survivors).
+                        let exact = rng.u8(0..4) == 0;
+                        let member = |b: u64, copy: u8| match exact {
+                            true => Member::Copy(ChunkRef { block: BlockId(b), copy }),
+                            false => Member::Any(BlockId(b)),
+                        };
+                        let members: Vec<Member> = blocks.iter().map(|&b| member(b, rng.u8(0..2))).collect();
+                        let n = members.len() as u32;
+                        if rng.u8(0..3) == 0 {
+                            BlockSet::choose(members, rng.u32(1..=n))
+                        } else {
+                            BlockSet::new(members)
+                        }
+                    })
                     .collect();
-                let keys = (0..).zip(sets.iter().map(|s| s.iter().copied().map(any).collect())).collect();
-                (ReadSets::Sets(sets.into_iter().map(|s| BlockSet::any_of(s.into_iter().map(BlockId))).collect()), keys)
+                let keys = (0..).zip(sets.iter().cloned()).collect();
+                (ReadSets::Sets(sets), keys)
             }
             6..9 => {
                 let mut ranges = Vec::new();
@@ -328,7 +345,8 @@ impl World {
                     ranges.push(BlockRange { start: BlockId(start), len: len as u32 });
                     start += len + rng.u64(0..4);
                 }
-                let keys = ranges.iter().map(|r| (r.start.0, (r.start.0..r.end()).map(any).collect())).collect();
+                let keys =
+                    ranges.iter().map(|r| (r.start.0, BlockSet::any_of((r.start.0..r.end()).map(BlockId)))).collect();
                 (ReadSets::Ranges(ranges), keys)
             }
             _ => {

@@ -481,7 +481,7 @@ impl<'a> Sim<'a> {
             Request::Announce { .. } => Ok(()),
             Request::Plan => {
                 self.summary.deliveries_seen += step.planned().count() as u64;
-                self.oracle.planned(step.planned())
+                self.oracle.planned(step.planned(), &self.world.seen_deleted)
             }
             Request::Subscribe { client, stream } => {
                 let replayed: BTreeSet<u64> = step

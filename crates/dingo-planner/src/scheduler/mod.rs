@@ -393,6 +393,9 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         let mut range_disks_at = 0;
         let mut new_bytes = 0u64;
         let mut deleted_bytes = 0u64;
+        // Live members no copy of which can be read now (lost, or on a dead
+        // disk): they may be readable again later.
+        let mut unreadable = 0usize;
         // A set needing only some of its members stages every member it
         // can read, then keeps the cheapest ([`Self::choose_staged`]).
         let choose = d.sets.needed(key);
@@ -421,6 +424,7 @@ impl<'a, T: Topology> QuantumState<'a, T> {
             let Some((copy, disk, free)) = resolved else {
                 if choose.is_some() {
                     // Lost or unreadable: another member stands in.
+                    unreadable += 1;
                     continue;
                 }
                 return Take::Misfit;
@@ -439,8 +443,12 @@ impl<'a, T: Topology> QuantumState<'a, T> {
         }
         if let Some(needed) = choose {
             // Fewer readable than needed: the set waits, unless members
-            // were deleted, when the live ones are all there is to read.
-            if self.staged.len() < needed as usize && deleted_bytes == 0 {
+            // were deleted and every live one can be read now: then the
+            // live ones are all there is to read. A live member unreadable
+            // for now is waited for, so a set is never elided while one of
+            // its blocks lives (found by the planner DST: a 1-of-2 set with
+            // one block deleted and the other on a dead node was elided).
+            if self.staged.len() < needed as usize && (deleted_bytes == 0 || unreadable > 0) {
                 return Take::Misfit;
             }
             new_bytes = self.choose_staged(needed as usize);
