@@ -301,6 +301,66 @@ proptest! {
         prop_assert_eq!(a.plans, b.plans);
     }
 
+    /// A set is elided only when every member is deleted: with members
+    /// deleted and disks failed for two quanta (so live members cannot be
+    /// read for a while), every set with a live member is delivered once
+    /// the disks return (a 1-of-2 set with one member deleted and the other
+    /// on a failed disk was elided, found by the planner service's DST).
+    #[test]
+    fn a_set_is_elided_only_when_every_member_is_deleted(
+        seed in 0u64..8,
+        sets in proptest::collection::vec((proptest::collection::btree_set(0..BLOCKS, 1..6), 1u32..6), 1..6),
+        deletions in proptest::collection::btree_set(0..BLOCKS, 0..20),
+        failed in proptest::collection::btree_set(0..DISKS, 0..3),
+    ) {
+        let healthy = cluster(seed);
+        let mut planner = Planner::new(PlannerConfig { quantum: Duration::from_millis(QUANTUM_MS), ..PlannerConfig::default() });
+        let sets: Vec<(Vec<u64>, u32)> =
+            sets.into_iter().map(|(s, n)| (s.iter().copied().collect(), n.min(s.len() as u32))).collect();
+        let decl = Declaration {
+            task: TaskKind::Reconstruction,
+            read_sets: read_sets(&Shape::Choose(sets.clone())),
+            sets_needed: None,
+            bytes_needed: None,
+            deadline: Timestamp(3 * QUANTUM_MS),
+        };
+        let id = planner.declare(&healthy, Timestamp(0), &decl).unwrap();
+        let mut deleted = healthy.clone();
+        for &b in &deletions {
+            deleted.set_state(BlockId(b), BlockState::Deleted);
+        }
+        let mut broken = deleted.clone();
+        for &d in &failed {
+            broken.fail_disk(DiskId(d));
+        }
+        let mut delivered = BTreeSet::new();
+        for q in 0..10 {
+            // Quantum 0 plans nothing: the declaration waits one quantum
+            // with a budget of zero, so the deletions come first.
+            let (topo, budget) = match q {
+                0 => (&healthy, Budget::cluster_bytes(0)),
+                1 | 2 => (&broken, Budget::UNLIMITED),
+                _ => (&deleted, Budget::UNLIMITED),
+            };
+            if q == 1 {
+                planner.note_deleted(topo, &deletions.iter().copied().collect());
+            }
+            let plan = planner.plan_quantum(topo, Timestamp(q * QUANTUM_MS), &budget);
+            for set in &plan.schedule.sets {
+                prop_assert!(delivered.insert(set.key), "set {} delivered twice", set.key);
+            }
+        }
+        prop_assert_eq!(planner.status(id), None, "done by quantum 10");
+        for (key, (members, _)) in sets.iter().enumerate() {
+            let all_deleted = members.iter().all(|b| deletions.contains(b));
+            prop_assert_eq!(
+                delivered.contains(&(key as u64)),
+                !all_deleted,
+                "set {} of {:?}: delivered, or all its members deleted", key, members
+            );
+        }
+    }
+
     /// Byte-denominated flexibility, beside other work that makes some of
     /// its sets free: (a) no set of it is scheduled in a quantum that
     /// starts with its bytes already delivered; (b) it finishes only with
