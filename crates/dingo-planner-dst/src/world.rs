@@ -59,6 +59,24 @@ pub(crate) struct World {
     pub(crate) seen_dead_node: Option<u32>,
 }
 
+/// Removes from `pending` the entries due by `now_ms` (all of them if
+/// `None`; `at` gives an entry's time) and returns them in key order.
+fn take_due<K: Ord + Copy, V: Copy>(
+    pending: &mut BTreeMap<K, V>,
+    now_ms: Option<u64>,
+    at: impl Fn(&V) -> u64,
+) -> Vec<(K, V)> {
+    let mut due = Vec::new();
+    pending.retain(|&k, v| {
+        let is_due = now_ms.is_none_or(|now| at(v) <= now);
+        if is_due {
+            due.push((k, *v));
+        }
+        !is_due
+    });
+    due
+}
+
 /// The node serving `disk` (two disks per node).
 pub(crate) fn node_of(disk: u32) -> u32 {
     disk / 2
@@ -229,14 +247,7 @@ impl World {
 
     /// Makes the announced moves due by `now_ms`; all of them if `None`.
     pub(crate) fn make_due_moves(&mut self, now_ms: Option<u64>) {
-        let due: Vec<((u64, u8), u32)> = self
-            .moving
-            .iter()
-            .filter(|(_, (_, at))| now_ms.is_none_or(|now| *at <= now))
-            .map(|(&copy, &(to, _))| (copy, to))
-            .collect();
-        for (copy, to) in due {
-            self.moving.remove(&copy);
+        for (copy, (to, _)) in take_due(&mut self.moving, now_ms, |&(_, at)| at) {
             self.place_copy(copy, to);
         }
     }
@@ -286,11 +297,8 @@ impl World {
 
     /// Makes the announced deletions due by `now_ms`; all of them if `None`.
     pub(crate) fn make_due_deletions(&mut self, now_ms: Option<u64>) {
-        let due: Vec<u64> =
-            self.announced.iter().filter(|(_, at)| now_ms.is_none_or(|now| **at <= now)).map(|(b, _)| *b).collect();
-        for b in due {
-            self.announced.remove(&b);
-            self.deleted.insert(b);
+        for (block, _) in take_due(&mut self.announced, now_ms, |&at| at) {
+            self.deleted.insert(block);
         }
     }
 

@@ -21,7 +21,7 @@ impl Sim<'_> {
             match roll {
                 0..50 => self.take_inbox(c),
                 50..53 => self.crash_client(c),
-                53..55 => self.delete_block(false)?,
+                53..55 => self.delete_block(false),
                 55..57 => self.write_block(),
                 57..59 => self.move_copy(false),
                 59..61 => self.repair_copy(),
@@ -53,7 +53,10 @@ impl Sim<'_> {
                 Ok(())
             }
             86..88 => self.subscribe(c, true),
-            88..90 => self.delete_block(true),
+            88..90 => {
+                self.delete_block(true);
+                Ok(())
+            }
             90..92 => {
                 self.write_block();
                 Ok(())
@@ -122,13 +125,12 @@ impl Sim<'_> {
     fn declare(&mut self, c: usize, valid: bool) -> Result<(), Violation> {
         let owner = self.clients[c].name.clone();
         let now = self.now_ms;
-        let (decl, keys) = if valid {
+        let (mut decl, mut keys) = if valid {
             let d = self.world.valid_declaration(&mut self.rng, now);
             (d.decl, Some(d.keys))
         } else {
             (self.world.invalid_declaration(&mut self.rng, now), None)
         };
-        let (mut decl, mut keys) = (decl, keys);
         let mut refreshed = refresh_first(&decl);
         if refreshed {
             if !self.refresh_for_declare() {
@@ -180,8 +182,7 @@ impl Sim<'_> {
             self.note(|| "declaration failed: the metadata service is unreachable".into());
             return false;
         }
-        let (rows, cluster) = self.world.snapshot();
-        self.process().machine.refresh_topology(rows, cluster);
+        self.refresh_planner();
         true
     }
 
@@ -238,10 +239,10 @@ impl Sim<'_> {
     /// A task (garbage collection, transcoding) deletes a live block, at
     /// most half of them over the run; with the planner up, it may announce
     /// the deletion first and make it up to two quanta later.
-    fn delete_block(&mut self, planner_up: bool) -> Result<(), Violation> {
+    fn delete_block(&mut self, planner_up: bool) {
         let live = self.world.live_blocks();
         if live.len() * 2 <= self.world.blocks.len() {
-            return Ok(());
+            return;
         }
         let block = live[self.rng.usize(0..live.len())];
         self.oracle.deleting(block);
@@ -254,7 +255,6 @@ impl Sim<'_> {
             self.world.delete(block);
             self.note(|| format!("block {block} deleted"));
         }
-        Ok(())
     }
 
     /// A task's `AnnounceDeletions` of `member`: the planner elides at once

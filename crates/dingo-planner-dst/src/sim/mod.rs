@@ -277,6 +277,12 @@ impl<'a> Sim<'a> {
         }
     }
 
+    /// The planner reads the metadata service: its view catches up.
+    fn refresh_planner(&mut self) {
+        let (rows, cluster) = self.world.snapshot();
+        self.process().machine.refresh_topology(rows, cluster);
+    }
+
     fn restart(&mut self) -> Result<(), Violation> {
         let (rows, cluster) = self.world.snapshot();
         let w = &self.world;
@@ -363,9 +369,8 @@ impl<'a> Sim<'a> {
             self.note(|| "quantum skipped: the metadata service is unreachable".into());
             return Ok(());
         }
-        let (rows, cluster) = self.world.snapshot();
+        self.refresh_planner();
         let p = self.process();
-        p.machine.refresh_topology(rows, cluster);
         let budget = p.budget;
         if p.machine.budget_at(now) != budget {
             let got = p.machine.budget_at(now);
