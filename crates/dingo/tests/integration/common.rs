@@ -12,6 +12,14 @@ use std::time::Duration;
 
 pub const EXE: &str = env!("CARGO_BIN_EXE_dingo");
 
+/// The JSON a `dingo ... --json` run printed, after checking it succeeded;
+/// failures show its stderr.
+pub fn json_of_success(out: &std::process::Output, what: &str) -> serde_json::Value {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{what} failed: {stderr}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"))
+}
+
 /// Starts a cluster of `nodes` nodes with `disks_per_node` disks each, every
 /// daemon reading `config` (TOML), in a fresh temporary directory, and waits
 /// until every node is alive. Keep the directory alive (and drop it last)

@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use crate::common::EXE;
+use crate::common::{EXE, json_of_success};
 
 #[test]
 fn quick_demo_saves_disk_reads_and_completes_all_work() {
@@ -17,9 +17,7 @@ fn quick_demo_saves_disk_reads_and_completes_all_work() {
         .env("RUST_LOG", "warn")
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "demo failed: {stderr}");
-    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let s = json_of_success(&out, "demo");
     for mode in ["imperative", "declarative"] {
         let m = &s[mode];
         assert_eq!(m["work_complete"], true, "{mode}: {}", m["tasks"]);

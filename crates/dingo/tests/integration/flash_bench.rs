@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::process::Command;
 
-use crate::common::EXE;
+use crate::common::{EXE, json_of_success};
 
 #[test]
 fn a_kvcache_trace_is_replayed_and_its_report_and_figures_written() {
@@ -26,9 +26,7 @@ fn a_kvcache_trace_is_replayed_and_its_report_and_figures_written() {
         .arg(&out_dir)
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "bench flash failed: {stderr}");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let report = json_of_success(&out, "bench flash");
     assert_eq!(report["trace"], trace.display().to_string());
     assert_eq!(report["budgets"]["requests"], 3000);
     assert!(!report["footprints"].as_array().unwrap().is_empty());
@@ -54,9 +52,7 @@ fn the_real_engines_are_cross_checked_from_the_command_line() {
         .arg(dir.path())
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "bench flash --real failed: {stderr}");
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let report = json_of_success(&out, "bench flash --real");
     let reports = report["reports"].as_array().unwrap();
     assert_eq!(reports.iter().map(|r| r["system"].as_str().unwrap()).collect::<Vec<_>>(), ["kangaroo", "fairywren"]);
     for r in reports {

@@ -7,7 +7,7 @@
 
 use std::process::Command;
 
-use crate::common::EXE;
+use crate::common::{EXE, json_of_success};
 
 #[test]
 fn quick_live_flash_tier_takes_pinned_overflow_off_the_disks() {
@@ -18,9 +18,7 @@ fn quick_live_flash_tier_takes_pinned_overflow_off_the_disks() {
         .env("RUST_LOG", "warn")
         .output()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "flash-tier --live failed: {stderr}");
-    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let s = json_of_success(&out, "flash-tier --live");
     let results = s["results"].as_array().unwrap();
     assert_eq!(results.len(), 2, "one run of each arm");
     let arm = |name: &str| results.iter().find(|r| r["arm"] == name).unwrap_or_else(|| panic!("no {name} arm"));
