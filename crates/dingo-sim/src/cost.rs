@@ -3,6 +3,7 @@
 //! time to the earlier processes' and reports the largest peak of them all.
 
 use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 /// What a run cost: wall time and peak memory, over every process it spans.
@@ -57,8 +58,15 @@ pub fn release_free_memory() {
 
 /// Peak resident set size of this process (`VmHWM`); 0 where `/proc` is
 /// unavailable. Every command that reports a peak RSS reads it here.
+///
+/// The largest reading so far is returned, so a peak never goes down: the
+/// kernel's figure comes from approximate per-CPU RSS counters and can
+/// read lower than an earlier reading (once in CI, a checkpoint's resumed
+/// peak was below the one read just before it was saved).
 pub fn peak_rss_bytes() -> u64 {
-    status_bytes("VmHWM:")
+    static HIGHEST: AtomicU64 = AtomicU64::new(0);
+    let now = status_bytes("VmHWM:");
+    HIGHEST.fetch_max(now, Ordering::Relaxed).max(now)
 }
 
 /// Resident set size of this process now (`VmRSS`); 0 where `/proc` is
