@@ -361,6 +361,86 @@ proptest! {
         }
     }
 
+    /// Every shape of declaration ends once failed disks return: with
+    /// blocks deleted and disks failed for two quanta, each set is either
+    /// delivered, reading only live members on the disks the topology
+    /// names at that quantum, or elided because every member is deleted;
+    /// and every declaration is done within a few quanta of the disks'
+    /// return (the k-of-n rule of the test above, for ranges, exact
+    /// copies, disk scrubs and whole-cluster scrubs too).
+    #[test]
+    fn every_set_is_delivered_or_all_deleted_once_failed_disks_return(
+        seed in 0u64..8,
+        specs in proptest::collection::vec(decl_spec(), 1..5),
+        deletions in proptest::collection::btree_set(0..BLOCKS, 0..20),
+        failed in proptest::collection::btree_set(0..DISKS, 0..3),
+    ) {
+        let healthy = cluster(seed);
+        let mut planner = Planner::new(PlannerConfig { quantum: Duration::from_millis(QUANTUM_MS), ..PlannerConfig::default() });
+        let mut declared = BTreeMap::new();
+        for spec in &specs {
+            let decl = Declaration {
+                task: TaskKind::ALL[spec.task],
+                read_sets: read_sets(&spec.shape),
+                sets_needed: None,
+                bytes_needed: None,
+                deadline: Timestamp(spec.deadline_quanta * QUANTUM_MS),
+            };
+            let id = planner.declare(&healthy, Timestamp(0), &decl).unwrap();
+            declared.insert(id, spec.shape.clone());
+        }
+        let mut deleted = healthy.clone();
+        for &b in &deletions {
+            deleted.set_state(BlockId(b), BlockState::Deleted);
+        }
+        let mut broken = deleted.clone();
+        for &d in &failed {
+            broken.fail_disk(DiskId(d));
+        }
+        let mut delivered: BTreeMap<DeclarationId, BTreeSet<u64>> = BTreeMap::new();
+        for q in 0..8 {
+            let (topo, budget) = match q {
+                0 => (&healthy, Budget::cluster_bytes(0)),
+                1 | 2 => (&broken, Budget::UNLIMITED),
+                _ => (&deleted, Budget::UNLIMITED),
+            };
+            if q == 1 {
+                planner.note_deleted(topo, &deletions.iter().copied().collect());
+            }
+            let plan = planner.plan_quantum(topo, Timestamp(q * QUANTUM_MS), &budget);
+            for (s, set) in plan.schedule.sets.iter().enumerate() {
+                let id = plan.schedule.decls[set.decl as usize].id;
+                prop_assert!(delivered.entry(id).or_default().insert(set.key), "{} set {} delivered twice", id, set.key);
+                let shape = &declared[&id];
+                let members = members_of(shape, set.key);
+                let reads = plan.schedule.reads_of(s);
+                for r in reads {
+                    prop_assert!(members.contains(&r.block().0), "{} set {} read block {}", id, set.key, r.block().0);
+                    prop_assert!(!deletions.contains(&r.block().0), "quantum {}: deleted block {} read", q, r.block().0);
+                    prop_assert_eq!(topo.copy_disk(r.chunk()), Some(r.disk()), "quantum {}: a read off its copy's disk", q);
+                }
+                // Every live member is read once (k of them for a set
+                // needing k): nothing is delivered short. Sets are only
+                // delivered from quantum 1, after the deletions.
+                let read: BTreeSet<u64> = reads.iter().map(|r| r.block().0).collect();
+                let live: BTreeSet<u64> = members.iter().copied().filter(|b| !deletions.contains(b)).collect();
+                prop_assert_eq!(read.len(), reads.len(), "{} set {}: a member read twice", id, set.key);
+                match shape {
+                    Shape::Choose(v) => prop_assert_eq!(read.len(), live.len().min(v[set.key as usize].1 as usize)),
+                    _ => prop_assert_eq!(&read, &live, "{} set {}: the live members read", id, set.key),
+                }
+            }
+        }
+        for (id, shape) in &declared {
+            prop_assert_eq!(planner.status(*id).map(|s| s.delivered_sets), None, "{} ({:?}) not done", id, shape);
+            for key in set_keys(shape, &healthy) {
+                let all_deleted = members_of(shape, key).iter().all(|b| deletions.contains(b));
+                let got = delivered.get(id).is_some_and(|keys| keys.contains(&key));
+                prop_assert_eq!(got, !all_deleted, "{} set {}: delivered, or all its members deleted", id, key);
+            }
+        }
+    }
+
     /// Byte-denominated flexibility, beside other work that makes some of
     /// its sets free: (a) no set of it is scheduled in a quantum that
     /// starts with its bytes already delivered; (b) it finishes only with
@@ -449,5 +529,31 @@ fn member_count(shape: &Shape, topo: &TableTopology) -> u64 {
         Shape::Choose(v) => v.iter().map(|&(_, n)| u64::from(n)).sum(),
         Shape::Ranges(v) => v.iter().map(|&(_, len)| u64::from(len)).sum(),
         _ => set_count(shape, topo),
+    }
+}
+
+/// The keys of the sets a declaration of `shape` holds on `topo`.
+fn set_keys(shape: &Shape, topo: &TableTopology) -> Vec<u64> {
+    match shape {
+        Shape::Copies(cs) => {
+            cs.iter().map(|&(b, copy)| Member::Copy(ChunkRef { block: BlockId(b), copy }).key()).collect()
+        }
+        Shape::Disk(d) => topo.chunks_on_disk(DiskId(*d)).iter().map(Member::key).collect(),
+        Shape::All => topo.all_chunks().iter().map(Member::key).collect(),
+        _ => (0..set_count(shape, topo)).collect(),
+    }
+}
+
+/// The blocks of set `key` of a declaration of `shape`.
+fn members_of(shape: &Shape, key: u64) -> Vec<u64> {
+    match shape {
+        Shape::Singles(v) => vec![v[key as usize]],
+        Shape::Sets(v) => v[key as usize].clone(),
+        Shape::Choose(v) => v[key as usize].0.clone(),
+        Shape::Ranges(v) => {
+            let (start, len) = v[key as usize];
+            (start..start + u64::from(len)).collect()
+        }
+        Shape::Copies(_) | Shape::Disk(_) | Shape::All => vec![Member::from_key(key).block().0],
     }
 }
