@@ -61,36 +61,68 @@ pub struct Violation {
     pub trace: Vec<String>,
 }
 
+/// Declares [`Counts`] from one list: each counter's field, doc and
+/// label, so that summing seeds and printing totals cannot miss one.
+macro_rules! counts {
+    ($($(#[doc = $doc:literal])* $field:ident: $label:literal,)*) => {
+        /// What a run did, counted; summed over the seeds of a campaign.
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        pub struct Counts {
+            $($(#[doc = $doc])* pub $field: u64,)*
+        }
+
+        impl std::ops::AddAssign<&Counts> for Counts {
+            fn add_assign(&mut self, other: &Counts) {
+                $(self.$field += other.$field;)*
+            }
+        }
+
+        impl Counts {
+            /// Each counter with its label, in declaration order.
+            pub fn labelled(&self) -> Vec<(u64, &'static str)> {
+                vec![$((self.$field, $label)),*]
+            }
+        }
+    };
+}
+
+counts! {
+    quanta: "quanta",
+    declarations: "declarations",
+    deliveries_seen: "deliveries",
+    acks: "acks",
+    refusals: "refusals",
+    planner_crashes: "planner crashes",
+    client_crashes: "client crashes",
+    /// Blocks deleted by tasks, and sets the planner elided at once on an
+    /// announcement of such a deletion.
+    blocks_deleted: "blocks deleted",
+    announced_elided_sets: "sets elided on announcement",
+    /// Declarations done with sets elided (never delivered: deleted).
+    declarations_with_elided_sets: "declarations done with elided sets",
+    /// Times a node went down.
+    node_outages: "node outages",
+    /// Blocks tasks wrote during the run, and quanta the planner skipped
+    /// with the metadata service unreachable.
+    blocks_written: "blocks written",
+    quanta_skipped: "quanta skipped",
+    /// Copies a rebalancer moved (announced or not), and copies lost until
+    /// a repair.
+    copies_moved: "copies moved",
+    copies_lost: "copies lost",
+    /// Declarations refused on a stale topology and tried again after a
+    /// refresh, as the service does.
+    stale_retries: "declarations retried on a refreshed topology",
+    /// Sets planned in a quantum beside another set reading a different
+    /// block of their redundancy group (one dispatch component for both).
+    sets_sharing_a_group: "sets sharing a redundancy group",
+}
+
 /// What one seed's run did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Summary {
     pub seed: u64,
-    pub quanta: u64,
-    pub declarations: u64,
-    pub deliveries_seen: u64,
-    pub acks: u64,
-    pub refusals: u64,
-    pub planner_crashes: u64,
-    pub client_crashes: u64,
-    /// Blocks deleted by tasks, and sets the planner elided at once on an
-    /// announcement of such a deletion.
-    pub blocks_deleted: u64,
-    pub announced_elided_sets: u64,
-    /// Declarations done with sets elided (never delivered: deleted).
-    pub declarations_with_elided_sets: u64,
-    /// Times a node went down.
-    pub node_outages: u64,
-    /// Blocks tasks wrote during the run, and quanta the planner skipped
-    /// with the metadata service unreachable.
-    pub blocks_written: u64,
-    pub quanta_skipped: u64,
-    /// Copies a rebalancer moved (announced or not), and copies lost until
-    /// a repair.
-    pub copies_moved: u64,
-    pub copies_lost: u64,
-    /// Declarations refused on a stale topology and tried again after a
-    /// refresh, as the service does.
-    pub stale_retries: u64,
+    pub counts: Counts,
     /// A hash of the whole trace: equal for equal runs.
     pub trace_digest: u64,
     /// The trace, if asked for.
@@ -132,7 +164,7 @@ pub struct Campaign {
     pub seeds: u64,
     pub violations: Vec<Violation>,
     /// Sums over the seeds that passed.
-    pub totals: Summary,
+    pub totals: Counts,
     /// Every seed's trace, one after the other, if the options asked for it.
     pub trace: Vec<String>,
 }
@@ -140,29 +172,9 @@ pub struct Campaign {
 /// One line of totals, then each violation.
 impl std::fmt::Display for Campaign {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let t = &self.totals;
-        writeln!(
-            f,
-            "{} seeds, {} violations; {} quanta, {} declarations, {} deliveries, {} acks, {} refusals, {} planner crashes, {} client crashes, {} blocks deleted, {} sets elided on announcement, {} declarations done with elided sets, {} node outages, {} blocks written, {} quanta skipped, {} copies moved, {} copies lost, {} declarations retried on a refreshed topology",
-            self.seeds,
-            self.violations.len(),
-            t.quanta,
-            t.declarations,
-            t.deliveries_seen,
-            t.acks,
-            t.refusals,
-            t.planner_crashes,
-            t.client_crashes,
-            t.blocks_deleted,
-            t.announced_elided_sets,
-            t.declarations_with_elided_sets,
-            t.node_outages,
-            t.blocks_written,
-            t.quanta_skipped,
-            t.copies_moved,
-            t.copies_lost,
-            t.stale_retries
-        )?;
+        let counts: Vec<String> =
+            self.totals.labelled().into_iter().map(|(count, label)| format!("{count} {label}")).collect();
+        writeln!(f, "{} seeds, {} violations; {}", self.seeds, self.violations.len(), counts.join(", "))?;
         self.violations.iter().try_for_each(|v| writeln!(f, "{v}"))
     }
 }
@@ -176,23 +188,7 @@ pub fn run_seeds(first: u64, count: u64, options: &Options, stop_at_first: bool)
         match run_seed(seed, options) {
             Ok(mut s) => {
                 campaign.trace.append(&mut s.trace);
-                let t = &mut campaign.totals;
-                t.quanta += s.quanta;
-                t.declarations += s.declarations;
-                t.deliveries_seen += s.deliveries_seen;
-                t.acks += s.acks;
-                t.refusals += s.refusals;
-                t.planner_crashes += s.planner_crashes;
-                t.client_crashes += s.client_crashes;
-                t.blocks_deleted += s.blocks_deleted;
-                t.announced_elided_sets += s.announced_elided_sets;
-                t.declarations_with_elided_sets += s.declarations_with_elided_sets;
-                t.node_outages += s.node_outages;
-                t.blocks_written += s.blocks_written;
-                t.quanta_skipped += s.quanta_skipped;
-                t.copies_moved += s.copies_moved;
-                t.copies_lost += s.copies_lost;
-                t.stale_retries += s.stale_retries;
+                campaign.totals += &s.counts;
             }
             Err(v) => {
                 campaign.trace.extend(v.trace.iter().cloned());
@@ -222,6 +218,7 @@ mod tests {
         assert!(t.blocks_deleted > 0 && t.announced_elided_sets > 0 && t.declarations_with_elided_sets > 0, "{t:?}");
         assert!(t.node_outages > 0 && t.blocks_written > 0 && t.quanta_skipped > 0, "{t:?}");
         assert!(t.copies_moved > 0 && t.copies_lost > 0 && t.stale_retries > 0, "{t:?}");
+        assert!(t.sets_sharing_a_group > 0, "{t:?}");
     }
 
     #[test]

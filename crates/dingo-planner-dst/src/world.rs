@@ -1,5 +1,5 @@
 //! What one seed simulates: a small cluster (disks on nodes, blocks with
-//! two copies each) whose blocks tasks write and delete, and whose copies
+//! two copies each, in redundancy groups of one to four blocks) whose blocks tasks write and delete, and whose copies
 //! move between disks or are lost and repaired, as the run goes on, with a
 //! node or the metadata service down at times, the planner's
 //! configuration, the task clients, and the declarations and
@@ -20,6 +20,8 @@ pub(crate) const START_MS: u64 = 1_700_000_000_000;
 pub(crate) const QUANTUM_MS: u64 = 1000;
 /// Blocks in one explicit set or range at most.
 const MAX_SET_BLOCKS: u64 = 3;
+/// Blocks in one redundancy group at most.
+const MAX_GROUP_BLOCKS: usize = 4;
 
 /// The disk of a copy that is lost (the metadata service's "unknown").
 pub(crate) const NO_DISK: u32 = u32::MAX;
@@ -28,6 +30,10 @@ pub(crate) struct Block {
     pub(crate) size_bytes: u64,
     /// Disk of copy 0 and of copy 1 ([`NO_DISK`]: lost), never the same.
     pub(crate) disks: [u32; 2],
+    /// Its redundancy group: the id of the group's first block. Blocks
+    /// written one after another share one, as a stripe's do, so sets
+    /// reading different blocks of a group fall in one dispatch component.
+    pub(crate) group: u64,
 }
 
 pub(crate) struct World {
@@ -77,6 +83,19 @@ fn take_due<K: Ord + Copy, V: Copy>(
     due
 }
 
+/// The redundancy group of a block written after `blocks`: the last
+/// block's, half the time while that group holds fewer than
+/// [`MAX_GROUP_BLOCKS`], else a group of its own (named by its id).
+fn next_group(rng: &mut fastrand::Rng, blocks: &[Block]) -> u64 {
+    let id = blocks.len() as u64;
+    match blocks.last() {
+        Some(last) if rng.bool() && blocks.iter().filter(|b| b.group == last.group).count() < MAX_GROUP_BLOCKS => {
+            last.group
+        }
+        _ => id,
+    }
+}
+
 /// The node serving `disk` (two disks per node).
 pub(crate) fn node_of(disk: u32) -> u32 {
     disk / 2
@@ -98,13 +117,13 @@ impl World {
             })
             .collect::<Vec<_>>();
         let disk_count = disks.len() as u32;
-        let blocks = (0..rng.u64(6..=40))
-            .map(|_| {
-                let first = rng.u32(0..disk_count);
-                let second = (first + rng.u32(1..disk_count)) % disk_count;
-                Block { size_bytes: rng.u64(64_000..=2_000_000), disks: [first, second] }
-            })
-            .collect();
+        let mut blocks = Vec::new();
+        for _ in 0..rng.u64(6..=40) {
+            let first = rng.u32(0..disk_count);
+            let second = (first + rng.u32(1..disk_count)) % disk_count;
+            let group = next_group(rng, &blocks);
+            blocks.push(Block { size_bytes: rng.u64(64_000..=2_000_000), disks: [first, second], group });
+        }
         let clients = (0..rng.usize(1..=4)).map(|i| format!("client-{i}")).collect();
         let config = ServiceConfig {
             quantum_ms: QUANTUM_MS,
@@ -154,7 +173,7 @@ impl World {
                 id,
                 size: b.size_bytes,
                 state: if self.deleted.contains(&id) { BlockState::Deleted } else { BlockState::Sealed } as i32,
-                group: id,
+                group: b.group,
                 disks: b.disks.to_vec(),
             })
             .collect()
@@ -268,7 +287,8 @@ impl World {
         let disk_count = self.disks.len() as u32;
         let first = rng.u32(0..disk_count);
         let second = (first + rng.u32(1..disk_count)) % disk_count;
-        self.blocks.push(Block { size_bytes: rng.u64(64_000..=largest), disks: [first, second] });
+        let group = next_group(rng, &self.blocks);
+        self.blocks.push(Block { size_bytes: rng.u64(64_000..=largest), disks: [first, second], group });
         self.blocks.len() as u64 - 1
     }
 
@@ -288,6 +308,31 @@ impl World {
                     .map(|m| (m.key(), BlockSet::new(vec![m])))
             })
             .collect()
+    }
+
+    /// How many of a quantum's sets read a block of a redundancy group of
+    /// which another of its sets reads a different block: sets the
+    /// dispatcher must keep in one component though they share no chunk.
+    pub(crate) fn sets_sharing_a_group<'a>(&self, callbacks: impl Iterator<Item = &'a pb::Callback>) -> u64 {
+        // group → each set reading it (delivery, key) with the blocks it reads there.
+        let mut readers: BTreeMap<u64, BTreeMap<(u64, u64), BTreeSet<u64>>> = BTreeMap::new();
+        for cb in callbacks {
+            for set in &cb.sets {
+                for r in &set.reads {
+                    let group = self.blocks[r.block as usize].group;
+                    readers.entry(group).or_default().entry((cb.delivery, set.key)).or_default().insert(r.block);
+                }
+            }
+        }
+        let mut sharing = BTreeSet::new();
+        for sets in readers.values() {
+            for (&set, blocks) in sets {
+                if sets.iter().any(|(&other, theirs)| other != set && theirs.iter().any(|b| !blocks.contains(b))) {
+                    sharing.insert(set);
+                }
+            }
+        }
+        sharing.len() as u64
     }
 
     /// A task deletes `block` now, unannounced.

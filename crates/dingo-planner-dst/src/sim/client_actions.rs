@@ -107,7 +107,7 @@ impl Sim<'_> {
         if let (Some(stream), Some(p)) = (stream, self.planner.as_mut()) {
             p.queue.push_back(Job::Closed(stream));
         }
-        self.summary.client_crashes += 1;
+        self.summary.counts.client_crashes += 1;
         let name = self.clients[c].name.clone();
         self.note(|| format!("{name} crashes"));
     }
@@ -153,7 +153,7 @@ impl Sim<'_> {
                 return Ok(());
             }
             refreshed = true;
-            self.summary.stale_retries += 1;
+            self.summary.counts.stale_retries += 1;
             self.note(|| "declaration retried on a refreshed topology".into());
             accepted = self.request("declare", |m| m.declare(&owner, &decl, now))?;
         }
@@ -162,7 +162,7 @@ impl Sim<'_> {
             (Ok((id, step)), Some(keys)) => {
                 let needed = decl.sets_needed.unwrap_or(keys.len() as u64);
                 let info = DeclInfo { owner, keys, needed, deadline_ms: decl.deadline.as_millis(), cancelled: false };
-                self.summary.declarations += 1;
+                self.summary.counts.declarations += 1;
                 self.note(|| format!("declaration {} accepted: {needed} sets needed", id.0));
                 self.queue(step, Request::Declare { client: c, id: id.0, info });
                 Ok(())
@@ -207,7 +207,7 @@ impl Sim<'_> {
             ids.push(match self.rng.u8(0..3) {
                 0 => 0,
                 1 => u64::MAX / 2,
-                _ => self.rng.u64(1..=self.summary.deliveries_seen + 5),
+                _ => self.rng.u64(1..=self.summary.counts.deliveries_seen + 5),
             });
         }
         if ids.is_empty() {
@@ -224,7 +224,7 @@ impl Sim<'_> {
                         client.unsure.push(d);
                     }
                 }
-                self.summary.acks += 1;
+                self.summary.counts.acks += 1;
                 self.note(|| format!("{name} acks {ids:?}"));
                 self.queue(step, Request::Ack { client: c, ids });
                 Ok(())
@@ -246,7 +246,7 @@ impl Sim<'_> {
         }
         let block = live[self.rng.usize(0..live.len())];
         self.oracle.deleting(block);
-        self.summary.blocks_deleted += 1;
+        self.summary.counts.blocks_deleted += 1;
         if planner_up && self.rng.bool() {
             let at = self.now_ms + self.rng.u64(0..=2 * QUANTUM_MS);
             self.world.announced.insert(block, at);
@@ -262,7 +262,7 @@ impl Sim<'_> {
     fn announce(&mut self, member: Member) {
         let members: MemberBitmap = [member].into_iter().collect();
         let (elided, step) = self.process().machine.announce_deletions(&members);
-        self.summary.announced_elided_sets += elided;
+        self.summary.counts.announced_elided_sets += elided;
         self.note(|| format!("{member} announced for deletion: {elided} sets elided"));
         self.queue(step, Request::Announce { member });
     }
@@ -273,7 +273,7 @@ impl Sim<'_> {
     fn move_copy(&mut self, planner_up: bool) {
         let Some((block, copy)) = self.world.movable_copy(&mut self.rng) else { return };
         let to = self.world.free_disk_for(&mut self.rng, block);
-        self.summary.copies_moved += 1;
+        self.summary.counts.copies_moved += 1;
         if planner_up && self.rng.bool() {
             let at = self.now_ms + self.rng.u64(0..=2 * QUANTUM_MS);
             self.world.moving.insert((block, copy), (to, at));
@@ -303,14 +303,14 @@ impl Sim<'_> {
     /// the metadata service.
     fn write_block(&mut self) {
         let block = self.world.write_block(&mut self.rng);
-        self.summary.blocks_written += 1;
+        self.summary.counts.blocks_written += 1;
         self.note(|| format!("block {block} written"));
     }
 
     fn cancel(&mut self, c: usize, bogus: bool) -> Result<(), Violation> {
         let client = &self.clients[c];
         let id = match (bogus, client.decls.is_empty()) {
-            (true, _) => self.rng.u64(0..=self.summary.declarations + 2),
+            (true, _) => self.rng.u64(0..=self.summary.counts.declarations + 2),
             (false, true) => return Ok(()),
             (false, false) => client.decls[self.rng.usize(0..client.decls.len())],
         };

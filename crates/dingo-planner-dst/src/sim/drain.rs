@@ -56,7 +56,8 @@ impl Sim<'_> {
         }
         let ids = self.oracle.declared_ids();
         let statuses = self.process().machine.status(&ids).map_err(|e| self.violation(format!("status: {e}")))?;
-        self.summary.declarations_with_elided_sets = self.oracle.at_end(&statuses).map_err(|m| self.violation(m))?;
+        self.summary.counts.declarations_with_elided_sets =
+            self.oracle.at_end(&statuses).map_err(|m| self.violation(m))?;
         Ok(())
     }
 

@@ -239,7 +239,7 @@ impl<'a> Sim<'a> {
             }
             None => {
                 let n = self.rng.u32(0..nodes);
-                self.summary.node_outages += 1;
+                self.summary.counts.node_outages += 1;
                 self.note(|| format!("node {n} goes down"));
                 Some(n)
             }
@@ -251,7 +251,7 @@ impl<'a> Sim<'a> {
     fn copy_lost(&mut self) {
         let Some((block, copy)) = self.world.movable_copy(&mut self.rng) else { return };
         self.world.place_copy((block, copy), crate::world::NO_DISK);
-        self.summary.copies_lost += 1;
+        self.summary.counts.copies_lost += 1;
         self.note(|| format!("copy {copy} of block {block} is lost"));
     }
 
@@ -312,7 +312,7 @@ impl<'a> Sim<'a> {
             c.stream = None;
         }
         self.down_until_ms = self.now_ms + self.rng.u64(0..=2 * QUANTUM_MS);
-        self.summary.planner_crashes += 1;
+        self.summary.counts.planner_crashes += 1;
         self.note(|| format!("planner crashes ({head}, {} steps queued)", p.queue.len()));
     }
 
@@ -329,7 +329,7 @@ impl<'a> Sim<'a> {
             Ok(t) => Ok(Ok(t)),
             Err(e) => {
                 let changed = machine.fingerprint() != before;
-                self.summary.refusals += 1;
+                self.summary.counts.refusals += 1;
                 self.note(|| format!("{what} refused: {e}"));
                 if changed {
                     return Err(self.violation(format!("the refused {what} ({e}) changed the planner's state")));
@@ -365,7 +365,7 @@ impl<'a> Sim<'a> {
         // the quantum if it cannot.
         if meta_down {
             p.schedule_next_quantum(now);
-            self.summary.quanta_skipped += 1;
+            self.summary.counts.quanta_skipped += 1;
             self.note(|| "quantum skipped: the metadata service is unreachable".into());
             return Ok(());
         }
@@ -384,7 +384,8 @@ impl<'a> Sim<'a> {
         self.check(Oracle::within_budget(&self.world, &budget, step.planned()))?;
         self.check(Oracle::reads_nothing_gone(&self.world, step.planned()))?;
         let planned = step.planned().count();
-        self.summary.quanta += 1;
+        self.summary.counts.quanta += 1;
+        self.summary.counts.sets_sharing_a_group += self.world.sets_sharing_a_group(step.planned());
         self.note(|| format!("quantum planned: {planned} deliveries"));
         self.queue(step, Request::Plan);
         Ok(())
@@ -485,7 +486,7 @@ impl<'a> Sim<'a> {
             }
             Request::Announce { .. } => Ok(()),
             Request::Plan => {
-                self.summary.deliveries_seen += step.planned().count() as u64;
+                self.summary.counts.deliveries_seen += step.planned().count() as u64;
                 self.oracle.planned(step.planned(), &self.world.seen_deleted)
             }
             Request::Subscribe { client, stream } => {
