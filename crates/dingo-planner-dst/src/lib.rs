@@ -116,6 +116,8 @@ counts! {
     /// Sets planned in a quantum beside another set reading a different
     /// block of their redundancy group (one dispatch component for both).
     sets_sharing_a_group: "sets sharing a redundancy group",
+    /// Cache directives of dispatch groups checked against their reads.
+    pins_checked: "pins checked",
 }
 
 /// What one seed's run did.
@@ -218,7 +220,7 @@ mod tests {
         assert!(t.blocks_deleted > 0 && t.announced_elided_sets > 0 && t.declarations_with_elided_sets > 0, "{t:?}");
         assert!(t.node_outages > 0 && t.blocks_written > 0 && t.quanta_skipped > 0, "{t:?}");
         assert!(t.copies_moved > 0 && t.copies_lost > 0 && t.stale_retries > 0, "{t:?}");
-        assert!(t.sets_sharing_a_group > 0, "{t:?}");
+        assert!(t.sets_sharing_a_group > 0 && t.pins_checked > 0, "{t:?}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! that came out.
 
 use crate::world::{NO_DISK, World, node_of};
+use dingo_planner_service::Due;
 use dingo_proto::planner as pb;
 use dingo_types::{BlockSet, Member};
 use std::collections::{BTreeMap, BTreeSet};
@@ -30,6 +31,8 @@ struct DeliveryInfo {
     declaration: u64,
     keys: Vec<u64>,
     quantum_ms: u64,
+    /// Every read of its sets: `(block, copy)` and the disk named.
+    reads: Vec<((u64, u8), u32)>,
 }
 
 #[derive(Default)]
@@ -148,10 +151,83 @@ impl Oracle {
                     ));
                 }
             }
-            let info = DeliveryInfo { owner, declaration: cb.declaration, keys, quantum_ms: cb.quantum_ms };
+            let reads = cb.sets.iter().flat_map(|s| &s.reads).map(|r| ((r.block, r.copy as u8), r.disk)).collect();
+            let info = DeliveryInfo { owner, declaration: cb.declaration, keys, quantum_ms: cb.quantum_ms, reads };
             self.deliveries.insert(cb.delivery, info);
         }
         Ok(())
+    }
+
+    /// A dispatch group taken at `now_ms` pins exactly the chunks two or
+    /// more reads of its deliveries name, each on the node of the disk its
+    /// reads name, until after `now_ms`: all of them, unless pins lapsed
+    /// before it was taken (never within the grace of its time) or a
+    /// chunk's node is down as the planner knows.
+    ///
+    /// Pins are made when the quantum is planned, so they count the
+    /// readers of declarations cancelled since, whose deliveries a
+    /// restarted planner no longer lists in the group: such deliveries of
+    /// the group's quantum count as possible readers of a pin.
+    pub(crate) fn group_pins(&self, world: &World, due: &Due, now_ms: u64) -> Check {
+        let mut readers: BTreeMap<(u64, u8), (u32, u32)> = BTreeMap::new();
+        let mut quantum_ms = None;
+        for id in due.deliveries() {
+            let info =
+                self.deliveries.get(id).ok_or_else(|| format!("a dispatch group names delivery {id}, never stored"))?;
+            quantum_ms = Some(info.quantum_ms);
+            for &(chunk, disk) in &info.reads {
+                let (first_disk, count) = readers.entry(chunk).or_insert((disk, 0));
+                if *first_disk != disk {
+                    return Err(format!("chunk {chunk:?} read on disks {first_disk} and {disk} in one group"));
+                }
+                *count += 1;
+            }
+        }
+        let mut cancelled_readers: BTreeMap<(u64, u8), (u32, u32)> = BTreeMap::new();
+        let cancelled = self.deliveries.iter().filter(|(id, d)| {
+            Some(d.quantum_ms) == quantum_ms && self.decls[&d.declaration].cancelled && !due.deliveries().contains(id)
+        });
+        for &(chunk, disk) in cancelled.flat_map(|(_, d)| &d.reads) {
+            cancelled_readers.entry(chunk).or_insert((disk, 0)).1 += 1;
+        }
+        let node_addr = |disk: u32| format!("node-{}", node_of(disk));
+        let mut pinned = BTreeSet::new();
+        for (node, chunks) in due.pins() {
+            for (chunk, until_ms) in chunks {
+                let key = (chunk.block.0, chunk.copy);
+                let (listed, cancelled) = (readers.get(&key), cancelled_readers.get(&key));
+                let count = listed.map_or(0, |r| r.1) + cancelled.map_or(0, |r| r.1);
+                let Some(&(disk, _)) = listed.or(cancelled).filter(|_| count >= 2) else {
+                    return Err(format!("a group pins {key:?}, which fewer than two of its reads name"));
+                };
+                if *node != node_addr(disk) || *until_ms <= now_ms {
+                    return Err(format!(
+                        "a group pins {key:?} ({count} readers, disk {disk}) on {node} until {until_ms}, taken at {now_ms}"
+                    ));
+                }
+                pinned.insert(key);
+            }
+        }
+        // A group's pins last until the next group's time plus the grace,
+        // so a group taken within the grace of its own time has all of them.
+        if due.lapsed_pins() > 0 {
+            let grace_ends_ms = due.at_ms() + world.config.pin_grace_ms;
+            if now_ms < grace_ends_ms {
+                return Err(format!(
+                    "a group due at {} taken at {now_ms} lost {} pins as lapsed, within the grace",
+                    due.at_ms(),
+                    due.lapsed_pins()
+                ));
+            }
+            return Ok(());
+        }
+        let node_up = |disk: u32| world.seen_dead_node != Some(node_of(disk));
+        match readers.iter().find(|&(key, &(disk, count))| count >= 2 && node_up(disk) && !pinned.contains(key)) {
+            Some((key, (disk, count))) => {
+                Err(format!("a group does not pin {key:?}, which {count} of its reads name on disk {disk}"))
+            }
+            None => Ok(()),
+        }
     }
 
     /// A quantum's plan spends at most its budget: the physical reads (the

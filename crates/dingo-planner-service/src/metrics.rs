@@ -27,6 +27,9 @@ pub(crate) struct Metrics {
     pub(crate) overlap_bytes: [[u64; TaskKind::COUNT]; TaskKind::COUNT],
     pub(crate) pins_sent: u64,
     pub(crate) pin_errors: u64,
+    /// Cache directives dropped because they lapsed before their group
+    /// went out (the planner fell behind, or restarted).
+    pub(crate) pins_lapsed: u64,
     /// Per-quantum budget messages a node took, and those it did not.
     pub(crate) node_budgets_sent: u64,
     pub(crate) node_budget_errors: u64,
@@ -99,7 +102,7 @@ impl MetricsView {
             overlapped,
         )?;
         use Scalar::{Counter, Gauge};
-        let scalars: [(&str, &str, Scalar); 19] = [
+        let scalars: [(&str, &str, Scalar); 20] = [
             (
                 "dingo_planner_announced_elided_sets_total",
                 "Sets elided before being read because a task announced it was about to delete their blocks.",
@@ -127,6 +130,11 @@ impl MetricsView {
             ),
             ("dingo_planner_pins_sent_total", "Cache directives sent to nodes.", Counter(m.pins_sent)),
             ("dingo_planner_pin_errors_total", "Cache directives a node did not take.", Counter(m.pin_errors)),
+            (
+                "dingo_planner_pins_lapsed_total",
+                "Cache directives dropped because they lapsed before their dispatch group went out.",
+                Counter(m.pins_lapsed),
+            ),
             (
                 "dingo_planner_node_budgets_sent_total",
                 "Per-quantum budget messages nodes took.",
@@ -209,6 +217,7 @@ mod tests {
             "dingo_planner_paused_declarations gauge",
             "dingo_planner_pins_sent_total counter",
             "dingo_planner_pin_errors_total counter",
+            "dingo_planner_pins_lapsed_total counter",
             "dingo_planner_node_budgets_sent_total counter",
             "dingo_planner_node_budget_errors_total counter",
             "dingo_planner_slow_disks gauge",

@@ -355,6 +355,12 @@ impl<'a> Sim<'a> {
         if p.machine.next_group_at().is_some_and(|at| at <= now) {
             p.pins_in_flight = p.machine.take_due(now);
             p.timer_busy = true;
+            let due = self.planner.as_ref().and_then(|p| p.pins_in_flight.as_ref());
+            if let Some(due) = due {
+                self.check(self.oracle.group_pins(&self.world, due, now))?;
+                self.summary.counts.pins_checked +=
+                    due.pins().iter().map(|(_, chunks)| chunks.len() as u64).sum::<u64>();
+            }
             self.note(|| "a dispatch group is due".into());
             return Ok(());
         }

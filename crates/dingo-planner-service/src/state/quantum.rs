@@ -14,9 +14,14 @@ use std::collections::{BTreeMap, BTreeSet};
 /// directives go out (by node), then [`State::complete_group`].
 pub(crate) struct DueGroup {
     pub(crate) id: u64,
+    /// When it was due (Unix ms).
+    pub(crate) at_ms: u64,
     /// Node address → pins `(chunk, until unix ms)` for that node.
     pub(crate) pins: Vec<(String, Vec<(ChunkRef, u64)>)>,
-    deliveries: Vec<u64>,
+    /// Pins left out because they lapsed before the group was taken (a
+    /// planner that restarted or fell behind).
+    pub(crate) lapsed_pins: u64,
+    pub(crate) deliveries: Vec<u64>,
 }
 
 impl State {
@@ -149,13 +154,21 @@ impl State {
         let (&id, _) = self.groups.iter().filter(|(_, g)| g.at_ms <= now_ms).min_by_key(|(id, g)| (g.at_ms, **id))?;
         let g = self.groups.remove(&id).expect("just found");
         let mut by_node: BTreeMap<String, Vec<(ChunkRef, u64)>> = BTreeMap::new();
+        let lapsed_pins = g.pins.iter().filter(|p| p.until_ms <= now_ms).count() as u64;
+        self.metrics.pins_lapsed += lapsed_pins;
         for p in g.pins.iter().filter(|p| p.until_ms > now_ms) {
             if let Some(addr) = self.topo.node_of(DiskId(p.disk)) {
                 let chunk = ChunkRef { block: BlockId(p.block), copy: p.copy as u8 };
                 by_node.entry(addr.to_string()).or_default().push((chunk, p.until_ms));
             }
         }
-        Some(DueGroup { id, pins: by_node.into_iter().collect(), deliveries: g.deliveries })
+        Some(DueGroup {
+            id,
+            at_ms: g.at_ms,
+            pins: by_node.into_iter().collect(),
+            lapsed_pins,
+            deliveries: g.deliveries,
+        })
     }
 
     /// Marks a due group's deliveries dispatched, and streams their

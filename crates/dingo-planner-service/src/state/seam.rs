@@ -14,7 +14,7 @@ use crate::topology::{MetaTopology, Snapshot};
 use dingo_planner::DeclareError;
 use dingo_proto::planner as pb;
 use dingo_proto::v1::{BlockRow, ClusterStatusReply};
-use dingo_types::{Declaration, DeclarationId, MemberBitmap};
+use dingo_types::{ChunkRef, Declaration, DeclarationId, MemberBitmap};
 use tonic::Status;
 
 /// The planner service's state machine without its driver.
@@ -43,6 +43,31 @@ pub enum Message {
 /// (in the real driver) on their way to the nodes; [`Machine::complete`]
 /// then dispatches its callbacks. Other steps may run in between.
 pub struct Due(DueGroup);
+
+impl Due {
+    /// When the group was due (Unix ms).
+    pub fn at_ms(&self) -> u64 {
+        self.0.at_ms
+    }
+
+    /// The deliveries of the group, as planned (a cancelled declaration's
+    /// included; [`Machine::complete`] skips those).
+    pub fn deliveries(&self) -> &[u64] {
+        &self.0.deliveries
+    }
+
+    /// Node address → the chunks to pin there, each with its lapse time
+    /// (Unix ms): the group's pins that had not lapsed when it was taken,
+    /// on nodes the planner knows alive.
+    pub fn pins(&self) -> &[(String, Vec<(ChunkRef, u64)>)] {
+        &self.0.pins
+    }
+
+    /// Pins the group lost because they lapsed before it was taken.
+    pub fn lapsed_pins(&self) -> u64 {
+        self.0.lapsed_pins
+    }
+}
 
 impl Step {
     /// Commits the step's records to `store`, atomically.

@@ -11,7 +11,7 @@ use crate::memory_store::MemoryStore;
 use crate::topology::tests::{cluster, row};
 use dingo_planner::DeclareError;
 use dingo_proto::v1::BlockState as PbState;
-use dingo_types::{BlockId, BlockRange, BlockSet, Declaration, DiskId, ReadSets, Timestamp};
+use dingo_types::{BlockId, BlockRange, BlockSet, ChunkRef, Declaration, DiskId, ReadSets, Timestamp};
 use std::collections::HashSet;
 
 const T0: u64 = 1_000_000;
@@ -187,6 +187,44 @@ fn declare_dispatch_ack_and_done() {
     assert_eq!(d.tables.decls[&id.0].phase().unwrap(), Phase::Done);
     assert!(d.state.status(&Caller::Client("a".into()), &[]).unwrap().is_empty(), "done leaves the default listing");
     assert!(d.page().contains("dingo_planner_sets_delivered_total{task=\"fsck\"} 4"));
+}
+
+/// Two tasks reading the same block share its chunk: the group pins it
+/// on its node until after the group's time plus the grace; a group taken
+/// after that has lost its pins, and says how many (a metric).
+#[test]
+fn a_group_pins_shared_chunks_and_counts_the_pins_it_took_too_late() {
+    for late in [false, true] {
+        let mut d = Driver::new();
+        d.declare("a", &singles(0..1, T0 + 1000), T0).unwrap();
+        let mut scrub = singles(0..1, T0 + 1000);
+        scrub.task = TaskKind::Scrubbing;
+        d.declare("b", &scrub, T0).unwrap();
+        d.subscribe("a");
+        d.subscribe("b");
+        d.plan(T0);
+        let at = d.state.next_group_at().expect("a group");
+        let taken_at = if late { at + 60_000 } else { at };
+        let due = d.state.take_due_group(taken_at).expect("due");
+        assert_eq!(due.at_ms, at);
+        let pinned: Vec<(ChunkRef, u64)> = due.pins.iter().flat_map(|(_, chunks)| chunks.iter().copied()).collect();
+        if late {
+            assert!(pinned.is_empty() && due.lapsed_pins == 1, "{:?}, {} lapsed", due.pins, due.lapsed_pins);
+            assert!(d.page().contains("\ndingo_planner_pins_lapsed_total 1\n"), "{}", d.page());
+        } else {
+            assert_eq!(due.lapsed_pins, 0);
+            let blocks: Vec<u64> = pinned.iter().map(|(c, _)| c.block.0).collect();
+            assert_eq!(blocks, [0], "the shared chunk, once: {:?}", due.pins);
+            assert!(pinned.iter().all(|&(_, until)| until >= at + config().pin_grace_ms));
+            for (node, chunks) in &due.pins {
+                for (chunk, _) in chunks {
+                    // Copy c of block b is on disk (b + c) % 4 ([`topo`]).
+                    let disk = DiskId(((chunk.block.0 + u64::from(chunk.copy)) % 4) as u32);
+                    assert_eq!(Some(node.as_str()), d.state.topo.node_of(disk), "pinned where its copy is");
+                }
+            }
+        }
+    }
 }
 
 #[test]
