@@ -446,9 +446,10 @@ proptest! {
     /// starts with its bytes already delivered; (b) it finishes only with
     /// at least its bytes delivered, unless deletions left too few; it is
     /// never finished short otherwise (a cancel ends it without a finish);
-    /// (c) with an unlimited budget and nothing deleted or cancelled, it
-    /// finishes by its deadline; (d) its status counts the bytes its
-    /// scheduled sets read.
+    /// (c) with an unlimited budget and nothing deleted, failed or
+    /// cancelled, it finishes by its deadline; (d) its status counts the
+    /// bytes its scheduled sets read; (e) with disks failed for two quanta
+    /// and an unlimited budget, it still finishes once they return.
     #[test]
     fn a_byte_flexible_declaration_gets_its_bytes_and_no_set_after(
         seed in 0u64..8,
@@ -459,6 +460,7 @@ proptest! {
         deletions in proptest::collection::vec(0..BLOCKS, 0..6),
         cancel_at in proptest::option::of(1u64..8),
         budget in budget(),
+        failed in proptest::collection::btree_set(0..DISKS, 0..3),
     ) {
         let mut topo = cluster(seed);
         let config = PlannerConfig { quantum: Duration::from_millis(QUANTUM_MS), ..PlannerConfig::default() };
@@ -496,7 +498,12 @@ proptest! {
                 let _ = planner.declare(&topo, now, &other);
             }
             let before = delivered;
-            let plan = planner.plan_quantum(&topo, now, &budget);
+            // Disks fail for quanta 1 and 2 (copies on them unreadable), then return.
+            let mut broken = topo.clone();
+            for &d in failed.iter().filter(|_| (1..=2).contains(&q)) {
+                broken.fail_disk(DiskId(d));
+            }
+            let plan = planner.plan_quantum(&broken, now, &budget);
             for (s, set) in plan.schedule.sets.iter().enumerate() {
                 if plan.schedule.decls[set.decl as usize].id == id {
                     prop_assert!(before < needed, "quantum {}: a set after {} of {} bytes", q, before, needed);
@@ -515,8 +522,11 @@ proptest! {
             }
         }
         prop_assert!(!(cancelled && finished.is_some_and(|q| Some(q) >= cancel_at)), "finished after its cancel");
-        if budget == Budget::UNLIMITED && deletions.is_empty() && cancel_at.is_none() {
+        if budget == Budget::UNLIMITED && deletions.is_empty() && cancel_at.is_none() && failed.is_empty() {
             prop_assert!(finished.is_some_and(|q| q < deadline_quanta), "finished in quantum {:?}", finished);
+        }
+        if budget == Budget::UNLIMITED && cancel_at.is_none() {
+            prop_assert!(finished.is_some(), "not finished by quantum 12 with disks {:?} back from quantum 3", failed);
         }
     }
 }
