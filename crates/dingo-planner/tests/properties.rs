@@ -8,6 +8,7 @@ use dingo_types::{
     Member, MemberBitmap, ReadSets, TaskKind, Timestamp, Topology,
 };
 use proptest::prelude::*;
+use roaring::RoaringTreemap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -163,6 +164,49 @@ fn run_capped(seed: u64, specs: &[DeclSpec], deletions: &[u64], budget: &Budget,
         plans.push(planner.plan_quantum(&topo, now, budget));
     }
     Run { plans, ids }
+}
+
+/// A run's damage: blocks deleted at quantum 1, and disks failed for
+/// quanta 1 and 2. Quantum 0 plans nothing (a budget of zero), so the
+/// declarations wait and the deletions come first.
+struct Damage {
+    healthy: TableTopology,
+    deleted: TableTopology,
+    broken: TableTopology,
+    deletions: RoaringTreemap,
+}
+
+impl Damage {
+    fn new(healthy: &TableTopology, deletions: &BTreeSet<u64>, failed: &BTreeSet<u32>) -> Damage {
+        let mut deleted = healthy.clone();
+        for &b in deletions {
+            deleted.set_state(BlockId(b), BlockState::Deleted);
+        }
+        let mut broken = deleted.clone();
+        for &d in failed {
+            broken.fail_disk(DiskId(d));
+        }
+        Damage { healthy: healthy.clone(), deleted, broken, deletions: deletions.iter().copied().collect() }
+    }
+
+    /// The cluster as quantum `q` sees it.
+    fn topology(&self, q: u64) -> &TableTopology {
+        match q {
+            0 => &self.healthy,
+            1 | 2 => &self.broken,
+            _ => &self.deleted,
+        }
+    }
+
+    /// Plans quantum `q` (noting the deletions first in quantum 1).
+    fn plan(&self, planner: &mut Planner, q: u64) -> QuantumPlan {
+        let topo = self.topology(q);
+        if q == 1 {
+            planner.note_deleted(topo, &self.deletions);
+        }
+        let budget = if q == 0 { Budget::cluster_bytes(0) } else { Budget::UNLIMITED };
+        planner.plan_quantum(topo, Timestamp(q * QUANTUM_MS), &budget)
+    }
 }
 
 fn budget() -> impl Strategy<Value = Budget> {
@@ -325,27 +369,10 @@ proptest! {
             deadline: Timestamp(3 * QUANTUM_MS),
         };
         let id = planner.declare(&healthy, Timestamp(0), &decl).unwrap();
-        let mut deleted = healthy.clone();
-        for &b in &deletions {
-            deleted.set_state(BlockId(b), BlockState::Deleted);
-        }
-        let mut broken = deleted.clone();
-        for &d in &failed {
-            broken.fail_disk(DiskId(d));
-        }
+        let damage = Damage::new(&healthy, &deletions, &failed);
         let mut delivered = BTreeSet::new();
         for q in 0..10 {
-            // Quantum 0 plans nothing: the declaration waits one quantum
-            // with a budget of zero, so the deletions come first.
-            let (topo, budget) = match q {
-                0 => (&healthy, Budget::cluster_bytes(0)),
-                1 | 2 => (&broken, Budget::UNLIMITED),
-                _ => (&deleted, Budget::UNLIMITED),
-            };
-            if q == 1 {
-                planner.note_deleted(topo, &deletions.iter().copied().collect());
-            }
-            let plan = planner.plan_quantum(topo, Timestamp(q * QUANTUM_MS), &budget);
+            let plan = damage.plan(&mut planner, q);
             for set in &plan.schedule.sets {
                 prop_assert!(delivered.insert(set.key), "set {} delivered twice", set.key);
             }
@@ -389,25 +416,11 @@ proptest! {
             let id = planner.declare(&healthy, Timestamp(0), &decl).unwrap();
             declared.insert(id, spec.shape.clone());
         }
-        let mut deleted = healthy.clone();
-        for &b in &deletions {
-            deleted.set_state(BlockId(b), BlockState::Deleted);
-        }
-        let mut broken = deleted.clone();
-        for &d in &failed {
-            broken.fail_disk(DiskId(d));
-        }
+        let damage = Damage::new(&healthy, &deletions, &failed);
         let mut delivered: BTreeMap<DeclarationId, BTreeSet<u64>> = BTreeMap::new();
         for q in 0..8 {
-            let (topo, budget) = match q {
-                0 => (&healthy, Budget::cluster_bytes(0)),
-                1 | 2 => (&broken, Budget::UNLIMITED),
-                _ => (&deleted, Budget::UNLIMITED),
-            };
-            if q == 1 {
-                planner.note_deleted(topo, &deletions.iter().copied().collect());
-            }
-            let plan = planner.plan_quantum(topo, Timestamp(q * QUANTUM_MS), &budget);
+            let plan = damage.plan(&mut planner, q);
+            let topo = damage.topology(q);
             for (s, set) in plan.schedule.sets.iter().enumerate() {
                 let id = plan.schedule.decls[set.decl as usize].id;
                 prop_assert!(delivered.entry(id).or_default().insert(set.key), "{} set {} delivered twice", id, set.key);
