@@ -117,7 +117,9 @@ counts! {
     /// block of their redundancy group (one dispatch component for both).
     sets_sharing_a_group: "sets sharing a redundancy group",
     /// Cache directives of dispatch groups checked against their reads.
-    pins_checked: "pins checked",
+    pins_checked: "pins checked",    /// Disks reported congested and slower than their model (the planner
+    /// cuts their head-time budget while it believes them).
+    slow_disk_reports: "slow disks reported",
 }
 
 /// What one seed's run did.
@@ -220,7 +222,7 @@ mod tests {
         assert!(t.blocks_deleted > 0 && t.announced_elided_sets > 0 && t.declarations_with_elided_sets > 0, "{t:?}");
         assert!(t.node_outages > 0 && t.blocks_written > 0 && t.quanta_skipped > 0, "{t:?}");
         assert!(t.copies_moved > 0 && t.copies_lost > 0 && t.stale_retries > 0, "{t:?}");
-        assert!(t.sets_sharing_a_group > 0 && t.pins_checked > 0, "{t:?}");
+        assert!(t.sets_sharing_a_group > 0 && t.pins_checked > 0 && t.slow_disk_reports > 0, "{t:?}");
     }
 
     #[test]

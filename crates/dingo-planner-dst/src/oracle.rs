@@ -230,12 +230,37 @@ impl Oracle {
         }
     }
 
+    /// Each disk's head-time limit for a quantum planned with `budget`
+    /// (`None`: unlimited): a disk its node last said is congested and `k`
+    /// times slower than its model (`slowness`: `(congested, permille)`)
+    /// serves `1/k` of the head time it would, so it gets `1/k` of its
+    /// budget, or of the quantum's length if it has none.
+    pub(crate) fn disk_limits_us(
+        world: &World,
+        budget: &pb::Budget,
+        slowness: &BTreeMap<u32, (bool, u32)>,
+    ) -> Vec<Option<u64>> {
+        let quantum_us = world.config.quantum_ms * 1000;
+        (0..world.disks.len() as u32)
+            .map(|disk| {
+                let limit = (budget.disk_head_time_us != 0).then_some(budget.disk_head_time_us);
+                match slowness.get(&disk) {
+                    Some(&(true, permille)) if permille > 1000 => {
+                        Some(limit.unwrap_or(quantum_us).min(quantum_us) * 1000 / u64::from(permille))
+                    }
+                    _ => limit,
+                }
+            })
+            .collect()
+    }
+
     /// A quantum's plan spends at most its budget: the physical reads (the
-    /// core's budget counts those only) in bytes cluster-wide and in head
-    /// time per disk. 0 is unlimited.
+    /// core's budget counts those only) in bytes cluster-wide (0 is
+    /// unlimited), and in head time per disk at most `disk_limits_us`.
     pub(crate) fn within_budget<'a>(
         world: &World,
         budget: &pb::Budget,
+        disk_limits_us: &[Option<u64>],
         callbacks: impl Iterator<Item = &'a pb::Callback>,
     ) -> Check {
         let mut bytes = 0u64;
@@ -249,13 +274,11 @@ impl Oracle {
         if budget.cluster_bytes != 0 && bytes > budget.cluster_bytes {
             return Err(format!("a quantum reads {bytes} bytes, over its budget of {}", budget.cluster_bytes));
         }
-        match head_us
-            .iter()
-            .enumerate()
-            .find(|&(_, &us)| budget.disk_head_time_us != 0 && us > budget.disk_head_time_us)
-        {
-            Some((disk, us)) => {
-                Err(format!("a quantum takes {us} µs of disk {disk}, over its budget of {}", budget.disk_head_time_us))
+        let over =
+            head_us.iter().zip(disk_limits_us).enumerate().find(|(_, (us, limit))| limit.is_some_and(|l| **us > l));
+        match over {
+            Some((disk, (us, limit))) => {
+                Err(format!("a quantum takes {us} µs of disk {disk}, over its limit of {limit:?} (budget {budget:?})"))
             }
             None => Ok(()),
         }

@@ -20,6 +20,11 @@ impl Sim<'_> {
         if self.planner.is_none() {
             self.restart()?;
         }
+        // Every node replies its disks are on profile again.
+        let p = self.process();
+        for disk in std::mem::take(&mut p.slowness).into_keys() {
+            p.machine.note_slowness(disk, false, 1000);
+        }
         self.note(|| "faults stop".into());
         // Any one set fits every budget (`World::budget`), and the most
         // urgent declaration is owed at least one set a quantum, so each

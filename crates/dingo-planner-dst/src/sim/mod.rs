@@ -93,6 +93,9 @@ struct Process {
     streams: BTreeMap<u64, usize>,
     /// The budget set last, as the admin knows it.
     budget: pb::Budget,
+    /// What nodes last replied of each disk's slowness: `(congested,
+    /// permille)`, kept in memory only, as the driver does.
+    slowness: BTreeMap<u32, (bool, u32)>,
 }
 
 impl Process {
@@ -246,6 +249,22 @@ impl<'a> Sim<'a> {
         };
     }
 
+    /// A node replies to its quantum budget with a disk's slowness: half
+    /// the time congested and up to four times slower than its model (the
+    /// planner then cuts the disk's head-time budget), else on profile.
+    fn disk_slowness_reported(&mut self) {
+        let disk = self.rng.u32(0..self.world.disks.len() as u32);
+        let congested = self.rng.bool();
+        let permille = if congested { self.rng.u32(900..=4000) } else { self.rng.u32(900..=1100) };
+        let p = self.process();
+        p.machine.note_slowness(disk, congested, permille);
+        p.slowness.insert(disk, (congested, permille));
+        if congested && permille > 1000 {
+            self.summary.counts.slow_disk_reports += 1;
+        }
+        self.note(|| format!("disk {disk} reported {permille}‰ of its model, congested: {congested}"));
+    }
+
     /// A disk loses one copy of a block whose other copy is on a disk (the
     /// metadata service then lists the copy on no disk) until a repair.
     fn copy_lost(&mut self) {
@@ -296,6 +315,7 @@ impl<'a> Sim<'a> {
             timer_busy: false,
             streams: BTreeMap::new(),
             budget: self.budget_committed,
+            slowness: BTreeMap::new(),
         });
         self.note(|| "planner starts".into());
         Ok(())
@@ -387,13 +407,20 @@ impl<'a> Sim<'a> {
         let step = p.machine.plan_quantum(now);
         p.schedule_next_quantum(now);
         p.timer_busy = true;
-        self.check(Oracle::within_budget(&self.world, &budget, step.planned()))?;
+        let slowness = &self.planner.as_ref().expect("the planner is up").slowness;
+        let limits = Oracle::disk_limits_us(&self.world, &budget, slowness);
+        self.check(Oracle::within_budget(&self.world, &budget, &limits, step.planned()))?;
         self.check(Oracle::reads_nothing_gone(&self.world, step.planned()))?;
         let planned = step.planned().count();
         self.summary.counts.quanta += 1;
         self.summary.counts.sets_sharing_a_group += self.world.sets_sharing_a_group(step.planned());
         self.note(|| format!("quantum planned: {planned} deliveries"));
         self.queue(step, Request::Plan);
+        // Nodes reply to the quantum's budgets with their disks' slowness
+        // (here one disk's, half the time).
+        if self.rng.bool() {
+            self.disk_slowness_reported();
+        }
         Ok(())
     }
 

@@ -160,6 +160,13 @@ impl Machine {
         (budget, Step(ready))
     }
 
+    /// A node's reply to its quantum budget: `disk` is `permille` as slow
+    /// as its model, `congested` if its node says so (what the driver
+    /// records for the next quantum's budget cut).
+    pub fn note_slowness(&mut self, disk: u32, congested: bool, permille: u32) {
+        self.state.note_slowness(disk, super::DiskSlowness { congested, permille });
+    }
+
     /// The budget of the quantum starting at `now_ms`.
     pub fn budget_at(&self, now_ms: u64) -> pb::Budget {
         self.state.budget_at(now_ms)
