@@ -120,6 +120,9 @@ counts! {
     pins_checked: "pins checked",    /// Disks reported congested and slower than their model (the planner
     /// cuts their head-time budget while it believes them).
     slow_disk_reports: "slow disks reported",
+    /// Declarations' statuses compared with the oracle, with every step
+    /// durable.
+    statuses_checked: "statuses checked",
 }
 
 /// What one seed's run did.
@@ -223,6 +226,7 @@ mod tests {
         assert!(t.node_outages > 0 && t.blocks_written > 0 && t.quanta_skipped > 0, "{t:?}");
         assert!(t.copies_moved > 0 && t.copies_lost > 0 && t.stale_retries > 0, "{t:?}");
         assert!(t.sets_sharing_a_group > 0 && t.pins_checked > 0 && t.slow_disk_reports > 0, "{t:?}");
+        assert!(t.statuses_checked > 0, "{t:?}");
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub(crate) struct DeclInfo {
     pub(crate) needed: u64,
     pub(crate) deadline_ms: u64,
     pub(crate) cancelled: bool,
+    /// Sets whose acknowledgement was stored before its cancel was: what
+    /// its status keeps (later acknowledgements change nothing).
+    pub(crate) acked_when_cancelled: u64,
 }
 
 struct DeliveryInfo {
@@ -65,8 +68,10 @@ impl Oracle {
     }
 
     pub(crate) fn cancelled(&mut self, id: u64) {
-        if let Some(d) = self.decls.get_mut(&id) {
+        let acked = self.acked_keys(id).len() as u64;
+        if let Some(d) = self.decls.get_mut(&id).filter(|d| !d.cancelled) {
             d.cancelled = true;
+            d.acked_when_cancelled = acked;
         }
     }
 
@@ -387,6 +392,34 @@ impl Oracle {
     pub(crate) fn needed_left(&self) -> u64 {
         let left = |(&id, d): (&u64, &DeclInfo)| d.needed.saturating_sub(self.acked_keys(id).len() as u64);
         self.decls.iter().filter(|(_, d)| !d.cancelled).map(left).sum()
+    }
+
+    /// With every step durable, each declaration's `Status` counts as
+    /// acknowledged exactly the sets whose acknowledgement the oracle saw
+    /// committed (before its cancel, if cancelled), as delivered at least
+    /// those, and never more than its sets; a cancelled one says so once
+    /// its cancel is committed.
+    pub(crate) fn statuses_agree(&self, statuses: &[pb::DeclarationStatus]) -> Check {
+        for s in statuses {
+            let d = &self.decls[&s.declaration];
+            let acked = match d.cancelled {
+                true => d.acked_when_cancelled,
+                false => self.acked_keys(s.declaration).len() as u64,
+            };
+            let total = d.keys.len() as u64;
+            let agrees = s.acked_sets == acked
+                && s.delivered_sets >= s.acked_sets
+                && s.delivered_sets <= total
+                && s.cancelled == d.cancelled;
+            if !agrees {
+                return Err(format!(
+                    "declaration {}: status {s:?}, while {acked} of its {total} sets have a stored \
+                     acknowledgement (cancelled: {})",
+                    s.declaration, d.cancelled
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// After the drain (every announced deletion made by then): each

@@ -454,6 +454,20 @@ impl<'a> Sim<'a> {
 
     /// The persister's next piece of work: commit the head step, send a
     /// few of its messages, or answer its caller.
+    /// Once every step is durable (the queue holds nothing uncommitted),
+    /// the planner's `Status` of each declaration agrees with the oracle
+    /// ([`Oracle::statuses_agree`]).
+    fn check_statuses_if_durable(&mut self) -> Result<(), Violation> {
+        let p = self.process();
+        if !p.queue.iter().all(|job| matches!(job, Job::Closed(_)) || matches!(job, Job::Apply(a) if a.committed)) {
+            return Ok(());
+        }
+        let ids = self.oracle.declared_ids();
+        let statuses = self.process().machine.status(&ids).map_err(|e| self.violation(format!("status: {e}")))?;
+        self.summary.counts.statuses_checked += statuses.len() as u64;
+        self.check(self.oracle.statuses_agree(&statuses))
+    }
+
     fn persist(&mut self) -> Result<(), Violation> {
         let sends = self.rng.usize(1..=3);
         let p = self.process();
@@ -473,7 +487,8 @@ impl<'a> Sim<'a> {
             self.note(|| format!("commit: {label}"));
             let r = self.committed(&pending.request, &pending.step);
             self.process().queue.push_front(Job::Apply(pending));
-            return self.check(r);
+            self.check(r)?;
+            return self.check_statuses_if_durable();
         }
         for _ in 0..sends {
             let Some(message) = pending.outbox.pop_front() else { break };
