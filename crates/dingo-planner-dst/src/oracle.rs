@@ -171,15 +171,13 @@ impl Oracle {
     ///
     /// Pins are made when the quantum is planned, so they count the
     /// readers of declarations cancelled since, whose deliveries a
-    /// restarted planner no longer lists in the group: such deliveries of
-    /// the group's quantum count as possible readers of a pin.
+    /// restarted planner no longer lists in the group: such deliveries,
+    /// planned by the group's time, count as possible readers of a pin.
     pub(crate) fn group_pins(&self, world: &World, due: &Due, now_ms: u64) -> Check {
         let mut readers: BTreeMap<(u64, u8), (u32, u32)> = BTreeMap::new();
-        let mut quantum_ms = None;
         for id in due.deliveries() {
             let info =
                 self.deliveries.get(id).ok_or_else(|| format!("a dispatch group names delivery {id}, never stored"))?;
-            quantum_ms = Some(info.quantum_ms);
             for &(chunk, disk) in &info.reads {
                 let (first_disk, count) = readers.entry(chunk).or_insert((disk, 0));
                 if *first_disk != disk {
@@ -189,8 +187,11 @@ impl Oracle {
             }
         }
         let mut cancelled_readers: BTreeMap<(u64, u8), (u32, u32)> = BTreeMap::new();
+        // Which quantum made the group is not known (a restarted planner
+        // may list none of its deliveries, all cancelled; groups may run
+        // past their quantum): any planned by the group's time may be it.
         let cancelled = self.deliveries.iter().filter(|(id, d)| {
-            Some(d.quantum_ms) == quantum_ms && self.decls[&d.declaration].cancelled && !due.deliveries().contains(id)
+            d.quantum_ms <= due.at_ms() && self.decls[&d.declaration].cancelled && !due.deliveries().contains(id)
         });
         for &(chunk, disk) in cancelled.flat_map(|(_, d)| &d.reads) {
             cancelled_readers.entry(chunk).or_insert((disk, 0)).1 += 1;

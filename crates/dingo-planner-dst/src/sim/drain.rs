@@ -20,7 +20,9 @@ impl Sim<'_> {
         if self.planner.is_none() {
             self.restart()?;
         }
-        // Every node replies its disks are on profile again.
+        // Every node replies its disks are on profile again, and keeps
+        // quiet from now on.
+        self.faults_stopped = true;
         let p = self.process();
         for disk in std::mem::take(&mut p.slowness).into_keys() {
             p.machine.note_slowness(disk, false, 1000);

@@ -125,6 +125,9 @@ pub(crate) struct Sim<'a> {
     oracle: Oracle,
     trace: Trace,
     summary: Summary,
+    /// The drain has begun: no more faults (nodes report their disks on
+    /// profile).
+    faults_stopped: bool,
 }
 
 impl<'a> Sim<'a> {
@@ -148,6 +151,7 @@ impl<'a> Sim<'a> {
             oracle: Oracle::default(),
             trace: Trace::new(options.trace),
             summary: Summary { seed, ..Summary::default() },
+            faults_stopped: false,
         }
     }
 
@@ -417,8 +421,8 @@ impl<'a> Sim<'a> {
         self.note(|| format!("quantum planned: {planned} deliveries"));
         self.queue(step, Request::Plan);
         // Nodes reply to the quantum's budgets with their disks' slowness
-        // (here one disk's, half the time).
-        if self.rng.bool() {
+        // (here one disk's, half the time, while faults go on).
+        if !self.faults_stopped && self.rng.bool() {
             self.disk_slowness_reported();
         }
         Ok(())
