@@ -17,6 +17,8 @@ mod sim;
 mod world;
 
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use thiserror::Error;
 
 /// Steps of the fault phase per seed, unless told otherwise.
@@ -186,13 +188,41 @@ impl std::fmt::Display for Campaign {
     }
 }
 
-/// Runs seeds `first..first + count`, stopping at the first violation if
-/// `stop_at_first`.
-pub fn run_seeds(first: u64, count: u64, options: &Options, stop_at_first: bool) -> Campaign {
+/// Runs seeds `first..first + count` on `jobs` threads, stopping at the
+/// first violation if `stop_at_first`. Seeds are handed out one at a time
+/// and their results put back in seed order, so the campaign (totals,
+/// violations, traces) is the same on any number of threads; with
+/// `stop_at_first` it ends at the lowest failing seed, as one thread would.
+pub fn run_seeds(first: u64, count: u64, options: &Options, stop_at_first: bool, jobs: usize) -> Campaign {
+    let count = count.min(u64::MAX - first);
+    let next = AtomicU64::new(0);
+    // The offset of the lowest failing seed seen, once stopping: seeds
+    // after it need not run.
+    let stop_after = AtomicU64::new(u64::MAX);
+    let results = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..jobs.max(1) {
+            s.spawn(|| {
+                loop {
+                    let offset = next.fetch_add(1, Ordering::Relaxed);
+                    if offset >= count || offset > stop_after.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    let result = run_seed(first + offset, options);
+                    if stop_at_first && result.is_err() {
+                        stop_after.fetch_min(offset, Ordering::Relaxed);
+                    }
+                    results.lock().expect("a seed's thread panicked").push((offset, result));
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().expect("a seed's thread panicked");
+    results.sort_unstable_by_key(|&(offset, _)| offset);
     let mut campaign = Campaign::default();
-    for seed in first..first.saturating_add(count) {
+    for (_, result) in results {
         campaign.seeds += 1;
-        match run_seed(seed, options) {
+        match result {
             Ok(mut s) => {
                 campaign.trace.append(&mut s.trace);
                 campaign.totals += &s.counts;
@@ -215,7 +245,7 @@ mod tests {
 
     #[test]
     fn a_thousand_seeds_keep_every_promise() {
-        let campaign = run_seeds(0, 1000, &Options::default(), false);
+        let campaign = run_seeds(0, 1000, &Options::default(), false, 1);
         let shown: Vec<String> = campaign.violations.iter().take(5).map(ToString::to_string).collect();
         assert!(campaign.violations.is_empty(), "{} violations:\n{}", campaign.violations.len(), shown.join("\n"));
         let t = &campaign.totals;
@@ -231,14 +261,29 @@ mod tests {
 
     #[test]
     fn a_campaign_keeps_the_traces_asked_for_and_shows_its_totals() {
-        let quiet = run_seeds(3, 2, &Options { steps: 50, trace: false }, false);
+        let quiet = run_seeds(3, 2, &Options { steps: 50, trace: false }, false, 1);
         assert!(quiet.trace.is_empty());
-        let traced = run_seeds(3, 2, &Options { steps: 50, trace: true }, false);
+        let traced = run_seeds(3, 2, &Options { steps: 50, trace: true }, false, 1);
         let one = run_seed(3, &Options { steps: 50, trace: true }).unwrap().trace;
         assert!(traced.trace.len() > one.len() && traced.trace.starts_with(&one));
         let text = traced.to_string();
         assert!(text.starts_with("2 seeds, 0 violations; "), "{text}");
         assert_eq!(text.lines().count(), 1, "{text}");
+    }
+
+    #[test]
+    fn a_campaign_is_the_same_on_any_number_of_threads() {
+        let options = Options { steps: 200, trace: true };
+        let one = run_seeds(10, 24, &options, false, 1);
+        assert_eq!(one.seeds, 24);
+        for jobs in [2, 3, 8] {
+            let many = run_seeds(10, 24, &options, false, jobs);
+            assert_eq!((many.seeds, &many.totals, &many.trace), (one.seeds, &one.totals, &one.trace), "{jobs} threads");
+            assert_eq!(many.violations.len(), one.violations.len());
+        }
+        let stopping = run_seeds(10, 24, &options, true, 3);
+        assert_eq!((stopping.seeds, &stopping.totals), (24, &one.totals), "no violation: every seed runs");
+        assert_eq!(run_seeds(u64::MAX - 1, 5, &options, false, 2).seeds, 1, "seeds end at the last id");
     }
 
     #[test]

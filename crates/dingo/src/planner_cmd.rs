@@ -48,6 +48,9 @@ enum PlannerCommand {
         seed: u64,
         #[arg(long, default_value_t = 1)]
         seeds: u64,
+        /// Seeds run at once (default: the machine's cores); the output does not depend on it.
+        #[arg(long)]
+        jobs: Option<std::num::NonZeroUsize>,
         #[command(flatten)]
         options: dingo_planner_dst::Options,
     },
@@ -82,8 +85,9 @@ pub async fn run(a: PlannerArgs) -> Result<()> {
             let status = status.with_context(|| format!("planner at {}", target.addr()))?;
             crate::output::print(&StatusView::new(status, dingo_daemon::now_ms()), json)
         }
-        Some(PlannerCommand::Dst { seed, seeds, options }) => {
-            let campaign = dingo_planner_dst::run_seeds(seed, seeds, &options, seeds == 1);
+        Some(PlannerCommand::Dst { seed, seeds, jobs, options }) => {
+            let jobs = dingo_sim::sweep::jobs_or_cores(jobs);
+            let campaign = dingo_planner_dst::run_seeds(seed, seeds, &options, seeds == 1, jobs);
             campaign.trace.iter().for_each(|line| outln!("{line}"));
             crate::output::write_stdout(format_args!("{campaign}"));
             let violations = campaign.violations.len();

@@ -439,3 +439,19 @@ async fn the_budget_is_never_exceeded_and_changes_at_run_time() {
 fn code<T: std::fmt::Debug>(r: Result<T, dingo_planner_client::PlannerClientError>) -> Option<Code> {
     r.unwrap_err().code()
 }
+
+/// `dingo planner dst` prints the same campaign on one thread and on
+/// three, and `--trace` of one seed lists its steps.
+#[test]
+fn the_deterministic_simulation_prints_the_same_campaign_on_any_number_of_threads() {
+    let dst = |args: &[&str]| {
+        let out = Command::new(EXE).args(["planner", "dst", "--steps", "150"]).args(args).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let one = dst(&["--seed", "5", "--seeds", "6", "--jobs", "1"]);
+    assert!(one.starts_with("6 seeds, 0 violations; "), "{one}");
+    assert_eq!(dst(&["--seed", "5", "--seeds", "6", "--jobs", "3"]), one);
+    let traced = dst(&["--seed", "5", "--trace"]);
+    assert!(traced.lines().count() > 20 && traced.contains("planner starts"), "{traced}");
+}
