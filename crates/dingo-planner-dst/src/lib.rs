@@ -119,7 +119,8 @@ counts! {
     /// block of their redundancy group (one dispatch component for both).
     sets_sharing_a_group: "sets sharing a redundancy group",
     /// Cache directives of dispatch groups checked against their reads.
-    pins_checked: "pins checked",    /// Disks reported congested and slower than their model (the planner
+    pins_checked: "pins checked",
+    /// Disks reported congested and slower than their model (the planner
     /// cuts their head-time budget while it believes them).
     slow_disk_reports: "slow disks reported",
     /// Declarations' statuses compared with the oracle, with every step
@@ -193,6 +194,10 @@ impl std::fmt::Display for Campaign {
 /// and their results put back in seed order, so the campaign (totals,
 /// violations, traces) is the same on any number of threads; with
 /// `stop_at_first` it ends at the lowest failing seed, as one thread would.
+///
+/// Written on `std::thread::scope`, as `dingo_sim::sweep::run_distinct`
+/// is: the workspace has no rayon, and this loop is a shared counter and a
+/// sort.
 pub fn run_seeds(first: u64, count: u64, options: &Options, stop_at_first: bool, jobs: usize) -> Campaign {
     let count = count.min(u64::MAX - first);
     let next = AtomicU64::new(0);

@@ -23,10 +23,16 @@ pub(crate) struct DeclInfo {
     /// `sets_needed`, or every set.
     pub(crate) needed: u64,
     pub(crate) deadline_ms: u64,
-    pub(crate) cancelled: bool,
-    /// Sets whose acknowledgement was stored before its cancel was: what
-    /// its status keeps (later acknowledgements change nothing).
-    pub(crate) acked_when_cancelled: u64,
+    /// Once its cancel is stored: the sets whose acknowledgement was
+    /// stored before, which its status keeps (later acknowledgements
+    /// change nothing).
+    pub(crate) cancelled: Option<u64>,
+}
+
+impl DeclInfo {
+    fn is_cancelled(&self) -> bool {
+        self.cancelled.is_some()
+    }
 }
 
 struct DeliveryInfo {
@@ -69,9 +75,8 @@ impl Oracle {
 
     pub(crate) fn cancelled(&mut self, id: u64) {
         let acked = self.acked_keys(id).len() as u64;
-        if let Some(d) = self.decls.get_mut(&id).filter(|d| !d.cancelled) {
-            d.cancelled = true;
-            d.acked_when_cancelled = acked;
+        if let Some(d) = self.decls.get_mut(&id) {
+            d.cancelled.get_or_insert(acked);
         }
     }
 
@@ -102,7 +107,7 @@ impl Oracle {
     fn finished(&self, id: u64) -> bool {
         let Some(d) = self.decls.get(&id) else { return false };
         let acked = self.acked_keys(id);
-        d.cancelled
+        d.is_cancelled()
             || acked.len() as u64 >= d.needed
             || d.keys.keys().all(|k| acked.contains(k) || self.elidable(d, *k))
     }
@@ -191,7 +196,7 @@ impl Oracle {
         // may list none of its deliveries, all cancelled; groups may run
         // past their quantum): any planned by the group's time may be it.
         let cancelled = self.deliveries.iter().filter(|(id, d)| {
-            d.quantum_ms <= due.at_ms() && self.decls[&d.declaration].cancelled && !due.deliveries().contains(id)
+            d.quantum_ms <= due.at_ms() && self.decls[&d.declaration].is_cancelled() && !due.deliveries().contains(id)
         });
         for &(chunk, disk) in cancelled.flat_map(|(_, d)| &d.reads) {
             cancelled_readers.entry(chunk).or_insert((disk, 0)).1 += 1;
@@ -338,7 +343,7 @@ impl Oracle {
                 cb.delivery, cb.declaration
             ));
         }
-        if self.decls.get(&cb.declaration).is_some_and(|x| x.cancelled) {
+        if self.decls.get(&cb.declaration).is_some_and(DeclInfo::is_cancelled) {
             return Err(format!("delivery {} sent after declaration {} was cancelled", cb.delivery, cb.declaration));
         }
         Ok(())
@@ -377,7 +382,7 @@ impl Oracle {
             .flatten()
             .copied()
             .filter(|d| !self.acked.contains(d) && !replayed.contains(d))
-            .filter(|d| self.deliveries.get(d).is_some_and(|x| !self.decls[&x.declaration].cancelled))
+            .filter(|d| self.deliveries.get(d).is_some_and(|x| !self.decls[&x.declaration].is_cancelled()))
             .collect();
         match missing.is_empty() {
             true => Ok(()),
@@ -392,7 +397,7 @@ impl Oracle {
     /// Sets still to acknowledge, over every declaration not cancelled.
     pub(crate) fn needed_left(&self) -> u64 {
         let left = |(&id, d): (&u64, &DeclInfo)| d.needed.saturating_sub(self.acked_keys(id).len() as u64);
-        self.decls.iter().filter(|(_, d)| !d.cancelled).map(left).sum()
+        self.decls.iter().filter(|(_, d)| !d.is_cancelled()).map(left).sum()
     }
 
     /// With every step durable, each declaration's `Status` counts as
@@ -403,20 +408,18 @@ impl Oracle {
     pub(crate) fn statuses_agree(&self, statuses: &[pb::DeclarationStatus]) -> Check {
         for s in statuses {
             let d = &self.decls[&s.declaration];
-            let acked = match d.cancelled {
-                true => d.acked_when_cancelled,
-                false => self.acked_keys(s.declaration).len() as u64,
-            };
+            let acked = d.cancelled.unwrap_or_else(|| self.acked_keys(s.declaration).len() as u64);
             let total = d.keys.len() as u64;
             let agrees = s.acked_sets == acked
                 && s.delivered_sets >= s.acked_sets
                 && s.delivered_sets <= total
-                && s.cancelled == d.cancelled;
+                && s.cancelled == d.is_cancelled();
             if !agrees {
                 return Err(format!(
                     "declaration {}: status {s:?}, while {acked} of its {total} sets have a stored \
                      acknowledgement (cancelled: {})",
-                    s.declaration, d.cancelled
+                    s.declaration,
+                    d.is_cancelled()
                 ));
             }
         }
@@ -439,7 +442,7 @@ impl Oracle {
             let acked = self.acked_keys(s.declaration);
             let count = acked.len() as u64;
             let id = s.declaration;
-            if d.cancelled {
+            if d.is_cancelled() {
                 if !s.cancelled || count > d.needed {
                     return Err(format!("cancelled declaration {id}: {count} sets acknowledged; {s:?}"));
                 }

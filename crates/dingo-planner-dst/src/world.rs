@@ -1,6 +1,7 @@
 //! What one seed simulates: a small cluster (disks on nodes, blocks with
-//! two copies each, in redundancy groups of one to four blocks) whose blocks tasks write and delete, and whose copies
-//! move between disks or are lost and repaired, as the run goes on, with a
+//! two copies each, in redundancy groups of one to four blocks) whose
+//! blocks tasks write and delete, and whose copies move between disks or
+//! are lost and repaired, as the run goes on, with a
 //! node or the metadata service down at times, the planner's
 //! configuration, the task clients, and the declarations and
 //! budgets they send, all drawn from the seed.
@@ -21,7 +22,7 @@ pub(crate) const QUANTUM_MS: u64 = 1000;
 /// Blocks in one explicit set or range at most.
 const MAX_SET_BLOCKS: u64 = 3;
 /// Blocks in one redundancy group at most.
-const MAX_GROUP_BLOCKS: usize = 4;
+const MAX_GROUP_BLOCKS: u64 = 4;
 
 /// The disk of a copy that is lost (the metadata service's "unknown").
 pub(crate) const NO_DISK: u32 = u32::MAX;
@@ -85,13 +86,13 @@ fn take_due<K: Ord + Copy, V: Copy>(
 
 /// The redundancy group of a block written after `blocks`: the last
 /// block's, half the time while that group holds fewer than
-/// [`MAX_GROUP_BLOCKS`], else a group of its own (named by its id).
+/// [`MAX_GROUP_BLOCKS`], else a group of its own (named by its id). A
+/// group's blocks are consecutive from the one that names it, so the last
+/// group holds the blocks from its id on.
 fn next_group(rng: &mut fastrand::Rng, blocks: &[Block]) -> u64 {
     let id = blocks.len() as u64;
     match blocks.last() {
-        Some(last) if rng.bool() && blocks.iter().filter(|b| b.group == last.group).count() < MAX_GROUP_BLOCKS => {
-            last.group
-        }
+        Some(last) if rng.bool() && id - last.group < MAX_GROUP_BLOCKS => last.group,
         _ => id,
     }
 }

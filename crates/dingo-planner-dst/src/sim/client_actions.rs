@@ -161,14 +161,7 @@ impl Sim<'_> {
         match (accepted, keys) {
             (Ok((id, step)), Some(keys)) => {
                 let needed = decl.sets_needed.unwrap_or(keys.len() as u64);
-                let info = DeclInfo {
-                    owner,
-                    keys,
-                    needed,
-                    deadline_ms: decl.deadline.as_millis(),
-                    cancelled: false,
-                    acked_when_cancelled: 0,
-                };
+                let info = DeclInfo { owner, keys, needed, deadline_ms: decl.deadline.as_millis(), cancelled: None };
                 self.summary.counts.declarations += 1;
                 self.note(|| format!("declaration {} accepted: {needed} sets needed", id.0));
                 self.queue(step, Request::Declare { client: c, id: id.0, info });

@@ -456,8 +456,6 @@ impl<'a> Sim<'a> {
         Ok(())
     }
 
-    /// The persister's next piece of work: commit the head step, send a
-    /// few of its messages, or answer its caller.
     /// Once every step is durable (the queue holds nothing uncommitted),
     /// the planner's `Status` of each declaration agrees with the oracle
     /// ([`Oracle::statuses_agree`]).
@@ -472,6 +470,8 @@ impl<'a> Sim<'a> {
         self.check(self.oracle.statuses_agree(&statuses))
     }
 
+    /// The persister's next piece of work: commit the head step, send a
+    /// few of its messages, or answer its caller.
     fn persist(&mut self) -> Result<(), Violation> {
         let sends = self.rng.usize(1..=3);
         let p = self.process();
