@@ -118,6 +118,8 @@ counts! {
     /// Sets planned in a quantum beside another set reading a different
     /// block of their redundancy group (one dispatch component for both).
     sets_sharing_a_group: "sets sharing a redundancy group",
+    /// Reads planned of erasure-coded blocks' chunks: a block's only copy.
+    single_copy_reads: "reads of erasure-coded chunks",
     /// Cache directives of dispatch groups checked against their reads.
     pins_checked: "pins checked",
     /// Disks reported congested and slower than their model (the planner
@@ -261,7 +263,7 @@ mod tests {
         assert!(t.node_outages > 0 && t.blocks_written > 0 && t.quanta_skipped > 0, "{t:?}");
         assert!(t.copies_moved > 0 && t.copies_lost > 0 && t.stale_retries > 0, "{t:?}");
         assert!(t.sets_sharing_a_group > 0 && t.pins_checked > 0 && t.slow_disk_reports > 0, "{t:?}");
-        assert!(t.statuses_checked > 0, "{t:?}");
+        assert!(t.statuses_checked > 0 && t.single_copy_reads > 0, "{t:?}");
     }
 
     #[test]

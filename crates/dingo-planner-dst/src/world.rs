@@ -1,5 +1,6 @@
-//! What one seed simulates: a small cluster (disks on nodes, blocks with
-//! two copies each, in redundancy groups of one to four blocks) whose
+//! What one seed simulates: a small cluster (disks on nodes, blocks in
+//! redundancy groups of one to four blocks: replicated, two copies each,
+//! or an erasure-coded stripe, one copy each) whose
 //! blocks tasks write and delete, and whose copies move between disks or
 //! are lost and repaired, as the run goes on, with a
 //! node or the metadata service down at times, the planner's
@@ -29,8 +30,10 @@ pub(crate) const NO_DISK: u32 = u32::MAX;
 
 pub(crate) struct Block {
     pub(crate) size_bytes: u64,
-    /// Disk of copy 0 and of copy 1 ([`NO_DISK`]: lost), never the same.
-    pub(crate) disks: [u32; 2],
+    /// The disk of each copy ([`NO_DISK`]: lost), never the same twice:
+    /// two copies if replicated, one if erasure-coded (a stripe's chunk,
+    /// which no other copy can stand in for).
+    pub(crate) disks: Vec<u32>,
     /// Its redundancy group: the id of the group's first block. Blocks
     /// written one after another share one, as a stripe's do, so sets
     /// reading different blocks of a group fall in one dispatch component.
@@ -50,7 +53,7 @@ pub(crate) struct World {
     pub(crate) seen_deleted: BTreeSet<u64>,
     /// Each block's copy disks as the planner last read the table (tasks
     /// write new blocks as the run goes on; their ids are dense from 0).
-    pub(crate) seen_copies: Vec<[u32; 2]>,
+    pub(crate) seen_copies: Vec<Vec<u32>>,
     /// The metadata service is unreachable until then (Unix ms): the
     /// planner skips its quanta, and cannot start, until it is back.
     pub(crate) meta_down_until: Option<u64>,
@@ -84,17 +87,33 @@ fn take_due<K: Ord + Copy, V: Copy>(
     due
 }
 
-/// The redundancy group of a block written after `blocks`: the last
-/// block's, half the time while that group holds fewer than
-/// [`MAX_GROUP_BLOCKS`], else a group of its own (named by its id). A
-/// group's blocks are consecutive from the one that names it, so the last
-/// group holds the blocks from its id on.
-fn next_group(rng: &mut fastrand::Rng, blocks: &[Block]) -> u64 {
+/// A block written after `blocks`, of `size_bytes`, on `disk_count`
+/// disks. It joins the last block's redundancy group, half the time while
+/// that group holds fewer than [`MAX_GROUP_BLOCKS`], else starts a group
+/// of its own (named by its id), erasure-coded one time in four. A group's
+/// blocks are consecutive from the one that names it, so the last group
+/// holds the blocks from its id on; they share its redundancy. An
+/// erasure-coded block's one copy goes on a disk no other chunk of its
+/// stripe is on while there is one; a replicated block's two copies go on
+/// two disks.
+fn new_block(rng: &mut fastrand::Rng, disk_count: u32, blocks: &[Block], size_bytes: u64) -> Block {
     let id = blocks.len() as u64;
-    match blocks.last() {
-        Some(last) if rng.bool() && id - last.group < MAX_GROUP_BLOCKS => last.group,
-        _ => id,
+    let (group, copies) = match blocks.last() {
+        Some(last) if rng.bool() && id - last.group < MAX_GROUP_BLOCKS => (last.group, last.disks.len()),
+        _ => (id, if rng.u8(0..4) == 0 { 1 } else { 2 }),
+    };
+    let first = if copies == 1 {
+        let stripe = &blocks[group as usize..];
+        let free: Vec<u32> = (0..disk_count).filter(|d| stripe.iter().all(|b| !b.disks.contains(d))).collect();
+        if free.is_empty() { rng.u32(0..disk_count) } else { free[rng.usize(0..free.len())] }
+    } else {
+        rng.u32(0..disk_count)
+    };
+    let mut disks = vec![first];
+    if copies == 2 {
+        disks.push((first + rng.u32(1..disk_count)) % disk_count);
     }
+    Block { size_bytes, disks, group }
 }
 
 /// The node serving `disk` (two disks per node).
@@ -120,10 +139,8 @@ impl World {
         let disk_count = disks.len() as u32;
         let mut blocks = Vec::new();
         for _ in 0..rng.u64(6..=40) {
-            let first = rng.u32(0..disk_count);
-            let second = (first + rng.u32(1..disk_count)) % disk_count;
-            let group = next_group(rng, &blocks);
-            blocks.push(Block { size_bytes: rng.u64(64_000..=2_000_000), disks: [first, second], group });
+            let size_bytes = rng.u64(64_000..=2_000_000);
+            blocks.push(new_block(rng, disk_count, &blocks, size_bytes));
         }
         let clients = (0..rng.usize(1..=4)).map(|i| format!("client-{i}")).collect();
         let config = ServiceConfig {
@@ -161,7 +178,7 @@ impl World {
     /// now: the planner reading them sees every block written and deleted
     /// so far and the node that is down.
     pub(crate) fn snapshot(&mut self) -> (Vec<BlockRow>, ClusterStatusReply) {
-        self.seen_copies = self.blocks.iter().map(|b| b.disks).collect();
+        self.seen_copies = self.blocks.iter().map(|b| b.disks.clone()).collect();
         self.seen_deleted.clone_from(&self.deleted);
         self.seen_dead_node = self.dead_node;
         (self.rows(), self.cluster())
@@ -175,7 +192,7 @@ impl World {
                 size: b.size_bytes,
                 state: if self.deleted.contains(&id) { BlockState::Deleted } else { BlockState::Sealed } as i32,
                 group: b.group,
-                disks: b.disks.to_vec(),
+                disks: b.disks.clone(),
             })
             .collect()
     }
@@ -239,22 +256,29 @@ impl World {
         self.seen_copies.len() as u64
     }
 
-    /// A live block's copy that can move or be lost: both copies on disks
-    /// (so the block stays readable), no move of either pending.
+    /// A live block's copy that can move or be lost: every copy of the
+    /// block on a disk, no move of any pending. So a replicated block
+    /// stays readable; an erasure-coded one may become unreadable (its
+    /// reconstruction is another task's work) until its chunk is repaired.
     pub(crate) fn movable_copy(&self, rng: &mut fastrand::Rng) -> Option<(u64, u8)> {
         let candidates: Vec<(u64, u8)> = self
             .live_blocks()
             .into_iter()
             .filter(|&b| self.blocks[b as usize].disks.iter().all(|&d| d != NO_DISK))
-            .filter(|&b| !self.moving.contains_key(&(b, 0)) && !self.moving.contains_key(&(b, 1)))
-            .flat_map(|b| [(b, 0), (b, 1)])
+            .filter(|&b| !self.moving.keys().any(|&(moving, _)| moving == b))
+            .flat_map(|b| self.copies(b).map(move |c| (b, c)))
             .collect();
         (!candidates.is_empty()).then(|| candidates[rng.usize(0..candidates.len())])
     }
 
-    /// A disk holding neither copy of `block`: where one of its copies can go.
+    /// The copy numbers of `block`.
+    fn copies(&self, block: u64) -> impl Iterator<Item = u8> + use<> {
+        0..self.blocks[block as usize].disks.len() as u8
+    }
+
+    /// A disk holding no copy of `block`: where one of its copies can go.
     pub(crate) fn free_disk_for(&self, rng: &mut fastrand::Rng, block: u64) -> u32 {
-        let taken = self.blocks[block as usize].disks;
+        let taken = &self.blocks[block as usize].disks;
         let free: Vec<u32> = (0..self.disks.len() as u32).filter(|d| !taken.contains(d)).collect();
         free[rng.usize(0..free.len())]
     }
@@ -277,19 +301,16 @@ impl World {
         (0..)
             .zip(&self.blocks)
             .filter(|(id, _)| !self.deleted.contains(id))
-            .flat_map(|(id, b)| (0..2u8).filter(move |&c| b.disks[usize::from(c)] == NO_DISK).map(move |c| (id, c)))
+            .flat_map(|(id, b)| (0..).zip(&b.disks).filter(|(_, d)| **d == NO_DISK).map(move |(c, _)| (id, c)))
             .collect()
     }
 
-    /// A task writes a new block: two copies on two disks, no larger than
-    /// the largest so far (so any one set still fits every budget).
+    /// A task writes a new block ([`new_block`]), no larger than the
+    /// largest so far (so any one set still fits every budget).
     pub(crate) fn write_block(&mut self, rng: &mut fastrand::Rng) -> u64 {
         let largest = self.blocks.iter().map(|b| b.size_bytes).max().unwrap_or(64_000);
-        let disk_count = self.disks.len() as u32;
-        let first = rng.u32(0..disk_count);
-        let second = (first + rng.u32(1..disk_count)) % disk_count;
-        let group = next_group(rng, &self.blocks);
-        self.blocks.push(Block { size_bytes: rng.u64(64_000..=largest), disks: [first, second], group });
+        let size_bytes = rng.u64(64_000..=largest);
+        self.blocks.push(new_block(rng, self.disks.len() as u32, &self.blocks, size_bytes));
         self.blocks.len() as u64 - 1
     }
 
@@ -303,9 +324,10 @@ impl World {
             .zip(&self.seen_copies)
             .filter(|(id, _)| !self.seen_deleted.contains(id))
             .flat_map(|(id, disks)| {
-                (0..2u8)
-                    .filter(move |&c| disks[usize::from(c)] == disk)
-                    .map(move |copy| Member::Copy(ChunkRef { block: BlockId(id), copy }))
+                (0..)
+                    .zip(disks)
+                    .filter(move |(_, d)| **d == disk)
+                    .map(move |(copy, _)| Member::Copy(ChunkRef { block: BlockId(id), copy }))
                     .map(|m| (m.key(), BlockSet::new(vec![m])))
             })
             .collect()
@@ -334,6 +356,12 @@ impl World {
             }
         }
         sharing.len() as u64
+    }
+
+    /// How many of a quantum's reads are of a block with one copy.
+    pub(crate) fn single_copy_reads<'a>(&self, callbacks: impl Iterator<Item = &'a pb::Callback>) -> u64 {
+        let reads = callbacks.flat_map(|cb| cb.sets.iter().flat_map(|s| &s.reads));
+        reads.filter(|r| self.blocks[r.block as usize].disks.len() == 1).count() as u64
     }
 
     /// A task deletes `block` now, unannounced.
@@ -374,7 +402,10 @@ impl World {
                             true => Member::Copy(ChunkRef { block: BlockId(b), copy }),
                             false => Member::Any(BlockId(b)),
                         };
-                        let members: Vec<Member> = blocks.iter().map(|&b| member(b, rng.u8(0..2))).collect();
+                        let members: Vec<Member> = blocks
+                            .iter()
+                            .map(|&b| member(b, rng.u8(0..self.blocks[b as usize].disks.len() as u8)))
+                            .collect();
                         let n = members.len() as u32;
                         if rng.u8(0..3) == 0 {
                             BlockSet::choose(members, rng.u32(1..=n))
@@ -427,7 +458,7 @@ impl World {
     /// A declaration the planner must refuse.
     pub(crate) fn invalid_declaration(&self, rng: &mut fastrand::Rng, now_ms: u64) -> Declaration {
         let Drafted { mut decl, keys } = self.valid_declaration(rng, now_ms);
-        match rng.u8(0..4) {
+        match rng.u8(0..5) {
             0 => decl.deadline = Timestamp(now_ms - rng.u64(0..=QUANTUM_MS)),
             // More sets than it names, even after the refresh a disk scrub
             // is declared on (a disk holds at most one copy of each block).
@@ -439,6 +470,15 @@ impl World {
                 let gone = self.seen_deleted.iter().nth(rng.usize(0..=self.seen_deleted.len()));
                 let block = gone.copied().unwrap_or(self.blocks.len() as u64);
                 decl.read_sets = ReadSets::Sets(vec![BlockSet::any_of([BlockId(block)])]);
+            }
+            // A copy a live block does not have: a third of a replicated
+            // block, a second of an erasure-coded chunk.
+            3 => {
+                let live = self.live_blocks();
+                let block = live[rng.usize(0..live.len())];
+                let copy = self.blocks[block as usize].disks.len() as u8;
+                decl.read_sets =
+                    ReadSets::Sets(vec![BlockSet::new(vec![Member::Copy(ChunkRef { block: BlockId(block), copy })])]);
             }
             _ => decl.read_sets = ReadSets::Sets(vec![BlockSet::any_of([BlockId(0)]), BlockSet::new(Vec::new())]),
         }

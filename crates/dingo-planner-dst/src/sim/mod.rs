@@ -418,6 +418,7 @@ impl<'a> Sim<'a> {
         let planned = step.planned().count();
         self.summary.counts.quanta += 1;
         self.summary.counts.sets_sharing_a_group += self.world.sets_sharing_a_group(step.planned());
+        self.summary.counts.single_copy_reads += self.world.single_copy_reads(step.planned());
         self.note(|| format!("quantum planned: {planned} deliveries"));
         self.queue(step, Request::Plan);
         // Nodes reply to the quantum's budgets with their disks' slowness
