@@ -120,6 +120,10 @@ counts! {
     sets_sharing_a_group: "sets sharing a redundancy group",
     /// Reads planned of erasure-coded blocks' chunks: a block's only copy.
     single_copy_reads: "reads of erasure-coded chunks",
+    /// Quanta planned with the budget scaled by a diurnal multiplier other
+    /// than one, and quanta planned after the hour the run started in.
+    diurnal_scaled_quanta: "quanta at a diurnal multiplier other than one",
+    quanta_past_the_hour: "quanta in the run's second hour",
     /// Cache directives of dispatch groups checked against their reads.
     pins_checked: "pins checked",
     /// Disks reported congested and slower than their model (the planner
@@ -264,6 +268,7 @@ mod tests {
         assert!(t.copies_moved > 0 && t.copies_lost > 0 && t.stale_retries > 0, "{t:?}");
         assert!(t.sets_sharing_a_group > 0 && t.pins_checked > 0 && t.slow_disk_reports > 0, "{t:?}");
         assert!(t.statuses_checked > 0 && t.single_copy_reads > 0, "{t:?}");
+        assert!(t.diurnal_scaled_quanta > 0 && t.quanta_past_the_hour > 0, "{t:?}");
     }
 
     #[test]

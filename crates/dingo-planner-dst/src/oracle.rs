@@ -168,21 +168,29 @@ impl Oracle {
         Ok(())
     }
 
+    /// The declarations of `deliveries` (those stored), each once.
+    pub(crate) fn declarations_of(&self, deliveries: &[u64]) -> Vec<u64> {
+        let ids: BTreeSet<u64> =
+            deliveries.iter().filter_map(|d| self.deliveries.get(d)).map(|d| d.declaration).collect();
+        ids.into_iter().collect()
+    }
+
     /// A dispatch group taken at `now_ms` pins exactly the chunks two or
-    /// more reads of its deliveries name, each on the node of the disk its
-    /// reads name, until after `now_ms`: all of them, unless pins lapsed
-    /// before it was taken (never within the grace of its time) or a
-    /// chunk's node is down as the planner knows.
-    ///
-    /// Pins are made when the quantum is planned, so they count the
-    /// readers of declarations cancelled since, whose deliveries a
-    /// restarted planner no longer lists in the group: such deliveries,
-    /// planned by the group's time, count as possible readers of a pin.
-    pub(crate) fn group_pins(&self, world: &World, due: &Due, now_ms: u64) -> Check {
+    /// more reads of its deliveries still to come name, each on the node of
+    /// the disk its reads name, until after `now_ms`: all of them, unless
+    /// pins lapsed before it was taken (never within the grace of its time)
+    /// or a chunk's node is down as the planner knows. Deliveries of
+    /// declarations in `finished` (done or cancelled, as the planner has
+    /// them when the group is taken) will not go out, so their reads count
+    /// for no pin.
+    pub(crate) fn group_pins(&self, world: &World, due: &Due, now_ms: u64, finished: &BTreeSet<u64>) -> Check {
         let mut readers: BTreeMap<(u64, u8), (u32, u32)> = BTreeMap::new();
         for id in due.deliveries() {
             let info =
                 self.deliveries.get(id).ok_or_else(|| format!("a dispatch group names delivery {id}, never stored"))?;
+            if finished.contains(&info.declaration) {
+                continue;
+            }
             for &(chunk, disk) in &info.reads {
                 let (first_disk, count) = readers.entry(chunk).or_insert((disk, 0));
                 if *first_disk != disk {
@@ -191,25 +199,13 @@ impl Oracle {
                 *count += 1;
             }
         }
-        let mut cancelled_readers: BTreeMap<(u64, u8), (u32, u32)> = BTreeMap::new();
-        // Which quantum made the group is not known (a restarted planner
-        // may list none of its deliveries, all cancelled; groups may run
-        // past their quantum): any planned by the group's time may be it.
-        let cancelled = self.deliveries.iter().filter(|(id, d)| {
-            d.quantum_ms <= due.at_ms() && self.decls[&d.declaration].is_cancelled() && !due.deliveries().contains(id)
-        });
-        for &(chunk, disk) in cancelled.flat_map(|(_, d)| &d.reads) {
-            cancelled_readers.entry(chunk).or_insert((disk, 0)).1 += 1;
-        }
         let node_addr = |disk: u32| format!("node-{}", node_of(disk));
         let mut pinned = BTreeSet::new();
         for (node, chunks) in due.pins() {
             for (chunk, until_ms) in chunks {
                 let key = (chunk.block.0, chunk.copy);
-                let (listed, cancelled) = (readers.get(&key), cancelled_readers.get(&key));
-                let count = listed.map_or(0, |r| r.1) + cancelled.map_or(0, |r| r.1);
-                let Some(&(disk, _)) = listed.or(cancelled).filter(|_| count >= 2) else {
-                    return Err(format!("a group pins {key:?}, which fewer than two of its reads name"));
+                let Some(&(disk, count)) = readers.get(&key).filter(|r| r.1 >= 2) else {
+                    return Err(format!("a group pins {key:?}, which fewer than two of its reads to come name"));
                 };
                 if *node != node_addr(disk) || *until_ms <= now_ms {
                     return Err(format!(
@@ -263,6 +259,19 @@ impl Oracle {
                 }
             })
             .collect()
+    }
+
+    /// The budget in force for a quantum planned at `now_ms`: the last one
+    /// set, each limit scaled by the diurnal multiplier of that hour, where
+    /// unlimited (0) stays unlimited and a limit never scales to unlimited
+    /// (at least one byte or microsecond).
+    pub(crate) fn budget_in_force(world: &World, last_set: &pb::Budget, now_ms: u64) -> pb::Budget {
+        let m = world.diurnal_multiplier(now_ms);
+        let scale = |limit: u64| if limit == 0 { 0 } else { ((limit as f64 * m) as u64).max(1) };
+        pb::Budget {
+            cluster_bytes: scale(last_set.cluster_bytes),
+            disk_head_time_us: scale(last_set.disk_head_time_us),
+        }
     }
 
     /// A quantum's plan spends at most its budget: the physical reads (the

@@ -16,9 +16,16 @@ use dingo_types::{
 };
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Simulated time starts here (Unix ms), far from zero so a deadline "in
-/// the past" is representable.
-pub(crate) const START_MS: u64 = 1_700_000_000_000;
+/// Simulated time is counted from here (Unix ms), far from zero so a
+/// deadline "in the past" is representable, and 20 s before a UTC hour
+/// begins: a run starts up to [`MAX_START_DELAY_MS`] later, so many runs
+/// cross into the next hour of the diurnal curve.
+pub(crate) const START_MS: u64 = 1_700_002_780_000;
+pub(crate) const MAX_START_DELAY_MS: u64 = 15_000;
+pub(crate) const HOUR_MS: u64 = 3_600_000;
+/// The diurnal multipliers drawn from: zero (every limit becomes one byte
+/// or microsecond, never unlimited), under one, one, over one.
+const DIURNAL_MULTIPLIERS: [f64; 7] = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 4.0];
 pub(crate) const QUANTUM_MS: u64 = 1000;
 /// Blocks in one explicit set or range at most.
 const MAX_SET_BLOCKS: u64 = 3;
@@ -143,13 +150,22 @@ impl World {
             blocks.push(new_block(rng, disk_count, &blocks, size_bytes));
         }
         let clients = (0..rng.usize(1..=4)).map(|i| format!("client-{i}")).collect();
-        let config = ServiceConfig {
+        let mut config = ServiceConfig {
             quantum_ms: QUANTUM_MS,
             dispatch_spacing_ms: [250, 500, 1000][rng.usize(0..3)],
             pin_grace_ms: 500,
             leftover: if rng.bool() { LeftoverPolicy::Fill } else { LeftoverPolicy::Unused },
             ..ServiceConfig::new("admin")
         };
+        if rng.bool() {
+            let mut curve: Vec<f64> =
+                (0..24).map(|_| DIURNAL_MULTIPLIERS[rng.usize(0..DIURNAL_MULTIPLIERS.len())]).collect();
+            // Some hour lets any one set through, for the drain.
+            if curve.iter().all(|&m| m < 1.0) {
+                curve[rng.usize(0..24)] = 1.0;
+            }
+            config.budget.diurnal = Some(curve);
+        }
         let mut world = World {
             disks,
             blocks,
@@ -172,6 +188,22 @@ impl World {
         world.config.budget.disk_head_time_ms =
             (budget.disk_head_time_us != 0).then_some(budget.disk_head_time_us.div_ceil(1000));
         world
+    }
+
+    /// The diurnal multiplier of the UTC hour `now_ms` falls in (1 without
+    /// a curve).
+    pub(crate) fn diurnal_multiplier(&self, now_ms: u64) -> f64 {
+        self.config.budget.diurnal.as_ref().map_or(1.0, |curve| curve[((now_ms / HOUR_MS) % 24) as usize])
+    }
+
+    /// The first moment from `now_ms` on whose hour's multiplier is at
+    /// least one: there any one set fits the budget again.
+    pub(crate) fn first_full_hour_from(&self, now_ms: u64) -> u64 {
+        let mut at = now_ms;
+        while self.diurnal_multiplier(at) < 1.0 {
+            at = (at / HOUR_MS + 1) * HOUR_MS;
+        }
+        at
     }
 
     /// The block table and the nodes as the metadata service reports them

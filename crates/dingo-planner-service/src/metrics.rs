@@ -30,6 +30,9 @@ pub(crate) struct Metrics {
     /// Cache directives dropped because they lapsed before their group
     /// went out (the planner fell behind, or restarted).
     pub(crate) pins_lapsed: u64,
+    /// Cache directives dropped because fewer than two of the reads they
+    /// were made for are still to come (the rest were cancelled).
+    pub(crate) pins_unneeded: u64,
     /// Per-quantum budget messages a node took, and those it did not.
     pub(crate) node_budgets_sent: u64,
     pub(crate) node_budget_errors: u64,
@@ -102,7 +105,7 @@ impl MetricsView {
             overlapped,
         )?;
         use Scalar::{Counter, Gauge};
-        let scalars: [(&str, &str, Scalar); 20] = [
+        let scalars: [(&str, &str, Scalar); 21] = [
             (
                 "dingo_planner_announced_elided_sets_total",
                 "Sets elided before being read because a task announced it was about to delete their blocks.",
@@ -134,6 +137,12 @@ impl MetricsView {
                 "dingo_planner_pins_lapsed_total",
                 "Cache directives dropped because they lapsed before their dispatch group went out.",
                 Counter(m.pins_lapsed),
+            ),
+            (
+                "dingo_planner_pins_unneeded_total",
+                "Cache directives dropped because fewer than two of their reads were still to come when their \
+                 dispatch group went out.",
+                Counter(m.pins_unneeded),
             ),
             (
                 "dingo_planner_node_budgets_sent_total",
@@ -218,6 +227,7 @@ mod tests {
             "dingo_planner_pins_sent_total counter",
             "dingo_planner_pin_errors_total counter",
             "dingo_planner_pins_lapsed_total counter",
+            "dingo_planner_pins_unneeded_total counter",
             "dingo_planner_node_budgets_sent_total counter",
             "dingo_planner_node_budget_errors_total counter",
             "dingo_planner_slow_disks gauge",

@@ -28,6 +28,13 @@ impl Sim<'_> {
             p.machine.note_slowness(disk, false, 1000);
         }
         self.note(|| "faults stop".into());
+        // The drain's bound needs any one set to fit each quantum's budget,
+        // which an hour whose diurnal multiplier is under one may not allow.
+        let full_hour_ms = self.world.first_full_hour_from(self.now_ms);
+        if full_hour_ms > self.now_ms {
+            self.advance(full_hour_ms - self.now_ms);
+            self.note(|| "the drain waits for an hour at full budget or more".into());
+        }
         // Any one set fits every budget (`World::budget`), and the most
         // urgent declaration is owed at least one set a quantum, so each
         // quantum serves a set while any is left.

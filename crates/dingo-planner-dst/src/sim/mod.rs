@@ -15,7 +15,7 @@ mod drain;
 
 use crate::client::Client;
 use crate::oracle::{DeclInfo, Oracle};
-use crate::world::{QUANTUM_MS, START_MS, World};
+use crate::world::{HOUR_MS, MAX_START_DELAY_MS, QUANTUM_MS, START_MS, World};
 use crate::{Options, Summary, Trace, Violation};
 use dingo_planner_service::{Due, Machine, MemoryStore, Message, Step};
 use dingo_proto::planner as pb;
@@ -136,16 +136,17 @@ impl<'a> Sim<'a> {
         let world = World::generate(&mut rng);
         let clients = world.clients.iter().map(|n| Client::new(n)).collect();
         let budget_committed = world.config.base_budget();
+        let start_ms = START_MS + rng.u64(0..=MAX_START_DELAY_MS);
         Sim {
             seed,
             options,
             rng,
             world,
-            now_ms: START_MS,
+            now_ms: start_ms,
             step: 0,
             store: MemoryStore::default(),
             planner: None,
-            down_until_ms: START_MS,
+            down_until_ms: start_ms,
             budget_committed,
             clients,
             oracle: Oracle::default(),
@@ -379,9 +380,14 @@ impl<'a> Sim<'a> {
         if p.machine.next_group_at().is_some_and(|at| at <= now) {
             p.pins_in_flight = p.machine.take_due(now);
             p.timer_busy = true;
-            let due = self.planner.as_ref().and_then(|p| p.pins_in_flight.as_ref());
-            if let Some(due) = due {
-                self.check(self.oracle.group_pins(&self.world, due, now))?;
+            let p = self.planner.as_ref().expect("the planner is up");
+            if let Some(due) = &p.pins_in_flight {
+                // The planner's own word on which declarations are done or
+                // cancelled (invariant 11 checks it against the oracle).
+                let ids = self.oracle.declarations_of(due.deliveries());
+                let statuses = p.machine.status(&ids).map_err(|e| self.violation(format!("status: {e}")))?;
+                let finished = statuses.iter().filter(|s| s.done || s.cancelled).map(|s| s.declaration).collect();
+                self.check(self.oracle.group_pins(&self.world, due, now, &finished))?;
                 self.summary.counts.pins_checked +=
                     due.pins().iter().map(|(_, chunks)| chunks.len() as u64).sum::<u64>();
             }
@@ -400,13 +406,14 @@ impl<'a> Sim<'a> {
             return Ok(());
         }
         self.refresh_planner();
+        let last_set = self.process().budget;
+        let budget = Oracle::budget_in_force(&self.world, &last_set, now);
         let p = self.process();
-        let budget = p.budget;
         if p.machine.budget_at(now) != budget {
             let got = p.machine.budget_at(now);
-            return Err(
-                self.violation(format!("the planner plans with budget {got:?}, the last one set is {budget:?}"))
-            );
+            return Err(self.violation(format!(
+                "the planner plans with budget {got:?}; the last one set is {last_set:?}, {budget:?} this hour"
+            )));
         }
         let step = p.machine.plan_quantum(now);
         p.schedule_next_quantum(now);
@@ -419,6 +426,8 @@ impl<'a> Sim<'a> {
         self.summary.counts.quanta += 1;
         self.summary.counts.sets_sharing_a_group += self.world.sets_sharing_a_group(step.planned());
         self.summary.counts.single_copy_reads += self.world.single_copy_reads(step.planned());
+        self.summary.counts.diurnal_scaled_quanta += u64::from(self.world.diurnal_multiplier(now) != 1.0);
+        self.summary.counts.quanta_past_the_hour += u64::from(now >= START_MS - START_MS % HOUR_MS + HOUR_MS);
         self.note(|| format!("quantum planned: {planned} deliveries"));
         self.queue(step, Request::Plan);
         // Nodes reply to the quantum's budgets with their disks' slowness

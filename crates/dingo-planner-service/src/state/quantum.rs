@@ -149,14 +149,29 @@ impl State {
     }
 
     /// Takes the earliest group due at `now_ms` out of the queue, with its
-    /// unexpired pins resolved to the nodes holding the chunks.
+    /// unexpired pins resolved to the nodes holding the chunks. A pin is
+    /// made when the quantum is planned, for a chunk two or more of the
+    /// group's reads name; it goes out only if two or more reads of
+    /// deliveries still to be dispatched name it. Deliveries of a
+    /// declaration cancelled or done since are gone, and a pin for their
+    /// reads would hold node cache for nobody until it lapsed.
     pub(crate) fn take_due_group(&mut self, now_ms: u64) -> Option<DueGroup> {
         let (&id, _) = self.groups.iter().filter(|(_, g)| g.at_ms <= now_ms).min_by_key(|(id, g)| (g.at_ms, **id))?;
         let g = self.groups.remove(&id).expect("just found");
+        let mut reads: BTreeMap<(u64, u32), u32> = BTreeMap::new();
+        let live = g.deliveries.iter().filter_map(|d| self.deliveries.get(d));
+        for d in live.filter(|d| d.state == DeliveryState::Scheduled) {
+            for r in d.callback.sets.iter().flat_map(|s| &s.reads) {
+                *reads.entry((r.block, r.copy)).or_default() += 1;
+            }
+        }
+        let (needed, unneeded): (Vec<&PinRecord>, Vec<&PinRecord>) =
+            g.pins.iter().partition(|p| reads.get(&(p.block, p.copy)).is_some_and(|&n| n >= 2));
+        self.metrics.pins_unneeded += unneeded.len() as u64;
         let mut by_node: BTreeMap<String, Vec<(ChunkRef, u64)>> = BTreeMap::new();
-        let lapsed_pins = g.pins.iter().filter(|p| p.until_ms <= now_ms).count() as u64;
+        let lapsed_pins = needed.iter().filter(|p| p.until_ms <= now_ms).count() as u64;
         self.metrics.pins_lapsed += lapsed_pins;
-        for p in g.pins.iter().filter(|p| p.until_ms > now_ms) {
+        for p in needed.into_iter().filter(|p| p.until_ms > now_ms) {
             if let Some(addr) = self.topo.node_of(DiskId(p.disk)) {
                 let chunk = ChunkRef { block: BlockId(p.block), copy: p.copy as u8 };
                 by_node.entry(addr.to_string()).or_default().push((chunk, p.until_ms));

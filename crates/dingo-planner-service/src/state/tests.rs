@@ -227,6 +227,34 @@ fn a_group_pins_shared_chunks_and_counts_the_pins_it_took_too_late() {
     }
 }
 
+/// A pin is for readers still to come: if one of the two tasks sharing a
+/// chunk cancels between the quantum's planning and its group's dispatch,
+/// the group pins nothing (its one reader reads from disk), before and
+/// after a restart, and says how many pins it dropped (a metric).
+#[test]
+fn a_group_drops_the_pins_whose_readers_were_cancelled() {
+    for restart in [false, true] {
+        let mut d = Driver::new();
+        d.declare("a", &singles(0..1, T0 + 1000), T0).unwrap();
+        let mut scrub = singles(0..1, T0 + 1000);
+        scrub.task = TaskKind::Scrubbing;
+        let b = d.declare("b", &scrub, T0).unwrap();
+        d.subscribe("a");
+        d.subscribe("b");
+        d.plan(T0);
+        d.cancel(&Caller::Client("b".into()), b.0).unwrap();
+        if restart {
+            let Driver { tables, state, .. } = d;
+            d = Driver::restart(tables, state.topo);
+        }
+        let at = d.state.next_group_at().expect("a group");
+        let due = d.state.take_due_group(at).expect("due");
+        assert!(due.pins.is_empty() && due.lapsed_pins == 0, "{:?}", due.pins);
+        assert_eq!(due.deliveries.len(), if restart { 1 } else { 2 }, "a restart lists the live delivery only");
+        assert!(d.page().contains("\ndingo_planner_pins_unneeded_total 1\n"), "{}", d.page());
+    }
+}
+
 #[test]
 fn a_restart_loses_nothing_unacknowledged_and_repeats_nothing_acknowledged() {
     let ranges = ReadSets::Ranges((0..4u64).map(|i| BlockRange { start: BlockId(2 * i), len: 2 }).collect());
