@@ -171,16 +171,7 @@ mod tests {
     use dingo_tasks::{Declared, Job, Scheduling};
 
     fn result(mode: Scheduling, task: TaskKind, logical_bytes: u64, disk_bytes: u64) -> ModeResult {
-        let job = Job {
-            task,
-            label: "j".into(),
-            items: Vec::new(),
-            declared: Declared::Items,
-            sets_needed: None,
-            bytes_needed: None,
-            deadline_ms: 10,
-            progress: None,
-        };
+        let job = Job::new(task, "j".into(), Vec::new(), Declared::Items, 10);
         let mut report = JobReport::new(&job, mode, 0);
         report.logical_bytes = logical_bytes;
         report.finished_ms = Some(5);

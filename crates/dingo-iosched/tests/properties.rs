@@ -160,33 +160,40 @@ proptest! {
     fn saturating_foreground_never_starves_maintenance(fg_cost in 5_000u64..30_000, be_cost in 5_000u64..80_000) {
         let cfg = ClassfulConfig::default();
         let mut p = Classful::new(cfg);
-        let (mut now, mut id, mut maintenance_us) = (0u64, 0u64, 0u64);
-        for _ in 0..200 {
-            p.enqueue(now, Request { id, class: Class::BestEffort { channel: 0 }, cost_us: be_cost, planned: true }).unwrap();
-            id += 1;
-        }
-        let horizon = 20_000_000;
-        while now < horizon {
-            // Keep two foreground requests queued at every decision.
-            while p.queued() < 202 {
-                p.enqueue(now, Request { id, class: Class::Foreground, cost_us: fg_cost, planned: true }).unwrap();
-                id += 1;
-            }
-            match p.next(now) {
-                Decision::Serve(u) => {
-                    if u.class != Class::Foreground {
-                        maintenance_us += u.cost_us;
-                    }
-                    now += u.cost_us;
-                }
-                Decision::Wait { until_us } => now = until_us,
-                Decision::Idle => break,
-            }
-        }
+        let (now, maintenance_us) = saturate(&mut p, fg_cost, be_cost);
         // At least min_share of head time, less one unit of slack.
         let floor = now * cfg.min_share_ppm / 1_000_000 - unit_max(&cfg);
         prop_assert!(maintenance_us >= floor, "maintenance got {} of {} µs", maintenance_us, now);
     }
+}
+
+/// 200 maintenance requests of `be_cost` queued at time 0, then 20 s of
+/// a disk never idle: two foreground requests of `fg_cost` queued at every
+/// decision. Returns the time reached and the head time maintenance got.
+fn saturate(p: &mut Classful, fg_cost: u64, be_cost: u64) -> (u64, u64) {
+    let (mut now, mut id, mut maintenance_us) = (0u64, 0u64, 0u64);
+    for _ in 0..200 {
+        p.enqueue(now, Request { id, class: Class::BestEffort { channel: 0 }, cost_us: be_cost, planned: true })
+            .unwrap();
+        id += 1;
+    }
+    while now < 20_000_000 {
+        while p.queued() < 202 {
+            p.enqueue(now, Request { id, class: Class::Foreground, cost_us: fg_cost, planned: true }).unwrap();
+            id += 1;
+        }
+        match p.next(now) {
+            Decision::Serve(u) => {
+                if u.class != Class::Foreground {
+                    maintenance_us += u.cost_us;
+                }
+                now += u.cost_us;
+            }
+            Decision::Wait { until_us } => now = until_us,
+            Decision::Idle => break,
+        }
+    }
+    (now, maintenance_us)
 }
 
 /// A classful policy with a Waiting gate of fixed `(s, t)` (no retune).
@@ -314,27 +321,7 @@ proptest! {
     fn the_gate_never_starves_maintenance_on_a_disk_that_is_never_idle(fg_cost in 5_000u64..30_000, be_cost in 5_000u64..80_000) {
         let (cfg, _) = gated(1 << 20, 10_000, 50_000);
         let mut p = Classful::new(cfg);
-        let (mut now, mut id, mut maintenance_us) = (0u64, 0u64, 0u64);
-        for _ in 0..200 {
-            p.enqueue(now, Request { id, class: Class::BestEffort { channel: 0 }, cost_us: be_cost, planned: true }).unwrap();
-            id += 1;
-        }
-        while now < 20_000_000 {
-            while p.queued() < 202 {
-                p.enqueue(now, Request { id, class: Class::Foreground, cost_us: fg_cost, planned: true }).unwrap();
-                id += 1;
-            }
-            match p.next(now) {
-                Decision::Serve(u) => {
-                    if u.class != Class::Foreground {
-                        maintenance_us += u.cost_us;
-                    }
-                    now += u.cost_us;
-                }
-                Decision::Wait { until_us } => now = until_us,
-                Decision::Idle => break,
-            }
-        }
+        let (now, maintenance_us) = saturate(&mut p, fg_cost, be_cost);
         prop_assert!(p.gate(now).is_some_and(|g| !g.open));
         let floor = now * cfg.min_share_ppm / 1_000_000 - unit_max(&cfg);
         prop_assert!(maintenance_us >= floor, "maintenance got {} of {} µs", maintenance_us, now);

@@ -420,16 +420,7 @@ mod tests {
     use super::*;
 
     fn job(label: &str) -> Job {
-        Job {
-            task: dingo_types::TaskKind::Scrubbing,
-            label: label.into(),
-            items: Vec::new(),
-            declared: Declared::Items,
-            sets_needed: None,
-            bytes_needed: None,
-            deadline_ms: 0,
-            progress: None,
-        }
+        Job::new(dingo_types::TaskKind::Scrubbing, label.into(), Vec::new(), Declared::Items, 0)
     }
 
     #[tokio::test]

@@ -165,16 +165,7 @@ mod tests {
                 WorkItem { set: set_of(&action, &[]), action, bytes: 10 * (b + 1) }
             })
             .collect();
-        Job {
-            task: TaskKind::Fsck,
-            label: "j".into(),
-            items,
-            declared: Declared::Items,
-            sets_needed,
-            bytes_needed: None,
-            deadline_ms: 0,
-            progress: None,
-        }
+        Job { sets_needed, ..Job::new(TaskKind::Fsck, "j".into(), items, Declared::Items, 0) }
     }
 
     #[test]

@@ -87,16 +87,7 @@ pub async fn draining(
     }
     chunks.sort_unstable();
     let items = move_items(chunks, &recs);
-    Ok(Some(Job {
-        task: TaskKind::Rebalancing,
-        label: format!("drain disk(s) {disks:?}"),
-        items,
-        declared: Declared::Items,
-        sets_needed: None,
-        bytes_needed: None,
-        deadline_ms,
-        progress: None,
-    }))
+    Ok(Some(Job::new(TaskKind::Rebalancing, format!("drain disk(s) {disks:?}"), items, Declared::Items, deadline_ms)))
 }
 
 /// One scrubbing job per live disk: every chunk on it, that exact copy, in
@@ -116,16 +107,13 @@ pub async fn scrubbing(client: &Client, deadline_ms: u64) -> Result<Vec<Job>, Cl
                 Some(WorkItem { set: set_of(&action, &[]), action, bytes })
             })
             .collect();
-        jobs.push(Job {
-            task: TaskKind::Scrubbing,
-            label: format!("disk {disk}"),
+        jobs.push(Job::new(
+            TaskKind::Scrubbing,
+            format!("disk {disk}"),
             items,
-            declared: Declared::ChunksOnDisk(disk),
-            sets_needed: None,
-            bytes_needed: None,
+            Declared::ChunksOnDisk(disk),
             deadline_ms,
-            progress: None,
-        });
+        ));
     }
     Ok(jobs)
 }
@@ -183,16 +171,7 @@ pub async fn reconstruction(client: &Client, label: &str, deadline_ms: u64) -> R
         let action = Action::Rebuild { lost: chunk, sources, needed };
         items.push(WorkItem { set: set_of(&action, &[]), action, bytes });
     }
-    Ok(Job {
-        task: TaskKind::Reconstruction,
-        label: label.to_string(),
-        items,
-        declared: Declared::Items,
-        sets_needed: None,
-        bytes_needed: None,
-        deadline_ms,
-        progress: None,
-    })
+    Ok(Job::new(TaskKind::Reconstruction, label.to_string(), items, Declared::Items, deadline_ms))
 }
 
 fn is_ec(r: &BlockRecord) -> bool {
@@ -236,16 +215,9 @@ pub async fn rebalancing(
     let candidate_bytes: u64 = candidates.iter().map(|c| recs[&c.block.0].size).sum();
     let needed_bytes = (deficit.ceil() as u64).clamp(1, candidate_bytes.max(1));
     let items = move_items(candidates, &recs);
-    Ok(Some(Job {
-        task: TaskKind::Rebalancing,
-        label: format!("{needed_bytes} bytes off disks above {:.0} % full", (mean + threshold) * 100.0),
-        items,
-        declared: Declared::Items,
-        sets_needed: None,
-        bytes_needed: Some(needed_bytes),
-        deadline_ms,
-        progress: None,
-    }))
+    let label = format!("{needed_bytes} bytes off disks above {:.0} % full", (mean + threshold) * 100.0);
+    let job = Job::new(TaskKind::Rebalancing, label, items, Declared::Items, deadline_ms);
+    Ok(Some(Job { bytes_needed: Some(needed_bytes), ..job }))
 }
 
 /// Re-encodes files: each `(from, to)` pair is read in full, written as
@@ -267,16 +239,7 @@ pub async fn transcoding(
         };
         items.push(whole_file_item(&file, Action::Transcode { from: from.clone(), to: to.clone(), redundancy }));
     }
-    Ok(Job {
-        task: TaskKind::Transcoding,
-        label: label.to_string(),
-        items,
-        declared: Declared::Items,
-        sets_needed: None,
-        bytes_needed: None,
-        deadline_ms,
-        progress: None,
-    })
+    Ok(Job::new(TaskKind::Transcoding, label.to_string(), items, Declared::Items, deadline_ms))
 }
 
 /// Ids of the blocks holding a file's bytes, in file order: every block
@@ -287,20 +250,6 @@ fn data_block_ids(file: &FileInfo) -> Vec<u64> {
         _ => u32::MAX,
     };
     file.blocks.iter().filter(|b| b.ec_index < data_members).map(|b| b.id).collect()
-}
-
-/// A job of one item per file, declared by path.
-fn file_job(task: TaskKind, label: String, items: Vec<WorkItem>, deadline_ms: u64) -> Job {
-    Job {
-        task,
-        label,
-        items,
-        declared: Declared::Files,
-        sets_needed: None,
-        bytes_needed: None,
-        deadline_ms,
-        progress: None,
-    }
 }
 
 /// The item of `action`, which reads all of `file`.
@@ -321,7 +270,7 @@ pub async fn file_scrubbing(
         .iter()
         .map(|f| whole_file_item(f, Action::FileScrub { path: f.path.clone(), file: f.id, blocks: data_block_ids(f) }))
         .collect();
-    Ok(file_job(TaskKind::FileScrubbing, prefix.to_string(), items, deadline_ms))
+    Ok(Job::new(TaskKind::FileScrubbing, prefix.to_string(), items, Declared::Files, deadline_ms))
 }
 
 /// Fsck: each picked file under `prefix` checked against the metadata,
@@ -349,7 +298,7 @@ pub async fn fsck(
         })
         .filter(|i| i.bytes > 0)
         .collect();
-    Ok(file_job(TaskKind::Fsck, prefix.to_string(), items, deadline_ms))
+    Ok(Job::new(TaskKind::Fsck, prefix.to_string(), items, Declared::Files, deadline_ms))
 }
 
 /// Georeplication: each picked file under `prefix` not yet recorded as
@@ -373,7 +322,7 @@ pub async fn georeplication(
     if items.len() < picked {
         label += &format!(" ({} of {picked} files copied before)", picked - items.len());
     }
-    Ok(file_job(TaskKind::Georeplication, label, items, deadline_ms))
+    Ok(Job::new(TaskKind::Georeplication, label, items, Declared::Files, deadline_ms))
 }
 
 /// Garbage collection of the object-store area `area` (layout and record
@@ -403,5 +352,5 @@ pub async fn garbage_collection(
             whole_file_item(f, Action::Collect { path: f.path.clone(), file: f.id, to, dead: dead.clone() })
         })
         .collect();
-    Ok(file_job(TaskKind::GarbageCollection, area.to_string(), items, deadline_ms))
+    Ok(Job::new(TaskKind::GarbageCollection, area.to_string(), items, Declared::Files, deadline_ms))
 }

@@ -258,16 +258,13 @@ mod tests {
         let path = dir.path().join("maintain.json");
         assert_eq!(SupervisorState::load(&path).unwrap(), SupervisorState::default());
         let mut s = SupervisorState { known_nodes: vec![1, 2], last_scrub_ms: 7, ..Default::default() };
-        let job = Job {
-            task: dingo_types::TaskKind::Reconstruction,
-            label: "lost chunks".into(),
-            items: Vec::new(),
-            declared: crate::Declared::Items,
-            sets_needed: None,
-            bytes_needed: None,
-            deadline_ms: 0,
-            progress: None,
-        };
+        let job = Job::new(
+            dingo_types::TaskKind::Reconstruction,
+            "lost chunks".into(),
+            Vec::new(),
+            crate::Declared::Items,
+            0,
+        );
         let mut r = JobReport::new(&job, crate::Scheduling::Imperative, 1);
         r.items_done = 3;
         for _ in 0..HISTORY + 5 {

@@ -146,6 +146,12 @@ pub struct Job {
 }
 
 impl Job {
+    /// A job that needs every item, declared as `declared` says, with no
+    /// progress counter yet.
+    pub fn new(task: TaskKind, label: String, items: Vec<WorkItem>, declared: Declared, deadline_ms: u64) -> Job {
+        Job { task, label, items, declared, sets_needed: None, bytes_needed: None, deadline_ms, progress: None }
+    }
+
     /// Items the job must complete: with `bytes_needed`, the first items in
     /// the job's order that total that many bytes (the imperative walk's
     /// count; the planner may pick others).
@@ -395,20 +401,9 @@ mod tests {
 
     fn job(declared: Declared) -> Job {
         let c = ChunkRef { block: BlockId(7), copy: 2 };
-        Job {
-            bytes_needed: None,
-            task: TaskKind::Scrubbing,
-            label: "t".into(),
-            items: vec![WorkItem {
-                set: set_of(&Action::Scrub { chunk: c, disk: 3 }, &[]),
-                action: Action::Scrub { chunk: c, disk: 3 },
-                bytes: 10,
-            }],
-            declared,
-            sets_needed: None,
-            deadline_ms: 0,
-            progress: None,
-        }
+        let action = Action::Scrub { chunk: c, disk: 3 };
+        let items = vec![WorkItem { set: set_of(&action, &[]), action, bytes: 10 }];
+        Job::new(TaskKind::Scrubbing, "t".into(), items, declared, 0)
     }
 
     #[test]

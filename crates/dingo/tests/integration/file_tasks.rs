@@ -416,16 +416,9 @@ async fn declared_rebalancing_moves_its_bytes_and_a_waiting_scrub_skips_the_move
             WorkItem { set: set_of(&action, &[]), action, bytes: BLOCK }
         })
         .collect();
-    let job = Job {
-        task: TaskKind::Rebalancing,
-        label: format!("1.5 blocks off disk {disk}"),
-        items,
-        declared: Declared::Items,
-        sets_needed: None,
-        bytes_needed: Some(3 * BLOCK / 2),
-        deadline_ms: dingo_daemon::now_ms() + 60_000,
-        progress: None,
-    };
+    let label = format!("1.5 blocks off disk {disk}");
+    let job = Job::new(TaskKind::Rebalancing, label, items, Declared::Items, dingo_daemon::now_ms() + 60_000);
+    let job = Job { bytes_needed: Some(3 * BLOCK / 2), ..job };
     let balancer = PlannerClient::connect(planner_process.addr(), "balancer-token").unwrap();
     let agent = Agent::spawn(t.client.clone(), balancer, 0);
     let handle = agent.submit(job, CancelFlag::default()).await;
