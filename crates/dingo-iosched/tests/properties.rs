@@ -32,9 +32,14 @@ fn arrivals(max: usize) -> impl Strategy<Value = Vec<Arrival>> {
 
 /// Served units with their start times, in order; request ids are indices.
 fn run(policy: &mut dyn Policy, arrivals: &[Arrival]) -> Vec<(u64, Unit)> {
+    run_until(policy, arrivals, u64::MAX)
+}
+
+/// [`run`] that stops serving at `horizon_us`.
+fn run_until(policy: &mut dyn Policy, arrivals: &[Arrival], horizon_us: u64) -> Vec<(u64, Unit)> {
     let mut served = Vec::new();
     let (mut now, mut next, mut retry) = (0u64, 0usize, None::<u64>);
-    loop {
+    while now < horizon_us {
         while next < arrivals.len() && arrivals[next].at_us <= now {
             let a = &arrivals[next];
             policy
@@ -66,6 +71,7 @@ fn run(policy: &mut dyn Policy, arrivals: &[Arrival]) -> Vec<(u64, Unit)> {
             (None, None) => return served,
         };
     }
+    served
 }
 
 fn unit_max(cfg: &ClassfulConfig) -> u64 {
@@ -226,35 +232,9 @@ fn run_backlogged(policy: &mut dyn Policy, fg: &[(u64, u64)], horizon_us: u64) -
             Request { id: u64::MAX, class: Class::BestEffort { channel: 0 }, cost_us: u64::MAX / 4, planned: true },
         )
         .unwrap();
-    let (mut served, mut now, mut next, mut retry) = (Vec::new(), 0u64, 0usize, None::<u64>);
-    while now < horizon_us {
-        while next < fg.len() && fg[next].0 <= now {
-            policy
-                .enqueue(now, Request { id: next as u64, class: Class::Foreground, cost_us: fg[next].1, planned: true })
-                .unwrap();
-            next += 1;
-            retry = None;
-        }
-        if retry.is_none_or(|t| t <= now) {
-            match policy.next(now) {
-                Decision::Serve(u) => {
-                    served.push((now, u));
-                    now += u.cost_us;
-                    retry = None;
-                    continue;
-                }
-                Decision::Wait { until_us } => retry = Some(until_us),
-                Decision::Idle => retry = None,
-            }
-        }
-        now = match (fg.get(next).map(|a| a.0), retry) {
-            (Some(a), Some(r)) => a.min(r),
-            (Some(a), None) => a,
-            (None, Some(r)) => r,
-            (None, None) => return served,
-        };
-    }
-    served
+    let arrivals: Vec<Arrival> =
+        fg.iter().map(|&(at_us, cost_us)| Arrival { at_us, class: Class::Foreground, cost_us }).collect();
+    run_until(policy, &arrivals, horizon_us)
 }
 
 fn foreground_trace(max: usize) -> impl Strategy<Value = Vec<(u64, u64)>> {
