@@ -163,6 +163,22 @@ impl Inner {
         self.probation.bytes + self.protected.bytes
     }
 
+    /// Evicts least recently used pinned pages while the region is over
+    /// its size: each an overflow, remembered while its pin lasts (a disk
+    /// read of it then is a re-read the overflow caused) and offered to the
+    /// flash tier, if any.
+    fn shrink_pinned(&mut self) {
+        while self.pinned.bytes > self.pinned_cap {
+            let Some((k, v)) = self.pinned.pop_lru() else { break };
+            self.stats.overflow_evictions += 1;
+            self.overflowed.insert(k);
+            let until_ms = self.pins.get(&k.0).copied();
+            if let (Some(leaving), Some(until_ms)) = (&mut self.leaving, until_ms) {
+                leaving.push((k, v, Admission::PinnedOverflow { until_ms }));
+            }
+        }
+    }
+
     fn shrink_general(&mut self) {
         let protected_cap = (self.general_cap as f64 * PROTECTED_SHARE) as u64;
         while self.protected.bytes > protected_cap {
@@ -295,16 +311,10 @@ impl BlockCache {
                 // Copy out of the disk buffer so a pinned page does not keep the
                 // whole multi-megabyte read buffer alive.
                 c.pinned.insert(key, Bytes::copy_from_slice(&data));
-                while c.pinned.bytes > c.pinned_cap {
-                    let Some((k, v)) = c.pinned.pop_lru() else { break };
-                    c.stats.overflow_evictions += 1;
-                    c.overflowed.insert(k);
-                    let until_ms = c.pins.get(&k.0).copied();
-                    if let (Some(leaving), Some(until_ms)) = (&mut c.leaving, until_ms) {
-                        leaving.push((k, v, Admission::PinnedOverflow { until_ms }));
-                    }
-                }
-            } else if c.general_takes(tag) {
+                c.shrink_pinned();
+            } else if c.general_takes(tag) && c.protected.touch(&key).is_none() {
+                // Two readers that missed at once both insert; a copy the
+                // first one's hit already promoted stays the only one.
                 c.probation.insert(key, Bytes::copy_from_slice(&data));
                 c.shrink_general();
             }
@@ -314,22 +324,28 @@ impl BlockCache {
     }
 
     /// Pins `chunk` until `until_ms` (Unix ms); a later pin replaces it.
-    /// Pages already in the general region move to the pinned region.
+    /// Pages already in the general region move to the pinned region,
+    /// which stays within its size as when pages are read into it.
     pub fn pin(&self, chunk: ChunkRef, until_ms: u64, now_ms: u64) {
-        let mut c = self.lock();
-        c.expire(now_ms);
-        if until_ms <= now_ms {
-            return;
-        }
-        if let Some(old) = c.pins.insert(chunk, until_ms) {
-            c.deadlines.remove(&(old, chunk));
-        }
-        c.deadlines.insert((until_ms, chunk));
-        let mut adopted = c.probation.take_chunk(chunk);
-        adopted.extend(c.protected.take_chunk(chunk));
-        for (k, v) in adopted {
-            c.pinned.insert(k, v);
-        }
+        let leaving = {
+            let mut c = self.lock();
+            c.expire(now_ms);
+            if until_ms <= now_ms {
+                return;
+            }
+            if let Some(old) = c.pins.insert(chunk, until_ms) {
+                c.deadlines.remove(&(old, chunk));
+            }
+            c.deadlines.insert((until_ms, chunk));
+            let mut adopted = c.probation.take_chunk(chunk);
+            adopted.extend(c.protected.take_chunk(chunk));
+            for (k, v) in adopted {
+                c.pinned.insert(k, v);
+            }
+            c.shrink_pinned();
+            c.leaving.as_mut().map(std::mem::take)
+        };
+        self.to_flash(leaving, now_ms);
     }
 
     /// Lifts `chunk`'s pin: its pinned pages leave DRAM and flash.
@@ -496,6 +512,18 @@ mod tests {
         assert_eq!(cache.stats().pinned_hits, 1);
         cache.remove_chunk(key(1, 0).0);
         assert_eq!(cache.stats().pinned_bytes + cache.stats().general_bytes, 0);
+    }
+
+    /// Found by the property test (`tests/cache_properties.rs`): adopted
+    /// pages filled the pinned region past its size.
+    #[test]
+    fn pinning_adopts_pages_only_as_far_as_the_pinned_region_holds() {
+        let cache = BlockCache::new(1000, 150);
+        cache.insert(key(1, 0), page(), IoTag::Foreground, 0);
+        cache.insert(key(1, 1), page(), IoTag::Foreground, 0);
+        cache.pin(key(1, 0).0, 100, 0);
+        let s = cache.stats();
+        assert_eq!((s.pinned_bytes, s.general_bytes, s.overflow_evictions), (100, 0, 1));
     }
 
     #[test]
