@@ -68,4 +68,6 @@ fn next_id(tx: &WriteTransaction, name: &str) -> Result<u64, MetaError> {
 }
 
 #[cfg(test)]
+mod properties;
+#[cfg(test)]
 mod tests;
