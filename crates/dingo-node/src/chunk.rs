@@ -155,15 +155,7 @@ pub fn load_meta(disk: &Disk, chunk: ChunkRef, path: &std::path::Path, tag: IoTa
     }
     let mut h = AlignedBuf::zeroed(HEADER as usize);
     disk.read_at(&file, &mut h, 0, tag).map_err(&io)?;
-    let header = decode_header(&h).map_err(|e| {
-        if matches!(e, HeaderError::Checksum) {
-            disk.counters.checksum_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
-        corrupt(e.to_string())
-    })?;
-    if header.chunk != chunk {
-        return Err(corrupt(format!("header names {}", header.chunk)));
-    }
+    let header = checked_header(disk, chunk, &h)?;
     let layout = header.layout;
     if layout.file_len() != file_len {
         return Err(corrupt(format!("file is {file_len} bytes, header implies {}", layout.file_len())));
@@ -172,16 +164,43 @@ pub fn load_meta(disk: &Disk, chunk: ChunkRef, path: &std::path::Path, tag: IoTa
     if !table.is_empty() {
         disk.read_at(&file, &mut table, HEADER, tag).map_err(&io)?;
     }
-    let table = &table[..layout.segments() as usize * 4];
+    checked_table(disk, chunk, &header, &table)
+}
+
+/// The header in `h`, if it is sound and names `chunk`.
+fn checked_header(disk: &Disk, chunk: ChunkRef, h: &[u8]) -> Result<Header, StoreError> {
+    let header = decode_header(h).map_err(|e| {
+        if matches!(e, HeaderError::Checksum) {
+            disk.counters.checksum_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        StoreError::Corrupt { chunk, detail: e.to_string() }
+    })?;
+    if header.chunk != chunk {
+        return Err(StoreError::Corrupt { chunk, detail: format!("header names {}", header.chunk) });
+    }
+    Ok(header)
+}
+
+/// The chunk's metadata from its header and the checksum table in
+/// `table` (padding included), if the table matches its checksum.
+fn checked_table(disk: &Disk, chunk: ChunkRef, header: &Header, table: &[u8]) -> Result<ChunkMeta, StoreError> {
+    let table = &table[..header.layout.segments() as usize * 4];
     if crc32c::crc32c(table) != header.table_crc {
         disk.counters.checksum_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        return Err(corrupt("checksum table does not match its checksum".into()));
+        let detail = "checksum table does not match its checksum".into();
+        return Err(StoreError::Corrupt { chunk, detail });
     }
-    Ok(ChunkMeta { layout, crcs: table.chunks_exact(4).map(le_u32).collect() })
+    Ok(ChunkMeta { layout: header.layout, crcs: table.chunks_exact(4).map(le_u32).collect() })
 }
 
 /// Reads data segments `first..end` of a chunk from disk and verifies each
 /// against its checksum. Returns the data, one buffer for the whole run.
+///
+/// With `check_header` (only from segment 0), the same request starts at
+/// the file's start and the header and checksum table on disk must be the
+/// ones in `meta`: an integrity check's pass over the chunk checks them
+/// for the price of their transfer, with no positioning of its own.
+#[allow(clippy::too_many_arguments)] // the read's whole context, each a different thing
 pub fn read_segments(
     disk: &Disk,
     chunk: ChunkRef,
@@ -190,23 +209,36 @@ pub fn read_segments(
     first: u64,
     end: u64,
     tag: IoTag,
+    check_header: bool,
 ) -> Result<bytes::Bytes, StoreError> {
+    assert!(!check_header || first == 0, "the header is checked from segment 0 only");
     let layout = meta.layout;
     let start = first * SEGMENT;
     let data_end = (end * SEGMENT).min(layout.data_len);
+    // Where the data starts in the buffer.
+    let data_at = if check_header { layout.data_offset() as usize } else { 0 };
     let io = chunk_io(chunk, path);
     let file = DirectFile::open(path).map_err(&io)?;
-    let mut buf = disk.buffers.take((align_up(data_end) - start) as usize);
-    disk.read_at(&file, &mut buf, layout.data_offset() + start, tag).map_err(&io)?;
+    let mut buf = disk.buffers.take(data_at + (align_up(data_end) - start) as usize);
+    let file_at = if check_header { 0 } else { layout.data_offset() + start };
+    disk.read_at(&file, &mut buf, file_at, tag).map_err(&io)?;
+    if check_header {
+        let header = checked_header(disk, chunk, &buf[..HEADER as usize])?;
+        let on_disk = checked_table(disk, chunk, &header, &buf[HEADER as usize..data_at])?;
+        if on_disk != *meta {
+            let detail = "header and checksum table differ from the ones kept".into();
+            return Err(StoreError::Corrupt { chunk, detail });
+        }
+    }
     for s in first..end {
-        let off = ((s - first) * SEGMENT) as usize;
+        let off = data_at + ((s - first) * SEGMENT) as usize;
         let seg = &buf[off..off + layout.segment_len(s) as usize];
         if crc32c::crc32c(seg) != meta.crcs[s as usize] {
             disk.counters.checksum_errors.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return Err(StoreError::Corrupt { chunk, detail: format!("checksum mismatch in segment {s}") });
         }
     }
-    Ok(buf.into_bytes((data_end - start) as usize))
+    Ok(buf.into_bytes(data_at + (data_end - start) as usize).slice(data_at..))
 }
 
 /// A chunk being written. Dropping it without [`ChunkWriter::seal`] removes
@@ -391,7 +423,7 @@ mod tests {
         let path = disk.chunk_path(chunk);
         let meta = load_meta(disk, chunk, &path, IoTag::Foreground)?;
         let segs = meta.layout.segments();
-        Ok(read_segments(disk, chunk, &path, &meta, 0, segs, IoTag::Foreground)?.to_vec())
+        Ok(read_segments(disk, chunk, &path, &meta, 0, segs, IoTag::Foreground, false)?.to_vec())
     }
 
     fn chunk(b: u64) -> ChunkRef {
@@ -432,7 +464,7 @@ mod tests {
         assert_eq!(disk.counters.checksum_errors.load(std::sync::atomic::Ordering::Relaxed), 1);
         // Segments before the damage still verify.
         let meta = load_meta(&disk, chunk(1), &path, IoTag::Foreground).unwrap();
-        let ok = read_segments(&disk, chunk(1), &path, &meta, 0, 2, IoTag::Foreground).unwrap();
+        let ok = read_segments(&disk, chunk(1), &path, &meta, 0, 2, IoTag::Foreground, false).unwrap();
         assert_eq!(&ok[..], &data[..2 * SEGMENT as usize]);
     }
 

@@ -33,7 +33,9 @@ struct Stored {
     /// Whether the header and table on disk were read and found equal to
     /// the ones kept. Kept from the write they were not: integrity checks
     /// (`checks_device_header`) read them from disk until they are, as a
-    /// first read did before they were kept.
+    /// first read did before they were kept. After that, they check them
+    /// again with each pass over the chunk that reads its first segment
+    /// from disk (`chunk::read_segments`' `check_header`).
     meta_checked: AtomicBool,
 }
 
@@ -224,8 +226,13 @@ impl Store {
     ) -> Result<(Bytes, bool), StoreError> {
         let disk = &self.disks[stored.disk];
         let path = disk.chunk_path(chunk);
+        // Whether the header and table were taken from memory, unchecked.
+        let mut kept_meta = false;
         let meta = match stored.meta.get() {
-            Some(m) if stored.meta_checked.load(Relaxed) || !checks_device_header(tag) => m.clone(),
+            Some(m) if stored.meta_checked.load(Relaxed) || !checks_device_header(tag) => {
+                kept_meta = true;
+                m.clone()
+            }
             Some(m) => {
                 // An integrity check reads the header and table on disk:
                 // what it checks is what the device holds, not what this
@@ -250,6 +257,11 @@ impl Store {
             return Ok((Bytes::new(), true));
         }
         let (first, last) = (offset / SEGMENT, end.div_ceil(SEGMENT));
+        // An integrity check passing over the chunk from its start checks
+        // the header and table on disk with the data read from there (no
+        // request of their own), so damage to them done since they were
+        // first checked is found by the next pass, not after a restart.
+        let check_header = kept_meta && checks_device_header(tag) && first == 0;
         let now = now_ms();
         let lookup = || (first..last).map(|s| self.cache.get((chunk, s), tag, now)).collect::<Vec<Option<Bytes>>>();
         let mut pages = lookup();
@@ -264,7 +276,7 @@ impl Store {
         let filling = if fills { self.filling.enter_ranked(chunk, rank, skip_lower) } else { None };
         if fills && filling.is_none() {
             // Skipped the fill: one disk read of the range, cached by the filler.
-            let data = chunk::read_segments(disk, chunk, &path, &meta, first, last, tag)?;
+            let data = chunk::read_segments(disk, chunk, &path, &meta, first, last, tag, check_header)?;
             let skip = (offset - first * SEGMENT) as usize;
             return Ok((data.slice(skip..skip + len as usize), false));
         }
@@ -281,7 +293,7 @@ impl Store {
                 continue;
             }
             let run_end = (s..last).find(|&e| pages[(e - first) as usize].is_some()).unwrap_or(last);
-            let data = chunk::read_segments(disk, chunk, &path, &meta, s, run_end, tag)?;
+            let data = chunk::read_segments(disk, chunk, &path, &meta, s, run_end, tag, check_header && s == 0)?;
             if s == first && run_end == last && !self.cache.wants(chunk, tag, now) {
                 // Nothing was cached and nothing will be: hand out the disk
                 // buffer itself instead of copying it page by page.
@@ -729,6 +741,31 @@ mod tests {
         let e = store.read(C, 0, 200_000, scrub).unwrap_err();
         assert!(matches!(e, StoreError::Corrupt { .. }), "{e}");
         assert_eq!(store.take_corrupt(), vec![(Some(DiskId(5)), C)]);
+    }
+
+    /// Found by the property test (`tests/store_properties.rs`): once a
+    /// chunk's header had been seen equal on disk, no scrub checked it
+    /// again, so damage to it went unnoticed until a restart made the chunk
+    /// unreadable. A pass that reads the first segment from disk now checks
+    /// it in the same request.
+    #[test]
+    fn every_scrub_pass_checks_the_header_on_disk_without_a_request_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), 0, 0);
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        put(&store, C, &data);
+        let scrub = IoTag::Maintenance { task: TaskKind::Scrubbing, declaration: DeclarationId(1) };
+        let requests = || store.disks[0].counters.class_requests[scrub.class_index()].load(Relaxed);
+        assert_eq!(&store.read(C, 0, 200_000, scrub).unwrap().0[..], &data[..], "the first pass");
+        let before = requests();
+        assert_eq!(&store.read(C, 0, 200_000, scrub).unwrap().0[..], &data[..], "the second pass");
+        assert_eq!(requests() - before, 1, "the header comes with the data");
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new().write(true).open(store.disks[0].chunk_path(C)).unwrap();
+        file.write_all_at(&[0xff], 20).unwrap();
+        assert_eq!(&store.read(C, 70_000, 1_000, scrub).unwrap().0[..], &data[70_000..71_000], "mid-pass");
+        let e = store.read(C, 0, 200_000, scrub).unwrap_err();
+        assert!(matches!(e, StoreError::Corrupt { .. }), "the next pass finds the damage: {e}");
     }
 
     /// A foreground read of a pinned chunk `C` that a rebalancing read is

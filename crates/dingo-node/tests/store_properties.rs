@@ -80,10 +80,9 @@ fn open(dir: &Path) -> Store {
 /// What the node does with the header and table on disk: it keeps them in
 /// memory from the write, or from the first read after a restart, which
 /// checks them; an integrity check (scrubbing) reads them from disk until
-/// it has seen them equal to the copy kept. After that no read goes back
-/// to them until a restart (each scrub pass would otherwise pay two head
-/// requests more, docs/IO_CONTROL.md), so damage to them is found by the
-/// first read after the next restart, not by later scrubs.
+/// it has seen them equal to the copy kept, and after that checks them
+/// again whenever it reads the first data segment from disk (the same
+/// request starts at the file's start).
 struct Written {
     data: Bytes,
     /// Places flipped in the header or table, and data bytes flipped (a
@@ -145,8 +144,11 @@ proptest! {
                     let reads_header = !w.meta_in_memory || (t == 1 && !w.header_seen);
                     let segments = (offset / 65_536)..(offset + len).div_ceil(65_536);
                     let in_range = offset + len <= size;
+                    // Whether a scrub checks them with the first segment.
+                    let checks_header_inline =
+                        t == 1 && w.meta_in_memory && w.header_seen && in_range && len > 0 && offset < 65_536;
                     let header_damaged = !w.header_damage.is_empty();
-                    let reads_damage = (header_damaged && reads_header)
+                    let reads_damage = (header_damaged && (reads_header || checks_header_inline))
                         || (in_range && len > 0 && t == 1 && w.data_damage.iter().any(|b| segments.contains(&(b / 65_536))));
                     match &got {
                         Ok((bytes, _)) => {
