@@ -424,6 +424,14 @@ mod tests {
     }
 
     const C: ChunkRef = ChunkRef { block: BlockId(9), copy: 2 };
+    const SCRUB: IoTag = IoTag::Maintenance { task: TaskKind::Scrubbing, declaration: DeclarationId(1) };
+
+    /// Flips a byte of `C`'s header on disk.
+    fn damage_header(store: &Store) {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new().write(true).open(store.disks[0].chunk_path(C)).unwrap();
+        file.write_all_at(&[0xff], 20).unwrap();
+    }
 
     #[test]
     fn ranged_reads_return_exact_bytes_and_survive_reopen() {
@@ -733,12 +741,9 @@ mod tests {
         assert_eq!(requests(IoTag::Foreground) - before, 1, "the first read is one request");
         // Damage the header on disk: reads still verify the data against the
         // checksums kept, but a scrub reads the header and finds it.
-        use std::os::unix::fs::FileExt;
-        let file = std::fs::OpenOptions::new().write(true).open(store.disks[0].chunk_path(C)).unwrap();
-        file.write_all_at(&[0xff], 20).unwrap();
+        damage_header(&store);
         assert_eq!(&store.read(C, 0, 200_000, IoTag::Foreground).unwrap().0[..], &data[..]);
-        let scrub = IoTag::Maintenance { task: TaskKind::Scrubbing, declaration: DeclarationId(1) };
-        let e = store.read(C, 0, 200_000, scrub).unwrap_err();
+        let e = store.read(C, 0, 200_000, SCRUB).unwrap_err();
         assert!(matches!(e, StoreError::Corrupt { .. }), "{e}");
         assert_eq!(store.take_corrupt(), vec![(Some(DiskId(5)), C)]);
     }
@@ -754,17 +759,14 @@ mod tests {
         let store = open(dir.path(), 0, 0);
         let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
         put(&store, C, &data);
-        let scrub = IoTag::Maintenance { task: TaskKind::Scrubbing, declaration: DeclarationId(1) };
-        let requests = || store.disks[0].counters.class_requests[scrub.class_index()].load(Relaxed);
-        assert_eq!(&store.read(C, 0, 200_000, scrub).unwrap().0[..], &data[..], "the first pass");
+        let requests = || store.disks[0].counters.class_requests[SCRUB.class_index()].load(Relaxed);
+        assert_eq!(&store.read(C, 0, 200_000, SCRUB).unwrap().0[..], &data[..], "the first pass");
         let before = requests();
-        assert_eq!(&store.read(C, 0, 200_000, scrub).unwrap().0[..], &data[..], "the second pass");
+        assert_eq!(&store.read(C, 0, 200_000, SCRUB).unwrap().0[..], &data[..], "the second pass");
         assert_eq!(requests() - before, 1, "the header comes with the data");
-        use std::os::unix::fs::FileExt;
-        let file = std::fs::OpenOptions::new().write(true).open(store.disks[0].chunk_path(C)).unwrap();
-        file.write_all_at(&[0xff], 20).unwrap();
-        assert_eq!(&store.read(C, 70_000, 1_000, scrub).unwrap().0[..], &data[70_000..71_000], "mid-pass");
-        let e = store.read(C, 0, 200_000, scrub).unwrap_err();
+        damage_header(&store);
+        assert_eq!(&store.read(C, 70_000, 1_000, SCRUB).unwrap().0[..], &data[70_000..71_000], "mid-pass");
+        let e = store.read(C, 0, 200_000, SCRUB).unwrap_err();
         assert!(matches!(e, StoreError::Corrupt { .. }), "the next pass finds the damage: {e}");
     }
 

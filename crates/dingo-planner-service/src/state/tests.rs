@@ -189,20 +189,27 @@ fn declare_dispatch_ack_and_done() {
     assert!(d.page().contains("dingo_planner_sets_delivered_total{task=\"fsck\"} 4"));
 }
 
+/// Clients `a` (fsck) and `b` (scrubbing) each declare block 0 and
+/// subscribe, and a quantum is planned at `T0`; returns `b`'s declaration.
+fn two_readers_of_block_0() -> (Driver, DeclarationId) {
+    let mut d = Driver::new();
+    d.declare("a", &singles(0..1, T0 + 1000), T0).unwrap();
+    let mut scrub = singles(0..1, T0 + 1000);
+    scrub.task = TaskKind::Scrubbing;
+    let b = d.declare("b", &scrub, T0).unwrap();
+    d.subscribe("a");
+    d.subscribe("b");
+    d.plan(T0);
+    (d, b)
+}
+
 /// Two tasks reading the same block share its chunk: the group pins it
 /// on its node until after the group's time plus the grace; a group taken
 /// after that has lost its pins, and says how many (a metric).
 #[test]
 fn a_group_pins_shared_chunks_and_counts_the_pins_it_took_too_late() {
     for late in [false, true] {
-        let mut d = Driver::new();
-        d.declare("a", &singles(0..1, T0 + 1000), T0).unwrap();
-        let mut scrub = singles(0..1, T0 + 1000);
-        scrub.task = TaskKind::Scrubbing;
-        d.declare("b", &scrub, T0).unwrap();
-        d.subscribe("a");
-        d.subscribe("b");
-        d.plan(T0);
+        let (mut d, _) = two_readers_of_block_0();
         let at = d.state.next_group_at().expect("a group");
         let taken_at = if late { at + 60_000 } else { at };
         let due = d.state.take_due_group(taken_at).expect("due");
@@ -234,14 +241,7 @@ fn a_group_pins_shared_chunks_and_counts_the_pins_it_took_too_late() {
 #[test]
 fn a_group_drops_the_pins_whose_readers_were_cancelled() {
     for restart in [false, true] {
-        let mut d = Driver::new();
-        d.declare("a", &singles(0..1, T0 + 1000), T0).unwrap();
-        let mut scrub = singles(0..1, T0 + 1000);
-        scrub.task = TaskKind::Scrubbing;
-        let b = d.declare("b", &scrub, T0).unwrap();
-        d.subscribe("a");
-        d.subscribe("b");
-        d.plan(T0);
+        let (mut d, b) = two_readers_of_block_0();
         d.cancel(&Caller::Client("b".into()), b.0).unwrap();
         if restart {
             let Driver { tables, state, .. } = d;
