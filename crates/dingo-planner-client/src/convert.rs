@@ -133,6 +133,95 @@ mod tests {
         round_trip(ReadSets::AllChunks);
     }
 
+    use proptest::prelude::*;
+
+    fn member() -> impl Strategy<Value = Member> {
+        let block = prop_oneof![0u64..64, any::<u64>()];
+        prop_oneof![
+            block.clone().prop_map(|b| Member::Any(BlockId(b))),
+            (block, 0..MAX_COPIES).prop_map(|(b, copy)| Member::Copy(ChunkRef { block: BlockId(b), copy })),
+        ]
+    }
+
+    fn read_sets() -> impl Strategy<Value = ReadSets> {
+        let set = (prop::collection::vec(member(), 0..5), prop::option::of(any::<u32>()))
+            .prop_map(|(members, needed)| BlockSet { members, needed });
+        let range = (any::<u64>(), any::<u32>()).prop_map(|(start, len)| BlockRange { start: BlockId(start), len });
+        prop_oneof![
+            prop::collection::vec(set, 0..4).prop_map(ReadSets::Sets),
+            prop::collection::vec(range, 0..4).prop_map(ReadSets::Ranges),
+            prop::collection::vec(member(), 0..8).prop_map(|m| ReadSets::EachMember(m.into_iter().collect())),
+            any::<u32>().prop_map(|d| ReadSets::ChunksOnDisk(DiskId(d))),
+            Just(ReadSets::AllChunks),
+        ]
+    }
+
+    fn declaration() -> impl Strategy<Value = Declaration> {
+        let task = (0..TaskKind::COUNT).prop_map(|i| TaskKind::ALL[i]);
+        let needed = prop::option::of(any::<u64>());
+        (task, read_sets(), needed.clone(), needed, any::<u64>()).prop_map(
+            |(task, read_sets, sets_needed, bytes_needed, deadline)| Declaration {
+                task,
+                read_sets,
+                sets_needed,
+                bytes_needed,
+                deadline: Timestamp(deadline),
+            },
+        )
+    }
+
+    /// A request as any client may send it: task names good, aliased and
+    /// unknown, copies in and out of range, members named twice.
+    fn request() -> impl Strategy<Value = pb::DeclareRequest> {
+        let task = prop_oneof![
+            (0..TaskKind::COUNT).prop_map(|i| TaskKind::ALL[i].name().to_string()),
+            Just("gc".to_string()),
+            "[a-z-]{0,12}",
+        ];
+        let wire_member = (prop_oneof![0u64..8, any::<u64>()], prop::option::of(prop_oneof![0u32..20, any::<u32>()]))
+            .prop_map(|(block, copy)| pb::Member { block, copy });
+        let members = prop::collection::vec(wire_member, 0..6);
+        let read_sets = prop_oneof![
+            prop::collection::vec((members.clone(), prop::option::of(any::<u32>())), 0..3).prop_map(|sets| {
+                PbReadSets::Sets(pb::BlockSets {
+                    sets: sets.into_iter().map(|(members, needed)| pb::BlockSet { members, needed }).collect(),
+                })
+            }),
+            members.prop_map(|members| PbReadSets::EachMember(pb::Members { members })),
+            any::<u32>().prop_map(PbReadSets::ChunksOnDisk),
+            any::<bool>().prop_map(PbReadSets::AllChunks),
+        ];
+        let needed = prop::option::of(any::<u64>());
+        (task, any::<u64>(), needed.clone(), needed, prop::option::of(read_sets)).prop_map(
+            |(task, deadline_ms, sets_needed, bytes_needed, read_sets)| pb::DeclareRequest {
+                task,
+                deadline_ms,
+                sets_needed,
+                bytes_needed,
+                read_sets,
+            },
+        )
+    }
+
+    proptest! {
+        /// Every declaration the library can express comes back from the
+        /// wire as it was (the wire is what other languages speak).
+        #[test]
+        fn any_declaration_round_trips_through_the_wire(d in declaration()) {
+            prop_assert_eq!(declaration_from_wire(&declaration_to_wire(&d)), Ok(d));
+        }
+
+        /// Any request is turned into a declaration or refused with a
+        /// reason, never a panic; one accepted means the same when sent again.
+        #[test]
+        fn any_request_is_read_or_refused_with_a_reason(r in request()) {
+            match declaration_from_wire(&r) {
+                Ok(d) => prop_assert_eq!(declaration_from_wire(&declaration_to_wire(&d)), Ok(d)),
+                Err(why) => prop_assert!(!why.is_empty()),
+            }
+        }
+    }
+
     #[test]
     fn malformed_requests_say_what_is_wrong() {
         let base = pb::DeclareRequest {
