@@ -271,6 +271,16 @@ mod tests {
         assert!(t.diurnal_scaled_quanta > 0 && t.quanta_past_the_hour > 0, "{t:?}");
     }
 
+    /// Short fault phases: the drain starts before the run's first hour
+    /// ends and crosses into the next (seed 6 at 150 steps once ran its
+    /// drain into an hour whose budget no set fits).
+    #[test]
+    fn short_runs_keep_every_promise_too() {
+        let campaign = run_seeds(0, 300, &Options { steps: 150, trace: false }, false, 1);
+        let shown: Vec<String> = campaign.violations.iter().take(3).map(ToString::to_string).collect();
+        assert!(campaign.violations.is_empty(), "{} violations:\n{}", campaign.violations.len(), shown.join("\n"));
+    }
+
     #[test]
     fn a_campaign_keeps_the_traces_asked_for_and_shows_its_totals() {
         let quiet = run_seeds(3, 2, &Options { steps: 50, trace: false }, false, 1);

@@ -28,16 +28,12 @@ impl Sim<'_> {
             p.machine.note_slowness(disk, false, 1000);
         }
         self.note(|| "faults stop".into());
-        // The drain's bound needs any one set to fit each quantum's budget,
-        // which an hour whose diurnal multiplier is under one may not allow.
-        let full_hour_ms = self.world.first_full_hour_from(self.now_ms);
-        if full_hour_ms > self.now_ms {
-            self.advance(full_hour_ms - self.now_ms);
-            self.note(|| "the drain waits for an hour at full budget or more".into());
-        }
         // Any one set fits every budget (`World::budget`), and the most
         // urgent declaration is owed at least one set a quantum, so each
-        // quantum serves a set while any is left.
+        // quantum serves a set while any is left. The oracle counts what
+        // is committed: the steps queued so far go first (a declaration
+        // accepted just before the faults stopped is needed too).
+        self.flush()?;
         let bound_quanta = self.oracle.needed_left() + 5;
         let mut quanta = 0;
         loop {
@@ -63,6 +59,14 @@ impl Sim<'_> {
             let wake_ms = next_group.min(p.next_quantum_ms);
             if wake_ms > self.now_ms {
                 self.advance(wake_ms - self.now_ms);
+            }
+            // The drain's bound needs any one set to fit each quantum's
+            // budget, which an hour whose diurnal multiplier is under one
+            // may not allow: such hours pass without a quantum.
+            let full_hour_ms = self.world.first_full_hour_from(self.now_ms);
+            if full_hour_ms > self.now_ms {
+                self.advance(full_hour_ms - self.now_ms);
+                self.note(|| "the drain waits for an hour at full budget or more".into());
             }
             let planning = next_group > self.now_ms;
             self.timer()?;
