@@ -63,6 +63,11 @@ enum Op {
         by: u32,
         stale: bool,
     },
+    /// An operator drains a disk (or puts it back in service).
+    Drain {
+        disk: u32,
+        back: bool,
+    },
     Reopen,
 }
 
@@ -84,6 +89,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::DropExpiredWrites),
         2 => (1usize..4).prop_map(|every| Op::Sync { every }),
         2 => (0usize..16, 1..DISKS, prop::bool::weighted(0.2)).prop_map(|(pick, by, stale)| Op::Move { pick, by, stale }),
+        1 => (0..DISKS, prop::bool::weighted(0.3)).prop_map(|(disk, back)| Op::Drain { disk, back }),
         1 => Just(Op::Reopen),
     ]
 }
@@ -98,6 +104,7 @@ struct Snapshot {
     pending: Vec<ChunkKey>,
     sealed_chunks: Vec<Vec<ChunkKey>>,
     placed: Vec<(u64, u64)>,
+    drains: Vec<(u32, DeviceState)>,
 }
 
 fn all_disks() -> Vec<DiskId> {
@@ -115,6 +122,12 @@ fn snapshot(db: &MetaDb) -> Snapshot {
         pending: db.sync_deletes(&[], &all_disks()).unwrap(),
         sealed_chunks: (0..DISKS).map(|d| db.sealed_chunks_on(&[DiskId(d)]).unwrap()).collect(),
         placed: (0..DISKS).map(|d| placed[&DiskId(d)]).collect(),
+        drains: {
+            let mut d: Vec<(u32, DeviceState)> =
+                db.drain_states().unwrap().disks.into_iter().map(|(DiskId(d), s)| (d, s)).collect();
+            d.sort_unstable();
+            d
+        },
     }
 }
 
@@ -173,6 +186,17 @@ fn check(s: &Snapshot, written: &BTreeSet<ChunkKey>, confirmed: &BTreeSet<ChunkK
         prop_assert_eq!(f.size, size, "size of {}", &f.path);
     }
     prop_assert_eq!(open_paths.len(), s.open_files.len());
+    // A draining disk holds chunks still; it is decommissioned exactly
+    // when the last one leaves (nothing new is placed on it, as the
+    // service's placement does not).
+    for &(d, state) in &s.drains {
+        let chunks = s.placed[d as usize].0;
+        match state {
+            DeviceState::Draining => prop_assert!(chunks > 0, "disk {} draining with no chunk", d),
+            DeviceState::Decommissioned => prop_assert_eq!(chunks, 0, "decommissioned disk {} holds chunks", d),
+            other => prop_assert!(false, "disk {} in the drain table as {:?}", d, other),
+        }
+    }
     for b in &s.blocks {
         match b.state() {
             BlockState::Sealed => prop_assert!(listed.contains(&b.id), "sealed block {} in no file", b.id),
@@ -193,6 +217,9 @@ proptest! {
     fn every_chunk_is_accounted_for_and_every_block_reachable(ops in prop::collection::vec(op(), 1..120)) {
         let dir = tempfile::tempdir().unwrap();
         let mut db = MetaDb::open(dir.path()).unwrap();
+        let disk = |d: u32| DiskRegistration { uuid: format!("disk-{d}"), ..Default::default() };
+        let registrations: Vec<DiskRegistration> = (0..DISKS).map(disk).collect();
+        prop_assert_eq!(db.register_node("node:1", &registrations).unwrap().1, all_disks());
         let mut now_ms = 1_000u64;
         let mut next_lease = 1u64;
         let mut leases: BTreeMap<usize, u64> = BTreeMap::new();
@@ -204,6 +231,8 @@ proptest! {
         };
         for op in ops {
             let before = snapshot(&db);
+            // Disks new chunks may go to: not draining nor decommissioned.
+            let in_service = |d: u32| !before.drains.iter().any(|&(x, _)| x == d);
             // Whether the step was refused: a refusal changes nothing.
             let refused = match op {
                 Op::Wait(ms) => {
@@ -224,6 +253,9 @@ proptest! {
                     r.is_err()
                 }
                 Op::Allocate { path, own_lease, blocks, first, step } => {
+                    if !in_service(first) || !in_service((first + step) % DISKS) {
+                        continue;
+                    }
                     let copies = |_| {
                         let disks = [first, (first + step) % DISKS];
                         (0..2).map(|copy| ChunkPlacement { copy, disk: disks[copy as usize], node: disks[copy as usize] })
@@ -267,7 +299,7 @@ proptest! {
                     let Some(&old) = sealed.get(pick) else { continue };
                     let from = if stale { ChunkKey { disk: DiskId((old.disk.0 + 1) % DISKS), ..old } } else { old };
                     let to = DiskId((old.disk.0 + by) % DISKS);
-                    if to == from.disk {
+                    if to == from.disk || !in_service(to.0) {
                         continue;
                     }
                     // The node wrote the new copy before asking, moved or not.
@@ -277,6 +309,10 @@ proptest! {
                     let _ = db.replace_chunk(from, to, NodeId(to.0));
                     // A refused move queues the new copy for deletion: a change.
                     false
+                }
+                Op::Drain { disk, back } => {
+                    let state = if back { DeviceState::Live } else { DeviceState::Draining };
+                    db.set_disk_state(DiskId(disk), state).is_err()
                 }
                 Op::Reopen => {
                     drop(db);
