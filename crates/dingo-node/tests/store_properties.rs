@@ -3,7 +3,7 @@
 //! and restarts, checked against the bytes each chunk was written with.
 
 use bytes::Bytes;
-use dingo_node::chunk::Layout;
+use dingo_node::chunk::{Layout, SEGMENT};
 use dingo_node::{DiskSpec, IoSettings, Store, StoreError};
 use dingo_types::{BlockId, ChunkRef, DeclarationId, DiskId, IoTag, TaskKind};
 use proptest::prelude::*;
@@ -142,14 +142,14 @@ proptest! {
                     let got = store.read(chunk(c), offset, len, tag(t));
                     // Whether this read goes to the header and table on disk.
                     let reads_header = !w.meta_in_memory || (t == 1 && !w.header_seen);
-                    let segments = (offset / 65_536)..(offset + len).div_ceil(65_536);
+                    let segments = (offset / SEGMENT)..(offset + len).div_ceil(SEGMENT);
                     let in_range = offset + len <= size;
                     // Whether a scrub checks them with the first segment.
                     let checks_header_inline =
-                        t == 1 && w.meta_in_memory && w.header_seen && in_range && len > 0 && offset < 65_536;
+                        t == 1 && w.meta_in_memory && w.header_seen && in_range && len > 0 && offset < SEGMENT;
                     let header_damaged = !w.header_damage.is_empty();
                     let reads_damage = (header_damaged && (reads_header || checks_header_inline))
-                        || (in_range && len > 0 && t == 1 && w.data_damage.iter().any(|b| segments.contains(&(b / 65_536))));
+                        || (in_range && len > 0 && t == 1 && w.data_damage.iter().any(|b| segments.contains(&(b / SEGMENT))));
                     match &got {
                         Ok((bytes, _)) => {
                             prop_assert!(in_range, "chunk {} {}+{} read past its end", c, offset, len);

@@ -264,7 +264,8 @@ impl Oracle {
     /// The budget in force for a quantum planned at `now_ms`: the last one
     /// set, each limit scaled by the diurnal multiplier of that hour, where
     /// unlimited (0) stays unlimited and a limit never scales to unlimited
-    /// (at least one byte or microsecond).
+    /// (at least one byte or microsecond). Computed here from the rule, not
+    /// by the service's `ServiceConfig::budget_at`, which it checks.
     pub(crate) fn budget_in_force(world: &World, last_set: &pb::Budget, now_ms: u64) -> pb::Budget {
         let m = world.diurnal_multiplier(now_ms);
         let scale = |limit: u64| if limit == 0 { 0 } else { ((limit as f64 * m) as u64).max(1) };

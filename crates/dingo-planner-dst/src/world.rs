@@ -22,7 +22,9 @@ use std::collections::{BTreeMap, BTreeSet};
 /// cross into the next hour of the diurnal curve.
 pub(crate) const START_MS: u64 = 1_700_002_780_000;
 pub(crate) const MAX_START_DELAY_MS: u64 = 15_000;
-pub(crate) const HOUR_MS: u64 = 3_600_000;
+const HOUR_MS: u64 = 3_600_000;
+/// When the hour a run starts in ends.
+pub(crate) const FIRST_HOUR_ENDS_MS: u64 = START_MS - START_MS % HOUR_MS + HOUR_MS;
 /// The diurnal multipliers drawn from: zero (every limit becomes one byte
 /// or microsecond, never unlimited), under one, one, over one.
 const DIURNAL_MULTIPLIERS: [f64; 7] = [0.0, 0.25, 0.5, 1.0, 1.5, 2.0, 4.0];

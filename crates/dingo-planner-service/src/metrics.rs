@@ -31,7 +31,8 @@ pub(crate) struct Metrics {
     /// went out (the planner fell behind, or restarted).
     pub(crate) pins_lapsed: u64,
     /// Cache directives dropped because fewer than two of the reads they
-    /// were made for are still to come (the rest were cancelled).
+    /// were made for are still to come (the others' declarations were
+    /// cancelled or done).
     pub(crate) pins_unneeded: u64,
     /// Per-quantum budget messages a node took, and those it did not.
     pub(crate) node_budgets_sent: u64,

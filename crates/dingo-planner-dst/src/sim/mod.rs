@@ -15,7 +15,7 @@ mod drain;
 
 use crate::client::Client;
 use crate::oracle::{DeclInfo, Oracle};
-use crate::world::{HOUR_MS, MAX_START_DELAY_MS, QUANTUM_MS, START_MS, World};
+use crate::world::{FIRST_HOUR_ENDS_MS, MAX_START_DELAY_MS, QUANTUM_MS, START_MS, World};
 use crate::{Options, Summary, Trace, Violation};
 use dingo_planner_service::{Due, Machine, MemoryStore, Message, Step};
 use dingo_proto::planner as pb;
@@ -427,7 +427,7 @@ impl<'a> Sim<'a> {
         self.summary.counts.sets_sharing_a_group += self.world.sets_sharing_a_group(step.planned());
         self.summary.counts.single_copy_reads += self.world.single_copy_reads(step.planned());
         self.summary.counts.diurnal_scaled_quanta += u64::from(self.world.diurnal_multiplier(now) != 1.0);
-        self.summary.counts.quanta_past_the_hour += u64::from(now >= START_MS - START_MS % HOUR_MS + HOUR_MS);
+        self.summary.counts.quanta_past_the_hour += u64::from(now >= FIRST_HOUR_ENDS_MS);
         self.note(|| format!("quantum planned: {planned} deliveries"));
         self.queue(step, Request::Plan);
         // Nodes reply to the quantum's budgets with their disks' slowness

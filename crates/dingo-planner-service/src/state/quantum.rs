@@ -165,9 +165,9 @@ impl State {
                 *reads.entry((r.block, r.copy)).or_default() += 1;
             }
         }
-        let (needed, unneeded): (Vec<&PinRecord>, Vec<&PinRecord>) =
-            g.pins.iter().partition(|p| reads.get(&(p.block, p.copy)).is_some_and(|&n| n >= 2));
-        self.metrics.pins_unneeded += unneeded.len() as u64;
+        let needed: Vec<&PinRecord> =
+            g.pins.iter().filter(|p| reads.get(&(p.block, p.copy)).is_some_and(|&n| n >= 2)).collect();
+        self.metrics.pins_unneeded += (g.pins.len() - needed.len()) as u64;
         let mut by_node: BTreeMap<String, Vec<(ChunkRef, u64)>> = BTreeMap::new();
         let lapsed_pins = needed.iter().filter(|p| p.until_ms <= now_ms).count() as u64;
         self.metrics.pins_lapsed += lapsed_pins;
