@@ -193,13 +193,45 @@ fn checked_table(disk: &Disk, chunk: ChunkRef, header: &Header, table: &[u8]) ->
     Ok(ChunkMeta { layout: header.layout, crcs: table.chunks_exact(4).map(le_u32).collect() })
 }
 
+/// What a read of data segments starting at segment 0 does with the
+/// chunk's header and checksum table on disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HeaderCheck {
+    /// Not read: the request starts at the data.
+    Skip,
+    /// Read in the same request; damage to them, or a difference from the
+    /// ones kept, fails the read (integrity checks).
+    Require,
+    /// Read in the same request and reported ([`Segments::header`]); the
+    /// data, checked against the table kept, is returned either way.
+    Observe,
+}
+
+/// What [`read_segments`] found of the header and table on disk.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeaderSeen {
+    NotRead,
+    /// Sound and equal to the ones kept.
+    Sound,
+    /// Damaged, or not the ones kept (only under [`HeaderCheck::Observe`]).
+    Damaged(String),
+}
+
+/// Data segments read by [`read_segments`], and what the same request saw
+/// of the header.
+pub struct Segments {
+    pub data: bytes::Bytes,
+    pub header: HeaderSeen,
+}
+
 /// Reads data segments `first..end` of a chunk from disk and verifies each
 /// against its checksum. Returns the data, one buffer for the whole run.
 ///
-/// With `check_header` (only from segment 0), the same request starts at
-/// the file's start and the header and checksum table on disk must be the
-/// ones in `meta`: an integrity check's pass over the chunk checks them
-/// for the price of their transfer, with no positioning of its own.
+/// Unless `header` is [`HeaderCheck::Skip`] (it may not be but from
+/// segment 0), the same request starts at the file's start and the header
+/// and checksum table on disk are checked against the ones in `meta`: a
+/// pass over the chunk checks them for the price of their transfer, with
+/// no positioning of its own.
 #[allow(clippy::too_many_arguments)] // the read's whole context, each a different thing
 pub fn read_segments(
     disk: &Disk,
@@ -209,8 +241,9 @@ pub fn read_segments(
     first: u64,
     end: u64,
     tag: IoTag,
-    check_header: bool,
-) -> Result<bytes::Bytes, StoreError> {
+    header: HeaderCheck,
+) -> Result<Segments, StoreError> {
+    let check_header = header != HeaderCheck::Skip;
     assert!(!check_header || first == 0, "the header is checked from segment 0 only");
     let layout = meta.layout;
     let start = first * SEGMENT;
@@ -222,14 +255,24 @@ pub fn read_segments(
     let mut buf = disk.buffers.take(data_at + (align_up(data_end) - start) as usize);
     let file_at = if check_header { 0 } else { layout.data_offset() + start };
     disk.read_at(&file, &mut buf, file_at, tag).map_err(&io)?;
-    if check_header {
-        let header = checked_header(disk, chunk, &buf[..HEADER as usize])?;
-        let on_disk = checked_table(disk, chunk, &header, &buf[HEADER as usize..data_at])?;
-        if on_disk != *meta {
-            let detail = "header and checksum table differ from the ones kept".into();
-            return Err(StoreError::Corrupt { chunk, detail });
+    let seen = if check_header {
+        let on_disk = checked_header(disk, chunk, &buf[..HEADER as usize])
+            .and_then(|h| checked_table(disk, chunk, &h, &buf[HEADER as usize..data_at]))
+            .and_then(|on_disk| match on_disk == *meta {
+                true => Ok(()),
+                false => Err(StoreError::Corrupt {
+                    chunk,
+                    detail: "header and checksum table differ from the ones kept".into(),
+                }),
+            });
+        match (on_disk, header) {
+            (Ok(()), _) => HeaderSeen::Sound,
+            (Err(e), HeaderCheck::Observe) => HeaderSeen::Damaged(e.to_string()),
+            (Err(e), _) => return Err(e),
         }
-    }
+    } else {
+        HeaderSeen::NotRead
+    };
     for s in first..end {
         let off = data_at + ((s - first) * SEGMENT) as usize;
         let seg = &buf[off..off + layout.segment_len(s) as usize];
@@ -238,7 +281,7 @@ pub fn read_segments(
             return Err(StoreError::Corrupt { chunk, detail: format!("checksum mismatch in segment {s}") });
         }
     }
-    Ok(buf.into_bytes(data_at + (data_end - start) as usize).slice(data_at..))
+    Ok(Segments { data: buf.into_bytes(data_at + (data_end - start) as usize).slice(data_at..), header: seen })
 }
 
 /// A chunk being written. Dropping it without [`ChunkWriter::seal`] removes
@@ -423,7 +466,7 @@ mod tests {
         let path = disk.chunk_path(chunk);
         let meta = load_meta(disk, chunk, &path, IoTag::Foreground)?;
         let segs = meta.layout.segments();
-        Ok(read_segments(disk, chunk, &path, &meta, 0, segs, IoTag::Foreground, false)?.to_vec())
+        Ok(read_segments(disk, chunk, &path, &meta, 0, segs, IoTag::Foreground, HeaderCheck::Skip)?.data.to_vec())
     }
 
     fn chunk(b: u64) -> ChunkRef {
@@ -464,8 +507,42 @@ mod tests {
         assert_eq!(disk.counters.checksum_errors.load(std::sync::atomic::Ordering::Relaxed), 1);
         // Segments before the damage still verify.
         let meta = load_meta(&disk, chunk(1), &path, IoTag::Foreground).unwrap();
-        let ok = read_segments(&disk, chunk(1), &path, &meta, 0, 2, IoTag::Foreground, false).unwrap();
-        assert_eq!(&ok[..], &data[..2 * SEGMENT as usize]);
+        let ok = read_segments(&disk, chunk(1), &path, &meta, 0, 2, IoTag::Foreground, HeaderCheck::Skip).unwrap();
+        assert_eq!(&ok.data[..], &data[..2 * SEGMENT as usize]);
+    }
+
+    #[test]
+    fn a_read_from_the_start_checks_the_header_in_its_own_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let (disk, _) = Disk::open(dir.path(), None, None).unwrap();
+        let data = pattern(200_000);
+        write(&disk, chunk(1), &data, 70_000);
+        let path = disk.chunk_path(chunk(1));
+        let meta = load_meta(&disk, chunk(1), &path, IoTag::Foreground).unwrap();
+        let read = |check| read_segments(&disk, chunk(1), &path, &meta, 0, 2, IoTag::Foreground, check);
+        let requests =
+            || disk.counters.class_requests[IoTag::Foreground.class_index()].load(std::sync::atomic::Ordering::Relaxed);
+        let before = requests();
+        for (check, seen) in [
+            (HeaderCheck::Skip, HeaderSeen::NotRead),
+            (HeaderCheck::Observe, HeaderSeen::Sound),
+            (HeaderCheck::Require, HeaderSeen::Sound),
+        ] {
+            let got = read(check).unwrap();
+            assert_eq!((&got.data[..], got.header), (&data[..2 * SEGMENT as usize], seen), "{check:?}");
+        }
+        assert_eq!(requests() - before, 3, "one request each");
+        // The header's block id, damaged: observed and reported with the
+        // (sound) data, or the read fails.
+        let mut f = fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.seek(SeekFrom::Start(13)).unwrap();
+        f.write_all(&[0xee]).unwrap();
+        f.sync_all().unwrap();
+        let got = read(HeaderCheck::Observe).unwrap();
+        assert_eq!(&got.data[..], &data[..2 * SEGMENT as usize]);
+        assert!(matches!(&got.header, HeaderSeen::Damaged(d) if d.contains("checksum")), "{:?}", got.header);
+        assert!(matches!(read(HeaderCheck::Require), Err(StoreError::Corrupt { .. })));
+        assert_eq!(read(HeaderCheck::Skip).unwrap().header, HeaderSeen::NotRead);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! `block_in_place`.
 
 use crate::cache::BlockCache;
-use crate::chunk::{self, ChunkMeta, ChunkWriter, SEGMENT};
+use crate::chunk::{self, ChunkMeta, ChunkWriter, HeaderCheck, HeaderSeen, SEGMENT};
 use crate::disk::{Disk, ListedChunk};
 use crate::error::StoreError;
 use crate::flash::{FlashSettings, NodeFlash};
@@ -35,7 +35,8 @@ struct Stored {
     /// (`checks_device_header`) read them from disk until they are, as a
     /// first read did before they were kept. After that, they check them
     /// again with each pass over the chunk that reads its first segment
-    /// from disk (`chunk::read_segments`' `check_header`).
+    /// from disk (`chunk::HeaderCheck`), as do reads that fill the cache
+    /// from there.
     meta_checked: AtomicBool,
 }
 
@@ -203,12 +204,17 @@ impl Store {
                 // The file is gone: forget the copy, and the space it held.
                 let _ = self.remove_if(chunk, |s| std::ptr::eq(s, &*stored));
             }
-            let mut corrupt = self.corrupt.lock().unwrap_or_else(|p| p.into_inner());
-            let found = (self.disks[stored.disk].id(), chunk);
-            if !corrupt.contains(&found) {
-                corrupt.push(found);
-            }
+            self.note_corrupt(&stored, chunk);
         })
+    }
+
+    /// Records a chunk found corrupt or missing, for [`Store::take_corrupt`].
+    fn note_corrupt(&self, stored: &Stored, chunk: ChunkRef) {
+        let mut corrupt = self.corrupt.lock().unwrap_or_else(|p| p.into_inner());
+        let found = (self.disks[stored.disk].id(), chunk);
+        if !corrupt.contains(&found) {
+            corrupt.push(found);
+        }
     }
 
     /// Corrupt or missing chunks found since the last call, with their disks.
@@ -257,11 +263,6 @@ impl Store {
             return Ok((Bytes::new(), true));
         }
         let (first, last) = (offset / SEGMENT, end.div_ceil(SEGMENT));
-        // An integrity check passing over the chunk from its start checks
-        // the header and table on disk with the data read from there (no
-        // request of their own), so damage to them done since they were
-        // first checked is found by the next pass, not after a restart.
-        let check_header = kept_meta && checks_device_header(tag) && first == 0;
         let now = now_ms();
         let lookup = || (first..last).map(|s| self.cache.get((chunk, s), tag, now)).collect::<Vec<Option<Bytes>>>();
         let mut pages = lookup();
@@ -274,11 +275,23 @@ impl Store {
         let skip_lower = disk.head.as_ref().is_some_and(|h| h.scheduler == PolicyKind::Classful);
         let fills = pages.iter().any(Option::is_none) && self.cache.wants(chunk, tag, now);
         let filling = if fills { self.filling.enter_ranked(chunk, rank, skip_lower) } else { None };
+        // A disk read from the chunk's start reads the header and table in
+        // the same request (no positioning of its own) when the header was
+        // taken from memory and either this is an integrity check (each
+        // pass checks what the device holds now) or the first page will be
+        // cached: a scrub served from the cache then checked the header as
+        // of the read that filled it, as it checked the data.
+        let header_check = |caches: bool| match () {
+            _ if !kept_meta || first != 0 => HeaderCheck::Skip,
+            _ if checks_device_header(tag) => HeaderCheck::Require,
+            _ if caches => HeaderCheck::Observe,
+            _ => HeaderCheck::Skip,
+        };
         if fills && filling.is_none() {
             // Skipped the fill: one disk read of the range, cached by the filler.
-            let data = chunk::read_segments(disk, chunk, &path, &meta, first, last, tag, check_header)?;
+            let read = chunk::read_segments(disk, chunk, &path, &meta, first, last, tag, header_check(false))?;
             let skip = (offset - first * SEGMENT) as usize;
-            return Ok((data.slice(skip..skip + len as usize), false));
+            return Ok((read.data.slice(skip..skip + len as usize), false));
         }
         if filling.is_some() {
             // Whoever filled before us may have filled the pages.
@@ -293,7 +306,26 @@ impl Store {
                 continue;
             }
             let run_end = (s..last).find(|&e| pages[(e - first) as usize].is_some()).unwrap_or(last);
-            let data = chunk::read_segments(disk, chunk, &path, &meta, s, run_end, tag, check_header && s == 0)?;
+            let check = if s == first { header_check(self.cache.wants(chunk, tag, now)) } else { HeaderCheck::Skip };
+            let read = chunk::read_segments(disk, chunk, &path, &meta, s, run_end, tag, check)?;
+            // The first page is cached only with its header found sound on
+            // disk by this read (or by loading it just now), so a page in
+            // the cache never hides damage there from a scrub, even if a
+            // pin came after the check was chosen.
+            let first_page_checked = !kept_meta || read.header == HeaderSeen::Sound;
+            match &read.header {
+                HeaderSeen::Sound => stored.meta_checked.store(true, Relaxed),
+                HeaderSeen::Damaged(detail) => {
+                    // The data is sound (checked against the table kept);
+                    // the next integrity check reads the header from disk,
+                    // fails and reports the chunk, as this read does now.
+                    stored.meta_checked.store(false, Relaxed);
+                    tracing::error!("{chunk}: {detail}; the data read is sound");
+                    self.note_corrupt(stored, chunk);
+                }
+                HeaderSeen::NotRead => {}
+            }
+            let data = read.data;
             if s == first && run_end == last && !self.cache.wants(chunk, tag, now) {
                 // Nothing was cached and nothing will be: hand out the disk
                 // buffer itself instead of copying it page by page.
@@ -304,7 +336,9 @@ impl Store {
             for p in s..run_end {
                 let off = ((p - s) * SEGMENT) as usize;
                 let page = data.slice(off..off + meta.layout.segment_len(p) as usize);
-                self.cache.insert((chunk, p), page.clone(), tag, now);
+                if p != 0 || first_page_checked {
+                    self.cache.insert((chunk, p), page.clone(), tag, now);
+                }
                 pages[(p - first) as usize] = Some(page);
             }
             s = run_end;
@@ -768,6 +802,57 @@ mod tests {
         assert_eq!(&store.read(C, 70_000, 1_000, SCRUB).unwrap().0[..], &data[70_000..71_000], "mid-pass");
         let e = store.read(C, 0, 200_000, SCRUB).unwrap_err();
         assert!(matches!(e, StoreError::Corrupt { .. }), "the next pass finds the damage: {e}");
+    }
+
+    /// A scrub served by pinned pages used to trust the header kept in
+    /// memory: damage to the header on disk before another reader filled
+    /// the pages went unseen, by every pass, for as long as readers kept
+    /// the chunk pinned. Now the read that fills the first page checks the
+    /// header in its own request, and caches that page only if it is sound.
+    #[test]
+    fn a_scrub_served_by_cached_pages_finds_header_damage_done_before_they_were_read() {
+        let rebalancing = IoTag::Maintenance { task: TaskKind::Rebalancing, declaration: DeclarationId(2) };
+        // A rebalancing read under the pin, or a foreground read into the
+        // general region whose pages the pin then adopts.
+        for (filler, pin_first) in [(rebalancing, true), (IoTag::Foreground, false)] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = open(dir.path(), 1 << 20, 1 << 20);
+            let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+            put(&store, C, &data);
+            assert_eq!(&store.read(C, 0, 200_000, SCRUB).unwrap().0[..], &data[..], "a sound pass");
+            damage_header(&store);
+            let pin = || store.cache.pin(C, now_ms() + 60_000, now_ms());
+            if pin_first {
+                pin();
+            }
+            let (got, _) = store.read(C, 0, 200_000, filler).unwrap();
+            assert_eq!(&got[..], &data[..], "{filler:?}: the data is sound");
+            assert_eq!(store.take_corrupt(), vec![(Some(DiskId(5)), C)], "{filler:?} reports the header");
+            if !pin_first {
+                pin();
+            }
+            let e = store.read(C, 0, 200_000, SCRUB).unwrap_err();
+            assert!(matches!(e, StoreError::Corrupt { .. }), "{filler:?}: the pass finds the damage: {e}");
+        }
+    }
+
+    /// The check rides on the filling read: a scrub served by the pages it
+    /// pinned needs no request of its own, even for a chunk whose header no
+    /// scrub has read yet.
+    #[test]
+    fn a_scrub_served_by_pinned_pages_needs_no_request_when_the_fill_checked_the_header() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), 0, 1 << 20);
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        put(&store, C, &data);
+        store.cache.pin(C, now_ms() + 60_000, now_ms());
+        let rebalancing = IoTag::Maintenance { task: TaskKind::Rebalancing, declaration: DeclarationId(2) };
+        let requests = |tag: IoTag| store.disks[0].counters.class_requests[tag.class_index()].load(Relaxed);
+        let before = (requests(rebalancing), requests(SCRUB));
+        assert_eq!(&store.read(C, 0, 200_000, rebalancing).unwrap().0[..], &data[..]);
+        let (got, hit) = store.read(C, 0, 200_000, SCRUB).unwrap();
+        assert_eq!((&got[..], hit), (&data[..], true));
+        assert_eq!((requests(rebalancing), requests(SCRUB)), (before.0 + 1, before.1), "one request in all");
     }
 
     /// A foreground read of a pinned chunk `C` that a rebalancing read is
