@@ -1,6 +1,7 @@
 //! Property test of the node's chunk store (`dingo_node::Store`): random
-//! writes, ranged reads of every class, deletions, bytes damaged on disk
-//! and restarts, checked against the bytes each chunk was written with.
+//! writes, ranged reads of every class, pins, deletions, bytes damaged on
+//! disk and restarts, checked against the bytes each chunk was written with
+//! and against a model of what the pinned cache holds.
 
 use bytes::Bytes;
 use dingo_node::chunk::{Layout, SEGMENT};
@@ -11,6 +12,7 @@ use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 const CHUNKS: u64 = 2;
 const DISK: DiskId = DiskId(3);
@@ -31,6 +33,9 @@ enum Op {
         tag: u8,
     },
     Delete(u64),
+    /// Pins a chunk (whether it exists or not), as a planner directive.
+    Pin(u64),
+    Unpin(u64),
     /// Flips a byte of the chunk file: in its header and checksum table
     /// or in its data, at a fraction (thousandths) of that part.
     Damage {
@@ -47,6 +52,8 @@ fn op() -> impl Strategy<Value = Op> {
         8 => (0..CHUNKS, 0u64..1100, 0u64..1100, 0u8..3)
             .prop_map(|(chunk, offset, len, tag)| Op::Read { chunk, offset, len, tag }),
         1 => (0..CHUNKS).prop_map(Op::Delete),
+        2 => (0..CHUNKS).prop_map(Op::Pin),
+        1 => (0..CHUNKS).prop_map(Op::Unpin),
         2 => (0..CHUNKS, prop::bool::weighted(0.3), 0u64..1000)
             .prop_map(|(chunk, header, at)| Op::Damage { chunk, header, at }),
         1 => Just(Op::Restart),
@@ -67,8 +74,10 @@ fn tag(t: u8) -> IoTag {
 
 fn open(dir: &Path) -> Store {
     let specs = vec![DiskSpec { path: dir.join("d0"), capacity: None, hdd: None, io: IoSettings::default() }];
-    // A general cache of a few pages, no pinned region: no pin is made here.
-    let store = Store::open(&specs, 256 << 10, 0).unwrap();
+    // A pinned region that holds every page of both chunks, so it never
+    // evicts and the model knows what it holds; no general region, whose
+    // pages the model could not follow (`cache_properties.rs` tests it).
+    let store = Store::open(&specs, 0, 1 << 20).unwrap();
     store.disks[0].set_id(DISK);
     store
 }
@@ -80,9 +89,10 @@ fn open(dir: &Path) -> Store {
 /// What the node does with the header and table on disk: it keeps them in
 /// memory from the write, or from the first read after a restart, which
 /// checks them; an integrity check (scrubbing) reads them from disk until
-/// it has seen them equal to the copy kept, and after that checks them
-/// again whenever it reads the first data segment from disk (the same
-/// request starts at the file's start).
+/// it has seen them equal to the copy kept. After that, a read from the
+/// first data segment checks them in the same request (the request starts
+/// at the file's start) when it is a scrub or its pages go to the pinned
+/// cache; that read caches the first page only if they are sound.
 struct Written {
     data: Bytes,
     /// Places flipped in the header or table, and data bytes flipped (a
@@ -93,21 +103,44 @@ struct Written {
     meta_in_memory: bool,
     /// They were read on disk and found equal since the write or restart.
     header_seen: bool,
+    /// Pages in the pinned cache, each as it was when read: sound.
+    cached: BTreeSet<u64>,
+    /// A read failed part way under a pin, so `cached` and `header_seen`
+    /// may be short of what the node has (pages of the runs it read before
+    /// the damage); until a restart or deletion only what never depends on
+    /// them is checked.
+    uncertain: bool,
+}
+
+impl Written {
+    fn new(data: Bytes) -> Written {
+        Written {
+            data,
+            header_damage: BTreeSet::new(),
+            data_damage: BTreeSet::new(),
+            meta_in_memory: true,
+            header_seen: false,
+            cached: BTreeSet::new(),
+            uncertain: false,
+        }
+    }
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
     /// A read returns exactly the bytes written or an error that says the
-    /// chunk is damaged — never other bytes — and a read fails when what it
-    /// reads on disk was damaged: a scrub, which must check the device
-    /// itself, whenever a segment in its range was; any read that goes to
-    /// the header and checksum table on disk (see [`Written`]) when they were.
+    /// chunk is damaged, never other bytes; it fails exactly when what it
+    /// reads on disk (not in the cache) was damaged: a data segment, or the
+    /// header and table when it reads them (see [`Written`]); and the cache
+    /// serves it exactly when it holds every page (a scrub, which must
+    /// check the device, is served only by pinned pages).
     #[test]
-    fn reads_return_the_bytes_written_and_scrubs_find_any_damage_they_read(ops in prop::collection::vec(op(), 1..60)) {
+    fn reads_fail_exactly_when_what_they_read_on_disk_was_damaged(ops in prop::collection::vec(op(), 1..60)) {
         let dir = tempfile::tempdir().unwrap();
         let mut store = open(dir.path());
         let mut model: BTreeMap<u64, Written> = BTreeMap::new();
+        let mut pinned: BTreeSet<u64> = BTreeSet::new();
         let mut generation = 0u8;
         for op in ops {
             match op {
@@ -122,13 +155,7 @@ proptest! {
                         }
                         Entry::Vacant(e) => {
                             r.unwrap();
-                            e.insert(Written {
-                                data,
-                                header_damage: BTreeSet::new(),
-                                data_damage: BTreeSet::new(),
-                                meta_in_memory: true,
-                                header_seen: false,
-                            });
+                            e.insert(Written::new(data));
                         }
                     }
                 }
@@ -140,38 +167,71 @@ proptest! {
                     let size = w.data.len() as u64;
                     let (offset, len) = (offset * size / 1000, len * size / 1000);
                     let got = store.read(chunk(c), offset, len, tag(t));
-                    // Whether this read goes to the header and table on disk.
+                    let is_pinned = pinned.contains(&c);
+                    // Whether this read loads the header and table from disk
+                    // on their own, before any data.
                     let reads_header = !w.meta_in_memory || (t == 1 && !w.header_seen);
-                    let segments = (offset / SEGMENT)..(offset + len).div_ceil(SEGMENT);
-                    let in_range = offset + len <= size;
-                    // Whether a scrub checks them with the first segment.
-                    let checks_header_inline =
-                        t == 1 && w.meta_in_memory && w.header_seen && in_range && len > 0 && offset < SEGMENT;
                     let header_damaged = !w.header_damage.is_empty();
-                    let reads_damage = (header_damaged && (reads_header || checks_header_inline))
-                        || (in_range && len > 0 && t == 1 && w.data_damage.iter().any(|b| segments.contains(&(b / SEGMENT))));
+                    let in_range = offset + len <= size;
+                    let segments: BTreeSet<u64> =
+                        if in_range && len > 0 { ((offset / SEGMENT)..(offset + len).div_ceil(SEGMENT)).collect() } else { BTreeSet::new() };
+                    let missing: BTreeSet<u64> = segments.difference(&w.cached).copied().collect();
+                    // Whether the request for the first segment starts at
+                    // the file's start and checks the header and table.
+                    let checks_header_inline = !reads_header && missing.contains(&0) && (t == 1 || is_pinned);
+                    let damaged_read = missing.iter().any(|s| w.data_damage.iter().any(|b| b / SEGMENT == *s))
+                        || (header_damaged && (reads_header || (checks_header_inline && t == 1)));
                     match &got {
-                        Ok((bytes, _)) => {
+                        Ok((bytes, all_hit)) => {
                             prop_assert!(in_range, "chunk {} {}+{} read past its end", c, offset, len);
                             prop_assert!(bytes[..] == w.data[offset as usize..(offset + len) as usize], "chunk {} {}+{}: other bytes", c, offset, len);
+                            prop_assert!(w.uncertain || *all_hit == missing.is_empty(), "chunk {} {}+{}: the cache served it: {}, holds {:?}", c, offset, len, all_hit, w.cached);
                         }
                         Err(StoreError::OutOfRange { .. }) => prop_assert!(!in_range),
                         Err(StoreError::Corrupt { .. }) => {
                             prop_assert!(header_damaged || !w.data_damage.is_empty(), "chunk {} corrupt, undamaged", c);
+                            prop_assert!(w.uncertain || damaged_read || (header_damaged && reads_header), "chunk {} {}+{} (class {}) failed on damage it did not read", c, offset, len, t);
                             if header_damaged && reads_header {
                                 continue;
                             }
                         }
                         Err(e) => prop_assert!(false, "chunk {} {}+{}: {}", c, offset, len, e),
                     }
-                    // The header and table were read, if needed, and sound.
-                    prop_assert!(got.is_err() || !reads_damage, "a read (class {}) of chunk {} {}+{} missed damage on disk", t, c, offset, len);
+                    prop_assert!(got.is_err() || w.uncertain || !damaged_read, "a read (class {}) of chunk {} {}+{} missed damage on disk", t, c, offset, len);
                     w.header_seen |= reads_header;
                     w.meta_in_memory = true;
+                    if got.is_err() {
+                        // It may have cached the runs it read before the damage.
+                        w.uncertain |= is_pinned;
+                    } else {
+                        if checks_header_inline {
+                            w.header_seen = !header_damaged;
+                        }
+                        if is_pinned {
+                            let first_page_sound = reads_header || !header_damaged;
+                            w.cached.extend(missing.iter().filter(|&&s| s != 0 || first_page_sound));
+                        }
+                    }
+                }
+                Op::Pin(c) => {
+                    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+                    store.cache.pin(chunk(c), now + 3_600_000, now);
+                    pinned.insert(c);
+                }
+                Op::Unpin(c) => {
+                    store.cache.unpin(chunk(c));
+                    pinned.remove(&c);
+                    if let Some(w) = model.get_mut(&c) {
+                        w.cached.clear();
+                    }
                 }
                 Op::Delete(c) => {
                     let removed = store.delete(chunk(c), Some(DISK)).unwrap();
                     prop_assert_eq!(removed, model.remove(&c).is_some());
+                    if removed {
+                        // A deleted chunk's pages and pin go with it.
+                        pinned.remove(&c);
+                    }
                 }
                 Op::Damage { chunk: c, header, at } => {
                     let Some(w) = model.get_mut(&c) else { continue };
@@ -203,9 +263,12 @@ proptest! {
                 Op::Restart => {
                     drop(store);
                     store = open(dir.path());
+                    pinned.clear();
                     for w in model.values_mut() {
                         w.meta_in_memory = false;
                         w.header_seen = false;
+                        w.cached.clear();
+                        w.uncertain = false;
                     }
                 }
             }
