@@ -102,11 +102,10 @@ impl Disk {
                 tracing::warn!(disk = %path.display(), file = ?name, "ignoring unexpected file in chunks/");
                 continue;
             };
-            let meta = entry.metadata().map_err(|e| ctx("cannot stat chunk", e))?;
-            used += meta.len();
-            // Without a modification time, the chunk counts as just sealed.
-            let sealed_at = meta.modified().unwrap_or_else(|_| SystemTime::now());
-            listed.push(ListedChunk { chunk, file_len: meta.len(), sealed_at });
+            if let Some(found) = listed_chunk(path, chunk, entry.metadata())? {
+                used += found.file_len;
+                listed.push(found);
+            }
         }
 
         let probe = tmp_dir.join("direct-io-probe");
@@ -297,6 +296,31 @@ fn fs_capacity(dir: &Path) -> io::Result<u64> {
     Ok(st.f_blocks as u64 * st.f_frsize as u64)
 }
 
+/// The chunk a disk scan listed as `chunk`, from its file's `stat`:
+/// `None` if the file was deleted since it was listed (a move or a
+/// deletion racing the scan), as if deleted before the node started. Any
+/// other error stops the node rather than list a disk short of chunks it
+/// holds, which would have them rebuilt elsewhere.
+fn listed_chunk(
+    disk: &Path,
+    chunk: ChunkRef,
+    stat: io::Result<fs::Metadata>,
+) -> Result<Option<ListedChunk>, StoreError> {
+    let meta = match stat {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            tracing::warn!(disk = %disk.display(), %chunk, "chunk file vanished while the disk was scanned");
+            return Ok(None);
+        }
+        Err(e) => {
+            return Err(StoreError::Disk(format!("disk {}: cannot stat chunk file of {chunk}: {e}", disk.display())));
+        }
+    };
+    // Without a modification time, the chunk counts as just sealed.
+    let sealed_at = meta.modified().unwrap_or_else(|_| SystemTime::now());
+    Ok(Some(ListedChunk { chunk, file_len: meta.len(), sealed_at }))
+}
+
 /// A unique-enough suffix for temporary file names.
 fn unique_suffix() -> u64 {
     use std::sync::atomic::AtomicU64;
@@ -319,6 +343,21 @@ mod tests {
         assert_eq!(d1.uuid, d2.uuid);
         assert!(!dir.path().join("tmp/leftover").exists());
         assert!(d2.capacity > 0);
+    }
+
+    /// Found by a chaos campaign (seed 3329): a chunk file deleted between
+    /// the scan's listing and its `stat` stopped the node at startup.
+    #[test]
+    fn a_chunk_file_deleted_during_the_scan_is_skipped_other_stat_errors_stop_the_node() {
+        let dir = tempfile::tempdir().unwrap();
+        let chunk = ChunkRef { block: dingo_types::BlockId(4), copy: 1 };
+        let gone = io::Error::from(io::ErrorKind::NotFound);
+        assert!(listed_chunk(dir.path(), chunk, Err(gone)).unwrap().is_none());
+        let denied = io::Error::from(io::ErrorKind::PermissionDenied);
+        let e = listed_chunk(dir.path(), chunk, Err(denied)).unwrap_err().to_string();
+        assert!(e.contains("cannot stat chunk file of copy 1 of block 4"), "{e}");
+        let found = listed_chunk(dir.path(), chunk, fs::metadata(dir.path())).unwrap();
+        assert_eq!(found.map(|f| f.chunk), Some(chunk));
     }
 
     #[test]
