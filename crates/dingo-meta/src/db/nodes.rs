@@ -133,7 +133,8 @@ pub struct DiskRegistration {
 impl MetaDb {
     /// Registers (or re-registers) the node at `addr` and its disks; returns
     /// the node id and one disk id per disk. Ids are stable across restarts:
-    /// the node by address, each disk by its label.
+    /// the node by address, each disk by its label. The node's record keeps
+    /// the disks it had and no longer registers, after the ones it does.
     pub fn register_node(&self, addr: &str, disks: &[DiskRegistration]) -> Result<(NodeId, Vec<DiskId>), MetaError> {
         let tx = self.db.begin_write()?;
         let existing = tx.open_table(NODE_ADDRS)?.get(addr)?.map(|v| v.value());
@@ -170,13 +171,20 @@ impl MetaDb {
             });
         }
         // A disk that moved here from another node leaves that node's record.
+        // A disk this node had and no longer registers (failed, unmounted,
+        // replaced by a blank one while the node was down) stays in its
+        // record, silent: it is marked DEAD like a disk whose health probe
+        // fails, and its chunks are rebuilt. Dropping it would leave its
+        // chunks placed on a disk no node has, counted as healthy.
         let mut nodes = tx.open_table(NODES)?;
-        let others: Vec<(u32, NodeRecord)> = nodes
+        let all: Vec<(u32, NodeRecord)> = nodes
             .iter()?
             .map(|e| e.map_err(MetaError::from).and_then(|(k, v)| Ok((k.value(), decode::<NodeRecord>(v.value())?))))
             .collect::<Result<_, _>>()?;
-        for (id, mut n) in others {
-            if id != node && n.disks.iter().any(|d| ids.contains(&d.id)) {
+        for (id, mut n) in all {
+            if id == node {
+                records.extend(n.disks.into_iter().filter(|d| !ids.contains(&d.id)));
+            } else if n.disks.iter().any(|d| ids.contains(&d.id)) {
                 n.disks.retain(|d| !ids.contains(&d.id));
                 nodes.insert(id, n.encode_to_vec().as_slice())?;
             }

@@ -181,10 +181,15 @@ fn node_and_disk_ids_are_stable() {
     let (n2, d2) = db.register_node("h:2", &[disk("c")]).unwrap();
     assert_eq!((n1, n2, d1, d2), (NodeId(0), NodeId(1), disks(&[0, 1]), disks(&[2])));
     assert_eq!(db.register_node("h:1", &[disk("b"), disk("a")]).unwrap(), (NodeId(0), disks(&[1, 0])));
-    // Disk "c" moves to node 0.
+    // Disk "c" moves to node 0, which no longer has "b": "b" stays in its
+    // record, after the disks it registers, to be found silent.
     db.register_node("h:1", &[disk("a"), disk("c")]).unwrap();
     let nodes = db.nodes().unwrap();
     assert!(nodes[1].disks.is_empty());
+    assert_eq!(nodes[0].disks.iter().map(|d| d.id).collect::<Vec<_>>(), vec![0, 2, 1]);
+    // Back again, "b" keeps its id and its place.
+    assert_eq!(db.register_node("h:1", &[disk("b"), disk("a")]).unwrap(), (NodeId(0), disks(&[1, 0])));
+    assert_eq!(db.nodes().unwrap()[0].disks.iter().map(|d| d.id).collect::<Vec<_>>(), vec![1, 0, 2]);
 }
 
 #[test]

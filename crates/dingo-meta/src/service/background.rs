@@ -60,7 +60,7 @@ impl MetaService {
     /// Disks not marked DEAD that the heartbeats of their node (itself
     /// still heard from) have left out for `after`: the node's health
     /// probe fails on them (unmounted, unreadable label, read-only).
-    fn silent_disks(&self, after: Duration) -> Vec<u32> {
+    pub(super) fn silent_disks(&self, after: Duration) -> Vec<u32> {
         let cluster = self.cluster();
         let mut out = Vec::new();
         for (node, s) in &cluster.nodes {

@@ -18,6 +18,30 @@ pub(super) struct Soft {
     pub(super) disk_seen: HashMap<u32, Instant>,
 }
 
+impl Soft {
+    /// Takes over the disks of `previous` (the node's state before it
+    /// registered again) that it no longer has, with their last usage and
+    /// when they were last reported.
+    pub(super) fn keep_absent(&mut self, previous: Soft) {
+        let Soft { usage, mut disk_seen, .. } = previous;
+        for (disk, u) in usage {
+            if let std::collections::hash_map::Entry::Vacant(e) = self.usage.entry(disk) {
+                e.insert(u);
+                if let Some(seen) = disk_seen.remove(&disk) {
+                    self.disk_seen.insert(disk, seen);
+                }
+            }
+        }
+    }
+
+    /// Whether the node's last registration or heartbeat reported `disk`
+    /// (a node leaves out a disk that fails its health probe, and a disk it
+    /// no longer has).
+    pub(super) fn reported(&self, disk: u32) -> bool {
+        self.last_seen.is_some_and(|last| self.disk_seen.get(&disk).is_some_and(|&seen| seen >= last))
+    }
+}
+
 /// A node or a disk, by id.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Device {

@@ -149,8 +149,8 @@ impl MetaService {
 
     /// Nodes that may receive chunks — heartbeating, not marked dead,
     /// draining or decommissioned, not in `exclude` — with the free bytes of
-    /// their disks that take chunks (less what placed, uncommitted copies
-    /// will take).
+    /// their disks that take chunks and were in the node's last report (less
+    /// what placed, uncommitted copies will take).
     fn candidates(&self, exclude: &[u32]) -> Vec<Candidate> {
         let cluster = self.cluster();
         let pending = self.pending();
@@ -163,7 +163,7 @@ impl MetaService {
                 disks: s
                     .usage
                     .values()
-                    .filter(|u| cluster.takes_chunks(node, u.disk))
+                    .filter(|u| cluster.takes_chunks(node, u.disk) && s.reported(u.disk))
                     .map(|u| (u.disk, u.capacity.saturating_sub(u.used).saturating_sub(pending.bytes_on(u.disk))))
                     .collect(),
             })
@@ -182,7 +182,8 @@ impl MetaService {
                 .nodes
                 .iter()
                 .filter(|&(&node, s)| {
-                    self.alive(s) && s.usage.keys().any(|&d| cluster.takes_chunks(node, d) && !drained(node, d))
+                    self.alive(s)
+                        && s.usage.keys().any(|&d| cluster.takes_chunks(node, d) && s.reported(d) && !drained(node, d))
                 })
                 .count()
         };

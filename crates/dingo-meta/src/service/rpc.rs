@@ -38,7 +38,21 @@ impl Meta for MetaService {
             .collect();
         let now = Instant::now();
         let disk_seen = ids.iter().map(|&d| (d, now)).collect();
-        self.cluster().nodes.insert(node, Soft { addr: r.addr.clone(), last_seen: Some(now), usage, disk_seen });
+        let mut soft = Soft { addr: r.addr.clone(), last_seen: Some(now), usage, disk_seen };
+        let mut cluster = self.cluster();
+        for (_, s) in cluster.nodes.iter_mut().filter(|(other, _)| **other != node) {
+            // A disk that moved here is no longer the other node's.
+            s.usage.retain(|d, _| !ids.contains(d));
+            s.disk_seen.retain(|d, _| !ids.contains(d));
+        }
+        if let Some(previous) = cluster.nodes.remove(&node) {
+            // The disks it had and no longer registers stay, as the
+            // database keeps them (`MetaDb::register_node`), silent since
+            // the node last reported them.
+            soft.keep_absent(previous);
+        }
+        cluster.nodes.insert(node, soft);
+        drop(cluster);
         tracing::info!(node, addr = %r.addr, disks = ?ids, "node registered");
         Ok(Response::new(RegisterNodeReply { node, disks: ids }))
     }
@@ -538,6 +552,42 @@ mod tests {
         let req = ReplaceChunkRequest { chunk: Some(first.into()), old_disk, new_disk: placed[0].1 };
         svc.replace_chunk(Request::new(req)).await.unwrap();
         assert!(svc.pending().nodes_in_group(stripe[0].id, (stripe[3].id, 0), Instant::now()).len() == 2);
+    }
+
+    /// A node that comes back without one of its disks (replaced by a
+    /// blank one while it was down) used to have that disk dropped from its
+    /// record: its chunks stayed placed on a disk no node had, counted as
+    /// healthy and never rebuilt. It now stays, silent, takes no new chunks
+    /// and is found silent like a disk whose health probe fails.
+    #[tokio::test]
+    async fn a_disk_a_node_no_longer_registers_stays_silent_until_marked_dead() {
+        let dir = tempfile::tempdir().unwrap();
+        let svc = MetaService::new(MetaDb::open(dir.path()).unwrap(), Duration::from_secs(60), Duration::from_secs(60))
+            .unwrap();
+        let old = register(&svc, 0).await;
+        // Time for the node's first report to age past `silent_after`.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let silent_after = Duration::from_millis(800);
+        let blank = DiskRegistration { uuid: "0-new".into(), capacity: 1 << 30, ..Default::default() };
+        let kept = DiskRegistration { uuid: "0-0".into(), capacity: 1 << 30, ..Default::default() };
+        let r = RegisterNodeRequest { addr: "127.0.0.1:9000".into(), disks: vec![kept, blank] };
+        let new = svc.register_node(Request::new(r)).await.unwrap().into_inner().disks;
+        assert_eq!(new[0], old[0]);
+        assert!(!old.contains(&new[1]), "the blank disk gets a new id");
+        let gone = old[1];
+        assert_eq!(svc.silent_disks(silent_after), vec![gone], "the replaced disk is silent, no other");
+        {
+            let cluster = svc.cluster();
+            let s = &cluster.nodes[&0];
+            assert!(s.usage.contains_key(&gone) && !s.reported(gone));
+            assert!(s.reported(new[0]) && s.reported(new[1]));
+        }
+        let placed = svc.candidates(&[]);
+        let disks: Vec<u32> = placed.iter().flat_map(|c| c.disks.iter().map(|d| d.0)).collect();
+        assert!(!disks.contains(&gone), "no new chunk goes to the missing disk: {disks:?}");
+        // The database keeps it too, so a restarted service still knows it.
+        let nodes = svc.db.nodes().unwrap();
+        assert_eq!(nodes[0].disks.iter().map(|d| d.id).collect::<Vec<_>>(), vec![new[0], new[1], gone]);
     }
 
     #[tokio::test]

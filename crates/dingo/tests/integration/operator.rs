@@ -315,3 +315,75 @@ async fn a_failed_disk_is_marked_dead_and_repaired_without_a_command() {
     assert_eq!(client.read_all("/d/rep", IoTag::Foreground).await.unwrap(), rep);
     assert_eq!(client.read_all("/d/ec", IoTag::Foreground).await.unwrap(), ec);
 }
+
+/// A failed disk replaced by a blank one while its node is down (the
+/// operator's usual repair): the node starts with the new disk, which
+/// registers under a new id and takes new chunks; the old disk, missing
+/// from the node, is marked DEAD and its chunks rebuilt, with no command
+/// typed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disk_replaced_while_its_node_was_down_joins_blank_and_the_old_one_is_repaired() {
+    let (mut c, _dir) = start_cluster(4, 2, SELF_REPAIRING, &[]).await;
+    c.start_maintainer(&["--interval".into(), "1s".into()]).unwrap();
+    let client = c.client().unwrap();
+    let rep = data(6 * MB, 11);
+    let ec = data(5 * MB, 12);
+    client.put("/r/rep", Redundancy::Replicated(3), MB, rep.clone()).await.unwrap();
+    client.put("/r/ec", Redundancy::Ec { data: 2, parity: 1 }, MB, ec.clone()).await.unwrap();
+
+    let victim = client.stat("/r/rep").await.unwrap().blocks[0].chunks[0].disk;
+    let status = client.cluster_status().await.unwrap();
+    let path =
+        std::path::PathBuf::from(&status.nodes.iter().flat_map(|n| &n.disks).find(|d| d.id == victim).unwrap().path);
+    let (node, _) = (0..c.node_count())
+        .flat_map(|i| (0..2).map(move |d| (i, d)))
+        .find(|&(i, d)| c.disk_dir(i, d).canonicalize().ok() == path.canonicalize().ok())
+        .expect("the victim disk's node");
+    c.kill_node(node);
+    std::fs::remove_dir_all(&path).unwrap();
+    std::fs::create_dir(&path).unwrap();
+    c.start_node(node).unwrap();
+
+    let start = Instant::now();
+    let on_victim = |f: &dingo_proto::v1::FileInfo| f.blocks.iter().flat_map(|b| &b.chunks).any(|ch| ch.disk == victim);
+    let replacement = loop {
+        let h = client.health().await.unwrap();
+        let placed =
+            on_victim(&client.stat("/r/rep").await.unwrap()) || on_victim(&client.stat("/r/ec").await.unwrap());
+        let status = client.cluster_status().await.unwrap();
+        let new_disk =
+            status.nodes.iter().flat_map(|n| &n.disks).find(|d| {
+                d.id != victim && std::path::Path::new(&d.path).canonicalize().ok() == path.canonicalize().ok()
+            });
+        if let Some(new_disk) = new_disk
+            && h.disks_dead.contains(&dingo_types::DiskId(victim))
+            && h.repair_outstanding == 0
+            && !placed
+        {
+            assert_eq!((h.under_replicated, h.lost_blocks), (0, 0), "{h:?}");
+            break new_disk.id;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "disk {victim} not replaced and repaired in 2 minutes: {h:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    };
+    eprintln!("disk {victim} replaced by disk {replacement}, repaired in {:?}", start.elapsed());
+    assert_eq!(client.read_all("/r/rep", IoTag::Foreground).await.unwrap(), rep);
+    assert_eq!(client.read_all("/r/ec", IoTag::Foreground).await.unwrap(), ec);
+    // The new disk takes writes: enough files that one lands on it.
+    let mut landed = false;
+    for i in 0..20 {
+        let path = format!("/r/new{i}");
+        let bytes = data(MB, 100 + i);
+        client.put(&path, Redundancy::Replicated(3), MB, bytes.clone()).await.unwrap();
+        assert_eq!(client.read_all(&path, IoTag::Foreground).await.unwrap(), bytes);
+        let f = client.stat(&path).await.unwrap();
+        landed |= f.blocks.iter().flat_map(|b| &b.chunks).any(|ch| ch.disk == replacement);
+        if landed {
+            break;
+        }
+    }
+    assert!(landed, "no new chunk landed on the replacement disk {replacement}");
+}
