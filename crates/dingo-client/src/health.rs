@@ -19,7 +19,7 @@ const PAGE: u32 = 65_536;
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct Health {
     /// `HEALTH_OK`, `HEALTH_WARN` (reduced redundancy, silent or dead
-    /// nodes, corrupt chunks, expired leases, chunks still to move off
+    /// nodes, silent disks, corrupt chunks, expired leases, chunks still to move off
     /// draining devices) or `HEALTH_ERR` (data lost).
     pub status: String,
     /// Heartbeating and LIVE.
@@ -33,6 +33,10 @@ pub struct Health {
     pub nodes_decommissioned: Vec<NodeId>,
     /// LIVE disks on LIVE nodes.
     pub disks_live: u64,
+    /// LIVE disks their heartbeating node left out of its last report
+    /// (failing its health probe, or no longer on the node): marked DEAD
+    /// after `mark_dead_after_ms` unless reported again.
+    pub disks_silent: Vec<DiskId>,
     /// Disks marked DEAD, or on a node marked DEAD.
     pub disks_dead: Vec<DiskId>,
     /// Disks DRAINING themselves or on a draining node, with what is left.
@@ -80,6 +84,7 @@ impl Health {
         // still move, though no redundancy is reduced.
         let warn = self.moves_outstanding > 0
             || !self.nodes_silent.is_empty()
+            || !self.disks_silent.is_empty()
             || !self.nodes_dead.is_empty()
             || self.under_replicated > 0
             || self.corrupt_chunks > 0
@@ -129,6 +134,7 @@ impl Client {
                         chunks_left: d.drain_chunks_left,
                         bytes_left: d.drain_bytes_left,
                     }),
+                    DeviceState::Live if d.left_out => h.disks_silent.push(DiskId(d.id)),
                     DeviceState::Live => h.disks_live += 1,
                     DeviceState::Unspecified => {}
                 }

@@ -57,6 +57,8 @@ pub struct DiskView {
     pub drain_left_bytes: u64,
     pub drain_chunks_left: u64,
     pub id: DiskId,
+    /// Left out of its heartbeating node's last report.
+    pub left_out: bool,
     pub path: String,
     #[serde(serialize_with = "serialize_state")]
     pub state: DeviceState,
@@ -72,6 +74,7 @@ impl From<&DiskStatus> for DiskView {
             drain_left_bytes: d.drain_bytes_left,
             drain_chunks_left: d.drain_chunks_left,
             id: DiskId(d.id),
+            left_out: d.left_out,
             path: d.path.clone(),
             state: d.state(),
             used_bytes: d.used,
@@ -113,11 +116,13 @@ impl fmt::Display for ClusterView {
                 } else {
                     String::new()
                 };
+                let state =
+                    if d.left_out { format!("{} silent", state_name(d.state)) } else { state_name(d.state).into() };
                 writeln!(
                     f,
                     "        disk {:<4} {:<14} {:>12} used of {:>12}  {:>6} chunks  {}{left}",
                     d.id.0,
-                    state_name(d.state),
+                    state,
                     format_bytes(d.used_bytes),
                     format_bytes(d.capacity_bytes),
                     d.chunks,
@@ -155,8 +160,10 @@ impl fmt::Display for Health {
         let draining: Vec<DiskId> = self.disks_draining.iter().map(|d| d.disk).collect();
         writeln!(
             f,
-            "disks: {} live, {} dead{}, {} draining{}, {} decommissioned{}",
+            "disks: {} live, {} silent{}, {} dead{}, {} draining{}, {} decommissioned{}",
             self.disks_live,
+            self.disks_silent.len(),
+            disks(&self.disks_silent),
             self.disks_dead.len(),
             disks(&self.disks_dead),
             draining.len(),
@@ -390,7 +397,7 @@ mod tests {
         let json = serde_json::to_string(&ClusterView::from(&cluster())).unwrap();
         assert_eq!(
             json,
-            r#"{"blocks":9,"files":2,"nodes":[{"addr":"127.0.0.1:7410","alive":false,"disks":[{"capacity":2000000,"chunks":4,"drain_bytes_left":1000000,"drain_chunks_left":4,"id":5,"path":"/d/5","state":"DRAINING","used":1000000}],"heartbeat_age_ms":null,"id":3,"state":"DRAINING"}]}"#
+            r#"{"blocks":9,"files":2,"nodes":[{"addr":"127.0.0.1:7410","alive":false,"disks":[{"capacity":2000000,"chunks":4,"drain_bytes_left":1000000,"drain_chunks_left":4,"id":5,"left_out":false,"path":"/d/5","state":"DRAINING","used":1000000}],"heartbeat_age_ms":null,"id":3,"state":"DRAINING"}]}"#
         );
     }
 
@@ -468,7 +475,7 @@ mod tests {
         let text = h.to_string();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines[1], "nodes: 2 live, 0 silent, 0 dead, 1 draining [2], 0 decommissioned");
-        assert_eq!(lines[2], "disks: 3 live, 1 dead [1], 1 draining [5], 0 decommissioned");
+        assert_eq!(lines[2], "disks: 3 live, 0 silent, 1 dead [1], 1 draining [5], 0 decommissioned");
         assert_eq!(lines[7], "moves outstanding (draining): 4 chunk(s), 3.50 MB");
     }
 }

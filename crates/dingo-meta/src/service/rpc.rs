@@ -288,6 +288,7 @@ impl Meta for MetaService {
                         if let Some(u) = s.usage.get(&d.id) {
                             (d.capacity, d.used, d.chunks) = (u.capacity, u.used, u.chunks);
                         }
+                        d.left_out = n.alive && !s.reported(d.id);
                     }
                 }
                 n
@@ -585,6 +586,10 @@ mod tests {
         let placed = svc.candidates(&[]);
         let disks: Vec<u32> = placed.iter().flat_map(|c| c.disks.iter().map(|d| d.0)).collect();
         assert!(!disks.contains(&gone), "no new chunk goes to the missing disk: {disks:?}");
+        // Operators see it: left out of its node's report.
+        let status = svc.cluster_status(Request::new(ClusterStatusRequest {})).await.unwrap().into_inner();
+        let left_out: Vec<u32> = status.nodes[0].disks.iter().filter(|d| d.left_out).map(|d| d.id).collect();
+        assert_eq!(left_out, vec![gone]);
         // The database keeps it too, so a restarted service still knows it.
         let nodes = svc.db.nodes().unwrap();
         assert_eq!(nodes[0].disks.iter().map(|d| d.id).collect::<Vec<_>>(), vec![new[0], new[1], gone]);

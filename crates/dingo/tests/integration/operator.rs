@@ -346,8 +346,13 @@ async fn a_disk_replaced_while_its_node_was_down_joins_blank_and_the_old_one_is_
 
     let start = Instant::now();
     let on_victim = |f: &dingo_proto::v1::FileInfo| f.blocks.iter().flat_map(|b| &b.chunks).any(|ch| ch.disk == victim);
+    let mut seen_silent = false;
     let replacement = loop {
         let h = client.health().await.unwrap();
+        if h.disks_silent.contains(&dingo_types::DiskId(victim)) {
+            seen_silent = true;
+            assert_eq!(h.status, "HEALTH_WARN", "{h:?}");
+        }
         let placed =
             on_victim(&client.stat("/r/rep").await.unwrap()) || on_victim(&client.stat("/r/ec").await.unwrap());
         let status = client.cluster_status().await.unwrap();
@@ -369,7 +374,10 @@ async fn a_disk_replaced_while_its_node_was_down_joins_blank_and_the_old_one_is_
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     };
-    eprintln!("disk {victim} replaced by disk {replacement}, repaired in {:?}", start.elapsed());
+    eprintln!(
+        "disk {victim} replaced by disk {replacement}, repaired in {:?}; seen silent before DEAD: {seen_silent}",
+        start.elapsed()
+    );
     assert_eq!(client.read_all("/r/rep", IoTag::Foreground).await.unwrap(), rep);
     assert_eq!(client.read_all("/r/ec", IoTag::Foreground).await.unwrap(), ec);
     // The new disk takes writes: enough files that one lands on it.
