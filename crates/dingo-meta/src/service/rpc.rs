@@ -595,6 +595,29 @@ mod tests {
         assert_eq!(nodes[0].disks.iter().map(|d| d.id).collect::<Vec<_>>(), vec![new[0], new[1], gone]);
     }
 
+    /// A node that comes back at another address registers as a new node
+    /// with the same disks. Its old record gave them up in the database
+    /// but kept them in memory, so marking the old node DEAD counted the
+    /// disks' chunks lost while the new node served them.
+    #[tokio::test]
+    async fn disks_that_moved_to_another_node_are_not_lost_with_the_old_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let svc = MetaService::new(MetaDb::open(dir.path()).unwrap(), Duration::from_secs(60), Duration::from_secs(60))
+            .unwrap();
+        let disks = register(&svc, 0).await;
+        let moved = (0..2)
+            .map(|d| DiskRegistration { uuid: format!("0-{d}"), capacity: 1 << 30, ..Default::default() })
+            .collect();
+        let r = RegisterNodeRequest { addr: "127.0.0.1:9999".into(), disks: moved };
+        let reply = svc.register_node(Request::new(r)).await.unwrap().into_inner();
+        assert_eq!((reply.node, &reply.disks), (1, &disks), "a new node, the same disks");
+        let dead = SetNodeStateRequest { node: 0, state: dingo_proto::v1::DeviceState::Dead as i32 };
+        svc.set_node_state(Request::new(dead)).await.unwrap();
+        let cluster = svc.cluster();
+        assert!(cluster.lost_disks().is_empty(), "{:?}", cluster.lost_disks());
+        assert!(disks.iter().all(|&d| cluster.owner(d) == Some(1)));
+    }
+
     #[tokio::test]
     async fn placement_skips_draining_disks_and_nodes() {
         let dir = tempfile::tempdir().unwrap();
