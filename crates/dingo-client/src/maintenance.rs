@@ -70,8 +70,10 @@ impl Client {
         self.set_node_state(node, DeviceState::Dead).await
     }
 
-    /// Chunks of sealed blocks whose disk is marked dead or whose disk's
-    /// node is marked dead.
+    /// Chunks to rebuild: those of sealed blocks whose disk is marked dead
+    /// or whose disk's node is marked dead, and copies their nodes reported
+    /// corrupt or missing (a read or a scrub failed on them, or the node
+    /// restarted without their files).
     pub async fn lost_chunks(&self) -> Result<Vec<ChunkRef>> {
         let r = meta_call!(self, Retry::Always, lost_chunks, LostChunksRequest {}).await?;
         r.chunks.iter().map(|c| chunk_of(c.chunk.as_ref().unwrap_or(&ChunkId::default()))).collect()

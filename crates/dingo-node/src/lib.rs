@@ -29,8 +29,8 @@ use dingo_auth::{BearerCredentials, ClusterAccess, ServerSecurity};
 use dingo_proto::v1::meta_client::MetaClient;
 use dingo_proto::v1::node_server::NodeServer;
 use dingo_proto::v1::{
-    ChunkOnDisk, DiskModel as WireModel, DiskRegistration, DiskUsage, HeartbeatRequest, RegisterNodeRequest,
-    ReportChunksRequest,
+    ChunkOnDisk, ChunksOnDiskRequest, DiskModel as WireModel, DiskRegistration, DiskUsage, HeartbeatRequest,
+    RegisterNodeRequest, ReportChunksRequest,
 };
 use dingo_proto::{MAX_MESSAGE_BYTES, chunk_ref};
 use dingo_types::DiskId;
@@ -225,6 +225,34 @@ async fn register(meta: &MetaConn, meta_addr: &str, advertise: &str, store: &Sto
     }
 }
 
+/// Reports the chunks the metadata service places on this node's disks
+/// that the node does not hold (chunk files lost while it was down, or a
+/// `chunks/` directory emptied), so they are rebuilt now, not when a read
+/// or a scrub next meets them. Every chunk the service lists was sealed
+/// here before it was committed there, so a chunk missing now is lost,
+/// or was deleted since the listing (the service then drops the report,
+/// as for any chunk it no longer places).
+async fn report_missing(meta: &MetaConn, store: &Store) {
+    for disk in store.disks.iter().filter_map(|d| d.id()) {
+        match meta.clone().chunks_on_disk(ChunksOnDiskRequest { disk: disk.0 }).await {
+            Ok(reply) => {
+                let placed = reply.into_inner().chunks.into_iter().filter_map(|c| chunk_ref(Some(&c)).ok());
+                let missing = store.note_missing_on(disk, placed);
+                if missing > 0 {
+                    tracing::warn!(
+                        disk = disk.0,
+                        missing,
+                        "chunks the metadata service places here are missing; reported"
+                    );
+                }
+            }
+            Err(s) => {
+                tracing::warn!(disk = disk.0, "cannot check this disk's chunks against the metadata: {}", s.message())
+            }
+        }
+    }
+}
+
 /// Most chunks listed in one `ReportChunks` call.
 const ORPHAN_REPORT_BATCH: usize = 100_000;
 
@@ -259,8 +287,10 @@ async fn delete_orphans(meta: &MetaConn, store: &Store, node: u32, grace: Durati
 /// Reports usage every `every`, carries out the deletions the metadata
 /// service asks for, and confirms them in the next heartbeat — sent at once,
 /// so that confirmations and the freed space show without waiting a period.
-/// Also reports chunks that reads found corrupt, and has orphan chunks
-/// checked every quarter of `orphan_grace`.
+/// Also reports chunks that reads found corrupt and, on (re)joining, the
+/// chunks the service places here that the node lacks
+/// ([`report_missing`]), and has orphan chunks checked every quarter of
+/// `orphan_grace`.
 async fn heartbeat_loop(
     meta: MetaConn,
     meta_addr: String,
@@ -279,6 +309,7 @@ async fn heartbeat_loop(
     let mut orphans_checked = tokio::time::Instant::now();
     // Per disk: failing its health probe at the last heartbeat.
     let mut failing = vec![false; store.disks.len()];
+    report_missing(&meta, &store).await;
     loop {
         ticker.tick().await;
         if orphans_checked.elapsed() >= orphan_check_every {
@@ -326,7 +357,10 @@ async fn heartbeat_loop(
             Err(s) if s.code() == tonic::Code::NotFound => {
                 // The metadata service no longer knows this node: join again.
                 match register(&meta, &meta_addr, &advertise, &store).await {
-                    Ok(id) => node = id,
+                    Ok(id) => {
+                        node = id;
+                        report_missing(&meta, &store).await;
+                    }
                     Err(e) => tracing::warn!("re-registration failed: {e}"),
                 }
             }

@@ -16,7 +16,7 @@ use dingo_daemon::now_ms;
 use dingo_iosched::PolicyKind;
 use dingo_proto::IoTag;
 use dingo_types::{ChunkRef, DiskId, DiskModel, TaskKind};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -215,6 +215,21 @@ impl Store {
         if !corrupt.contains(&found) {
             corrupt.push(found);
         }
+    }
+
+    /// Of the chunks the metadata service places on `disk`, records those
+    /// this node does not hold there as missing (for
+    /// [`Store::take_corrupt`]); returns how many.
+    pub fn note_missing_on(&self, disk: DiskId, placed: impl IntoIterator<Item = ChunkRef>) -> usize {
+        let Ok(d) = self.disk_index(disk) else { return 0 };
+        let missing: Vec<ChunkRef> = {
+            let index = self.index.read().unwrap_or_else(|p| p.into_inner());
+            placed.into_iter().filter(|c| index.get(c).is_none_or(|s| s.disk != d)).collect()
+        };
+        let mut corrupt = self.corrupt.lock().unwrap_or_else(|p| p.into_inner());
+        let known: HashSet<(Option<DiskId>, ChunkRef)> = corrupt.iter().copied().collect();
+        corrupt.extend(missing.iter().map(|&c| (Some(disk), c)).filter(|found| !known.contains(found)));
+        missing.len()
     }
 
     /// Corrupt or missing chunks found since the last call, with their disks.
@@ -758,6 +773,19 @@ mod tests {
             assert!(matches!(e, StoreError::Corrupt { .. }), "{e}");
         }
         assert_eq!(store.take_corrupt(), vec![(Some(DiskId(5)), C)]);
+        assert!(store.take_corrupt().is_empty());
+    }
+
+    #[test]
+    fn chunks_placed_here_but_not_held_are_noted_missing_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path(), 0, 0);
+        put(&store, C, &[1u8; 1000]);
+        let gone = ChunkRef { block: BlockId(10), copy: 0 };
+        assert_eq!(store.note_missing_on(DiskId(5), [C, gone]), 1);
+        assert_eq!(store.note_missing_on(DiskId(5), [gone]), 1);
+        assert_eq!(store.take_corrupt(), vec![(Some(DiskId(5)), gone)], "noted once");
+        assert_eq!(store.note_missing_on(DiskId(6), [gone]), 0, "not a disk of this node");
         assert!(store.take_corrupt().is_empty());
     }
 

@@ -4,7 +4,7 @@
 //!
 //! - **reconstruction** whenever chunks are lost (a disk or node marked
 //!   DEAD, by an operator or by the metadata service after missed
-//!   heartbeats);
+//!   heartbeats) or reported corrupt or missing by their nodes;
 //! - **rebalancing** when a node joins (a live node not seen before);
 //! - **draining**: every chunk on a DRAINING disk or node is moved off it
 //!   (the rebalancing move), after which the metadata service marks it

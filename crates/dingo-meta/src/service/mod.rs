@@ -133,6 +133,19 @@ impl MetaService {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The copies nodes reported corrupt or missing, sorted, less `gone`:
+    /// those no block record places any more (rebuilt elsewhere, or
+    /// deleted), which are forgotten.
+    fn corrupt_still_placed(&self, gone: &[ChunkKey]) -> Vec<ChunkKey> {
+        let mut set = self.corrupt.lock().unwrap_or_else(|p| p.into_inner());
+        for g in gone {
+            set.remove(g);
+        }
+        let mut v: Vec<ChunkKey> = set.iter().copied().collect();
+        v.sort_unstable();
+        v
+    }
+
     fn alive(&self, s: &Soft) -> bool {
         s.last_seen.is_some_and(|t| t.elapsed() < self.dead_after)
     }

@@ -242,16 +242,7 @@ impl Meta for MetaService {
             Ok((stored, db.counts()?, db.unknown_chunks(&reported)?, db.open_files()?, drains, left))
         })
         .await?;
-        // Reported copies rebuilt elsewhere (or deleted) are no longer damage.
-        let corrupt: Vec<ChunkOnDisk> = {
-            let mut set = self.corrupt.lock().unwrap_or_else(|p| p.into_inner());
-            for g in &gone {
-                set.remove(g);
-            }
-            let mut v: Vec<_> = set.iter().copied().collect();
-            v.sort_unstable();
-            v.into_iter().map(wire::chunk_on_disk).collect()
-        };
+        let corrupt: Vec<ChunkOnDisk> = self.corrupt_still_placed(&gone).into_iter().map(wire::chunk_on_disk).collect();
         let now = now_ms();
         let expired_leases = open.iter().filter(|(_, expiry)| *expiry < now).count() as u64;
         let cluster = self.cluster();
@@ -354,8 +345,15 @@ impl Meta for MetaService {
     async fn lost_chunks(&self, _: Request<LostChunksRequest>) -> Result<Response<LostChunksReply>, Status> {
         let mut disks: Vec<DiskId> = self.cluster().lost_disks().into_iter().map(DiskId).collect();
         disks.sort_unstable();
+        let reported: Vec<ChunkKey> = self.corrupt.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
         let db = self.db.clone();
-        let found = blocking(move || db.sealed_chunks_on(&disks)).await?;
+        let (mut found, gone) =
+            blocking(move || Ok((db.sealed_chunks_on(&disks)?, db.unknown_chunks(&reported)?))).await?;
+        // Copies their nodes reported corrupt or missing are rebuilt like
+        // lost ones, not left for the next scrub.
+        found.extend(self.corrupt_still_placed(&gone));
+        found.sort_unstable();
+        found.dedup();
         let chunks = found.into_iter().map(wire::chunk_on_disk).collect();
         Ok(Response::new(LostChunksReply { chunks }))
     }

@@ -395,3 +395,39 @@ async fn a_disk_replaced_while_its_node_was_down_joins_blank_and_the_old_one_is_
     }
     assert!(landed, "no new chunk landed on the replacement disk {replacement}");
 }
+
+/// A chunk file lost while its node was down (here: deleted) is reported
+/// by the node when it starts again, from the metadata service's list of
+/// what it places there, and rebuilt elsewhere at once, not when a scrub
+/// next meets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunk_lost_while_its_node_was_down_is_reported_on_restart_and_rebuilt() {
+    let (mut c, _dir) = start_cluster(4, 1, SELF_REPAIRING, &[]).await;
+    // Scrubbing only in days: the node's report must be what finds it.
+    c.start_maintainer(&["--interval".into(), "1s".into(), "--scrub-every".into(), "7d".into()]).unwrap();
+    let client = c.client().unwrap();
+    let rep = data(3 * MB, 21);
+    client.put("/m/rep", Redundancy::Replicated(3), MB, rep.clone()).await.unwrap();
+    let block = client.stat("/m/rep").await.unwrap().blocks[1].clone();
+    let lost = block.chunks[0].clone();
+    let node = (0..c.node_count())
+        .find(|&i| c.disk_dir(i, 0).join("chunks").join(format!("{}.{}", block.id, lost.copy)).exists());
+    let node = node.expect("the chunk's node");
+    c.kill_node(node);
+    std::fs::remove_file(c.disk_dir(node, 0).join("chunks").join(format!("{}.{}", block.id, lost.copy))).unwrap();
+    c.start_node(node).unwrap();
+
+    let start = Instant::now();
+    loop {
+        let now = client.stat("/m/rep").await.unwrap().blocks[1].clone();
+        let copy = now.chunks.iter().find(|ch| ch.copy == lost.copy).expect("the copy");
+        let h = client.health().await.unwrap();
+        if copy.disk != lost.disk && h.repair_outstanding == 0 {
+            eprintln!("lost chunk found and rebuilt on disk {} in {:?}", copy.disk, start.elapsed());
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "the lost chunk was not rebuilt in a minute: {now:?} {h:?}");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    assert_eq!(client.read_all("/m/rep", IoTag::Foreground).await.unwrap(), rep);
+}
