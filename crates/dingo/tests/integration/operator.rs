@@ -276,24 +276,41 @@ async fn a_killed_node_is_repaired_without_a_command() {
     assert!(state["jobs"]["reconstruction"].as_u64().unwrap() >= 1, "{state}");
 }
 
+/// A 4-node cluster of two disks each that marks silent devices DEAD
+/// within seconds, with `dingo maintain` running, holding `{dir}/rep`
+/// (replicated) and `{dir}/ec` (erasure-coded); with their bytes.
+async fn repairing_cluster_with_two_files(
+    dir: &str,
+    seed: u64,
+) -> (dingo_cluster::LocalCluster, tempfile::TempDir, Client, bytes::Bytes, bytes::Bytes) {
+    let (mut c, tmp) = start_cluster(4, 2, SELF_REPAIRING, &[]).await;
+    c.start_maintainer(&["--interval".into(), "1s".into()]).unwrap();
+    let client = c.client().unwrap();
+    let rep = data(6 * MB, seed);
+    let ec = data(5 * MB, seed + 1);
+    client.put(&format!("{dir}/rep"), Redundancy::Replicated(3), MB, rep.clone()).await.unwrap();
+    client.put(&format!("{dir}/ec"), Redundancy::Ec { data: 2, parity: 1 }, MB, ec.clone()).await.unwrap();
+    (c, tmp, client, rep, ec)
+}
+
+/// The id and directory of the disk holding the first copy of `path`'s
+/// first block.
+async fn first_copys_disk(client: &Client, path: &str) -> (u32, std::path::PathBuf) {
+    let disk = client.stat(path).await.unwrap().blocks[0].chunks[0].disk;
+    let status = client.cluster_status().await.unwrap();
+    let dir = &status.nodes.iter().flat_map(|n| &n.disks).find(|d| d.id == disk).unwrap().path;
+    (disk, dir.into())
+}
+
 /// A disk that fails while its node runs (here: its directory disappears,
 /// as when it is unmounted) is left out of the node's heartbeats, marked
 /// DEAD by the metadata service, and its chunks are rebuilt elsewhere by
 /// `dingo maintain`, with no command typed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_disk_is_marked_dead_and_repaired_without_a_command() {
-    let (mut c, _dir) = start_cluster(4, 2, SELF_REPAIRING, &[]).await;
-    c.start_maintainer(&["--interval".into(), "1s".into()]).unwrap();
-    let client = c.client().unwrap();
-    let rep = data(6 * MB, 9);
-    let ec = data(5 * MB, 10);
-    client.put("/d/rep", Redundancy::Replicated(3), MB, rep.clone()).await.unwrap();
-    client.put("/d/ec", Redundancy::Ec { data: 2, parity: 1 }, MB, ec.clone()).await.unwrap();
-
-    let victim = client.stat("/d/rep").await.unwrap().blocks[0].chunks[0].disk;
-    let status = client.cluster_status().await.unwrap();
-    let path = status.nodes.iter().flat_map(|n| &n.disks).find(|d| d.id == victim).unwrap().path.clone();
-    std::fs::rename(&path, format!("{path}.failed")).unwrap();
+    let (_c, _dir, client, rep, ec) = repairing_cluster_with_two_files("/d", 9).await;
+    let (victim, path) = first_copys_disk(&client, "/d/rep").await;
+    std::fs::rename(&path, format!("{}.failed", path.display())).unwrap();
 
     let start = Instant::now();
     let on_victim = |f: &dingo_proto::v1::FileInfo| f.blocks.iter().flat_map(|b| &b.chunks).any(|ch| ch.disk == victim);
@@ -323,18 +340,8 @@ async fn a_failed_disk_is_marked_dead_and_repaired_without_a_command() {
 /// typed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_disk_replaced_while_its_node_was_down_joins_blank_and_the_old_one_is_repaired() {
-    let (mut c, _dir) = start_cluster(4, 2, SELF_REPAIRING, &[]).await;
-    c.start_maintainer(&["--interval".into(), "1s".into()]).unwrap();
-    let client = c.client().unwrap();
-    let rep = data(6 * MB, 11);
-    let ec = data(5 * MB, 12);
-    client.put("/r/rep", Redundancy::Replicated(3), MB, rep.clone()).await.unwrap();
-    client.put("/r/ec", Redundancy::Ec { data: 2, parity: 1 }, MB, ec.clone()).await.unwrap();
-
-    let victim = client.stat("/r/rep").await.unwrap().blocks[0].chunks[0].disk;
-    let status = client.cluster_status().await.unwrap();
-    let path =
-        std::path::PathBuf::from(&status.nodes.iter().flat_map(|n| &n.disks).find(|d| d.id == victim).unwrap().path);
+    let (mut c, _dir, client, rep, ec) = repairing_cluster_with_two_files("/r", 11).await;
+    let (victim, path) = first_copys_disk(&client, "/r/rep").await;
     let (node, _) = (0..c.node_count())
         .flat_map(|i| (0..2).map(move |d| (i, d)))
         .find(|&(i, d)| c.disk_dir(i, d).canonicalize().ok() == path.canonicalize().ok())
