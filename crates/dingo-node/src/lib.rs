@@ -121,10 +121,13 @@ pub async fn run(
         None => None,
     };
 
+    // Replies as large as the service sends (a disk's chunk list).
     let meta = MetaClient::with_interceptor(
         cfg.meta_access.endpoint(&cfg.meta).map_err(NodeError::MetaAddr)?.connect_lazy(),
         cfg.meta_access.credentials(),
-    );
+    )
+    .max_decoding_message_size(MAX_MESSAGE_BYTES)
+    .max_encoding_message_size(MAX_MESSAGE_BYTES);
     let node = register(&meta, &cfg.meta, &advertise, &store).await?;
     tracing::info!(node, %advertise, disks = store.disks.len(), "node registered");
     let _heartbeat = AbortOnDrop(tokio::spawn(heartbeat_loop(
