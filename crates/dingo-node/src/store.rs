@@ -296,11 +296,16 @@ impl Store {
         // pass checks what the device holds now) or the first page will be
         // cached: a scrub served from the cache then checked the header as
         // of the read that filled it, as it checked the data.
-        let header_check = |caches: bool| match () {
-            _ if !kept_meta || first != 0 => HeaderCheck::Skip,
-            _ if checks_device_header(tag) => HeaderCheck::Require,
-            _ if caches => HeaderCheck::Observe,
-            _ => HeaderCheck::Skip,
+        let header_check = |caches: bool| {
+            if !kept_meta || first != 0 {
+                HeaderCheck::Skip
+            } else if checks_device_header(tag) {
+                HeaderCheck::Require
+            } else if caches {
+                HeaderCheck::Observe
+            } else {
+                HeaderCheck::Skip
+            }
         };
         if fills && filling.is_none() {
             // Skipped the fill: one disk read of the range, cached by the filler.
