@@ -326,7 +326,10 @@ impl Store {
                 continue;
             }
             let run_end = (s..last).find(|&e| pages[(e - first) as usize].is_some()).unwrap_or(last);
-            let check = if s == first { header_check(self.cache.wants(chunk, tag, now)) } else { HeaderCheck::Skip };
+            // For a run from the range's start: whether its pages will be
+            // kept, asked once for the header check and the buffer hand-out.
+            let first_run_cached = s == first && self.cache.wants(chunk, tag, now);
+            let check = if s == first { header_check(first_run_cached) } else { HeaderCheck::Skip };
             let read = chunk::read_segments(disk, chunk, &path, &meta, s, run_end, tag, check)?;
             // The first page is cached only with its header found sound on
             // disk by this read (or by loading it just now), so a page in
@@ -346,7 +349,7 @@ impl Store {
                 HeaderSeen::NotRead => {}
             }
             let data = read.data;
-            if s == first && run_end == last && !self.cache.wants(chunk, tag, now) {
+            if s == first && run_end == last && !first_run_cached {
                 // Nothing was cached and nothing will be: hand out the disk
                 // buffer itself instead of copying it page by page.
                 self.count_declaration(tag, len);

@@ -497,6 +497,11 @@ mod tests {
     use crate::db::MetaDb;
     use std::time::Duration;
 
+    /// A service over a fresh database in `dir`, marking nothing dead.
+    fn service(dir: &std::path::Path) -> MetaService {
+        MetaService::new(MetaDb::open(dir).unwrap(), Duration::from_secs(60), Duration::from_secs(60)).unwrap()
+    }
+
     async fn register(svc: &MetaService, n: u32) -> Vec<u32> {
         let disks = (0..2)
             .map(|d| DiskRegistration { uuid: format!("{n}-{d}"), capacity: 1 << 30, ..Default::default() })
@@ -508,8 +513,7 @@ mod tests {
     #[tokio::test]
     async fn concurrent_moves_of_one_stripes_members_do_not_pile_onto_one_node() {
         let dir = tempfile::tempdir().unwrap();
-        let svc = MetaService::new(MetaDb::open(dir.path()).unwrap(), Duration::from_secs(60), Duration::from_secs(60))
-            .unwrap();
+        let svc = service(dir.path());
         for n in 0..5 {
             register(&svc, n).await;
         }
@@ -561,8 +565,7 @@ mod tests {
     #[tokio::test]
     async fn a_disk_a_node_no_longer_registers_stays_silent_until_marked_dead() {
         let dir = tempfile::tempdir().unwrap();
-        let svc = MetaService::new(MetaDb::open(dir.path()).unwrap(), Duration::from_secs(60), Duration::from_secs(60))
-            .unwrap();
+        let svc = service(dir.path());
         let old = register(&svc, 0).await;
         // Time for the node's first report to age past `silent_after`.
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -600,8 +603,7 @@ mod tests {
     #[tokio::test]
     async fn disks_that_moved_to_another_node_are_not_lost_with_the_old_one() {
         let dir = tempfile::tempdir().unwrap();
-        let svc = MetaService::new(MetaDb::open(dir.path()).unwrap(), Duration::from_secs(60), Duration::from_secs(60))
-            .unwrap();
+        let svc = service(dir.path());
         let disks = register(&svc, 0).await;
         let moved = (0..2)
             .map(|d| DiskRegistration { uuid: format!("0-{d}"), capacity: 1 << 30, ..Default::default() })
@@ -619,8 +621,7 @@ mod tests {
     #[tokio::test]
     async fn placement_skips_draining_disks_and_nodes() {
         let dir = tempfile::tempdir().unwrap();
-        let svc = MetaService::new(MetaDb::open(dir.path()).unwrap(), Duration::from_secs(60), Duration::from_secs(60))
-            .unwrap();
+        let svc = service(dir.path());
         let mut disks = Vec::new();
         for n in 0..5 {
             disks.push(register(&svc, n).await);
@@ -677,8 +678,7 @@ mod tests {
         assert!(svc.candidates(&[]).iter().any(|c| c.node == 1 && c.disks.len() == 2));
         // A restarted service keeps the drains out of placement.
         drop(svc);
-        let svc = MetaService::new(MetaDb::open(dir.path()).unwrap(), Duration::from_secs(60), Duration::from_secs(60))
-            .unwrap();
+        let svc = service(dir.path());
         assert!(svc.cluster().drained_nodes.contains(&2) && svc.cluster().drained_disks.contains(&drained_disk));
         assert!(!svc.cluster().drained_nodes.contains(&1), "the cancelled drain stays cancelled");
         let bad = SetDiskStateRequest { disk: 99, state: DeviceState::Draining as i32 };
